@@ -1,0 +1,115 @@
+//! The admin API: cluster status, initialization and membership, and health.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{ApiError, ApiJson};
+use crate::node::{ClusterStatus, Member, Node};
+use crate::raft::NodeId;
+
+/// Membership changes: served by the leader.
+pub fn leader_routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/v1/cluster/learners", post(add_learner))
+        .route("/v1/cluster/membership", post(change_membership))
+}
+
+/// Answered by whichever node is asked.
+pub fn local_routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/v1/cluster/status", get(status))
+        .route("/v1/cluster/init", post(init))
+        .route("/healthz", get(healthz))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitRequest {
+    /// The initial voters; this node alone when absent or empty.
+    #[serde(default)]
+    pub members: Vec<NewMember>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewMember {
+    pub id: NodeId,
+    pub addr: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipRequest {
+    pub voters: BTreeSet<NodeId>,
+}
+
+/// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
+/// tick, members).
+async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
+    Json(node.status())
+}
+
+/// `GET /healthz`: 200 while the process serves; says whether a leader is known.
+async fn healthz(State(node): State<Arc<Node>>) -> Json<Value> {
+    Json(json!({ "status": "ok", "id": node.id(), "leader": node.leader().map(|(id, _)| id) }))
+}
+
+/// `POST /v1/cluster/init`: 200; 409 `already_initialized`; 400 when this
+/// node is not among the members.
+async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>) -> Result<Json<Value>, ApiError> {
+    let mut members = BTreeMap::new();
+    for m in req.members {
+        check_addr(&m.addr)?;
+        if members.insert(m.id, m.addr).is_some() {
+            return Err(ApiError::bad_request(format!("member {} listed twice", m.id)).with("field", "members"));
+        }
+    }
+    node.init(members).await?;
+    Ok(Json(json!({ "initialized": true })))
+}
+
+/// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
+/// waits until it has caught up.
+async fn add_learner(
+    State(node): State<Arc<Node>>,
+    ApiJson(req): ApiJson<NewMember>,
+) -> Result<Json<Value>, ApiError> {
+    check_addr(&req.addr)?;
+    let log_index = node.add_learner(req.id, req.addr).await?;
+    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+}
+
+/// `POST /v1/cluster/membership` `{"voters":[ids]}`: makes exactly these
+/// members voters (each must already be a member); others are removed.
+async fn change_membership(
+    State(node): State<Arc<Node>>,
+    ApiJson(req): ApiJson<MembershipRequest>,
+) -> Result<Json<Value>, ApiError> {
+    if req.voters.is_empty() {
+        return Err(ApiError::bad_request("voters must not be empty").with("field", "voters"));
+    }
+    let log_index = node.change_membership(req.voters).await?;
+    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+}
+
+fn members(node: &Node) -> Vec<Member> {
+    node.status().members
+}
+
+/// A node address is `host:port`, as peers dial it.
+fn check_addr(addr: &str) -> Result<(), ApiError> {
+    let valid = addr.len() <= 256
+        && addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        && !addr.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/');
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!("addr {addr:?} is not host:port")).with("field", "addr"))
+    }
+}

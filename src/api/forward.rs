@@ -1,0 +1,84 @@
+//! Leader forwarding: a follower sends client requests to the leader itself
+//! and relays the answer, so clients may talk to any node. Every answer names
+//! the leader in the `x-leasehold-leader` (id) and `x-leasehold-leader-addr`
+//! headers.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::{ApiError, MAX_BODY_BYTES};
+use crate::node::Node;
+use crate::raft::NodeId;
+
+pub const LEADER_HEADER: &str = "x-leasehold-leader";
+pub const LEADER_ADDR_HEADER: &str = "x-leasehold-leader-addr";
+/// Marks a request a node forwarded, so it is never forwarded twice (two
+/// nodes that each believe the other leads would otherwise bounce it).
+const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
+
+/// How long a forwarded request may take, including the leader's own quorum
+/// wait.
+const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Middleware: run the handler on the leader, forward elsewhere.
+pub async fn to_leader(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
+    let Some((leader, addr)) = node.leader() else {
+        return ApiError::unavailable("no leader elected; retry").into_response();
+    };
+    let mut response = if leader == node.id() {
+        next.run(request).await
+    } else if request.headers().contains_key(FORWARDED_HEADER) {
+        ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
+    } else {
+        match forward(&node, &addr, request).await {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    };
+    name_leader(response.headers_mut(), leader, &addr);
+    response
+}
+
+fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
+    headers.insert(LEADER_HEADER, HeaderValue::from(leader));
+    if let Ok(v) = HeaderValue::from_str(addr) {
+        headers.insert(LEADER_ADDR_HEADER, v);
+    }
+}
+
+async fn forward(node: &Node, leader_addr: &str, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body too large")
+    })?;
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut outbound = node
+        .http()
+        .request(parts.method, format!("http://{leader_addr}{path}"))
+        .header(FORWARDED_HEADER, node.id())
+        .timeout(FORWARD_TIMEOUT)
+        .body(body);
+    if let Some(ct) = parts.headers.get(axum::http::header::CONTENT_TYPE) {
+        outbound = outbound.header(axum::http::header::CONTENT_TYPE, ct);
+    }
+    let reply = outbound
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+    let status = reply.status();
+    let headers = reply.headers().clone();
+    let bytes = reply.bytes().await.map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
+    let mut response = Response::new(Body::from(bytes));
+    *response.status_mut() = status;
+    for name in [axum::http::header::CONTENT_TYPE, axum::http::header::RETRY_AFTER] {
+        if let Some(v) = headers.get(&name) {
+            response.headers_mut().insert(name, v.clone());
+        }
+    }
+    Ok(response)
+}

@@ -1,0 +1,59 @@
+//! The HTTP API (axum): the client API under `/v1/locks`, the admin API under
+//! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`.
+//!
+//! Client requests and membership changes are served by the leader: any other
+//! node forwards them there itself ([`forward`]), so clients may talk to any
+//! node. Handlers never touch sled; they call the [`Node`].
+
+mod admin;
+mod error;
+mod forward;
+mod locks;
+mod raft_rpc;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::http::StatusCode;
+use axum::{middleware, Router};
+
+pub use error::ApiError;
+
+use crate::node::Node;
+
+/// Largest client or admin request body.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest Raft RPC body (entry batches and snapshot chunks are bigger).
+const MAX_RAFT_BODY_BYTES: usize = 32 << 20;
+
+/// A JSON body whose rejections become [`ApiError`]s.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+/// A path parameter whose rejections become [`ApiError`]s.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// Query parameters whose rejections become [`ApiError`]s.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// The whole HTTP surface of a node.
+pub fn router(node: Arc<Node>) -> Router {
+    let leader_only = locks::routes()
+        .merge(admin::leader_routes())
+        .route_layer(middleware::from_fn_with_state(node.clone(), forward::to_leader));
+    let api = leader_only
+        .merge(admin::local_routes())
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    let raft = raft_rpc::routes().layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES));
+    api.merge(raft)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed here")
+        })
+        .with_state(node)
+}

@@ -1,0 +1,28 @@
+//! leasehold: a Raft-replicated lease lock service with fencing tokens.
+//!
+//! # Layout
+//!
+//! Dependencies point down only.
+//!
+//! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
+//!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `bench`).
+//! - [`local`] — starts and stops a local cluster of `leasehold serve`
+//!   processes by PID (used by `up`, the tests and the benchmark).
+//! - [`client`] — the Rust client library (reqwest): endpoints, leader
+//!   discovery, retries.
+//! - [`node`] — one node: wires config, the sled Db, openraft, the ticker and
+//!   the HTTP listener; offers propose / linearizable read / membership.
+//!   - [`api`] — axum routes: client API (`/v1/locks`), admin API
+//!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
+//!     forwarding, and the one `ApiError` that decides every status code.
+//!   - [`raft`] — openraft type config, sled log store (group commit), sled
+//!     state-machine store (snapshots), reqwest network, the leader's ticker.
+//!   - [`lock`] — PURE: commands, leases, the lock table, fencing tokens,
+//!     limits. No tokio, sled, openraft or axum; time enters as Tick commands.
+
+pub mod api;
+pub mod client;
+pub mod local;
+pub mod lock;
+pub mod node;
+pub mod raft;

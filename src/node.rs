@@ -1,0 +1,321 @@
+//! One leasehold node: wires the sled stores, openraft, the ticker and the HTTP
+//! listener together, and offers the API layer the few operations it needs
+//! (propose a command, read linearizably, report status, change membership).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{ServerState, SnapshotPolicy};
+use serde::Serialize;
+
+use crate::lock::{Command, LockTable};
+use crate::raft::{self, Applied, LockState, Network, Node as RaftNode, NodeId, Raft, Ticker};
+
+/// Raft heartbeat period. Election timeouts are several of these.
+const HEARTBEAT_MS: u64 = 100;
+const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
+const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
+/// How long a proposal or a read may wait for a quorum before the client is
+/// told the cluster is unavailable (the proposal may still commit later).
+const QUORUM_WAIT: Duration = Duration::from_secs(3);
+
+/// Everything a node needs to start.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub id: NodeId,
+    /// Address to bind the HTTP listener to.
+    pub listen: SocketAddr,
+    /// Address peers and clients use to reach this node (defaults to `listen`).
+    pub advertise: String,
+    pub data_dir: PathBuf,
+    /// The leader's tick period.
+    pub tick_ms: u64,
+    /// The initial cluster. When this node has the lowest id in it and its
+    /// store is empty, it initializes the cluster with these members.
+    pub initial_members: BTreeMap<NodeId, String>,
+}
+
+/// Why a node operation failed. The API turns each into one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("this node is not the leader")]
+    NotLeader { leader: Option<(NodeId, String)> },
+    #[error("cluster unavailable: {0}")]
+    Unavailable(String),
+    #[error("cluster already initialized")]
+    AlreadyInitialized,
+    #[error("invalid membership: {0}")]
+    InvalidMembership(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// A running node, shared by the HTTP handlers.
+pub struct Node {
+    id: NodeId,
+    advertise: String,
+    raft: Raft,
+    locks: LockState,
+    /// One pooled client for forwarding requests to the leader.
+    http: reqwest::Client,
+    tick_ms: u64,
+}
+
+/// A member as `/v1/cluster/status` shows it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Member {
+    pub id: NodeId,
+    pub addr: String,
+    pub voter: bool,
+}
+
+/// `GET /v1/cluster/status`: this node's view of the cluster.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ClusterStatus {
+    pub id: NodeId,
+    pub role: String,
+    pub leader: Option<NodeId>,
+    pub leader_addr: Option<String>,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    /// Committed ticks applied on this node.
+    pub tick: u64,
+    pub tick_ms: u64,
+    pub millis_since_quorum_ack: Option<u64>,
+    pub locks_held: usize,
+    pub members: Vec<Member>,
+}
+
+/// The shared HTTP client: no system proxy (peers are addressed directly),
+/// bounded connect time, kept-alive connections.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(1))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()
+        .expect("reqwest client builds with static settings")
+}
+
+impl Node {
+    /// Opens the stores and starts Raft and the ticker.
+    pub async fn start(config: &NodeConfig) -> Result<Arc<Node>, NodeError> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| NodeError::Internal(format!("create {}: {e}", config.data_dir.display())))?;
+        let (log_store, sm_store) =
+            raft::open_stores(&config.data_dir).map_err(|e| NodeError::Internal(e.to_string()))?;
+        let locks = sm_store.state();
+        let raft_config = openraft::Config {
+            cluster_name: "leasehold".into(),
+            heartbeat_interval: HEARTBEAT_MS,
+            election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
+            election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
+            // Ticks are log entries: snapshot and purge so the log stays bounded.
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(5_000),
+            max_in_snapshot_log_to_keep: 1_000,
+            max_payload_entries: 256,
+            snapshot_max_chunk_size: 1 << 20,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| NodeError::Internal(e.to_string()))?;
+        let http = http_client();
+        let raft = Raft::new(config.id, Arc::new(raft_config), Network::new(http.clone()), log_store, sm_store)
+            .await
+            .map_err(|e| NodeError::Internal(e.to_string()))?;
+        let ticker = Ticker::new(
+            raft.clone(),
+            locks.clone(),
+            Duration::from_millis(config.tick_ms),
+            Duration::from_millis(ELECTION_TIMEOUT_MIN_MS),
+        );
+        tokio::spawn(ticker.run());
+        let node = Arc::new(Node {
+            id: config.id,
+            advertise: config.advertise.clone(),
+            raft,
+            locks,
+            http,
+            tick_ms: config.tick_ms,
+        });
+        node.bootstrap(&config.initial_members).await?;
+        Ok(node)
+    }
+
+    /// Initializes the cluster from `members` if this node has the lowest id
+    /// and has never been initialized. Exactly one node bootstraps, so two
+    /// clusters cannot be formed from one member list.
+    async fn bootstrap(&self, members: &BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+        if members.keys().next() != Some(&self.id) {
+            return Ok(());
+        }
+        match self.init(members.clone()).await {
+            Ok(()) => {
+                tracing::info!(members = ?members, "cluster initialized");
+                Ok(())
+            }
+            Err(NodeError::AlreadyInitialized) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The leader this node knows of, with its address.
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        let id = self.raft.metrics().borrow().current_leader?;
+        Some((id, self.member_addr(id)?))
+    }
+
+    fn member_addr(&self, id: NodeId) -> Option<String> {
+        let m = self.raft.metrics();
+        let addr = m.borrow().membership_config.membership().get_node(&id)?.addr.clone();
+        Some(addr)
+    }
+
+    /// Proposes `command` and waits until it is committed and applied here.
+    pub async fn propose(&self, command: Command) -> Result<Applied, NodeError> {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.client_write(command)).await {
+            Err(_) => Err(NodeError::Unavailable(format!(
+                "no quorum within {} ms; the request may still take effect",
+                QUORUM_WAIT.as_millis()
+            ))),
+            Ok(Ok(response)) => Ok(response.data),
+            Ok(Err(e)) => Err(self.write_error(e)),
+        }
+    }
+
+    /// Runs `read` on the lock table once it reflects every write committed
+    /// before this call (ReadIndex: the leader confirms it still leads, then
+    /// waits until its state machine has applied the commit index).
+    pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable()).await {
+            Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
+            Ok(Err(e)) => match e.forward_to_leader::<RaftNode>() {
+                Some(f) => Err(self.not_leader(f.leader_id)),
+                None => Err(NodeError::Internal(e.to_string())),
+            },
+            Ok(Ok(_)) => Ok(self.locks.read(read)),
+        }
+    }
+
+    /// This node's view of the cluster (local, not linearizable).
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(id, n)| Member { id: *id, addr: n.addr.clone(), voter: voters.contains(id) })
+            .collect();
+        let (tick, locks_held) = self.locks.read(|t| (t.now_tick(), t.len()));
+        ClusterStatus {
+            id: self.id,
+            role: match m.state {
+                ServerState::Leader => "leader",
+                ServerState::Follower => "follower",
+                ServerState::Candidate => "candidate",
+                ServerState::Learner => "learner",
+                ServerState::Shutdown => "shutdown",
+            }
+            .into(),
+            leader: m.current_leader,
+            leader_addr: self.leader().map(|(_, a)| a),
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            tick,
+            tick_ms: self.tick_ms,
+            millis_since_quorum_ack: m.millis_since_quorum_ack,
+            locks_held,
+            members,
+        }
+    }
+
+    /// Initializes a new cluster with `members` (this node alone when empty).
+    pub async fn init(&self, mut members: BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+        if members.is_empty() {
+            members.insert(self.id, self.advertise.clone());
+        }
+        let nodes: BTreeMap<NodeId, RaftNode> =
+            members.into_iter().map(|(id, addr)| (id, RaftNode { addr })).collect();
+        match self.raft.initialize(nodes).await {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Err(NodeError::AlreadyInitialized),
+            Err(RaftError::APIError(InitializeError::NotInMembers(e))) => {
+                Err(NodeError::InvalidMembership(e.to_string()))
+            }
+            Err(RaftError::Fatal(e)) => Err(NodeError::Internal(e.to_string())),
+        }
+    }
+
+    /// Adds a learner and waits until it has caught up with the log.
+    pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<u64, NodeError> {
+        let response = self.raft.add_learner(id, RaftNode { addr }, true).await.map_err(|e| self.write_error(e))?;
+        Ok(response.log_id.index)
+    }
+
+    /// Makes `voters` the voting members; other nodes are removed.
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<u64, NodeError> {
+        let response = self.raft.change_membership(voters, false).await.map_err(|e| self.write_error(e))?;
+        Ok(response.log_id.index)
+    }
+
+    /// Stops Raft (and with it the ticker).
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+
+    fn write_error(&self, e: RaftError<NodeId, ClientWriteError<NodeId, RaftNode>>) -> NodeError {
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => self.not_leader(f.leader_id),
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+                NodeError::InvalidMembership(e.to_string())
+            }
+            RaftError::Fatal(e) => NodeError::Internal(e.to_string()),
+        }
+    }
+
+    fn not_leader(&self, leader_id: Option<NodeId>) -> NodeError {
+        let leader = leader_id.and_then(|id| Some((id, self.member_addr(id)?)));
+        NodeError::NotLeader { leader }
+    }
+
+    pub(crate) fn raft(&self) -> &Raft {
+        &self.raft
+    }
+}
+
+/// Runs a node until `shutdown` resolves: starts it, serves HTTP, stops Raft.
+pub async fn run(config: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| NodeError::Internal(format!("bind {}: {e}", config.listen)))?;
+    let node = Node::start(&config).await?;
+    tracing::info!(id = config.id, addr = %config.listen, "serving");
+    axum::serve(listener, crate::api::router(node.clone()))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| NodeError::Internal(e.to_string()))?;
+    node.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! Outbound Raft RPC over HTTP with one pooled reqwest client.
+//!
+//! Each RPC is a POST under `/raft/` on the target node. A 2xx answer carries
+//! the response as JSON; any other status carries the target's `RaftError` as
+//! JSON. Snapshot chunks travel as raw bytes after a small JSON head (see
+//! [`SnapshotChunkHead`]) because JSON would spell every byte as a number.
+
+use std::error::Error;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use openraft::{SnapshotMeta, Vote};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::{Node, NodeId, TypeConfig};
+
+pub const APPEND_PATH: &str = "/raft/append";
+pub const VOTE_PATH: &str = "/raft/vote";
+pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
+
+/// An install-snapshot request without its data: the data follows it raw.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SnapshotChunkHead {
+    pub vote: Vote<NodeId>,
+    pub meta: SnapshotMeta<NodeId, Node>,
+    pub offset: u64,
+    pub done: bool,
+}
+
+impl SnapshotChunkHead {
+    /// Body layout: head length (u32, big-endian), head as JSON, then data.
+    pub fn encode(rpc: InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
+        let head = SnapshotChunkHead { vote: rpc.vote, meta: rpc.meta, offset: rpc.offset, done: rpc.done };
+        let head = serde_json::to_vec(&head).expect("snapshot head serializes");
+        let mut body = Vec::with_capacity(4 + head.len() + rpc.data.len());
+        body.extend_from_slice(&(head.len() as u32).to_be_bytes());
+        body.extend_from_slice(&head);
+        body.extend_from_slice(&rpc.data);
+        body
+    }
+
+    /// Inverse of [`encode`](Self::encode); `None` when the body is malformed.
+    pub fn decode(body: &[u8]) -> Option<InstallSnapshotRequest<TypeConfig>> {
+        let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
+        let head: SnapshotChunkHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
+        Some(InstallSnapshotRequest {
+            vote: head.vote,
+            meta: head.meta,
+            offset: head.offset,
+            data: body[4 + len..].to_vec(),
+            done: head.done,
+        })
+    }
+}
+
+/// Makes connections to peers; all share one HTTP connection pool.
+#[derive(Clone)]
+pub struct Network {
+    http: reqwest::Client,
+}
+
+impl Network {
+    pub fn new(http: reqwest::Client) -> Self {
+        Network { http }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
+        Connection { http: self.http.clone(), target, base: format!("http://{}", node.addr) }
+    }
+}
+
+/// The RPC channel to one peer.
+pub struct Connection {
+    http: reqwest::Client,
+    target: NodeId,
+    base: String,
+}
+
+impl Connection {
+    async fn post<Resp, E>(
+        &self,
+        body: reqwest::RequestBuilder,
+        timeout: Duration,
+    ) -> Result<Resp, RPCError<NodeId, Node, RaftError<NodeId, E>>>
+    where
+        Resp: DeserializeOwned,
+        E: Error + DeserializeOwned,
+    {
+        let response = body.timeout(timeout).send().await.map_err(|e| {
+            if e.is_connect() {
+                RPCError::Unreachable(Unreachable::new(&e))
+            } else {
+                RPCError::Network(NetworkError::new(&e))
+            }
+        })?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)));
+        }
+        match serde_json::from_slice::<RaftError<NodeId, E>>(&bytes) {
+            Ok(remote) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
+            Err(_) => {
+                let msg = format!("{status}: {}", String::from_utf8_lossy(&bytes));
+                Err(RPCError::Network(NetworkError::new(&std::io::Error::other(msg))))
+            }
+        }
+    }
+
+    fn request(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}{path}", self.base))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+        self.post(self.request(APPEND_PATH).json(&rpc), option.hard_ttl()).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>> {
+        let body = self
+            .request(SNAPSHOT_PATH)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(SnapshotChunkHead::encode(rpc));
+        self.post(body, option.hard_ttl()).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+        self.post(self.request(VOTE_PATH).json(&rpc), option.hard_ttl()).await
+    }
+}

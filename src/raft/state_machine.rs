@@ -1,0 +1,219 @@
+//! The replicated state machine: the pure [`LockTable`] in memory, made durable
+//! by snapshots kept in sled tree `snapshot` plus the log.
+//!
+//! Applying an entry writes nothing to disk. That is safe because openraft, on
+//! restart, re-applies every committed entry after the state machine's
+//! `last_applied`, and the state machine restarts from its last snapshot; log
+//! entries are purged only after a snapshot covering them has been flushed. The
+//! state machine is therefore durable up to the purge point, as openraft needs.
+
+use std::io::Cursor;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StoredMembership};
+use serde::{Deserialize, Serialize};
+
+use super::{storage_error, Applied, LogId, Node, NodeId, StorageError, TypeConfig};
+use crate::lock::{LockTable, Outcome, TableImage};
+
+const SNAPSHOT_META: &[u8] = b"meta";
+const SNAPSHOT_DATA: &[u8] = b"data";
+
+/// The applied state, shared between the state machine (writer) and the API
+/// (readers).
+#[derive(Debug, Default)]
+struct AppliedState {
+    last_applied: Option<LogId>,
+    membership: StoredMembership<NodeId, Node>,
+    table: LockTable,
+}
+
+/// A read handle on the applied lock table, for the API.
+#[derive(Clone, Default)]
+pub struct LockState(Arc<RwLock<AppliedState>>);
+
+impl LockState {
+    /// Reads the lock table as of the last applied entry.
+    pub fn read<T>(&self, f: impl FnOnce(&LockTable) -> T) -> T {
+        f(&self.guard().table)
+    }
+
+    fn guard(&self) -> RwLockReadGuard<'_, AppliedState> {
+        // A panic while holding the lock cannot leave the table half-updated
+        // (apply mutates only on success), so a poisoned lock is still valid.
+        self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a snapshot holds: the table image and the Raft position it reflects.
+#[derive(Serialize, Deserialize)]
+struct SnapshotImage {
+    last_applied: Option<LogId>,
+    membership: StoredMembership<NodeId, Node>,
+    table: TableImage,
+}
+
+/// A snapshot as stored in sled: the meta as JSON and the data as raw bytes,
+/// under two keys written in one batch.
+struct StoredSnapshot {
+    meta: SnapshotMeta<NodeId, Node>,
+    data: Vec<u8>,
+}
+
+pub struct StateMachineStore {
+    state: LockState,
+    db: sled::Db,
+    snapshots: sled::Tree,
+}
+
+impl StateMachineStore {
+    /// Opens the store and restores the state from the last snapshot, if any.
+    pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+        let snapshots = db
+            .open_tree("snapshot")
+            .map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
+        let store = StateMachineStore { state: LockState::default(), db: db.clone(), snapshots };
+        if let Some(stored) = store.read_snapshot()? {
+            store.restore(&stored.data)?;
+        }
+        Ok(store)
+    }
+
+    /// The read handle the API uses.
+    pub fn state(&self) -> LockState {
+        self.state.clone()
+    }
+
+    fn read_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
+        let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Read, e);
+        let meta = self.snapshots.get(SNAPSHOT_META).map_err(|e| err(&e))?;
+        let data = self.snapshots.get(SNAPSHOT_DATA).map_err(|e| err(&e))?;
+        match (meta, data) {
+            (Some(meta), Some(data)) => Ok(Some(StoredSnapshot {
+                meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?,
+                data: data.to_vec(),
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    fn restore(&self, data: &[u8]) -> Result<(), StorageError> {
+        let image: SnapshotImage = serde_json::from_slice(data)
+            .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
+        let mut state = self.state.0.write().unwrap_or_else(|p| p.into_inner());
+        *state = AppliedState {
+            last_applied: image.last_applied,
+            membership: image.membership,
+            table: image.table.into(),
+        };
+        Ok(())
+    }
+
+    /// Saves `stored` as the current snapshot and flushes it: logs it covers
+    /// may be purged as soon as this returns.
+    async fn save_snapshot(db: &sled::Db, tree: &sled::Tree, stored: &StoredSnapshot) -> Result<(), StorageError> {
+        let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Write, e);
+        let mut batch = sled::Batch::default();
+        batch.insert(SNAPSHOT_META, serde_json::to_vec(&stored.meta).map_err(|e| err(&e))?);
+        batch.insert(SNAPSHOT_DATA, stored.data.as_slice());
+        tree.apply_batch(batch).map_err(|e| err(&e))?;
+        db.flush_async().await.map_err(|e| err(&e))?;
+        Ok(())
+    }
+}
+
+fn snapshot_error(verb: ErrorVerb, e: &dyn std::error::Error) -> StorageError {
+    openraft::StorageIOError::new(ErrorSubject::Snapshot(None), verb, openraft::AnyError::error(e.to_string())).into()
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
+        let state = self.state.guard();
+        Ok((state.last_applied, state.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError>
+    where
+        I: IntoIterator<Item = openraft::Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut state = self.state.0.write().unwrap_or_else(|p| p.into_inner());
+        let entries = entries.into_iter();
+        let mut results = Vec::with_capacity(entries.size_hint().0);
+        for entry in entries {
+            state.last_applied = Some(entry.log_id);
+            let result = match entry.payload {
+                EntryPayload::Blank => Ok(Outcome::Noop),
+                EntryPayload::Normal(command) => state.table.apply(&command, entry.log_id.index),
+                EntryPayload::Membership(m) => {
+                    state.membership = StoredMembership::new(Some(entry.log_id), m);
+                    Ok(Outcome::Noop)
+                }
+            };
+            results.push(result);
+        }
+        Ok(results)
+    }
+
+    /// Copies the state image now: `build_snapshot` runs concurrently with
+    /// later applies, and must describe exactly `last_applied`.
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        let state = self.state.guard();
+        SnapshotBuilder {
+            image: SnapshotImage {
+                last_applied: state.last_applied,
+                membership: state.membership.clone(),
+                table: TableImage::from(&state.table),
+            },
+            db: self.db.clone(),
+            snapshots: self.snapshots.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, Node>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
+        self.restore(&stored.data)?;
+        Self::save_snapshot(&self.db, &self.snapshots, &stored).await
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(self.read_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    }
+}
+
+/// Builds one snapshot from the image copied when it was made.
+pub struct SnapshotBuilder {
+    image: SnapshotImage,
+    db: sled::Db,
+    snapshots: sled::Tree,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let data = serde_json::to_vec(&self.image)
+            .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
+        let last = self.image.last_applied;
+        let meta = SnapshotMeta {
+            last_log_id: last,
+            last_membership: self.image.membership.clone(),
+            snapshot_id: match last {
+                Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
+                None => "empty".to_string(),
+            },
+        };
+        let stored = StoredSnapshot { meta: meta.clone(), data };
+        StateMachineStore::save_snapshot(&self.db, &self.snapshots, &stored).await?;
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+    }
+}

@@ -1,0 +1,100 @@
+//! The leader's clock: proposes one `Tick` per period through Raft.
+//!
+//! Safety rule (DESIGN.md, "Time"): consecutive Ticks are proposed at least one
+//! period apart in real time, so the committed tick count never runs ahead of
+//! real time and no lease expires early. Hence:
+//! - one Tick in flight at a time: each write is awaited;
+//! - the next Tick is proposed a full period after the previous one completed
+//!   (a sleep after completion, so a stall is never followed by a burst);
+//! - a new leader waits a full period before its first Tick, because Ticks of
+//!   the old leader may still commit after the election;
+//! - a leader without a recent quorum acknowledgement stops ticking (openraft
+//!   0.9 has no CheckQuorum: a partitioned leader believes it leads until it
+//!   hears a higher term);
+//! - the period is never shorter than the one already recorded in the log, so
+//!   deadlines computed with it never mean less real time than promised.
+//!
+//! Time is read only from `tokio::time` (monotonic), never from the wall clock.
+
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio::time::sleep;
+
+use super::{LockState, Raft};
+use crate::lock::Command;
+
+pub struct Ticker {
+    raft: Raft,
+    state: LockState,
+    /// This node's configured period.
+    tick: Duration,
+    /// How recent the last quorum acknowledgement must be to keep ticking.
+    quorum_window: Duration,
+}
+
+impl Ticker {
+    pub fn new(raft: Raft, state: LockState, tick: Duration, quorum_window: Duration) -> Self {
+        Ticker { raft, state, tick, quorum_window }
+    }
+
+    /// Runs until Raft shuts down: waits for leadership, ticks while it lasts.
+    pub async fn run(self) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let term = {
+                let m = metrics.borrow_and_update();
+                (m.state == ServerState::Leader).then_some(m.current_term)
+            };
+            match term {
+                Some(term) => self.lead(term).await,
+                None => {
+                    if metrics.changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ticks while this node leads in `term`.
+    async fn lead(&self, term: u64) {
+        tracing::info!(term, "leader: ticking starts after one full period");
+        loop {
+            let period = self.sleep_one_period().await;
+            let m = self.raft.metrics().borrow().clone();
+            if m.state != ServerState::Leader || m.current_term != term {
+                tracing::info!(term, "no longer leader: ticking stops");
+                return;
+            }
+            let quorum_fresh =
+                m.millis_since_quorum_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
+            if !quorum_fresh {
+                tracing::warn!(term, since_ack_ms = ?m.millis_since_quorum_ack, "no recent quorum ack: not ticking");
+                continue;
+            }
+            let period_ms = period.as_millis() as u64;
+            if let Err(e) = self.raft.client_write(Command::Tick { period_ms }).await {
+                tracing::warn!(term, error = %e, "tick not committed");
+                if e.forward_to_leader::<super::Node>().is_some() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sleeps one period and returns it. The period is the longer of this
+    /// node's and the one recorded in the log; if the log's grew during the
+    /// sleep, the sleep is extended to match.
+    async fn sleep_one_period(&self) -> Duration {
+        let mut slept = Duration::ZERO;
+        loop {
+            let period = self.tick.max(Duration::from_millis(self.state.read(|t| t.tick_ms())));
+            if slept >= period {
+                return period;
+            }
+            sleep(period - slept).await;
+            slept = period;
+        }
+    }
+}
