@@ -1,0 +1,271 @@
+//! The Rust client library: talks HTTP/JSON to any node of a cluster.
+//!
+//! A [`Client`] holds a list of endpoints. It sends each request to the node
+//! it believes leads (learned from the `x-leasehold-leader-addr` header), moves
+//! to the next endpoint when a node is unreachable, and retries 503 answers
+//! with back-off until its retry budget is spent. Other answers (409, 404,
+//! 400, ...) are returned at once as [`ClientError::Api`].
+//!
+//! Retrying a mutation is safe for acquire (a same-owner acquire returns the
+//! same token) and renew. A retried release may answer `not_held` when the
+//! first attempt did release.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::lock::{FencingToken, Grant, LeaseView};
+use crate::node::ClusterStatus;
+
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
+const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The cluster answered with an error (`code` as in the API docs).
+    #[error("{status} {code}: {message}")]
+    Api { status: u16, code: String, message: String, body: Value },
+    /// No node gave a usable answer within the retry budget.
+    #[error("cluster unavailable: {0}")]
+    Unavailable(String),
+    #[error("invalid endpoint {0:?}")]
+    InvalidEndpoint(String),
+    #[error("unexpected response: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The API error code (`held`, `stale_token`, `not_held`, ...), if any.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A lease the client holds, with the instant its request was sent.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub grant: Grant,
+    /// Send time of the request that produced this grant or renewal, on this
+    /// process's monotonic clock: the anchor of the lease.
+    pub sent_at: Instant,
+}
+
+impl Lease {
+    pub fn token(&self) -> FencingToken {
+        self.grant.token
+    }
+
+    /// Until when the holder may act on this lease: its send time + ttl −
+    /// `margin`. The cluster cannot expire it earlier (no early expiry); the
+    /// margin covers drift between this process's clock and the leader's.
+    pub fn valid_until(&self, margin: Duration) -> Instant {
+        (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
+    }
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    locks: Vec<LeaseView>,
+}
+
+/// A client of one cluster.
+pub struct Client {
+    http: reqwest::Client,
+    endpoints: Vec<Url>,
+    /// Index of the endpoint tried first: the last one that answered.
+    preferred: AtomicUsize,
+    retry_budget: Duration,
+}
+
+impl Client {
+    /// `endpoints` are `host:port` or `http://host:port`, any nodes of the cluster.
+    pub fn new<S: AsRef<str>>(endpoints: &[S]) -> Result<Client, ClientError> {
+        let endpoints = endpoints
+            .iter()
+            .map(|e| {
+                let e = e.as_ref().trim();
+                let with_scheme = if e.contains("://") { e.to_string() } else { format!("http://{e}") };
+                Url::parse(&with_scheme)
+                    .ok()
+                    .filter(|u| u.has_host())
+                    .ok_or_else(|| ClientError::InvalidEndpoint(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(ClientError::InvalidEndpoint(String::new()));
+        }
+        Ok(Client {
+            http: crate::node::http_client(),
+            endpoints,
+            preferred: AtomicUsize::new(0),
+            retry_budget: DEFAULT_RETRY_BUDGET,
+        })
+    }
+
+    /// How long one call keeps retrying unavailable answers (default 10 s).
+    pub fn with_retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// Acquires `name` for `owner`. `409 held` when another owner holds it.
+    pub async fn acquire(&self, name: &str, owner: &str, ttl_ms: u64) -> Result<Lease, ClientError> {
+        self.acquire_with_id(name, owner, ttl_ms, None).await
+    }
+
+    /// As [`acquire`](Self::acquire), recording `request_id` on the lease.
+    pub async fn acquire_with_id(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        request_id: Option<&str>,
+    ) -> Result<Lease, ClientError> {
+        let mut body = json!({ "owner": owner, "ttl_ms": ttl_ms });
+        if let Some(id) = request_id {
+            body["request_id"] = json!(id);
+        }
+        let (grant, sent_at) = self.call(Method::POST, &["v1", "locks", name, "acquire"], &[], Some(body)).await?;
+        Ok(Lease { grant, sent_at })
+    }
+
+    /// Restarts the lease held under `token`, with `ttl_ms` or the grant's ttl.
+    pub async fn renew(&self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
+        let mut body = json!({ "token": token });
+        if let Some(ttl) = ttl_ms {
+            body["ttl_ms"] = json!(ttl);
+        }
+        let (grant, sent_at) = self.call(Method::POST, &["v1", "locks", name, "renew"], &[], Some(body)).await?;
+        Ok(Lease { grant, sent_at })
+    }
+
+    /// Releases the lock held under `token`.
+    pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
+        let body = json!({ "token": token });
+        let _: (Value, _) = self.call(Method::POST, &["v1", "locks", name, "release"], &[], Some(body)).await?;
+        Ok(())
+    }
+
+    /// The lease of `name` (linearizable), or `None` when free.
+    pub async fn get(&self, name: &str) -> Result<Option<LeaseView>, ClientError> {
+        match self.call(Method::GET, &["v1", "locks", name], &[], None).await {
+            Ok((view, _)) => Ok(Some(view)),
+            Err(e) if e.code() == Some("not_held") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Held locks whose names start with `prefix`, at most `limit`.
+    pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LeaseView>, ClientError> {
+        let limit = limit.to_string();
+        let query = [("prefix", prefix), ("limit", limit.as_str())];
+        let (listed, _): (Listed, _) = self.call(Method::GET, &["v1", "locks"], &query, None).await?;
+        Ok(listed.locks)
+    }
+
+    /// The status of the node at `endpoint` (an index into the endpoint list),
+    /// without retries: it describes that node only.
+    pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
+        let url = self.url(endpoint, &["v1", "cluster", "status"], &[])?;
+        let reply = self
+            .http
+            .get(url)
+            .timeout(ATTEMPT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
+        decode(reply).await
+    }
+
+    /// Number of endpoints.
+    pub fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    fn url(&self, endpoint: usize, segments: &[&str], query: &[(&str, &str)]) -> Result<Url, ClientError> {
+        let base = &self.endpoints[endpoint];
+        let mut url = base.clone();
+        url.path_segments_mut().map_err(|_| ClientError::InvalidEndpoint(base.to_string()))?.clear().extend(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        Ok(url)
+    }
+
+    /// Sends one request, following the leader and retrying unavailability.
+    /// Returns the decoded answer and the send time of the attempt that
+    /// produced it.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Result<(T, Instant), ClientError> {
+        let give_up = Instant::now() + self.retry_budget;
+        let mut backoff = Duration::from_millis(25);
+        loop {
+            let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
+            let mut request =
+                self.http.request(method.clone(), self.url(endpoint, segments, query)?).timeout(ATTEMPT_TIMEOUT);
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            let sent_at = Instant::now();
+            let failure = match request.send().await {
+                Ok(reply) => {
+                    self.follow_leader(&reply, endpoint);
+                    if reply.status() != StatusCode::SERVICE_UNAVAILABLE {
+                        return decode(reply).await.map(|v| (v, sent_at));
+                    }
+                    decode::<Value>(reply).await.err().map_or_else(|| "503".to_string(), |e| e.to_string())
+                }
+                Err(e) => {
+                    // Unreachable or timed out: try the next node.
+                    let _ = self.preferred.compare_exchange(
+                        endpoint,
+                        (endpoint + 1) % self.endpoints.len(),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                    e.to_string()
+                }
+            };
+            if Instant::now() + backoff > give_up {
+                return Err(ClientError::Unavailable(failure));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Prefers the endpoint the answer names as leader, when it is one of ours.
+    fn follow_leader(&self, reply: &reqwest::Response, answered: usize) {
+        let leader = reply.headers().get(crate::api::LEADER_ADDR_HEADER).and_then(|v| v.to_str().ok());
+        let index = leader.and_then(|addr| {
+            self.endpoints
+                .iter()
+                .position(|u| u.host_str().zip(u.port()).is_some_and(|(h, p)| format!("{h}:{p}") == addr))
+        });
+        self.preferred.store(index.unwrap_or(answered), Ordering::Relaxed);
+    }
+}
+
+/// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
+async fn decode<T: DeserializeOwned>(reply: reqwest::Response) -> Result<T, ClientError> {
+    let status = reply.status();
+    let bytes = reply.bytes().await.map_err(|e| ClientError::Unavailable(e.to_string()))?;
+    if status.is_success() {
+        return serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()));
+    }
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
+    let field = |k: &str| body["error"][k].as_str().unwrap_or_default().to_string();
+    Err(ClientError::Api { status: status.as_u16(), code: field("code"), message: field("message"), body })
+}

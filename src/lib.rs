@@ -6,6 +6,7 @@
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `bench`).
+//! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
 //!   processes by PID (used by `up`, the tests and the benchmark).
 //! - [`client`] — the Rust client library (reqwest): endpoints, leader
@@ -21,6 +22,7 @@
 //!     limits. No tokio, sled, openraft or axum; time enters as Tick commands.
 
 pub mod api;
+pub mod bench;
 pub mod client;
 pub mod local;
 pub mod lock;

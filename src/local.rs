@@ -1,0 +1,241 @@
+//! A local cluster of `leasehold serve` processes on 127.0.0.1, each with its
+//! own sled data folder. Used by `leasehold up`, the integration tests and the
+//! benchmark. Every process is tracked by PID and only those PIDs are ever
+//! signalled; dropping a [`LocalCluster`] kills what is still running.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::client::Client;
+use crate::node::ClusterStatus;
+use crate::raft::NodeId;
+
+/// Where node output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLogs {
+    /// To this process's stdout, each line prefixed with `[node N]`.
+    Prefixed,
+    /// To `<data>/node<N>.log`.
+    Files,
+}
+
+/// One node process of the cluster.
+struct NodeProcess {
+    id: NodeId,
+    addr: SocketAddr,
+    child: Option<Child>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalClusterError {
+    #[error("starting node {id}: {source}")]
+    Spawn { id: NodeId, source: std::io::Error },
+    #[error("no leader within {0:?}")]
+    NoLeader(Duration),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub struct LocalCluster {
+    binary: PathBuf,
+    data: PathBuf,
+    tick_ms: u64,
+    logs: NodeLogs,
+    nodes: Vec<NodeProcess>,
+}
+
+impl LocalCluster {
+    /// A cluster of `addrs.len()` nodes with ids 1..=n (not started yet).
+    pub fn new(binary: &Path, data: &Path, addrs: &[SocketAddr], tick_ms: u64, logs: NodeLogs) -> Self {
+        let nodes = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| NodeProcess { id: i as NodeId + 1, addr: *addr, child: None })
+            .collect();
+        LocalCluster { binary: binary.to_owned(), data: data.to_owned(), tick_ms, logs, nodes }
+    }
+
+    /// `n` loopback addresses with ports that were free a moment ago.
+    pub fn free_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+        let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
+        listeners.iter().map(|l| l.local_addr()).collect()
+    }
+
+    /// Ids of all nodes, started or not.
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// `host:port` of every node.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.addr.to_string()).collect()
+    }
+
+    /// `host:port` of node `id`.
+    pub fn endpoint(&self, id: NodeId) -> String {
+        self.node(id).addr.to_string()
+    }
+
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.data.join(format!("node{id}"))
+    }
+
+    /// PID of node `id` while it runs.
+    pub fn pid(&self, id: NodeId) -> Option<u32> {
+        self.node(id).child.as_ref().map(|c| c.id())
+    }
+
+    /// Starts every node that is not running.
+    pub fn start_all(&mut self) -> Result<(), LocalClusterError> {
+        for id in self.ids() {
+            if self.pid(id).is_none() {
+                self.start(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts node `id`; on its first start, the node with the lowest id
+    /// initializes the cluster from the member list.
+    pub fn start(&mut self, id: NodeId) -> Result<(), LocalClusterError> {
+        let peers = self.nodes.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
+        let data = self.data_dir(id);
+        std::fs::create_dir_all(&data)?;
+        let addr = self.node(id).addr;
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("serve")
+            .args(["--id", &id.to_string()])
+            .args(["--addr", &addr.to_string()])
+            .arg("--data")
+            .arg(&data)
+            .args(["--tick-ms", &self.tick_ms.to_string()])
+            .args(["--peers", &peers])
+            .stdin(Stdio::null());
+        match self.logs {
+            NodeLogs::Files => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.data.join(format!("node{id}.log")))?;
+                command.stdout(log.try_clone()?).stderr(log);
+            }
+            NodeLogs::Prefixed => {
+                command.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+        }
+        let mut child = command.spawn().map_err(|source| LocalClusterError::Spawn { id, source })?;
+        if self.logs == NodeLogs::Prefixed {
+            let out = child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+            let err = child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
+            for stream in [out, err].into_iter().flatten() {
+                std::thread::spawn(move || {
+                    for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                        println!("[node {id}] {line}");
+                    }
+                });
+            }
+        }
+        self.node_mut(id).child = Some(child);
+        Ok(())
+    }
+
+    /// Sends `signal` to node `id` (e.g. SIGSTOP, SIGCONT) if it runs.
+    pub fn signal(&self, id: NodeId, signal: Signal) {
+        if let Some(pid) = self.pid(id) {
+            let _ = kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+
+    /// kill -9 node `id` and reap it.
+    pub fn kill(&mut self, id: NodeId) {
+        if let Some(mut child) = self.node_mut(id).child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops every node: SIGTERM, then SIGKILL for those still running after
+    /// `grace`.
+    pub fn stop_all(&mut self, grace: Duration) {
+        let mut children: Vec<Child> = self.nodes.iter_mut().filter_map(|n| n.child.take()).collect();
+        for child in &children {
+            // A stopped (SIGSTOP) process must be continued to act on SIGTERM.
+            let pid = Pid::from_raw(child.id() as i32);
+            let _ = kill(pid, Signal::SIGTERM);
+            let _ = kill(pid, Signal::SIGCONT);
+        }
+        let give_up = Instant::now() + grace;
+        for child in &mut children {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// A client for every node of the cluster.
+    pub fn client(&self) -> Client {
+        Client::new(&self.endpoints()).expect("loopback endpoints are valid")
+    }
+
+    /// The statuses of the running nodes that answer.
+    pub async fn statuses(&self) -> BTreeMap<NodeId, ClusterStatus> {
+        let client = self.client();
+        let mut out = BTreeMap::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.child.is_some() {
+                if let Ok(status) = client.status_of(i).await {
+                    out.insert(node.id, status);
+                }
+            }
+        }
+        out
+    }
+
+    /// Waits until a running node leads, every running node that answers
+    /// agrees on it, and it has ticked once (so it serves requests). Returns
+    /// the leader's id.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Result<NodeId, LocalClusterError> {
+        let give_up = Instant::now() + timeout;
+        while Instant::now() < give_up {
+            let statuses = self.statuses().await;
+            let leaders: Vec<NodeId> = statuses.values().filter(|s| s.role == "leader").map(|s| s.id).collect();
+            if let [leader] = leaders[..] {
+                let agreed = statuses.values().all(|s| s.leader == Some(leader));
+                let running = self.nodes.iter().any(|n| n.id == leader && n.child.is_some());
+                if agreed && running && statuses[&leader].tick > 0 {
+                    return Ok(leader);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(LocalClusterError::NoLeader(timeout))
+    }
+
+    fn node(&self, id: NodeId) -> &NodeProcess {
+        self.nodes.iter().find(|n| n.id == id).expect("node id of this cluster")
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> &mut NodeProcess {
+        self.nodes.iter_mut().find(|n| n.id == id).expect("node id of this cluster")
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for id in self.ids() {
+            self.kill(id);
+        }
+    }
+}

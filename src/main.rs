@@ -1,1 +1,324 @@
-fn main() {}
+//! The `leasehold` binary: parses arguments and calls into the library.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use leasehold::bench::{self, BenchPlan, BenchRow};
+use leasehold::client::Client;
+use leasehold::local::{LocalCluster, NodeLogs};
+use leasehold::node::{self, NodeConfig};
+
+#[derive(Parser)]
+#[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one node.
+    Serve(ServeArgs),
+    /// Run a local cluster on 127.0.0.1 (node i on port-base + i) until Ctrl-C.
+    Up(UpArgs),
+    /// Acquire a lock; prints the grant with its fencing token.
+    Acquire {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        /// Holder identity; must be unique per holder.
+        #[arg(long)]
+        owner: String,
+        #[arg(long, default_value_t = 10_000)]
+        ttl_ms: u64,
+        #[arg(long)]
+        request_id: Option<String>,
+    },
+    /// Renew a lease under its token.
+    Renew {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        #[arg(long)]
+        token: u64,
+        #[arg(long)]
+        ttl_ms: Option<u64>,
+    },
+    /// Release a lock under its token.
+    Release {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        #[arg(long)]
+        token: u64,
+    },
+    /// Show a lock (linearizable read); exits 1 when it is free.
+    Get {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+    },
+    /// List held locks.
+    List {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value = "")]
+        prefix: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Show every endpoint's view of the cluster.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Measure acquire→release cycles/s and latency.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct Target {
+    /// Any nodes of the cluster, comma-separated host:port.
+    #[arg(
+        long,
+        env = "LEASEHOLD_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703"
+    )]
+    endpoints: Vec<String>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// This node's id (a positive integer, unique in the cluster).
+    #[arg(long, env = "LEASEHOLD_ID")]
+    id: u64,
+    /// host:port that peers and clients use to reach this node.
+    #[arg(long, env = "LEASEHOLD_ADDR")]
+    addr: String,
+    /// Address to bind (defaults to --addr).
+    #[arg(long, env = "LEASEHOLD_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data folder (sled database).
+    #[arg(long, env = "LEASEHOLD_DATA")]
+    data: PathBuf,
+    /// Leader tick period in milliseconds.
+    #[arg(long, env = "LEASEHOLD_TICK_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    tick_ms: u64,
+    /// Initial cluster, `id=host:port,...`. The node with the lowest id
+    /// initializes the cluster on its first start.
+    #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
+    peers: Vec<String>,
+}
+
+#[derive(Args)]
+struct UpArgs {
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=7))]
+    nodes: u16,
+    #[arg(long, default_value = "./data")]
+    data: PathBuf,
+    #[arg(long, default_value_t = 7700)]
+    port_base: u16,
+    #[arg(long, default_value_t = 100)]
+    tick_ms: u64,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Benchmark an existing cluster instead of starting a local one.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
+    /// Nodes of the local cluster the benchmark starts.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Concurrent clients, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    clients: Vec<usize>,
+    #[arg(long, default_value_t = 10)]
+    duration_secs: u64,
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value_t = 10_000)]
+    ttl_ms: u64,
+    /// Folder for results.json and results.md.
+    #[arg(long, default_value = "./bench-results")]
+    out: PathBuf,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
+    runtime.block_on(run(cli.command))
+}
+
+async fn run(command: Cmd) -> Result<()> {
+    match command {
+        Cmd::Serve(args) => serve(args).await,
+        Cmd::Up(args) => up(args).await,
+        Cmd::Acquire { target, name, owner, ttl_ms, request_id } => {
+            print(&client(&target)?.acquire_with_id(&name, &owner, ttl_ms, request_id.as_deref()).await?.grant)
+        }
+        Cmd::Renew { target, name, token, ttl_ms } => print(&client(&target)?.renew(&name, token, ttl_ms).await?.grant),
+        Cmd::Release { target, name, token } => {
+            client(&target)?.release(&name, token).await?;
+            print(&serde_json::json!({ "name": name, "token": token, "released": true }))
+        }
+        Cmd::Get { target, name } => match client(&target)?.get(&name).await? {
+            Some(view) => print(&view),
+            None => bail!("lock {name:?} is not held"),
+        },
+        Cmd::List { target, prefix, limit } => print(&client(&target)?.list(&prefix, limit).await?),
+        Cmd::Status { target } => {
+            let client = client(&target)?;
+            let mut statuses = Vec::new();
+            for (i, endpoint) in target.endpoints.iter().enumerate() {
+                statuses.push(match client.status_of(i).await {
+                    Ok(s) => serde_json::to_value(s)?,
+                    Err(e) => serde_json::json!({ "endpoint": endpoint, "error": e.to_string() }),
+                });
+            }
+            print(&statuses)
+        }
+        Cmd::Bench(args) => run_bench(args).await,
+    }
+}
+
+fn client(target: &Target) -> Result<Client> {
+    Ok(Client::new(&target.endpoints)?)
+}
+
+fn print<T: Serialize>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let listen = match args.listen {
+        Some(l) => l,
+        None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,
+    };
+    let mut initial_members = BTreeMap::new();
+    for peer in &args.peers {
+        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
+        initial_members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
+    }
+    if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
+        bail!("--peers does not list this node's id {}", args.id);
+    }
+    let config = NodeConfig {
+        id: args.id,
+        listen,
+        advertise: args.addr,
+        data_dir: args.data,
+        tick_ms: args.tick_ms,
+        initial_members,
+    };
+    node::run(config, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn up(args: UpArgs) -> Result<()> {
+    let addrs: Vec<SocketAddr> =
+        (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
+    let binary = std::env::current_exe().context("locating the leasehold binary")?;
+    std::fs::create_dir_all(&args.data)?;
+    let mut cluster = LocalCluster::new(&binary, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed);
+    cluster.start_all()?;
+    let pids: Vec<String> = cluster.ids().iter().map(|id| format!("{id} {}", cluster.pid(*id).unwrap_or(0))).collect();
+    std::fs::write(args.data.join("pids"), pids.join("\n") + "\n")?;
+    let endpoints = cluster.endpoints().join(",");
+    match cluster.wait_for_leader(Duration::from_secs(30)).await {
+        Ok(leader) => {
+            println!("leasehold: {} nodes up, leader is node {leader}, data in {}", args.nodes, args.data.display());
+            println!("leasehold: endpoints {endpoints}");
+            println!(
+                "leasehold: try  curl -s -XPOST http://{}/v1/locks/demo/acquire -d '{{\"owner\":\"me\",\"ttl_ms\":10000}}' -H 'content-type: application/json'",
+                cluster.endpoint(1)
+            );
+        }
+        Err(e) => println!("leasehold: {e}; nodes keep running, see their logs"),
+    }
+    println!("leasehold: Ctrl-C stops the nodes");
+    shutdown_signal().await;
+    println!("leasehold: stopping nodes");
+    cluster.stop_all(Duration::from_secs(5));
+    Ok(())
+}
+
+async fn run_bench(args: BenchArgs) -> Result<()> {
+    let mut _local = None;
+    let (endpoints, system) = if args.endpoints.is_empty() {
+        let dir = args.out.join("cluster");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let addrs = LocalCluster::free_addrs(args.nodes)?;
+        let binary = std::env::current_exe()?;
+        let mut cluster = LocalCluster::new(&binary, &dir, &addrs, 100, NodeLogs::Files);
+        cluster.start_all()?;
+        eprintln!("bench: started a local {}-node cluster in {}", args.nodes, dir.display());
+        cluster.wait_for_leader(Duration::from_secs(30)).await?;
+        let endpoints = cluster.endpoints();
+        _local = Some(cluster);
+        (endpoints, format!("leasehold-{}", args.nodes))
+    } else {
+        (args.endpoints.clone(), "leasehold".to_string())
+    };
+    let client = Arc::new(Client::new(&endpoints)?);
+    let mut rows: Vec<BenchRow> = Vec::new();
+    let total = args.runs * args.clients.len();
+    // Alternate concurrencies within each run so drift on a shared machine
+    // spreads over all of them.
+    for run in 1..=args.runs {
+        for &clients in &args.clients {
+            let plan = BenchPlan {
+                system: system.clone(),
+                clients,
+                run,
+                warmup: Duration::from_secs(1),
+                duration: Duration::from_secs(args.duration_secs),
+                ttl_ms: args.ttl_ms,
+            };
+            eprintln!("bench: [{}/{total}] run {run}, {clients} clients, {} s ...", rows.len() + 1, args.duration_secs);
+            let row = bench::run_cycles(client.clone(), &plan).await?;
+            eprintln!(
+                "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}",
+                row.ops_per_sec, row.p50_us, row.p99_us, row.errors
+            );
+            rows.push(row);
+        }
+    }
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&rows)?)?;
+    let table = bench::markdown_table(&rows);
+    std::fs::write(args.out.join("results.md"), &table)?;
+    println!("{table}");
+    if let Some(mut cluster) = _local {
+        cluster.stop_all(Duration::from_secs(5));
+    }
+    Ok(())
+}

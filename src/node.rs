@@ -254,8 +254,7 @@ impl Node {
         if members.is_empty() {
             members.insert(self.id, self.advertise.clone());
         }
-        let nodes: BTreeMap<NodeId, RaftNode> =
-            members.into_iter().map(|(id, addr)| (id, RaftNode { addr })).collect();
+        let nodes: BTreeMap<NodeId, RaftNode> = members.into_iter().map(|(id, addr)| (id, RaftNode { addr })).collect();
         match self.raft.initialize(nodes).await {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Err(NodeError::AlreadyInitialized),

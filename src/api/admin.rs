@@ -76,10 +76,7 @@ async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>)
 
 /// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
 /// waits until it has caught up.
-async fn add_learner(
-    State(node): State<Arc<Node>>,
-    ApiJson(req): ApiJson<NewMember>,
-) -> Result<Json<Value>, ApiError> {
+async fn add_learner(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<NewMember>) -> Result<Json<Value>, ApiError> {
     check_addr(&req.addr)?;
     let log_index = node.add_learner(req.id, req.addr).await?;
     Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))

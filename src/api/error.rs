@@ -75,10 +75,12 @@ impl From<LockError> for ApiError {
                     .with("expires_in_ms", expires_in_ms)
             }
             LockError::NotHeld { name } => ApiError::new(StatusCode::NOT_FOUND, "not_held", message).with("name", name),
-            LockError::StaleToken { name, given, current } => ApiError::new(StatusCode::CONFLICT, "stale_token", message)
-                .with("name", name)
-                .with("token", given)
-                .with("current_token", current),
+            LockError::StaleToken { name, given, current } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
+                    .with("name", name)
+                    .with("token", given)
+                    .with("current_token", current)
+            }
             LockError::Invalid(invalid) => invalid.into(),
         }
     }

@@ -66,10 +66,7 @@ async fn forward(node: &Node, leader_addr: &str, request: Request) -> Result<Res
     if let Some(ct) = parts.headers.get(axum::http::header::CONTENT_TYPE) {
         outbound = outbound.header(axum::http::header::CONTENT_TYPE, ct);
     }
-    let reply = outbound
-        .send()
-        .await
-        .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+    let reply = outbound.send().await.map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
     let status = reply.status();
     let headers = reply.headers().clone();
     let bytes = reply.bytes().await.map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;

@@ -120,10 +120,7 @@ async fn release(
 }
 
 /// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.
-async fn get_lock(
-    State(node): State<Arc<Node>>,
-    ApiPath(name): ApiPath<String>,
-) -> Result<Json<LeaseView>, ApiError> {
+async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
     // Validate the name as a release would, so bad names get the same 400.
     Command::Release { name: name.clone(), token: 0 }.validate(&Limits::DEFAULT)?;
     match node.read(|table| table.get(&name)).await? {
@@ -139,7 +136,9 @@ async fn list(
 ) -> Result<Json<ListResponse>, ApiError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit"));
+        return Err(
+            ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
+        );
     }
     if query.prefix.len() > Limits::DEFAULT.max_name_bytes {
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));

@@ -136,10 +136,7 @@ fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Invali
         return Err(InvalidCommand::new(field, "must not be empty"));
     }
     if value.len() > max {
-        return Err(InvalidCommand::new(
-            field,
-            format!("is {} bytes, at most {max} allowed", value.len()),
-        ));
+        return Err(InvalidCommand::new(field, format!("is {} bytes, at most {max} allowed", value.len())));
     }
     if value.chars().any(char::is_control) {
         return Err(InvalidCommand::new(field, "must be printable (no control characters)"));
@@ -151,10 +148,7 @@ fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), InvalidCommand> {
     if !(limits.min_ttl_ms..=limits.max_ttl_ms).contains(&ttl_ms) {
         return Err(InvalidCommand::new(
             "ttl_ms",
-            format!(
-                "is {ttl_ms}, must be between {} and {}",
-                limits.min_ttl_ms, limits.max_ttl_ms
-            ),
+            format!("is {ttl_ms}, must be between {} and {}", limits.min_ttl_ms, limits.max_ttl_ms),
         ));
     }
     Ok(())

@@ -60,11 +60,22 @@ pub struct LeaseView {
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     /// A new grant, or the holder's own grant returned again (`reacquired`).
-    Granted { grant: Grant, reacquired: bool },
-    Renewed { grant: Grant },
-    Released { name: String, token: FencingToken },
+    Granted {
+        grant: Grant,
+        reacquired: bool,
+    },
+    Renewed {
+        grant: Grant,
+    },
+    Released {
+        name: String,
+        token: FencingToken,
+    },
     /// The clock advanced to `now_tick`; these leases expired in this entry.
-    Ticked { now_tick: u64, expired: Vec<(String, FencingToken)> },
+    Ticked {
+        now_tick: u64,
+        expired: Vec<(String, FencingToken)>,
+    },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
 }
@@ -115,12 +126,7 @@ impl From<&LockTable> for TableImage {
 impl From<TableImage> for LockTable {
     fn from(image: TableImage) -> Self {
         let by_deadline = image.leases.iter().map(|(n, l)| (l.deadline, n.clone())).collect();
-        LockTable {
-            now_tick: image.now_tick,
-            tick_ms: image.tick_ms,
-            leases: image.leases,
-            by_deadline,
-        }
+        LockTable { now_tick: image.now_tick, tick_ms: image.tick_ms, leases: image.leases, by_deadline }
     }
 }
 
@@ -207,24 +213,13 @@ impl LockTable {
                 l.deadline = deadline;
                 l
             }
-            None => Lease {
-                owner: owner.to_owned(),
-                token: index,
-                ttl_ms,
-                deadline,
-                request_id: request_id.clone(),
-            },
+            None => Lease { owner: owner.to_owned(), token: index, ttl_ms, deadline, request_id: request_id.clone() },
         };
         let grant = self.insert(name, lease);
         Ok(Outcome::Granted { grant, reacquired })
     }
 
-    fn renew(
-        &mut self,
-        name: &str,
-        token: FencingToken,
-        ttl_ms: Option<u64>,
-    ) -> Result<Outcome, LockError> {
+    fn renew(&mut self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
         let mut lease = self.take_current(name, token)?;
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
         lease.deadline = self.deadline_for(lease.ttl_ms);
@@ -331,12 +326,7 @@ mod tests {
             self.table.apply(&c, self.index)
         }
         fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
-            self.apply(Command::Acquire {
-                name: name.into(),
-                owner: owner.into(),
-                ttl_ms,
-                request_id: None,
-            })
+            self.apply(Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, request_id: None })
         }
         fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
             match self.acquire(name, owner, ttl_ms) {
@@ -400,12 +390,7 @@ mod tests {
         let err = log.acquire("a", "bob", 2000).unwrap_err();
         assert_eq!(
             err,
-            LockError::HeldByOther {
-                name: "a".into(),
-                holder: "alice".into(),
-                token,
-                expires_in_ms: 2000
-            }
+            LockError::HeldByOther { name: "a".into(), holder: "alice".into(), token, expires_in_ms: 2000 }
         );
         assert_eq!(log.table.get("a").unwrap().owner, "alice");
     }

@@ -37,10 +37,8 @@ pub struct LogStore {
 
 impl LogStore {
     pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
-        let open_tree = |name: &str| {
-            db.open_tree(name)
-                .map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Read, e))
-        };
+        let open_tree =
+            |name: &str| db.open_tree(name).map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Read, e));
         let (tx, rx) = mpsc::channel();
         let flush_db = db.clone();
         std::thread::Builder::new()
@@ -54,18 +52,15 @@ impl LogStore {
         let subject = || ErrorSubject::Store;
         match self.meta.get(key).map_err(|e| storage_error(subject(), ErrorVerb::Read, e))? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| storage_error(subject(), ErrorVerb::Read, e)),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map(Some).map_err(|e| storage_error(subject(), ErrorVerb::Read, e))
+            }
         }
     }
 
     fn put_meta<T: Serialize>(&self, key: &[u8], value: &T) -> Result<(), StorageError> {
-        let bytes = serde_json::to_vec(value)
-            .map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))?;
-        self.meta
-            .insert(key, bytes)
-            .map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))?;
+        let bytes = serde_json::to_vec(value).map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))?;
+        self.meta.insert(key, bytes).map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))?;
         Ok(())
     }
 
@@ -110,8 +105,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             .range::<[u8; 8], _>((start, end))
             .map(|kv| {
                 let (_, bytes) = kv.map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-                serde_json::from_slice(&bytes)
-                    .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))
+                serde_json::from_slice(&bytes).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))
             })
             .collect()
     }
@@ -122,10 +116,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
-        let last = self
-            .log
-            .last()
-            .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        let last = self.log.last().map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
         let last_log_id = match last {
             None => last_purged_log_id,
             Some((_, bytes)) => {
@@ -145,10 +136,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// node vote twice in one term.
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
         self.put_meta(VOTE, vote)?;
-        self.db
-            .flush_async()
-            .await
-            .map_err(|e| storage_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
+        self.db.flush_async().await.map_err(|e| storage_error(ErrorSubject::Vote, ErrorVerb::Write, e))?;
         Ok(())
     }
 
@@ -173,13 +161,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut batch = sled::Batch::default();
         for entry in entries {
-            let bytes = serde_json::to_vec(&entry)
-                .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+            let bytes =
+                serde_json::to_vec(&entry).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
             batch.insert(&index_key(entry.log_id.index), bytes);
         }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        self.log.apply_batch(batch).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         if let Err(mpsc::SendError(callback)) = self.flusher.send(callback) {
             // The flusher only exits when every sender is gone; this store is one.
             callback.log_io_completed(Err(std::io::Error::other("log flusher stopped")));
@@ -206,8 +192,6 @@ impl LogStore {
             let (key, _) = kv.map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
             batch.remove(key);
         }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
+        self.log.apply_batch(batch).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 }

@@ -2,6 +2,10 @@
 //! log store and state-machine store (one `Db` per process, separate trees),
 //! the reqwest network to the other nodes, and the leader's ticker.
 
+// `StorageError` is openraft's own (large) error type, required by its storage
+// traits; the helpers here return it unboxed to match them.
+#![allow(clippy::result_large_err)]
+
 mod log_store;
 mod network;
 mod state_machine;
@@ -62,9 +66,7 @@ mod tests {
     struct SledBuilder;
 
     impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for SledBuilder {
-        async fn build(
-            &self,
-        ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
+        async fn build(&self) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
             let dir = tempfile::tempdir().expect("temp dir");
             let (log, sm) = open_stores(dir.path())?;
             Ok((dir, log, sm))

@@ -70,9 +70,8 @@ pub struct StateMachineStore {
 impl StateMachineStore {
     /// Opens the store and restores the state from the last snapshot, if any.
     pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
-        let snapshots = db
-            .open_tree("snapshot")
-            .map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
+        let snapshots =
+            db.open_tree("snapshot").map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
         let store = StateMachineStore { state: LockState::default(), db: db.clone(), snapshots };
         if let Some(stored) = store.read_snapshot()? {
             store.restore(&stored.data)?;
@@ -102,11 +101,8 @@ impl StateMachineStore {
         let image: SnapshotImage = serde_json::from_slice(data)
             .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
         let mut state = self.state.0.write().unwrap_or_else(|p| p.into_inner());
-        *state = AppliedState {
-            last_applied: image.last_applied,
-            membership: image.membership,
-            table: image.table.into(),
-        };
+        *state =
+            AppliedState { last_applied: image.last_applied, membership: image.membership, table: image.table.into() };
         Ok(())
     }
 

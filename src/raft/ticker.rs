@@ -67,8 +67,7 @@ impl Ticker {
                 tracing::info!(term, "no longer leader: ticking stops");
                 return;
             }
-            let quorum_fresh =
-                m.millis_since_quorum_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
+            let quorum_fresh = m.millis_since_quorum_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
             if !quorum_fresh {
                 tracing::warn!(term, since_ack_ms = ?m.millis_since_quorum_ack, "no recent quorum ack: not ticking");
                 continue;

@@ -1,0 +1,82 @@
+//! Shared harness for the multi-process tests: real `leasehold serve`
+//! processes from the built binary, on free loopback ports, with data in a
+//! temporary folder. Every process is killed by PID when the test ends
+//! (`LocalCluster` kills its children on drop), and every test body runs
+//! under a time bound.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::future::Future;
+use std::time::Duration;
+
+use leasehold::local::{LocalCluster, NodeLogs};
+
+pub const TICK_MS: u64 = 100;
+/// Upper bound on any one test.
+pub const TEST_BOUND: Duration = Duration::from_secs(120);
+/// Upper bound on an election.
+pub const ELECTION_BOUND: Duration = Duration::from_secs(20);
+
+pub struct TestCluster {
+    pub cluster: LocalCluster,
+    // Dropped after `cluster` (fields drop in order): processes die first.
+    pub dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestCluster {
+    type Target = LocalCluster;
+    fn deref(&self) -> &LocalCluster {
+        &self.cluster
+    }
+}
+
+impl std::ops::DerefMut for TestCluster {
+    fn deref_mut(&mut self) -> &mut LocalCluster {
+        &mut self.cluster
+    }
+}
+
+/// Starts an `n`-node cluster and waits for its leader.
+pub async fn start_cluster(n: usize) -> TestCluster {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let addrs = LocalCluster::free_addrs(n).expect("free ports");
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
+    let mut cluster = LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files);
+    cluster.start_all().expect("nodes start");
+    let test = TestCluster { cluster, dir };
+    test.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", test.logs()));
+    test
+}
+
+impl TestCluster {
+    /// Every node's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for id in self.ids() {
+            let path = self.dir.path().join(format!("node{id}.log"));
+            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            out.push_str(&format!("--- node {id} (last lines) ---\n"));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// A follower's id, given the current leader.
+    pub fn follower_of(&self, leader: u64) -> u64 {
+        *self.ids().iter().find(|id| **id != leader).expect("a follower")
+    }
+}
+
+/// Runs a test body under [`TEST_BOUND`].
+pub async fn bounded<F: Future<Output = ()>>(body: F) {
+    tokio::time::timeout(TEST_BOUND, body).await.expect("test exceeded its time bound");
+}
+
+/// Prints a step banner, so a failing test's output shows where it was.
+pub fn step(s: &str) {
+    eprintln!("=== {s}");
+}
