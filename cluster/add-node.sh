@@ -26,6 +26,8 @@ learner_timeout=${LEARNER_TIMEOUT:-120}
 
 status=$(leader_status "$endpoints") || die "no leader reachable through $endpoints"
 leader_id=$(json 'd["id"]' <<<"$status")
+# Talk to the leader first (any member forwards, but it may be down later).
+endpoints="$(self_addr <<<"$status"),$endpoints"
 known_addr=$(json "next((m['addr'] for m in d['members'] if m['id'] == $id), None)" <<<"$status")
 is_voter=$(json "any(m['id'] == $id and m['voter'] for m in d['members'])" <<<"$status")
 if [[ -n "$known_addr" && "$known_addr" != "$addr" ]]; then

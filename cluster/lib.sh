@@ -32,12 +32,21 @@ find_bin() {
         printf '%s\n' "$candidate"
         return 0
     fi
-    for candidate in "$SCRIPT_DIR/../target/release/leasehold" "$SCRIPT_DIR/../target/debug/leasehold"; do
-        if [[ -x "$candidate" ]]; then
-            (cd -- "$(dirname -- "$candidate")" && printf '%s/leasehold\n' "$(pwd -P)")
-            return 0
-        fi
-    done
+    # Both built: take the newer one (a stale release build is a common trap).
+    local release="$SCRIPT_DIR/../target/release/leasehold" debug="$SCRIPT_DIR/../target/debug/leasehold"
+    if [[ -x "$release" && -x "$debug" && "$debug" -nt "$release" ]]; then
+        candidate=$debug
+    elif [[ -x "$release" ]]; then
+        candidate=$release
+    elif [[ -x "$debug" ]]; then
+        candidate=$debug
+    else
+        candidate=
+    fi
+    if [[ -n "$candidate" ]]; then
+        (cd -- "$(dirname -- "$candidate")" && printf '%s/leasehold\n' "$(pwd -P)")
+        return 0
+    fi
     die "leasehold binary not found: set LEASEHOLD_BIN, put leasehold on PATH, or run 'cargo build'"
 }
 
@@ -62,16 +71,23 @@ check_addr() {
 }
 
 # http METHOD URL [JSON_BODY [MAX_SECONDS]]: sets HTTP_CODE ("000" when the
-# node could not be reached) and HTTP_BODY. Never fails.
+# node could not be reached), HTTP_BODY and HTTP_ERR (why, when 000). Never fails.
 HTTP_CODE=000
 HTTP_BODY=
+HTTP_ERR=
 http() {
-    local method=$1 url=$2 body=${3:-} max=${4:-5} out
+    local method=$1 url=$2 body=${3:-} max=${4:-5} out rc=0
     local -a args=(-sS --noproxy '*' --connect-timeout 2 --max-time "$max" -X "$method" -w '\n%{http_code}')
     if [[ -n "$body" ]]; then
         args+=(-H 'content-type: application/json' --data-binary "$body")
     fi
-    out=$(curl "${args[@]}" "$url" 2>/dev/null) || true
+    out=$(curl "${args[@]}" "$url" 2>/dev/null) || rc=$?
+    case "$rc" in
+        0) HTTP_ERR= ;;
+        7) HTTP_ERR="connection refused" ;;
+        28) HTTP_ERR="timed out after ${max}s" ;;
+        *) HTTP_ERR="curl exit code $rc" ;;
+    esac
     if [[ -z "$out" ]]; then
         HTTP_CODE=000
         HTTP_BODY=
@@ -105,6 +121,11 @@ status_of() {
     http GET "http://$1/v1/cluster/status"
     [[ "$HTTP_CODE" == 200 ]] || return 1
     printf '%s\n' "$HTTP_BODY"
+}
+
+# self_addr: the address of the node whose status JSON is on stdin.
+self_addr() {
+    json "next((m['addr'] for m in d['members'] if m['id'] == d['id']), None)"
 }
 
 # leader_status ENDPOINTS: tries each comma-separated endpoint, follows it to
@@ -149,7 +170,7 @@ pid_alive() {
 # --data NODE_DATA` (checked on /proc/PID/cmdline, so a stale pid file that
 # now names an unrelated process is recognised).
 pid_is_node() {
-    local pid=$1 id=$2 data=$3 arg prev= exe=0 serve=0 id_ok=0 data_ok=0
+    local pid=$1 id=$2 data=$3 arg prev='' exe=0 serve=0 id_ok=0 data_ok=0
     local -a argv=()
     [[ -r "/proc/$pid/cmdline" ]] || return 1
     mapfile -d '' -t argv <"/proc/$pid/cmdline" || return 1
@@ -160,6 +181,7 @@ pid_is_node() {
             serve) serve=1 ;;
             --id="$id") id_ok=1 ;;
             --data="$data") data_ok=1 ;;
+            *) ;;
         esac
         [[ "$prev" == --id && "$arg" == "$id" ]] && id_ok=1
         [[ "$prev" == --data && "$arg" == "$data" ]] && data_ok=1
@@ -195,7 +217,7 @@ admin_post() {
     for ep in "${eps[@]}"; do
         http POST "http://$ep$2" "$3" "$4"
         case "$HTTP_CODE" in
-            000) log "POST $2: no answer from $ep (down, or timed out after $4 s)" ;;
+            000) log "POST $2: no answer from $ep ($HTTP_ERR)" ;;
             200) return 0 ;;
             *) die "POST $2 via $ep failed: HTTP $HTTP_CODE $HTTP_BODY" ;;
         esac

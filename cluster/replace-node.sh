@@ -30,6 +30,8 @@ learner_timeout=${LEARNER_TIMEOUT:-120}
 
 status=$(leader_status "$endpoints") || die "no leader reachable through $endpoints"
 leader_id=$(json 'd["id"]' <<<"$status")
+# Talk to the leader first (any member forwards, but it may be down later).
+endpoints="$(self_addr <<<"$status"),$endpoints"
 old_is_member=$(json "any(m['id'] == $old for m in d['members'])" <<<"$status")
 new_is_voter=$(json "any(m['id'] == $new and m['voter'] for m in d['members'])" <<<"$status")
 known_addr=$(json "next((m['addr'] for m in d['members'] if m['id'] == $new), None)" <<<"$status")

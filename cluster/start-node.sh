@@ -20,7 +20,10 @@ usage() {
     exit 2
 }
 [[ $# -ge 3 ]] || usage
-case "$1" in -h | --help) usage ;; esac
+case "$1" in
+    -h | --help) usage ;;
+    *) ;;
+esac
 
 id=$1 addr=$2
 check_id "$id"

@@ -33,7 +33,7 @@ PEERS='' TICK_MS=''
 # shellcheck source=nodes3.env
 . "$envfile"
 [[ -n "$PEERS" && -n "$TICK_MS" ]] || die "$envfile must set PEERS and TICK_MS"
-find_bin >/dev/null
+log "binary: $(find_bin)"
 
 ids=() addrs=()
 IFS=, read -r -a peer_list <<<"$PEERS"
@@ -50,7 +50,7 @@ for nd in "$data"/node*/; do
 done
 
 failed=0
-started=() endpoints=()
+started=() endpoints=() running=0
 for i in "${!ids[@]}"; do
     id=${ids[$i]} addr=${addrs[$i]}
     if [[ -e "$data/node$id.removed" ]]; then
@@ -67,9 +67,10 @@ for i in "${!ids[@]}"; do
     endpoints+=("$addr")
     if "$SCRIPT_DIR/start-node.sh" "$id" "$addr" "$data" --tick-ms "$TICK_MS" --peers "$PEERS"; then
         started+=("$id")
+        running=$((running + 1))
     else
         rc=$?
-        ((rc == 3)) || failed=1
+        if ((rc == 3)); then running=$((running + 1)); else failed=1; fi
     fi
 done
 
@@ -86,13 +87,14 @@ for addrfile in "$data"/node*.addr; do
     endpoints+=("$addr")
     if "$SCRIPT_DIR/start-node.sh" "$id" "$addr" "$data" --tick-ms "$TICK_MS"; then
         started+=("$id")
+        running=$((running + 1))
     else
         rc=$?
-        ((rc == 3)) || failed=1
+        if ((rc == 3)); then running=$((running + 1)); else failed=1; fi
     fi
 done
 
-((${#endpoints[@]} > 0)) || die "no node to start"
+((running > 0)) || die "no node is running; see the messages above and $data/node*.log"
 joined=$(IFS=,; echo "${endpoints[*]}")
 log "started nodes: ${started[*]:-none}; waiting up to ${timeout}s for a leader"
 if ! leader=$(wait_leader "$joined" "$timeout"); then

@@ -17,6 +17,7 @@ case "${1:-}" in
         echo "usage: $PROG [DATA_DIR] [ID...]" >&2
         exit 2
         ;;
+    *) ;;
 esac
 data=$(existing_dir "${1:-./data-cluster}")
 if [[ $# -gt 0 ]]; then shift; fi

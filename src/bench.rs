@@ -5,6 +5,7 @@
 //! cycles per second and percentiles of the cycle and of the acquire alone,
 //! from HDR histograms in microseconds.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,112 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::client::{Client, ClientError};
+use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("local cluster: {0}")]
+    Cluster(#[from] LocalClusterError),
+    #[error("client: {0}")]
+    Client(#[from] ClientError),
+    #[error("writing results: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What to measure, and where.
+pub struct BenchOptions {
+    /// An existing cluster; when empty, a local cluster of `nodes` nodes is
+    /// started from `binary` in `out/cluster` and stopped afterwards.
+    pub endpoints: Vec<String>,
+    pub nodes: usize,
+    pub binary: PathBuf,
+    pub clients: Vec<usize>,
+    pub runs: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub ttl_ms: u64,
+    /// Folder for `results.json`, `results.md` and `cycles.svg`.
+    pub out: PathBuf,
+}
+
+/// Runs every (run, clients) pair, printing progress to stderr, and writes
+/// the results as JSON, a Markdown table and an SVG plot into `out`.
+pub async fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, BenchError> {
+    std::fs::create_dir_all(&options.out)?;
+    let mut local = None;
+    let (endpoints, system) = if options.endpoints.is_empty() {
+        let cluster = start_local(options).await?;
+        let endpoints = cluster.endpoints();
+        local = Some(cluster);
+        (endpoints, format!("leasehold-{}", options.nodes))
+    } else {
+        (options.endpoints.clone(), "leasehold".to_string())
+    };
+    let client = Arc::new(Client::new(&endpoints)?);
+    let total = options.runs * options.clients.len();
+    let mut rows = Vec::with_capacity(total);
+    // Every run visits every concurrency, so drift on a shared machine
+    // spreads over all of them instead of biasing one.
+    for run in 1..=options.runs {
+        for &clients in &options.clients {
+            let plan = BenchPlan {
+                system: system.clone(),
+                clients,
+                run,
+                warmup: options.warmup,
+                duration: options.duration,
+                ttl_ms: options.ttl_ms,
+            };
+            eprintln!("bench: [{}/{total}] run {run}, {clients} clients, {:?} ...", rows.len() + 1, options.duration);
+            let row = run_cycles(client.clone(), &plan).await?;
+            eprintln!(
+                "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}",
+                row.ops_per_sec, row.p50_us, row.p99_us, row.errors
+            );
+            rows.push(row);
+        }
+    }
+    if let Some(mut cluster) = local {
+        cluster.stop_all(Duration::from_secs(5));
+    }
+    std::fs::write(options.out.join("results.json"), serde_json::to_vec_pretty(&rows).expect("rows serialize"))?;
+    std::fs::write(options.out.join("results.md"), markdown_table(&rows))?;
+    std::fs::write(options.out.join("cycles.svg"), svg_plot(&rows))?;
+    Ok(rows)
+}
+
+async fn start_local(options: &BenchOptions) -> Result<LocalCluster, BenchError> {
+    let dir = options.out.join("cluster");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let addrs = LocalCluster::free_addrs(options.nodes)?;
+    let mut cluster = LocalCluster::new(&options.binary, &dir, &addrs, 100, NodeLogs::Files);
+    cluster.start_all()?;
+    eprintln!("bench: started a local {}-node cluster in {}", options.nodes, dir.display());
+    cluster.wait_for_leader(Duration::from_secs(30)).await?;
+    Ok(cluster)
+}
+
+/// The median of `values` (upper median for even counts).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Per concurrency, the medians over runs: (clients, cycles/s, p50 ms, p99 ms).
+pub fn medians(rows: &[BenchRow]) -> Vec<(usize, f64, f64, f64)> {
+    let mut clients: Vec<usize> = rows.iter().map(|r| r.clients).collect();
+    clients.sort_unstable();
+    clients.dedup();
+    clients
+        .into_iter()
+        .map(|c| {
+            let of = |f: fn(&BenchRow) -> f64| median(rows.iter().filter(|r| r.clients == c).map(f).collect());
+            (c, of(|r| r.ops_per_sec), of(|r| r.p50_us as f64 / 1e3), of(|r| r.p99_us as f64 / 1e3))
+        })
+        .collect()
+}
 
 /// One measured run at one concurrency.
 #[derive(Debug, Clone, Serialize)]
@@ -108,7 +215,7 @@ pub async fn run_cycles(client: Arc<Client>, plan: &BenchPlan) -> Result<BenchRo
     })
 }
 
-/// The rows as a Markdown table.
+/// The rows as a Markdown table, then the medians over runs.
 pub fn markdown_table(rows: &[BenchRow]) -> String {
     let mut out = String::from(
         "| system | workload | clients | run | cycles/s | p50 µs | p99 µs | p99.9 µs | acquire p50 µs | acquire p99 µs | errors |\n\
@@ -130,5 +237,60 @@ pub fn markdown_table(rows: &[BenchRow]) -> String {
             r.errors
         ));
     }
+    out.push_str("\n| clients | median cycles/s | median p50 ms | median p99 ms |\n|---:|---:|---:|---:|\n");
+    for (clients, ops, p50, p99) in medians(rows) {
+        out.push_str(&format!("| {clients} | {ops:.0} | {p50:.2} | {p99:.2} |\n"));
+    }
     out
+}
+
+/// A self-contained SVG: median cycles/s per concurrency as bars, labelled
+/// with the median p50 and p99 cycle latency.
+pub fn svg_plot(rows: &[BenchRow]) -> String {
+    let points = medians(rows);
+    let (width, height, left, bottom, top) = (640.0, 360.0, 70.0, 50.0, 40.0);
+    let max = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    let slot = (width - left - 20.0) / points.len().max(1) as f64;
+    let y = |v: f64| height - bottom - v / max * (height - bottom - top);
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="15">leasehold acquire→release cycles/s (median of runs)</text>
+<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
+<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>
+<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">cycles/s</text>
+"#,
+        width / 2.0,
+        height - bottom,
+        width - 20.0,
+        height - bottom,
+        height - bottom,
+        height / 2.0,
+        height / 2.0
+    );
+    for i in 0..=4 {
+        let v = max / 4.0 * i as f64;
+        svg.push_str(&format!(
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>\n",
+            left - 6.0,
+            y(v) + 4.0
+        ));
+    }
+    for (i, (clients, ops, p50, p99)) in points.iter().enumerate() {
+        let x = left + slot * i as f64 + slot * 0.2;
+        let w = slot * 0.6;
+        svg.push_str(&format!(
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"#4a7ebb\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{ops:.0}/s · p50 {p50:.1} ms · p99 {p99:.1} ms</text>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{clients} clients</text>\n",
+            y(*ops),
+            height - bottom - y(*ops),
+            x + w / 2.0,
+            y(*ops) - 6.0,
+            x + w / 2.0,
+            height - bottom + 18.0
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
 }

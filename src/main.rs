@@ -1,16 +1,16 @@
 //! The `leasehold` binary: parses arguments and calls into the library.
 
 use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
-use leasehold::bench::{self, BenchPlan, BenchRow};
+use leasehold::bench::{self, BenchOptions};
 use leasehold::client::Client;
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
@@ -147,7 +147,7 @@ struct BenchArgs {
     runs: usize,
     #[arg(long, default_value_t = 10_000)]
     ttl_ms: u64,
-    /// Folder for results.json and results.md.
+    /// Folder for results.json, results.md and cycles.svg.
     #[arg(long, default_value = "./bench-results")]
     out: PathBuf,
 }
@@ -159,6 +159,7 @@ fn main() -> Result<()> {
                 .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
@@ -201,9 +202,14 @@ fn client(target: &Target) -> Result<Client> {
     Ok(Client::new(&target.endpoints)?)
 }
 
+/// Prints `value` as JSON. A closed stdout (`leasehold list | head`) is not
+/// an error.
 fn print<T: Serialize>(value: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{}", serde_json::to_string_pretty(value)?) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -270,55 +276,19 @@ async fn up(args: UpArgs) -> Result<()> {
 }
 
 async fn run_bench(args: BenchArgs) -> Result<()> {
-    let mut _local = None;
-    let (endpoints, system) = if args.endpoints.is_empty() {
-        let dir = args.out.join("cluster");
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        let addrs = LocalCluster::free_addrs(args.nodes)?;
-        let binary = std::env::current_exe()?;
-        let mut cluster = LocalCluster::new(&binary, &dir, &addrs, 100, NodeLogs::Files);
-        cluster.start_all()?;
-        eprintln!("bench: started a local {}-node cluster in {}", args.nodes, dir.display());
-        cluster.wait_for_leader(Duration::from_secs(30)).await?;
-        let endpoints = cluster.endpoints();
-        _local = Some(cluster);
-        (endpoints, format!("leasehold-{}", args.nodes))
-    } else {
-        (args.endpoints.clone(), "leasehold".to_string())
+    let options = BenchOptions {
+        endpoints: args.endpoints,
+        nodes: args.nodes,
+        binary: std::env::current_exe().context("locating the leasehold binary")?,
+        clients: args.clients,
+        runs: args.runs,
+        warmup: Duration::from_secs(1),
+        duration: Duration::from_secs(args.duration_secs),
+        ttl_ms: args.ttl_ms,
+        out: args.out,
     };
-    let client = Arc::new(Client::new(&endpoints)?);
-    let mut rows: Vec<BenchRow> = Vec::new();
-    let total = args.runs * args.clients.len();
-    // Alternate concurrencies within each run so drift on a shared machine
-    // spreads over all of them.
-    for run in 1..=args.runs {
-        for &clients in &args.clients {
-            let plan = BenchPlan {
-                system: system.clone(),
-                clients,
-                run,
-                warmup: Duration::from_secs(1),
-                duration: Duration::from_secs(args.duration_secs),
-                ttl_ms: args.ttl_ms,
-            };
-            eprintln!("bench: [{}/{total}] run {run}, {clients} clients, {} s ...", rows.len() + 1, args.duration_secs);
-            let row = bench::run_cycles(client.clone(), &plan).await?;
-            eprintln!(
-                "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}",
-                row.ops_per_sec, row.p50_us, row.p99_us, row.errors
-            );
-            rows.push(row);
-        }
-    }
-    std::fs::create_dir_all(&args.out)?;
-    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&rows)?)?;
-    let table = bench::markdown_table(&rows);
-    std::fs::write(args.out.join("results.md"), &table)?;
-    println!("{table}");
-    if let Some(mut cluster) = _local {
-        cluster.stop_all(Duration::from_secs(5));
-    }
+    let rows = bench::run(&options).await?;
+    println!("{}", bench::markdown_table(&rows));
+    eprintln!("bench: results in {}", options.out.display());
     Ok(())
 }

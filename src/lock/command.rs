@@ -84,7 +84,7 @@ impl Limits {
         max_name_bytes: 256,
         max_owner_bytes: 128,
         max_request_id_bytes: 128,
-        min_ttl_ms: 2_000,
+        min_ttl_ms: 3_000,
         max_ttl_ms: 3_600_000,
     };
 }

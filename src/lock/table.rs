@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn free_lock_is_granted_with_entry_index_as_token() {
         let mut log = Log::new();
-        let token = log.token("a", "alice", 2000);
+        let token = log.token("a", "alice", 3000);
         assert_eq!(token, log.index);
         let view = log.table.get("a").unwrap();
         assert_eq!((view.owner.as_str(), view.token), ("alice", token));
@@ -365,7 +365,7 @@ mod tests {
     #[test]
     fn same_owner_reacquire_keeps_token_and_restarts_lease() {
         let mut log = Log::new();
-        let token = log.token("a", "alice", 2000);
+        let token = log.token("a", "alice", 3000);
         log.ticks(10);
         match log.acquire("a", "alice", 3000).unwrap() {
             Outcome::Granted { grant, reacquired } => {
@@ -386,11 +386,11 @@ mod tests {
     #[test]
     fn other_owner_is_refused_with_the_holder() {
         let mut log = Log::new();
-        let token = log.token("a", "alice", 2000);
-        let err = log.acquire("a", "bob", 2000).unwrap_err();
+        let token = log.token("a", "alice", 3000);
+        let err = log.acquire("a", "bob", 3000).unwrap_err();
         assert_eq!(
             err,
-            LockError::HeldByOther { name: "a".into(), holder: "alice".into(), token, expires_in_ms: 2000 }
+            LockError::HeldByOther { name: "a".into(), holder: "alice".into(), token, expires_in_ms: 3000 }
         );
         assert_eq!(log.table.get("a").unwrap().owner, "alice");
     }
@@ -399,8 +399,8 @@ mod tests {
     #[test]
     fn lease_expires_exactly_at_deadline_tick() {
         let mut log = Log::new();
-        let token = log.token("a", "alice", 2050); // ceil(2050/100) = 21 ticks, + 1
-        assert!(log.ticks(21).is_empty(), "expired before the deadline");
+        let token = log.token("a", "alice", 3050); // ceil(3050/100) = 31 ticks, + 1
+        assert!(log.ticks(31).is_empty(), "expired before the deadline");
         assert!(log.table.get("a").is_some());
         assert_eq!(log.tick(), vec![("a".to_string(), token)]);
         assert!(log.table.get("a").is_none());
@@ -410,16 +410,16 @@ mod tests {
     #[test]
     fn tokens_increase_over_grant_expire_grant() {
         let mut log = Log::new();
-        let first = log.token("a", "alice", 2000);
-        assert_eq!(log.ticks(21).len(), 1);
-        let second = log.token("a", "bob", 2000);
+        let first = log.token("a", "alice", 3000);
+        assert_eq!(log.ticks(31).len(), 1);
+        let second = log.token("a", "bob", 3000);
         assert!(second > first);
         assert!(matches!(
             log.renew("a", first, None),
             Err(LockError::StaleToken { given, current, .. }) if given == first && current == second
         ));
         log.release("a", second).unwrap();
-        let third = log.token("a", "alice", 2000);
+        let third = log.token("a", "alice", 3000);
         assert!(third > second);
     }
 
@@ -427,16 +427,16 @@ mod tests {
     #[test]
     fn renew_keeps_token_and_moves_deadline() {
         let mut log = Log::new();
-        let token = log.token("a", "alice", 2000);
+        let token = log.token("a", "alice", 3000);
         log.ticks(15);
         match log.renew("a", token, None).unwrap() {
             Outcome::Renewed { grant } => {
                 assert_eq!(grant.token, token);
-                assert_eq!(grant.deadline_tick, log.table.now_tick() + 21);
+                assert_eq!(grant.deadline_tick, log.table.now_tick() + 31);
             }
             other => panic!("{other:?}"),
         }
-        assert!(log.ticks(20).is_empty());
+        assert!(log.ticks(30).is_empty());
         log.renew("a", token, Some(5000)).unwrap();
         assert!(log.ticks(50).is_empty());
         assert_eq!(log.tick().len(), 1);
@@ -449,7 +449,7 @@ mod tests {
         let mut log = Log::new();
         assert_eq!(log.renew("a", 1, None), Err(LockError::NotHeld { name: "a".into() }));
         assert_eq!(log.release("a", 1), Err(LockError::NotHeld { name: "a".into() }));
-        let token = log.token("a", "alice", 2000);
+        let token = log.token("a", "alice", 3000);
         let before = log.table.clone();
         assert!(matches!(log.renew("a", token + 1, None), Err(LockError::StaleToken { .. })));
         assert!(matches!(log.release("a", token - 1), Err(LockError::StaleToken { .. })));
@@ -463,9 +463,9 @@ mod tests {
     #[test]
     fn nothing_expires_without_ticks() {
         let mut log = Log::new();
-        log.token("a", "alice", 2000);
+        log.token("a", "alice", 3000);
         for i in 0..1000 {
-            let _ = log.acquire(&format!("other{i}"), "bob", 2000);
+            let _ = log.acquire(&format!("other{i}"), "bob", 3000);
         }
         assert_eq!(log.table.get("a").unwrap().owner, "alice");
     }
@@ -474,10 +474,10 @@ mod tests {
     #[test]
     fn tick_expires_only_due_leases_in_deadline_order() {
         let mut log = Log::new();
-        let t3 = log.token("c", "x", 3000);
-        let t2 = log.token("b", "x", 2000);
-        let t2b = log.token("a", "x", 2000);
-        let expired = log.ticks(21);
+        let t3 = log.token("c", "x", 4000);
+        let t2 = log.token("b", "x", 3000);
+        let t2b = log.token("a", "x", 3000);
+        let expired = log.ticks(31);
         assert_eq!(expired, vec![("a".to_string(), t2b), ("b".to_string(), t2)]);
         assert_eq!(log.table.len(), 1);
         assert_eq!(log.ticks(10), vec![("c".to_string(), t3)]);
@@ -492,8 +492,8 @@ mod tests {
         assert_eq!(log.table.tick_ms(), TICK);
         log.apply(Command::Tick { period_ms: 200 }).unwrap();
         assert_eq!(log.table.tick_ms(), 200);
-        let token = log.token("a", "alice", 2000); // 10 ticks of 200 ms, + 1
-        assert!(log.ticks(10).is_empty());
+        let token = log.token("a", "alice", 3000); // 15 ticks of 200 ms, + 1
+        assert!(log.ticks(15).is_empty());
         assert_eq!(log.tick(), vec![("a".to_string(), token)]);
     }
 
@@ -501,9 +501,9 @@ mod tests {
     #[test]
     fn grant_before_first_tick_runs_long() {
         let mut table = LockTable::new();
-        let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 2000, request_id: None };
+        let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, request_id: None };
         match table.apply(&c, 5).unwrap() {
-            Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 2000 / MIN_TICK_MS + 1),
+            Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
             other => panic!("{other:?}"),
         }
     }
@@ -513,7 +513,7 @@ mod tests {
     fn invalid_command_in_log_changes_nothing() {
         let mut log = Log::new();
         let before = log.table.clone();
-        assert!(matches!(log.acquire("", "alice", 2000), Err(LockError::Invalid(_))));
+        assert!(matches!(log.acquire("", "alice", 3000), Err(LockError::Invalid(_))));
         assert!(matches!(log.acquire("a", "alice", 1), Err(LockError::Invalid(_))));
         assert_eq!(log.table, before);
     }
@@ -523,7 +523,7 @@ mod tests {
     fn list_by_prefix_and_limit() {
         let mut log = Log::new();
         for name in ["pay/2", "pay/1", "job/1", "pay/3", "pb"] {
-            log.token(name, "o", 2000);
+            log.token(name, "o", 3000);
         }
         let names = |v: Vec<LeaseView>| v.into_iter().map(|l| l.name).collect::<Vec<_>>();
         assert_eq!(names(log.table.list("pay/", 10)), ["pay/1", "pay/2", "pay/3"]);
@@ -536,8 +536,8 @@ mod tests {
     #[test]
     fn image_round_trip_rebuilds_deadline_index() {
         let mut log = Log::new();
-        log.token("a", "alice", 2000);
-        log.token("b", "bob", 3000);
+        log.token("a", "alice", 3000);
+        log.token("b", "bob", 4000);
         let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
         let image: TableImage = serde_json::from_slice(&json).unwrap();
         assert_eq!(LockTable::from(image), log.table);
