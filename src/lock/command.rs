@@ -17,16 +17,26 @@ pub enum Command {
     ///   token and its lease restarts with `ttl_ms`, as a renew would. A retried
     ///   acquire therefore never fails and never mints a second token, and the
     ///   caller may anchor its lease at the send time of this request.
-    /// - Held by another owner: [`LockError::HeldByOther`] naming the holder.
+    /// - Held by another owner, no `wait_ms`: [`LockError::HeldByOther`]
+    ///   naming the holder.
+    /// - Held by another owner, with `wait_ms`: the owner joins the lock's
+    ///   FIFO queue ([`Outcome::Queued`]); an owner already queued keeps its
+    ///   place. The lock passes to the first waiter in the entry that frees
+    ///   it (release or expiry), whose index is the new token. A wait that
+    ///   runs out is removed by a Tick (event `wait_timeout`).
     ///
-    /// `request_id` is recorded on the lease so an operator can trace a grant
-    /// back to the request that made it.
+    /// `request_id` de-duplicates retries (see [`Requests`]) and is recorded
+    /// on the lease.
     ///
     /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
+    /// [`Outcome::Queued`]: super::Outcome::Queued
+    /// [`Requests`]: super::Requests
     Acquire {
         name: String,
         owner: String,
         ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
@@ -43,9 +53,20 @@ pub enum Command {
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
-    /// Free lock `name` held under `token`. Same errors as `Renew`.
-    Release { name: String, token: FencingToken },
+    /// Free lock `name` held under `token`, handing it to the first waiter if
+    /// any. Same errors as `Renew`.
+    Release {
+        name: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Remove `owner` from the queue of `name` (its waiting client went
+    /// away). A no-op when `owner` is not waiting; never releases a lock.
+    Cancel { name: String, owner: String },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
     /// lease whose deadline this Tick reaches expires in this entry.
@@ -59,7 +80,8 @@ impl fmt::Display for Command {
                 write!(f, "acquire({name}, owner={owner}, ttl={ttl_ms}ms)")
             }
             Command::Renew { name, token, .. } => write!(f, "renew({name}, token={token})"),
-            Command::Release { name, token } => write!(f, "release({name}, token={token})"),
+            Command::Release { name, token, .. } => write!(f, "release({name}, token={token})"),
+            Command::Cancel { name, owner } => write!(f, "cancel({name}, owner={owner})"),
             Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
         }
     }
@@ -77,6 +99,7 @@ pub struct Limits {
     /// leader election, before its holder had any chance to renew it.
     pub min_ttl_ms: u64,
     pub max_ttl_ms: u64,
+    pub max_wait_ms: u64,
 }
 
 impl Limits {
@@ -86,6 +109,7 @@ impl Limits {
         max_request_id_bytes: 128,
         min_ttl_ms: 3_000,
         max_ttl_ms: 3_600_000,
+        max_wait_ms: 3_600_000,
     };
 }
 
@@ -107,22 +131,35 @@ impl Command {
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
-            Command::Acquire { name, owner, ttl_ms, request_id } => {
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
-                if let Some(id) = request_id {
-                    check_text("request_id", id, limits.max_request_id_bytes)?;
+                check_request_id(request_id, limits)?;
+                if wait_ms.is_some_and(|w| w > limits.max_wait_ms) {
+                    return Err(InvalidCommand::new("wait_ms", format!("must be at most {}", limits.max_wait_ms)));
                 }
                 check_ttl(*ttl_ms, limits)
             }
-            Command::Renew { name, ttl_ms, .. } => {
+            Command::Renew { name, ttl_ms, request_id, .. } => {
                 check_name(name, limits)?;
+                check_request_id(request_id, limits)?;
                 ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
             }
-            Command::Release { name, .. } => check_name(name, limits),
+            Command::Release { name, request_id, .. } => {
+                check_name(name, limits)?;
+                check_request_id(request_id, limits)
+            }
+            Command::Cancel { name, owner } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)
+            }
             Command::Tick { .. } => Ok(()),
         }
     }
+}
+
+fn check_request_id(id: &Option<String>, limits: &Limits) -> Result<(), InvalidCommand> {
+    id.as_deref().map_or(Ok(()), |id| check_text("request_id", id, limits.max_request_id_bytes))
 }
 
 fn check_name(name: &str, limits: &Limits) -> Result<(), InvalidCommand> {
@@ -159,7 +196,7 @@ mod tests {
     use super::*;
 
     fn acquire(name: &str, owner: &str, ttl_ms: u64) -> Command {
-        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, request_id: None }
+        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None }
     }
 
     // Ensures every limit is enforced at its boundary and names the field.
@@ -176,10 +213,20 @@ mod tests {
         assert_eq!(field(acquire("n", "", 5000)), "owner");
         assert_eq!(field(acquire("n", "o", l.min_ttl_ms - 1)), "ttl_ms");
         assert_eq!(field(acquire("n", "o", l.max_ttl_ms + 1)), "ttl_ms");
-        let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1) };
+        let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1), request_id: None };
         assert_eq!(field(renew), "ttl_ms");
-        let release = Command::Release { name: "\u{7f}".into(), token: 1 };
+        let release = Command::Release { name: "\u{7f}".into(), token: 1, request_id: Some(String::new()) };
         assert_eq!(field(release), "name");
+        let release = Command::Release { name: "n".into(), token: 1, request_id: Some("r".repeat(129)) };
+        assert_eq!(field(release), "request_id");
+        let waiting = Command::Acquire {
+            name: "n".into(),
+            owner: "o".into(),
+            ttl_ms: 5000,
+            wait_ms: Some(l.max_wait_ms + 1),
+            request_id: None,
+        };
+        assert_eq!(field(waiting), "wait_ms");
     }
 
     // Ensures multi-byte names are measured in bytes, as documented.

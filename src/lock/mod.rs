@@ -1,4 +1,5 @@
-//! The pure lock core: commands, leases, the lock table and fencing tokens.
+//! The pure lock core: commands, leases, waiting queues, the lock table,
+//! fencing tokens, request de-duplication and lock events.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
@@ -8,7 +9,11 @@
 //! sleeping.
 
 mod command;
+mod event;
+mod requests;
 mod table;
 
 pub use command::{Command, InvalidCommand, Limits};
-pub use table::{FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage};
+pub use event::{EventKind, LockEvent};
+pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
+pub use table::{Applied, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage, WaiterView};

@@ -1,9 +1,12 @@
-//! The lock table: who holds which lock, under which fencing token, until which
-//! tick.
+//! The lock table: who holds which lock under which fencing token until which
+//! tick, who waits for it, and what each request id got.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
 
+use super::event::{EventKind, LockEvent};
+use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::{Command, InvalidCommand, Limits};
 
 /// The Raft log index of the entry that granted a lock. Strictly increasing per
@@ -27,6 +30,18 @@ struct Lease {
     request_id: Option<String>,
 }
 
+/// One owner waiting in a lock's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Waiter {
+    owner: String,
+    /// The ttl its lease gets when the lock passes to it.
+    ttl_ms: u64,
+    /// The wait ends (unsuccessfully) when a Tick makes `now_tick >= wait_deadline`.
+    wait_deadline: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
+}
+
 /// A successful acquire or renew, as the holder sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
@@ -41,6 +56,14 @@ pub struct Grant {
     pub deadline_tick: u64,
 }
 
+/// A waiter as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaiterView {
+    pub owner: String,
+    /// 1 = next in line.
+    pub position: usize,
+}
+
 /// A held lock as a reader sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseView {
@@ -53,6 +76,9 @@ pub struct LeaseView {
     pub deadline_tick: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The queue, first in line first.
+    #[serde(default)]
+    pub waiters: Vec<WaiterView>,
 }
 
 /// What an applied command did.
@@ -64,12 +90,24 @@ pub enum Outcome {
         grant: Grant,
         reacquired: bool,
     },
+    /// The owner waits in the queue at `position` (1 = next).
+    Queued {
+        name: String,
+        owner: String,
+        position: usize,
+    },
     Renewed {
         grant: Grant,
     },
     Released {
         name: String,
         token: FencingToken,
+    },
+    /// The owner left the queue (`false`: it was not waiting).
+    Cancelled {
+        name: String,
+        owner: String,
+        removed: bool,
     },
     /// The clock advanced to `now_tick`; these leases expired in this entry.
     Ticked {
@@ -90,8 +128,20 @@ pub enum LockError {
     NotHeld { name: String },
     #[error("token {given} is not the current token of lock {name:?} (current: {current})")]
     StaleToken { name: String, given: FencingToken, current: FencingToken },
+    #[error("the wait for lock {name:?} ran out before it was granted")]
+    WaitTimeout { name: String },
+    #[error("request id {request_id:?} was already used for another request")]
+    RequestIdReused { request_id: String },
     #[error("invalid command: {0}")]
     Invalid(InvalidCommand),
+}
+
+/// The result of applying one entry: the answer for the proposer, and the
+/// events the entry caused, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub result: Result<Outcome, LockError>,
+    pub events: Vec<LockEvent>,
 }
 
 /// The replicated lock table. See [`LockTable::apply`].
@@ -106,27 +156,55 @@ pub struct LockTable {
     leases: BTreeMap<String, Lease>,
     /// `(deadline, name)` of every lease, so a Tick visits only what expires.
     by_deadline: BTreeSet<(u64, String)>,
+    /// FIFO queues; a lock has a queue only while it is held.
+    queues: BTreeMap<String, VecDeque<Waiter>>,
+    /// `(wait_deadline, name, owner)` of every waiter.
+    by_wait_deadline: BTreeSet<(u64, String, String)>,
+    requests: Requests,
 }
 
-/// The serialized form of a [`LockTable`] (snapshots). The deadline index is
-/// derived, so it is rebuilt on load instead of being stored twice.
+/// The serialized form of a [`LockTable`] (snapshots). The deadline indexes
+/// are derived, so they are rebuilt on load instead of being stored twice.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TableImage {
     now_tick: u64,
     tick_ms: Option<u64>,
     leases: BTreeMap<String, Lease>,
+    #[serde(default)]
+    queues: BTreeMap<String, VecDeque<Waiter>>,
+    #[serde(default)]
+    requests: Requests,
 }
 
 impl From<&LockTable> for TableImage {
     fn from(t: &LockTable) -> Self {
-        TableImage { now_tick: t.now_tick, tick_ms: t.tick_ms, leases: t.leases.clone() }
+        TableImage {
+            now_tick: t.now_tick,
+            tick_ms: t.tick_ms,
+            leases: t.leases.clone(),
+            queues: t.queues.clone(),
+            requests: t.requests.clone(),
+        }
     }
 }
 
 impl From<TableImage> for LockTable {
     fn from(image: TableImage) -> Self {
         let by_deadline = image.leases.iter().map(|(n, l)| (l.deadline, n.clone())).collect();
-        LockTable { now_tick: image.now_tick, tick_ms: image.tick_ms, leases: image.leases, by_deadline }
+        let by_wait_deadline = image
+            .queues
+            .iter()
+            .flat_map(|(n, q)| q.iter().map(move |w| (w.wait_deadline, n.clone(), w.owner.clone())))
+            .collect();
+        LockTable {
+            now_tick: image.now_tick,
+            tick_ms: image.tick_ms,
+            leases: image.leases,
+            by_deadline,
+            queues: image.queues,
+            by_wait_deadline,
+            requests: image.requests,
+        }
     }
 }
 
@@ -155,21 +233,53 @@ impl LockTable {
         self.leases.is_empty()
     }
 
-    /// Applies `command`, carried by the log entry at `index`. Deterministic:
-    /// reads no clock, and every error leaves the table unchanged.
-    pub fn apply(&mut self, command: &Command, index: u64) -> Result<Outcome, LockError> {
-        command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
-        match command {
-            Command::Acquire { name, owner, ttl_ms, request_id } => {
-                self.acquire(name, owner, *ttl_ms, request_id, index)
-            }
-            Command::Renew { name, token, ttl_ms } => self.renew(name, *token, *ttl_ms),
-            Command::Release { name, token } => self.release(name, *token),
-            Command::Tick { period_ms } => Ok(self.tick(*period_ms)),
-        }
+    /// Number of request ids remembered for de-duplication.
+    pub fn remembered_requests(&self) -> usize {
+        self.requests.len()
     }
 
-    /// The lease of `name`, if held.
+    /// Applies `command`, carried by the log entry at `index`. Deterministic:
+    /// reads no clock, and every error leaves the table unchanged.
+    pub fn apply(&mut self, command: &Command, index: u64) -> Applied {
+        let mut events = Vec::new();
+        let result = self.apply_inner(command, index, &mut events);
+        Applied { result, events }
+    }
+
+    fn apply_inner(
+        &mut self,
+        command: &Command,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
+        let (name, request_id, kind) = match command {
+            Command::Acquire { name, request_id, .. } => (name, request_id, RequestKind::Acquire),
+            Command::Renew { name, request_id, .. } => (name, request_id, RequestKind::Renew),
+            Command::Release { name, request_id, .. } => (name, request_id, RequestKind::Release),
+            Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
+            Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
+        };
+        if let Some(id) = request_id {
+            if let Some(replayed) = self.requests.replay(id, name, kind) {
+                return replayed;
+            }
+        }
+        let result = match command {
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
+                self.acquire(name, owner, *ttl_ms, *wait_ms, request_id, index, events)
+            }
+            Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
+            Command::Release { name, token, .. } => self.release(name, *token, index, events),
+            Command::Cancel { .. } | Command::Tick { .. } => unreachable!("answered above"),
+        };
+        if let Some(id) = request_id {
+            self.requests.record(id, index, self.now_tick, name, kind, &result);
+        }
+        result
+    }
+
+    /// The lease of `name` with its queue, if held.
     pub fn get(&self, name: &str) -> Option<LeaseView> {
         self.leases.get(name).map(|l| self.view(name, l))
     }
@@ -184,57 +294,135 @@ impl LockTable {
             .collect()
     }
 
+    /// Whether `owner` waits in the queue of `name`.
+    pub fn is_waiting(&self, name: &str, owner: &str) -> bool {
+        self.queues.get(name).is_some_and(|q| q.iter().any(|w| w.owner == owner))
+    }
+
+    #[allow(clippy::too_many_arguments)] // the fields of one Acquire command
     fn acquire(
         &mut self,
         name: &str,
         owner: &str,
         ttl_ms: u64,
+        wait_ms: Option<u64>,
         request_id: &Option<String>,
         index: u64,
+        events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let reacquired = match self.leases.get(name) {
-            Some(l) if l.owner != owner => {
-                return Err(LockError::HeldByOther {
-                    name: name.to_owned(),
-                    holder: l.owner.clone(),
-                    token: l.token,
-                    expires_in_ms: self.expires_in_ms(l.deadline),
-                })
+        let holder = self.leases.get(name).map(|l| (l.owner.clone(), l.token, l.deadline));
+        match holder {
+            None => {
+                let lease = Lease {
+                    owner: owner.to_owned(),
+                    token: index,
+                    ttl_ms,
+                    deadline: 0,
+                    request_id: request_id.clone(),
+                };
+                let grant = self.insert(name, lease);
+                events.push(event(index, name, EventKind::Acquired { owner: owner.to_owned(), token: index }));
+                Ok(Outcome::Granted { grant, reacquired: false })
             }
-            Some(_) => true,
-            None => false,
-        };
-        let deadline = self.deadline_for(ttl_ms);
-        let lease = match self.leases.remove(name) {
             // Same owner: keep the token, restart the lease.
-            Some(mut l) => {
-                self.by_deadline.remove(&(l.deadline, name.to_owned()));
-                l.ttl_ms = ttl_ms;
-                l.deadline = deadline;
-                l
+            Some((holder, token, _)) if holder == owner => {
+                let mut lease = self.take_current(name, token).expect("holder checked above");
+                lease.ttl_ms = ttl_ms;
+                let grant = self.insert(name, lease);
+                events.push(event(index, name, EventKind::Renewed { owner: owner.to_owned(), token }));
+                Ok(Outcome::Granted { grant, reacquired: true })
             }
-            None => Lease { owner: owner.to_owned(), token: index, ttl_ms, deadline, request_id: request_id.clone() },
-        };
-        let grant = self.insert(name, lease);
-        Ok(Outcome::Granted { grant, reacquired })
+            Some((holder, token, deadline)) => match wait_ms.filter(|w| *w > 0) {
+                None => Err(LockError::HeldByOther {
+                    name: name.to_owned(),
+                    holder,
+                    token,
+                    expires_in_ms: self.expires_in_ms(deadline),
+                }),
+                Some(wait_ms) => Ok(self.enqueue(name, owner, ttl_ms, wait_ms, request_id, index, events)),
+            },
+        }
     }
 
-    fn renew(&mut self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
+    /// Adds `owner` to the queue of `name`, or reports its existing place.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &mut self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        request_id: &Option<String>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Outcome {
+        let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
+        let queue = self.queues.entry(name.to_owned()).or_default();
+        let position = match queue.iter().position(|w| w.owner == owner) {
+            Some(i) => i + 1,
+            None => {
+                queue.push_back(Waiter {
+                    owner: owner.to_owned(),
+                    ttl_ms,
+                    wait_deadline,
+                    request_id: request_id.clone(),
+                });
+                self.by_wait_deadline.insert((wait_deadline, name.to_owned(), owner.to_owned()));
+                events.push(event(index, name, EventKind::Queued { owner: owner.to_owned(), position: queue.len() }));
+                queue.len()
+            }
+        };
+        Outcome::Queued { name: name.to_owned(), owner: owner.to_owned(), position }
+    }
+
+    fn renew(
+        &mut self,
+        name: &str,
+        token: FencingToken,
+        ttl_ms: Option<u64>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
         let mut lease = self.take_current(name, token)?;
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
-        lease.deadline = self.deadline_for(lease.ttl_ms);
+        let owner = lease.owner.clone();
         let grant = self.insert(name, lease);
+        events.push(event(index, name, EventKind::Renewed { owner, token }));
         Ok(Outcome::Renewed { grant })
     }
 
-    fn release(&mut self, name: &str, token: FencingToken) -> Result<Outcome, LockError> {
-        self.take_current(name, token)?;
+    fn release(
+        &mut self,
+        name: &str,
+        token: FencingToken,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        let lease = self.take_current(name, token)?;
+        events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
+        self.hand_over(name, lease, index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
     }
 
-    fn tick(&mut self, period_ms: u64) -> Outcome {
+    fn cancel(&mut self, name: &str, owner: &str, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
+        let removed = match self.remove_waiter(name, owner) {
+            Some(waiter) => {
+                if let Some(id) = &waiter.request_id {
+                    self.requests.forget(id);
+                }
+                events.push(event(index, name, EventKind::Cancelled { owner: owner.to_owned() }));
+                true
+            }
+            None => false,
+        };
+        Outcome::Cancelled { name: name.to_owned(), owner: owner.to_owned(), removed }
+    }
+
+    fn tick(&mut self, period_ms: u64, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
         self.now_tick += 1;
         self.tick_ms = Some(self.tick_ms.unwrap_or(0).max(period_ms.max(MIN_TICK_MS)));
+        // Expire first, so a waiter whose wait ends on this same Tick still
+        // gets the lock it waited for.
         let mut expired = Vec::new();
         while let Some((deadline, _)) = self.by_deadline.first() {
             if *deadline > self.now_tick {
@@ -242,9 +430,65 @@ impl LockTable {
             }
             let (_, name) = self.by_deadline.pop_first().expect("first() was Some");
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
-            expired.push((name, lease.token));
+            expired.push((name.clone(), lease.token));
+            events.push(event(index, &name, EventKind::Expired { owner: lease.owner.clone(), token: lease.token }));
+            self.hand_over(&name, lease, index, events);
         }
+        while let Some((deadline, _, _)) = self.by_wait_deadline.first() {
+            if *deadline > self.now_tick {
+                break;
+            }
+            let (_, name, owner) = self.by_wait_deadline.first().cloned().expect("first() was Some");
+            let waiter = self.remove_waiter(&name, &owner).expect("wait index matches queues");
+            if let Some(id) = &waiter.request_id {
+                self.requests.resolve(id, Err(LockError::WaitTimeout { name: name.clone() }));
+            }
+            events.push(event(index, &name, EventKind::WaitTimeout { owner }));
+        }
+        self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
         Outcome::Ticked { now_tick: self.now_tick, expired }
+    }
+
+    /// After `previous` left lock `name` in the entry at `index`, grants the
+    /// lock to the first waiter, with `index` as its token.
+    fn hand_over(&mut self, name: &str, previous: Lease, index: u64, events: &mut Vec<LockEvent>) {
+        let Some(queue) = self.queues.get_mut(name) else { return };
+        let Some(waiter) = queue.pop_front() else { return };
+        if queue.is_empty() {
+            self.queues.remove(name);
+        }
+        self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), waiter.owner.clone()));
+        let lease = Lease {
+            owner: waiter.owner.clone(),
+            token: index,
+            ttl_ms: waiter.ttl_ms,
+            deadline: 0,
+            request_id: waiter.request_id.clone(),
+        };
+        let grant = self.insert(name, lease);
+        if let Some(id) = &waiter.request_id {
+            self.requests.resolve(id, Ok(Outcome::Granted { grant, reacquired: false }));
+        }
+        events.push(event(
+            index,
+            name,
+            EventKind::HandedOver {
+                owner: waiter.owner,
+                token: index,
+                from_owner: previous.owner,
+                from_token: previous.token,
+            },
+        ));
+    }
+
+    fn remove_waiter(&mut self, name: &str, owner: &str) -> Option<Waiter> {
+        let queue = self.queues.get_mut(name)?;
+        let waiter = queue.remove(queue.iter().position(|w| w.owner == owner)?)?;
+        if queue.is_empty() {
+            self.queues.remove(name);
+        }
+        self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), owner.to_owned()));
+        Some(waiter)
     }
 
     /// Removes and returns the lease of `name` if `token` is its current token.
@@ -261,7 +505,9 @@ impl LockTable {
         Ok(lease)
     }
 
-    fn insert(&mut self, name: &str, lease: Lease) -> Grant {
+    /// Stores `lease` with a deadline freshly computed from its ttl.
+    fn insert(&mut self, name: &str, mut lease: Lease) -> Grant {
+        lease.deadline = self.deadline_for(lease.ttl_ms);
         let grant = Grant {
             name: name.to_owned(),
             owner: lease.owner.clone(),
@@ -290,6 +536,9 @@ impl LockTable {
     }
 
     fn view(&self, name: &str, l: &Lease) -> LeaseView {
+        let waiters = self.queues.get(name).map_or_else(Vec::new, |q| {
+            q.iter().enumerate().map(|(i, w)| WaiterView { owner: w.owner.clone(), position: i + 1 }).collect()
+        });
         LeaseView {
             name: name.to_owned(),
             owner: l.owner.clone(),
@@ -298,13 +547,19 @@ impl LockTable {
             expires_in_ms: self.expires_in_ms(l.deadline),
             deadline_tick: l.deadline,
             request_id: l.request_id.clone(),
+            waiters,
         }
     }
+}
+
+fn event(index: u64, name: &str, kind: EventKind) -> LockEvent {
+    LockEvent { index, name: name.to_owned(), kind }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
     const TICK: u64 = 100;
 
@@ -322,11 +577,20 @@ mod tests {
             log
         }
         fn apply(&mut self, c: Command) -> Result<Outcome, LockError> {
+            self.apply_with_events(c).result
+        }
+        fn apply_with_events(&mut self, c: Command) -> Applied {
             self.index += 1;
             self.table.apply(&c, self.index)
         }
         fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
-            self.apply(Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, request_id: None })
+            self.apply(Command::Acquire {
+                name: name.into(),
+                owner: owner.into(),
+                ttl_ms,
+                wait_ms: None,
+                request_id: None,
+            })
         }
         fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
             match self.acquire(name, owner, ttl_ms) {
@@ -335,10 +599,10 @@ mod tests {
             }
         }
         fn renew(&mut self, name: &str, token: u64, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
-            self.apply(Command::Renew { name: name.into(), token, ttl_ms })
+            self.apply(Command::Renew { name: name.into(), token, ttl_ms, request_id: None })
         }
         fn release(&mut self, name: &str, token: u64) -> Result<Outcome, LockError> {
-            self.apply(Command::Release { name: name.into(), token })
+            self.apply(Command::Release { name: name.into(), token, request_id: None })
         }
         fn tick(&mut self) -> Vec<(String, FencingToken)> {
             match self.apply(Command::Tick { period_ms: TICK }) {
@@ -501,8 +765,8 @@ mod tests {
     #[test]
     fn grant_before_first_tick_runs_long() {
         let mut table = LockTable::new();
-        let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, request_id: None };
-        match table.apply(&c, 5).unwrap() {
+        let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, wait_ms: None, request_id: None };
+        match table.apply(&c, 5).result.unwrap() {
             Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
             other => panic!("{other:?}"),
         }
@@ -541,5 +805,200 @@ mod tests {
         let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
         let image: TableImage = serde_json::from_slice(&json).unwrap();
         assert_eq!(LockTable::from(image), log.table);
+    }
+
+    impl Log {
+        fn wait(&mut self, name: &str, owner: &str, wait_ms: u64, request_id: Option<&str>) -> Applied {
+            self.apply_with_events(Command::Acquire {
+                name: name.into(),
+                owner: owner.into(),
+                ttl_ms: 3000,
+                wait_ms: Some(wait_ms),
+                request_id: request_id.map(Into::into),
+            })
+        }
+        fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
+            self.table.get(name).map(|v| (v.owner, v.token))
+        }
+    }
+
+    // Ensures waiters are granted in arrival order, each in the entry that frees
+    // the lock, with that entry's index as token.
+    #[test]
+    fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
+        let mut log = Log::new();
+        let mut token = log.token("a", "w0", 3000);
+        for i in 1..=5 {
+            let queued = log.wait("a", &format!("w{i}"), 60_000, None).result.unwrap();
+            assert_eq!(queued, Outcome::Queued { name: "a".into(), owner: format!("w{i}"), position: i });
+        }
+        let view = log.table.get("a").unwrap();
+        assert_eq!(view.waiters.iter().map(|w| w.position).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+        for i in 1..=5 {
+            let applied = log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None });
+            let handed = applied.events.last().unwrap().clone();
+            assert_eq!(
+                handed,
+                LockEvent {
+                    index: log.index,
+                    name: "a".into(),
+                    kind: EventKind::HandedOver {
+                        owner: format!("w{i}"),
+                        token: log.index,
+                        from_owner: format!("w{}", i - 1),
+                        from_token: token
+                    }
+                }
+            );
+            assert_eq!(log.holder("a"), Some((format!("w{i}"), log.index)));
+            assert!(log.index > token);
+            token = log.index;
+        }
+        log.release("a", token).unwrap();
+        assert!(log.table.get("a").is_none() && log.table.queues.is_empty() && log.table.by_wait_deadline.is_empty());
+    }
+
+    // Ensures an expiry hands the lock over in the Tick entry that expires it.
+    #[test]
+    fn expiry_hands_over_in_the_tick_entry() {
+        let mut log = Log::new();
+        let first = log.token("a", "holder", 3000);
+        log.wait("a", "next", 60_000, None);
+        assert!(log.ticks(30).is_empty());
+        assert_eq!(log.tick(), vec![("a".to_string(), first)]);
+        assert_eq!(log.holder("a"), Some(("next".to_string(), log.index)));
+    }
+
+    // Ensures a wait that runs out is removed on a Tick, answered wait_timeout
+    // through its request id, and never becomes holder.
+    #[test]
+    fn wait_runs_out_on_a_tick() {
+        let mut log = Log::new();
+        let token = log.token("a", "holder", 60_000);
+        log.wait("a", "late", 1000, Some("req-1"));
+        let timed_out =
+            (0..10).flat_map(|_| log.apply_with_events(Command::Tick { period_ms: TICK }).events).collect::<Vec<_>>();
+        assert_eq!(timed_out.len(), 1);
+        assert_eq!(timed_out[0].kind, EventKind::WaitTimeout { owner: "late".into() });
+        assert!(!log.table.is_waiting("a", "late"));
+        assert_eq!(log.wait("a", "late", 1000, Some("req-1")).result, Err(LockError::WaitTimeout { name: "a".into() }));
+        log.release("a", token).unwrap();
+        assert!(log.table.get("a").is_none(), "a timed-out waiter became holder");
+    }
+
+    // Ensures a cancelled waiter leaves the queue, never becomes holder, and its
+    // request id may be used again.
+    #[test]
+    fn cancelled_waiter_never_becomes_holder() {
+        let mut log = Log::new();
+        let token = log.token("a", "holder", 60_000);
+        log.wait("a", "gone", 60_000, Some("req-gone"));
+        log.wait("a", "stays", 60_000, None);
+        let cancel = log.apply(Command::Cancel { name: "a".into(), owner: "gone".into() }).unwrap();
+        assert_eq!(cancel, Outcome::Cancelled { name: "a".into(), owner: "gone".into(), removed: true });
+        let again = log.apply(Command::Cancel { name: "a".into(), owner: "gone".into() }).unwrap();
+        assert_eq!(again, Outcome::Cancelled { name: "a".into(), owner: "gone".into(), removed: false });
+        log.release("a", token).unwrap();
+        assert_eq!(log.holder("a").unwrap().0, "stays");
+        assert!(matches!(log.wait("b", "gone", 60_000, Some("req-gone")).result, Ok(Outcome::Granted { .. })));
+    }
+
+    // Ensures a queued owner that asks again keeps its place.
+    #[test]
+    fn queued_owner_keeps_its_place() {
+        let mut log = Log::new();
+        log.token("a", "holder", 60_000);
+        log.wait("a", "w1", 60_000, None);
+        log.wait("a", "w2", 60_000, None);
+        let again = log.wait("a", "w1", 60_000, None);
+        assert_eq!(again.result, Ok(Outcome::Queued { name: "a".into(), owner: "w1".into(), position: 1 }));
+        assert!(again.events.is_empty());
+    }
+
+    // Ensures a retried request id returns the original result without applying
+    // again, including a queued acquire later granted.
+    #[test]
+    fn request_id_replays_the_original_result() {
+        let mut log = Log::new();
+        let acquire = |id: &str| Command::Acquire {
+            name: "a".into(),
+            owner: "alice".into(),
+            ttl_ms: 3000,
+            wait_ms: None,
+            request_id: Some(id.into()),
+        };
+        let first = log.apply(acquire("r1")).unwrap();
+        log.ticks(5);
+        let before = log.table.clone();
+        assert_eq!(log.apply(acquire("r1")).unwrap(), first);
+        assert_eq!(log.table, before, "a replay changed the table");
+        let token = log.holder("a").unwrap().1;
+        let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()) };
+        log.apply(release.clone()).unwrap();
+        assert_eq!(log.apply(release).unwrap(), Outcome::Released { name: "a".into(), token });
+        assert!(matches!(log.apply(acquire("r2")), Err(LockError::RequestIdReused { .. })));
+
+        let holder = log.token("b", "holder", 3000);
+        log.wait("b", "bob", 60_000, Some("r3"));
+        log.release("b", holder).unwrap();
+        let handed = log.index;
+        match log.wait("b", "bob", 60_000, Some("r3")).result.unwrap() {
+            Outcome::Granted { grant, .. } => assert_eq!(grant.token, handed),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // Ensures the de-duplication table forgets requests older than its age bound.
+    #[test]
+    fn request_records_age_out() {
+        let mut log = Log::new();
+        log.apply(Command::Acquire {
+            name: "a".into(),
+            owner: "o".into(),
+            ttl_ms: 3000,
+            wait_ms: None,
+            request_id: Some("old".into()),
+        })
+        .unwrap();
+        assert_eq!(log.table.remembered_requests(), 1);
+        log.ticks(MAX_REQUEST_AGE_MS / TICK);
+        assert_eq!(log.table.remembered_requests(), 0);
+    }
+
+    // Ensures every change emits its event with the entry index, in order.
+    #[test]
+    fn events_tell_the_story_in_log_order() {
+        let mut log = Log::new();
+        let kinds = |a: Applied| a.events.into_iter().map(|e| (e.index, e.kind)).collect::<Vec<_>>();
+        let acquired = kinds(log.apply_with_events(Command::Acquire {
+            name: "a".into(),
+            owner: "x".into(),
+            ttl_ms: 3000,
+            wait_ms: None,
+            request_id: None,
+        }));
+        let token = log.index;
+        assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
+        let renewed =
+            kinds(log.apply_with_events(Command::Renew { name: "a".into(), token, ttl_ms: None, request_id: None }));
+        assert_eq!(renewed, [(log.index, EventKind::Renewed { owner: "x".into(), token })]);
+        let released = kinds(log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None }));
+        assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token })]);
+        log.token("a", "y", 3000);
+        let expired: Vec<_> =
+            (0..31).flat_map(|_| kinds(log.apply_with_events(Command::Tick { period_ms: TICK }))).collect();
+        assert_eq!(expired, [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31 })]);
+    }
+
+    // Ensures queues and request records survive a snapshot image round trip.
+    #[test]
+    fn image_round_trip_keeps_queues_and_requests() {
+        let mut log = Log::new();
+        log.token("a", "holder", 3000);
+        log.wait("a", "w1", 60_000, Some("q1"));
+        log.wait("a", "w2", 5_000, None);
+        let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+        let restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+        assert_eq!(restored, log.table);
     }
 }

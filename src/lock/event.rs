@@ -1,0 +1,76 @@
+//! What happened to a lock, as applied from the log. The state machine
+//! publishes these to waiting requests and to `GET /v1/locks/{name}/events`.
+
+use serde::{Deserialize, Serialize};
+
+use super::FencingToken;
+
+/// One change to one lock, stamped with the index of the log entry that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockEvent {
+    pub index: u64,
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A free lock was granted (token = `index`).
+    Acquired {
+        owner: String,
+        token: FencingToken,
+    },
+    /// The holder restarted its lease (also a same-owner re-acquire).
+    Renewed {
+        owner: String,
+        token: FencingToken,
+    },
+    Released {
+        owner: String,
+        token: FencingToken,
+    },
+    /// A Tick reached the lease's deadline.
+    Expired {
+        owner: String,
+        token: FencingToken,
+    },
+    /// The lock passed to the first waiter in the entry that freed it
+    /// (token = `index`).
+    HandedOver {
+        owner: String,
+        token: FencingToken,
+        from_owner: String,
+        from_token: FencingToken,
+    },
+    /// `owner` joined the queue at `position` (1 = next).
+    Queued {
+        owner: String,
+        position: usize,
+    },
+    /// `owner`'s wait ran out before the lock passed to it.
+    WaitTimeout {
+        owner: String,
+    },
+    /// `owner` left the queue because its client went away.
+    Cancelled {
+        owner: String,
+    },
+}
+
+impl EventKind {
+    /// The owner the event is about.
+    pub fn owner(&self) -> &str {
+        match self {
+            EventKind::Acquired { owner, .. }
+            | EventKind::Renewed { owner, .. }
+            | EventKind::Released { owner, .. }
+            | EventKind::Expired { owner, .. }
+            | EventKind::HandedOver { owner, .. }
+            | EventKind::Queued { owner, .. }
+            | EventKind::WaitTimeout { owner }
+            | EventKind::Cancelled { owner } => owner,
+        }
+    }
+}
