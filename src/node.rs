@@ -14,7 +14,7 @@ use openraft::{ServerState, SnapshotPolicy};
 use serde::Serialize;
 
 use crate::lock::{Command, LockTable};
-use crate::raft::{self, Applied, LockState, Network, Node as RaftNode, NodeId, Raft, Ticker};
+use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, Ticker};
 
 /// Raft heartbeat period. Election timeouts are several of these.
 const HEARTBEAT_MS: u64 = 100;
@@ -189,7 +189,7 @@ impl Node {
     }
 
     /// Proposes `command` and waits until it is committed and applied here.
-    pub async fn propose(&self, command: Command) -> Result<Applied, NodeError> {
+    pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.client_write(command)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
@@ -301,6 +301,11 @@ impl Node {
 
     pub(crate) fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// The applied lock table (local, not linearizable) and its event stream.
+    pub fn locks(&self) -> &LockState {
+        &self.locks
     }
 }
 

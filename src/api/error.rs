@@ -81,6 +81,12 @@ impl From<LockError> for ApiError {
                     .with("token", given)
                     .with("current_token", current)
             }
+            LockError::WaitTimeout { name } => {
+                ApiError::new(StatusCode::CONFLICT, "wait_timeout", message).with("name", name)
+            }
+            LockError::RequestIdReused { request_id } => {
+                ApiError::new(StatusCode::CONFLICT, "request_id_reused", message).with("request_id", request_id)
+            }
             LockError::Invalid(invalid) => invalid.into(),
         }
     }

@@ -21,9 +21,11 @@ pub const LEADER_ADDR_HEADER: &str = "x-leasehold-leader-addr";
 /// nodes that each believe the other leads would otherwise bounce it).
 const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
 
-/// How long a forwarded request may take, including the leader's own quorum
-/// wait.
-const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a forwarded request may take: the longest queue wait plus the
+/// leader's own quorum wait. A client that gives up sooner closes its
+/// connection, which drops the forwarded request with it.
+const FORWARD_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_millis(crate::lock::Limits::DEFAULT.max_wait_ms + 15_000);
 
 /// Middleware: run the handler on the leader, forward elsewhere.
 pub async fn to_leader(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {

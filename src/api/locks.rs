@@ -1,18 +1,25 @@
-//! The client API: acquire, renew, release, get and list locks.
+//! The client API: acquire (try or wait), renew, release, get and list locks.
 //!
 //! Every handler here runs on the leader (see `forward`). Writes go through
 //! the Raft log; reads are linearizable (ReadIndex).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::lock::{Command, FencingToken, Grant, LeaseView, Limits, Outcome};
+use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, LockEvent, Outcome};
 use crate::node::Node;
+
+/// How much longer than its `wait_ms` a waiting request may go unanswered
+/// (the cluster decides the wait's end on its ticks) before it is told 503
+/// and may retry with its request id.
+const WAIT_SLACK: Duration = Duration::from_secs(10);
 
 /// Default and largest page of `GET /v1/locks`.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
@@ -33,6 +40,8 @@ pub struct AcquireRequest {
     pub owner: String,
     pub ttl_ms: u64,
     #[serde(default)]
+    pub wait_ms: Option<u64>,
+    #[serde(default)]
     pub request_id: Option<String>,
 }
 
@@ -42,12 +51,16 @@ pub struct RenewRequest {
     pub token: FencingToken,
     #[serde(default)]
     pub ttl_ms: Option<u64>,
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     pub token: FencingToken,
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 /// The answer to acquire and renew.
@@ -81,16 +94,123 @@ pub struct ListResponse {
 }
 
 /// `POST /v1/locks/{name}/acquire`: 200 with the grant; 409 `held` with the
-/// holder; 400 on invalid input.
+/// holder; with `wait_ms`, waits in the lock's queue and answers 200 when the
+/// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let command = Command::Acquire { name, owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id };
-    match propose(&node, command).await? {
-        Outcome::Granted { grant, reacquired } => Ok(Json(LeaseResponse { grant, reacquired: Some(reacquired) })),
-        other => Err(unexpected(other)),
+    let owner = req.owner.clone();
+    let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+    let command = Command::Acquire {
+        name: name.clone(),
+        owner: req.owner,
+        ttl_ms: req.ttl_ms,
+        wait_ms: req.wait_ms,
+        request_id: req.request_id,
+    };
+    command.validate(&Limits::DEFAULT)?;
+    // Subscribed before proposing, so the hand-over cannot fall between the
+    // answer and the subscription.
+    let events = node.locks().subscribe();
+    // Armed before proposing: if the client of a waiting acquire goes away at
+    // any point before it is answered, its place in the queue is given up.
+    let mut place = QueuePlace { node: node.clone(), name: name.clone(), owner: owner.clone(), armed: !wait.is_zero() };
+    let answer = match node.propose(command).await {
+        Ok(Ok(Outcome::Granted { grant, reacquired })) => {
+            Ok(Json(LeaseResponse { grant, reacquired: Some(reacquired) }))
+        }
+        Ok(Ok(Outcome::Queued { .. })) => wait_for_turn(&node, events, &name, &owner, wait + WAIT_SLACK).await,
+        Ok(Ok(other)) => Err(unexpected(other)),
+        Ok(Err(refused)) => Err(refused.into()),
+        Err(unavailable) => Err(unavailable.into()),
+    };
+    place.armed = false;
+    answer
+}
+
+/// Waits, without polling, for the state machine to hand `name` to `owner`
+/// or to end its wait.
+async fn wait_for_turn(
+    node: &Node,
+    mut events: broadcast::Receiver<LockEvent>,
+    name: &str,
+    owner: &str,
+    bound: Duration,
+) -> Result<Json<LeaseResponse>, ApiError> {
+    let turn = async {
+        loop {
+            match events.recv().await {
+                Ok(event) if event.name == name && event.kind.owner() == owner => match event.kind {
+                    EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => return Ok(token),
+                    EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. } => {
+                        return Err(LockError::WaitTimeout { name: name.to_owned() }.into())
+                    }
+                    _ => {}
+                },
+                Ok(_) => {}
+                // Missed events: the table says where we stand now.
+                Err(RecvError::Lagged(_)) => match node.locks().read(|t| (t.get(name), t.is_waiting(name, owner))) {
+                    (Some(view), _) if view.owner == owner => return Ok(view.token),
+                    (_, true) => {}
+                    _ => return Err(LockError::WaitTimeout { name: name.to_owned() }.into()),
+                },
+                Err(RecvError::Closed) => return Err(ApiError::unavailable("node shutting down")),
+            }
+        }
+    };
+    let token = match tokio::time::timeout(bound, turn).await {
+        Ok(result) => result?,
+        Err(_) => {
+            return Err(ApiError::unavailable(
+                "the cluster did not end this wait in time; retry with the same request_id",
+            ))
+        }
+    };
+    let grant = node.locks().read(|t| t.get(name)).filter(|v| v.token == token).map_or_else(
+        // Granted and already gone again (the answer came later than the lease's ttl).
+        || Grant {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+            token,
+            ttl_ms: 0,
+            expires_in_ms: 0,
+            deadline_tick: 0,
+        },
+        |v| Grant {
+            name: v.name,
+            owner: v.owner,
+            token,
+            ttl_ms: v.ttl_ms,
+            expires_in_ms: v.expires_in_ms,
+            deadline_tick: v.deadline_tick,
+        },
+    );
+    Ok(Json(LeaseResponse { grant, reacquired: Some(false) }))
+}
+
+/// A waiter's place in a queue, given up (a `Cancel` proposed) when the
+/// request is dropped before it was answered: its client went away.
+struct QueuePlace {
+    node: Arc<Node>,
+    name: String,
+    owner: String,
+    armed: bool,
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        if self.armed {
+            let node = self.node.clone();
+            let command =
+                Command::Cancel { name: std::mem::take(&mut self.name), owner: std::mem::take(&mut self.owner) };
+            tokio::spawn(async move {
+                if let Err(e) = node.propose(command).await {
+                    tracing::warn!(error = %e, "could not cancel an abandoned wait; it ends with its wait_ms");
+                }
+            });
+        }
     }
 }
 
@@ -101,7 +221,8 @@ async fn renew(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<RenewRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    match propose(&node, Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms }).await? {
+    let command = Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id };
+    match propose(&node, command).await? {
         Outcome::Renewed { grant } => Ok(Json(LeaseResponse { grant, reacquired: None })),
         other => Err(unexpected(other)),
     }
@@ -113,7 +234,7 @@ async fn release(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    match propose(&node, Command::Release { name, token: req.token }).await? {
+    match propose(&node, Command::Release { name, token: req.token, request_id: req.request_id }).await? {
         Outcome::Released { name, token } => Ok(Json(ReleaseResponse { name, token, released: true })),
         other => Err(unexpected(other)),
     }
@@ -122,10 +243,10 @@ async fn release(
 /// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.
 async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
     // Validate the name as a release would, so bad names get the same 400.
-    Command::Release { name: name.clone(), token: 0 }.validate(&Limits::DEFAULT)?;
+    Command::Release { name: name.clone(), token: 0, request_id: None }.validate(&Limits::DEFAULT)?;
     match node.read(|table| table.get(&name)).await? {
         Some(view) => Ok(Json(view)),
-        None => Err(crate::lock::LockError::NotHeld { name }.into()),
+        None => Err(LockError::NotHeld { name }.into()),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The HTTP API (axum): the client API under `/v1/locks`, the admin API under
+//! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
+//! stream), the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`.
 //!
 //! Client requests and membership changes are served by the leader: any other
@@ -7,6 +8,7 @@
 
 mod admin;
 mod error;
+mod events;
 mod forward;
 pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
 mod locks;
@@ -47,7 +49,8 @@ pub fn router(node: Arc<Node>) -> Router {
     let leader_only = locks::routes()
         .merge(admin::leader_routes())
         .route_layer(middleware::from_fn_with_state(node.clone(), forward::to_leader));
-    let api = leader_only.merge(admin::local_routes()).layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    let api =
+        leader_only.merge(admin::local_routes()).merge(events::routes()).layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     let raft = raft_rpc::routes().layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES));
     api.merge(raft)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })

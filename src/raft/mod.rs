@@ -21,15 +21,15 @@ pub use ticker::Ticker;
 
 use crate::lock::{Command, LockError, Outcome};
 
-/// What applying one log entry answers.
-pub type Applied = Result<Outcome, LockError>;
+/// What applying one log entry answers its proposer.
+pub type LockResult = Result<Outcome, LockError>;
 
 openraft::declare_raft_types!(
     /// leasehold's Raft types: node ids are `u64`, nodes are known by their
     /// HTTP address, and the log carries lock [`Command`]s.
     pub TypeConfig:
         D = Command,
-        R = Applied,
+        R = LockResult,
 );
 
 pub type NodeId = u64;

@@ -14,8 +14,13 @@ use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StoredMembership};
 use serde::{Deserialize, Serialize};
 
-use super::{storage_error, Applied, LogId, Node, NodeId, StorageError, TypeConfig};
-use crate::lock::{LockTable, Outcome, TableImage};
+use tokio::sync::broadcast;
+
+use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
+use crate::lock::{LockEvent, LockTable, Outcome, TableImage};
+
+/// Events buffered per subscriber before it is told it lagged.
+const EVENT_BUFFER: usize = 4096;
 
 const SNAPSHOT_META: &[u8] = b"meta";
 const SNAPSHOT_DATA: &[u8] = b"data";
@@ -29,9 +34,18 @@ struct AppliedState {
     table: LockTable,
 }
 
-/// A read handle on the applied lock table, for the API.
-#[derive(Clone, Default)]
-pub struct LockState(Arc<RwLock<AppliedState>>);
+/// A read handle on the applied lock table and its event stream, for the API.
+#[derive(Clone)]
+pub struct LockState {
+    applied: Arc<RwLock<AppliedState>>,
+    events: broadcast::Sender<LockEvent>,
+}
+
+impl Default for LockState {
+    fn default() -> Self {
+        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0 }
+    }
+}
 
 impl LockState {
     /// Reads the lock table as of the last applied entry.
@@ -39,10 +53,21 @@ impl LockState {
         f(&self.guard().table)
     }
 
+    /// Every event applied on this node from now on, in log order. A
+    /// subscriber that falls more than 4096 events behind is told it lagged
+    /// (and should re-read the table).
+    pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
+        self.events.subscribe()
+    }
+
     fn guard(&self) -> RwLockReadGuard<'_, AppliedState> {
         // A panic while holding the lock cannot leave the table half-updated
         // (apply mutates only on success), so a poisoned lock is still valid.
-        self.0.read().unwrap_or_else(|p| p.into_inner())
+        self.applied.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, AppliedState> {
+        self.applied.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -100,7 +125,7 @@ impl StateMachineStore {
     fn restore(&self, data: &[u8]) -> Result<(), StorageError> {
         let image: SnapshotImage = serde_json::from_slice(data)
             .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
-        let mut state = self.state.0.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.write();
         *state =
             AppliedState { last_applied: image.last_applied, membership: image.membership, table: image.table.into() };
         Ok(())
@@ -131,25 +156,38 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok((state.last_applied, state.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<LockResult>, StorageError>
     where
         I: IntoIterator<Item = openraft::Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let mut state = self.state.0.write().unwrap_or_else(|p| p.into_inner());
         let entries = entries.into_iter();
         let mut results = Vec::with_capacity(entries.size_hint().0);
-        for entry in entries {
-            state.last_applied = Some(entry.log_id);
-            let result = match entry.payload {
-                EntryPayload::Blank => Ok(Outcome::Noop),
-                EntryPayload::Normal(command) => state.table.apply(&command, entry.log_id.index),
-                EntryPayload::Membership(m) => {
-                    state.membership = StoredMembership::new(Some(entry.log_id), m);
-                    Ok(Outcome::Noop)
-                }
-            };
-            results.push(result);
+        let mut events = Vec::new();
+        {
+            let mut state = self.state.write();
+            for entry in entries {
+                state.last_applied = Some(entry.log_id);
+                let result = match entry.payload {
+                    EntryPayload::Blank => Ok(Outcome::Noop),
+                    EntryPayload::Normal(command) => {
+                        let applied = state.table.apply(&command, entry.log_id.index);
+                        events.extend(applied.events);
+                        applied.result
+                    }
+                    EntryPayload::Membership(m) => {
+                        state.membership = StoredMembership::new(Some(entry.log_id), m);
+                        Ok(Outcome::Noop)
+                    }
+                };
+                results.push(result);
+            }
+        }
+        // Published after the table is updated, so a subscriber that reads
+        // the table on seeing an event finds the event's effect.
+        for event in events {
+            // No subscriber is not an error.
+            let _ = self.state.events.send(event);
         }
         Ok(results)
     }

@@ -80,3 +80,36 @@ pub async fn bounded<F: Future<Output = ()>>(body: F) {
 pub fn step(s: &str) {
     eprintln!("=== {s}");
 }
+
+/// A reader of one lock's Server-Sent Events stream.
+pub struct EventStream {
+    reply: reqwest::Response,
+    buffer: String,
+}
+
+impl EventStream {
+    /// Subscribes to `GET /v1/locks/{name}/events` on `endpoint`.
+    pub async fn open(endpoint: &str, name: &str) -> EventStream {
+        let http = reqwest::Client::builder().no_proxy().build().expect("client");
+        let reply = http.get(format!("http://{endpoint}/v1/locks/{name}/events")).send().await.expect("events stream");
+        assert!(reply.status().is_success(), "events: {}", reply.status());
+        EventStream { reply, buffer: String::new() }
+    }
+
+    /// The next event's data as JSON (keep-alive comments skipped).
+    pub async fn next(&mut self) -> serde_json::Value {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let data: String =
+                    frame.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect::<Vec<_>>().join("\n");
+                if !data.is_empty() {
+                    return serde_json::from_str(&data).expect("event data is JSON");
+                }
+                continue;
+            }
+            let chunk = self.reply.chunk().await.expect("stream reads").expect("stream open");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}

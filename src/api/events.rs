@@ -1,0 +1,46 @@
+//! `GET /v1/locks/{name}/events`: the lock's changes as Server-Sent Events.
+//!
+//! Served by the node asked, from its own applied log (no forwarding): every
+//! node applies the same entries, so every node tells the same story, in log
+//! order, each event stamped with its entry index. Event names are the `type`
+//! field: `acquired`, `renewed`, `released`, `expired`, `handed_over`,
+//! `queued`, `wait_timeout`, `cancelled`; `lagged` says events were dropped
+//! because the subscriber fell behind (re-read the lock).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use axum::Router;
+use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
+use tokio_stream::{Stream, StreamExt};
+
+use super::{ApiError, ApiPath};
+use crate::lock::{Command, Limits};
+use crate::node::Node;
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new().route("/v1/locks/{name}/events", get(events))
+}
+
+async fn events(
+    State(node): State<Arc<Node>>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    Command::Release { name: name.clone(), token: 0, request_id: None }.validate(&Limits::DEFAULT)?;
+    let stream = BroadcastStream::new(node.locks().subscribe()).filter_map(move |item| match item {
+        Ok(event) if event.name == name => {
+            let kind = serde_json::to_value(&event.kind).ok()?;
+            let kind = kind.get("type")?.as_str()?.to_owned();
+            Some(Ok(Event::default().event(kind).id(event.index.to_string()).json_data(&event).ok()?))
+        }
+        Ok(_) => None,
+        Err(BroadcastStreamRecvError::Lagged(missed)) => {
+            Some(Ok(Event::default().event("lagged").data(format!("{{\"missed\":{missed}}}"))))
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
