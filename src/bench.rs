@@ -1,9 +1,11 @@
 //! `leasehold bench`: lock-cycle throughput and latency against a cluster.
 //!
-//! Each client is one tokio task with its own lock name, looping
-//! acquire → release through the [`Client`] (keep-alive HTTP). A run reports
-//! cycles per second and percentiles of the cycle and of the acquire alone,
-//! from HDR histograms in microseconds.
+//! Each client is one tokio task looping acquire → release through the
+//! [`Client`] (keep-alive HTTP), either on a lock name of its own
+//! ([`Workload::Distinct`]) or all on one hot name, waiting in its queue
+//! ([`Workload::Hot`]: every cycle after the first is a hand-off). A run
+//! reports cycles per second and percentiles of the cycle and of the acquire
+//! alone, from HDR histograms in microseconds.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::client::{Client, ClientError};
+use crate::client::{AcquireOptions, Client, ClientError};
 use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,27 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
 }
 
+/// What the clients contend for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// A lock name per client: no contention, measures the write path.
+    Distinct,
+    /// One lock name for all clients, waiting in its queue: hand-offs.
+    Hot,
+}
+
+impl Workload {
+    pub fn label(self) -> &'static str {
+        match self {
+            Workload::Distinct => "cycle-distinct",
+            Workload::Hot => "hot-handoff",
+        }
+    }
+}
+
+/// How long a hot-lock client waits in the queue before giving up a cycle.
+const HOT_WAIT: Duration = Duration::from_secs(60);
+
 /// What to measure, and where.
 pub struct BenchOptions {
     /// An existing cluster; when empty, a local cluster of `nodes` nodes is
@@ -33,6 +56,7 @@ pub struct BenchOptions {
     pub nodes: usize,
     pub binary: PathBuf,
     pub clients: Vec<usize>,
+    pub workloads: Vec<Workload>,
     pub runs: usize,
     pub warmup: Duration,
     pub duration: Duration,
@@ -55,27 +79,35 @@ pub async fn run(options: &BenchOptions) -> Result<Vec<BenchRow>, BenchError> {
         (options.endpoints.clone(), "leasehold".to_string())
     };
     let client = Arc::new(Client::new(&endpoints)?);
-    let total = options.runs * options.clients.len();
+    let total = options.runs * options.clients.len() * options.workloads.len();
     let mut rows = Vec::with_capacity(total);
-    // Every run visits every concurrency, so drift on a shared machine
-    // spreads over all of them instead of biasing one.
+    // Every run visits every (workload, concurrency), so drift on a shared
+    // machine spreads over all of them instead of biasing one.
     for run in 1..=options.runs {
-        for &clients in &options.clients {
-            let plan = BenchPlan {
-                system: system.clone(),
-                clients,
-                run,
-                warmup: options.warmup,
-                duration: options.duration,
-                ttl_ms: options.ttl_ms,
-            };
-            eprintln!("bench: [{}/{total}] run {run}, {clients} clients, {:?} ...", rows.len() + 1, options.duration);
-            let row = run_cycles(client.clone(), &plan).await?;
-            eprintln!(
-                "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}",
-                row.ops_per_sec, row.p50_us, row.p99_us, row.errors
-            );
-            rows.push(row);
+        for &workload in &options.workloads {
+            for &clients in &options.clients {
+                let plan = BenchPlan {
+                    system: system.clone(),
+                    workload,
+                    clients,
+                    run,
+                    warmup: options.warmup,
+                    duration: options.duration,
+                    ttl_ms: options.ttl_ms,
+                };
+                eprintln!(
+                    "bench: [{}/{total}] run {run}, {}, {clients} clients, {:?} ...",
+                    rows.len() + 1,
+                    workload.label(),
+                    options.duration
+                );
+                let row = run_cycles(client.clone(), &plan).await?;
+                eprintln!(
+                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}",
+                    row.ops_per_sec, row.p50_us, row.p99_us, row.errors
+                );
+                rows.push(row);
+            }
         }
     }
     if let Some(mut cluster) = local {
@@ -106,16 +138,35 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Per concurrency, the medians over runs: (clients, cycles/s, p50 ms, p99 ms).
-pub fn medians(rows: &[BenchRow]) -> Vec<(usize, f64, f64, f64)> {
-    let mut clients: Vec<usize> = rows.iter().map(|r| r.clients).collect();
-    clients.sort_unstable();
-    clients.dedup();
-    clients
-        .into_iter()
-        .map(|c| {
-            let of = |f: fn(&BenchRow) -> f64| median(rows.iter().filter(|r| r.clients == c).map(f).collect());
-            (c, of(|r| r.ops_per_sec), of(|r| r.p50_us as f64 / 1e3), of(|r| r.p99_us as f64 / 1e3))
+/// The medians over runs of one (workload, clients) pair.
+pub struct Median {
+    pub workload: String,
+    pub clients: usize,
+    pub ops_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// Per (workload, concurrency), the medians over runs, in first-seen order.
+pub fn medians(rows: &[BenchRow]) -> Vec<Median> {
+    let mut keys: Vec<(&str, usize)> = Vec::new();
+    for r in rows {
+        if !keys.contains(&(r.workload.as_str(), r.clients)) {
+            keys.push((r.workload.as_str(), r.clients));
+        }
+    }
+    keys.into_iter()
+        .map(|(workload, clients)| {
+            let of = |f: fn(&BenchRow) -> f64| {
+                median(rows.iter().filter(|r| r.workload == workload && r.clients == clients).map(f).collect())
+            };
+            Median {
+                workload: workload.to_owned(),
+                clients,
+                ops_per_sec: of(|r| r.ops_per_sec),
+                p50_ms: of(|r| r.p50_us as f64 / 1e3),
+                p99_ms: of(|r| r.p99_us as f64 / 1e3),
+            }
         })
         .collect()
 }
@@ -139,6 +190,7 @@ pub struct BenchRow {
 
 pub struct BenchPlan {
     pub system: String,
+    pub workload: Workload,
     pub clients: usize,
     pub run: usize,
     pub warmup: Duration,
@@ -156,7 +208,7 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("static bounds are valid")
 }
 
-/// Runs `plan.clients` concurrent acquire→release loops on distinct names.
+/// Runs `plan.clients` concurrent acquire→release loops.
 pub async fn run_cycles(client: Arc<Client>, plan: &BenchPlan) -> Result<BenchRow, ClientError> {
     let start = Instant::now();
     let measure_from = start + plan.warmup;
@@ -164,7 +216,11 @@ pub async fn run_cycles(client: Arc<Client>, plan: &BenchPlan) -> Result<BenchRo
     let mut tasks = Vec::new();
     for i in 0..plan.clients {
         let client = client.clone();
-        let name = format!("bench/{}/{}/{i}", plan.run, plan.clients);
+        let name = match plan.workload {
+            Workload::Distinct => format!("bench/{}/{}/{i}", plan.run, plan.clients),
+            Workload::Hot => format!("bench/hot/{}/{}", plan.run, plan.clients),
+        };
+        let options = AcquireOptions { wait: (plan.workload == Workload::Hot).then_some(HOT_WAIT), request_id: None };
         let owner = format!("bench-client-{i}");
         let ttl_ms = plan.ttl_ms;
         tasks.push(tokio::spawn(async move {
@@ -172,7 +228,7 @@ pub async fn run_cycles(client: Arc<Client>, plan: &BenchPlan) -> Result<BenchRo
             while Instant::now() < stop_at {
                 let began = Instant::now();
                 let cycle = async {
-                    let lease = client.acquire(&name, &owner, ttl_ms).await?;
+                    let lease = client.acquire_with(&name, &owner, ttl_ms, &options).await?;
                     let acquired = began.elapsed();
                     client.release(&name, lease.token()).await?;
                     Ok::<_, ClientError>(acquired)
@@ -201,7 +257,7 @@ pub async fn run_cycles(client: Arc<Client>, plan: &BenchPlan) -> Result<BenchRo
     let measured = stop_at.saturating_duration_since(measure_from).as_secs_f64();
     Ok(BenchRow {
         system: plan.system.clone(),
-        workload: "cycle-distinct".into(),
+        workload: plan.workload.label().into(),
         clients: plan.clients,
         run: plan.run,
         cycles: cycles.len(),
@@ -237,9 +293,14 @@ pub fn markdown_table(rows: &[BenchRow]) -> String {
             r.errors
         ));
     }
-    out.push_str("\n| clients | median cycles/s | median p50 ms | median p99 ms |\n|---:|---:|---:|---:|\n");
-    for (clients, ops, p50, p99) in medians(rows) {
-        out.push_str(&format!("| {clients} | {ops:.0} | {p50:.2} | {p99:.2} |\n"));
+    out.push_str(
+        "\n| workload | clients | median cycles/s | median p50 ms | median p99 ms |\n|---|---:|---:|---:|---:|\n",
+    );
+    for m in medians(rows) {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.2} | {:.2} |\n",
+            m.workload, m.clients, m.ops_per_sec, m.p50_ms, m.p99_ms
+        ));
     }
     out
 }
@@ -249,7 +310,7 @@ pub fn markdown_table(rows: &[BenchRow]) -> String {
 pub fn svg_plot(rows: &[BenchRow]) -> String {
     let points = medians(rows);
     let (width, height, left, bottom, top) = (640.0, 360.0, 70.0, 50.0, 40.0);
-    let max = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    let max = points.iter().map(|p| p.ops_per_sec).fold(1.0, f64::max) * 1.15;
     let slot = (width - left - 20.0) / points.len().max(1) as f64;
     let y = |v: f64| height - bottom - v / max * (height - bottom - top);
     let mut svg = format!(
@@ -276,19 +337,25 @@ pub fn svg_plot(rows: &[BenchRow]) -> String {
             y(v) + 4.0
         ));
     }
-    for (i, (clients, ops, p50, p99)) in points.iter().enumerate() {
+    for (i, m) in points.iter().enumerate() {
+        let (ops, p50, p99) = (m.ops_per_sec, m.p50_ms, m.p99_ms);
         let x = left + slot * i as f64 + slot * 0.2;
         let w = slot * 0.6;
         svg.push_str(&format!(
             "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"#4a7ebb\"/>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{ops:.0}/s · p50 {p50:.1} ms · p99 {p99:.1} ms</text>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{clients} clients</text>\n",
-            y(*ops),
-            height - bottom - y(*ops),
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{ops:.0}/s</text>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"9\">p50 {p50:.1} · p99 {p99:.1} ms</text>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{} ×{}</text>\n",
+            y(ops),
+            height - bottom - y(ops),
             x + w / 2.0,
-            y(*ops) - 6.0,
+            y(ops) - 18.0,
             x + w / 2.0,
-            height - bottom + 18.0
+            y(ops) - 6.0,
+            x + w / 2.0,
+            height - bottom + 18.0,
+            m.workload,
+            m.clients
         ));
     }
     svg.push_str("</svg>\n");

@@ -5,8 +5,9 @@
 //! Dependencies point down only.
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
-//!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `bench`).
+//!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `run`, `bench`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
 //!   processes by PID (used by `up`, the tests and the benchmark).
 //! - [`client`] — the Rust client library (reqwest): endpoints, leader
@@ -28,3 +29,4 @@ pub mod local;
 pub mod lock;
 pub mod node;
 pub mod raft;
+pub mod run;

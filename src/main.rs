@@ -1,6 +1,7 @@
 //! The `leasehold` binary: parses arguments and calls into the library.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,10 +11,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
-use leasehold::bench::{self, BenchOptions};
-use leasehold::client::Client;
+use leasehold::bench::{self, BenchOptions, Workload};
+use leasehold::client::{AcquireOptions, Client};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
+use leasehold::run::{self, RunOptions};
 
 #[derive(Parser)]
 #[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
@@ -38,6 +40,9 @@ enum Cmd {
         owner: String,
         #[arg(long, default_value_t = 10_000)]
         ttl_ms: u64,
+        /// Wait up to this long in the lock's queue when it is held.
+        #[arg(long)]
+        wait_ms: Option<u64>,
         #[arg(long)]
         request_id: Option<String>,
     },
@@ -79,6 +84,8 @@ enum Cmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Run a command while holding a lock; stop it if the lock is lost.
+    Run(RunArgs),
     /// Measure acquire→release cycles/s and latency.
     Bench(BenchArgs),
 }
@@ -130,6 +137,37 @@ struct UpArgs {
     tick_ms: u64,
 }
 
+/// `leasehold run --lock NAME [--ttl 10s] [--wait 30s] -- CMD ARGS...`: the
+/// command gets LEASEHOLD_LOCK, LEASEHOLD_TOKEN and LEASEHOLD_OWNER. Exit
+/// status: the command's (128 + signal when killed), 2 when the lock could
+/// not be acquired, 3 when it was lost (the command is then stopped).
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Lock to hold while the command runs.
+    #[arg(long)]
+    lock: String,
+    /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m).
+    #[arg(long, default_value = "10s", value_parser = run::parse_duration)]
+    ttl: Duration,
+    /// Wait up to this long for the lock when it is held (default: fail at once).
+    #[arg(long, value_parser = run::parse_duration)]
+    wait: Option<Duration>,
+    /// Holder identity (default: hostname-pid-random).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    #[arg(long, default_value = "5s", value_parser = run::parse_duration)]
+    grace: Duration,
+    /// Safety margin subtracted from every lease for clock drift (default: ttl/10).
+    #[arg(long, value_parser = run::parse_duration)]
+    drift_margin: Option<Duration>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
 #[derive(Args)]
 struct BenchArgs {
     /// Benchmark an existing cluster instead of starting a local one.
@@ -141,6 +179,9 @@ struct BenchArgs {
     /// Concurrent clients, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     clients: Vec<usize>,
+    /// distinct: a lock per client; hot: all clients wait on one lock.
+    #[arg(long, value_delimiter = ',', default_value = "distinct,hot")]
+    workloads: Vec<Workload>,
     #[arg(long, default_value_t = 10)]
     duration_secs: u64,
     #[arg(long, default_value_t = 3)]
@@ -170,8 +211,9 @@ async fn run(command: Cmd) -> Result<()> {
     match command {
         Cmd::Serve(args) => serve(args).await,
         Cmd::Up(args) => up(args).await,
-        Cmd::Acquire { target, name, owner, ttl_ms, request_id } => {
-            print(&client(&target)?.acquire_with_id(&name, &owner, ttl_ms, request_id.as_deref()).await?.grant)
+        Cmd::Acquire { target, name, owner, ttl_ms, wait_ms, request_id } => {
+            let options = AcquireOptions { wait: wait_ms.map(Duration::from_millis), request_id };
+            print(&client(&target)?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)
         }
         Cmd::Renew { target, name, token, ttl_ms } => print(&client(&target)?.renew(&name, token, ttl_ms).await?.grant),
         Cmd::Release { target, name, token } => {
@@ -194,6 +236,7 @@ async fn run(command: Cmd) -> Result<()> {
             }
             print(&statuses)
         }
+        Cmd::Run(args) => std::process::exit(run_locked(args).await),
         Cmd::Bench(args) => run_bench(args).await,
     }
 }
@@ -275,12 +318,28 @@ async fn up(args: UpArgs) -> Result<()> {
     Ok(())
 }
 
+/// `leasehold run`; returns the exit status.
+async fn run_locked(args: RunArgs) -> i32 {
+    let options = RunOptions {
+        endpoints: args.target.endpoints,
+        lock: args.lock,
+        ttl: args.ttl,
+        wait: args.wait,
+        owner: args.owner,
+        drift_margin: args.drift_margin,
+        grace: args.grace,
+        command: args.command,
+    };
+    run::run(&options).await
+}
+
 async fn run_bench(args: BenchArgs) -> Result<()> {
     let options = BenchOptions {
         endpoints: args.endpoints,
         nodes: args.nodes,
         binary: std::env::current_exe().context("locating the leasehold binary")?,
         clients: args.clients,
+        workloads: args.workloads,
         runs: args.runs,
         warmup: Duration::from_secs(1),
         duration: Duration::from_secs(args.duration_secs),

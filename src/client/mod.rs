@@ -6,11 +6,18 @@
 //! with back-off until its retry budget is spent. Other answers (409, 404,
 //! 400, ...) are returned at once as [`ClientError::Api`].
 //!
-//! Retrying a mutation is safe for acquire (a same-owner acquire returns the
-//! same token) and renew. A retried release may answer `not_held` when the
-//! first attempt did release.
+//! Every mutation carries a request id, the same on every retry of one call,
+//! so a retry the cluster already applied returns the original result (the
+//! same token), also when it reaches a new leader.
+//!
+//! [`Lock`] (`guard.rs`) holds a lock for as long as it lives: a watchdog
+//! task renews it and fires [`Lock::lost`] by the client's safe deadline.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod guard;
+
+pub use guard::{default_owner, Lock, LockOptions, LostReason};
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode, Url};
@@ -36,6 +43,10 @@ pub enum ClientError {
     InvalidEndpoint(String),
     #[error("unexpected response: {0}")]
     Decode(String),
+    /// The client refused the call before sending anything (e.g. a lock
+    /// guard's ttl or drift margin out of range).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 impl ClientError {
@@ -52,8 +63,9 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub grant: Grant,
-    /// Send time of the request that produced this grant or renewal, on this
-    /// process's monotonic clock: the anchor of the lease.
+    /// Send time of the request that produced this grant or renewal (of its
+    /// first attempt, when it was retried), on this process's monotonic
+    /// clock: the anchor of the lease.
     pub sent_at: Instant,
 }
 
@@ -68,6 +80,26 @@ impl Lease {
     pub fn valid_until(&self, margin: Duration) -> Instant {
         (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
     }
+}
+
+/// Options of [`Client::acquire_with`].
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    /// Wait up to this long in the lock's FIFO queue when another owner
+    /// holds it (the cluster answers `wait_timeout` when it runs out).
+    pub wait: Option<Duration>,
+    /// Request id for de-duplication; generated when absent.
+    pub request_id: Option<String>,
+}
+
+/// A request id unique to this process run: pid, a per-process counter and
+/// the start time, so two processes (or two runs) never share one.
+pub fn new_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static STARTED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let started = STARTED
+        .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{:x}-{:x}-{:x}", std::process::id(), started, COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 #[derive(Deserialize)]
@@ -115,47 +147,53 @@ impl Client {
         self
     }
 
-    /// Acquires `name` for `owner`. `409 held` when another owner holds it.
+    /// Acquires `name` for `owner` without waiting: `409 held` when another
+    /// owner holds it.
     pub async fn acquire(&self, name: &str, owner: &str, ttl_ms: u64) -> Result<Lease, ClientError> {
-        self.acquire_with_id(name, owner, ttl_ms, None).await
+        self.acquire_with(name, owner, ttl_ms, &AcquireOptions::default()).await
     }
 
-    /// As [`acquire`](Self::acquire), recording `request_id` on the lease.
-    pub async fn acquire_with_id(
+    /// Acquires `name` for `owner`, waiting in the queue when asked to.
+    pub async fn acquire_with(
         &self,
         name: &str,
         owner: &str,
         ttl_ms: u64,
-        request_id: Option<&str>,
+        options: &AcquireOptions,
     ) -> Result<Lease, ClientError> {
-        let mut body = json!({ "owner": owner, "ttl_ms": ttl_ms });
-        if let Some(id) = request_id {
-            body["request_id"] = json!(id);
+        let request_id = options.request_id.clone().unwrap_or_else(new_request_id);
+        let mut body = json!({ "owner": owner, "ttl_ms": ttl_ms, "request_id": request_id });
+        let wait = options.wait.unwrap_or_default();
+        if !wait.is_zero() {
+            body["wait_ms"] = json!(wait.as_millis() as u64);
         }
-        let (grant, sent_at) = self.call(Method::POST, &["v1", "locks", name, "acquire"], &[], Some(body)).await?;
+        let path = ["v1", "locks", name, "acquire"];
+        let (grant, sent_at) = self.call(Method::POST, &path, &[], Some(body), wait).await?;
         Ok(Lease { grant, sent_at })
     }
 
     /// Restarts the lease held under `token`, with `ttl_ms` or the grant's ttl.
     pub async fn renew(&self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
-        let mut body = json!({ "token": token });
+        let mut body = json!({ "token": token, "request_id": new_request_id() });
         if let Some(ttl) = ttl_ms {
             body["ttl_ms"] = json!(ttl);
         }
-        let (grant, sent_at) = self.call(Method::POST, &["v1", "locks", name, "renew"], &[], Some(body)).await?;
+        let path = ["v1", "locks", name, "renew"];
+        let (grant, sent_at) = self.call(Method::POST, &path, &[], Some(body), Duration::ZERO).await?;
         Ok(Lease { grant, sent_at })
     }
 
     /// Releases the lock held under `token`.
     pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = json!({ "token": token });
-        let _: (Value, _) = self.call(Method::POST, &["v1", "locks", name, "release"], &[], Some(body)).await?;
+        let body = json!({ "token": token, "request_id": new_request_id() });
+        let path = ["v1", "locks", name, "release"];
+        let _: (Value, _) = self.call(Method::POST, &path, &[], Some(body), Duration::ZERO).await?;
         Ok(())
     }
 
     /// The lease of `name` (linearizable), or `None` when free.
     pub async fn get(&self, name: &str) -> Result<Option<LeaseView>, ClientError> {
-        match self.call(Method::GET, &["v1", "locks", name], &[], None).await {
+        match self.call(Method::GET, &["v1", "locks", name], &[], None, Duration::ZERO).await {
             Ok((view, _)) => Ok(Some(view)),
             Err(e) if e.code() == Some("not_held") => Ok(None),
             Err(e) => Err(e),
@@ -166,7 +204,7 @@ impl Client {
     pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LeaseView>, ClientError> {
         let limit = limit.to_string();
         let query = [("prefix", prefix), ("limit", limit.as_str())];
-        let (listed, _): (Listed, _) = self.call(Method::GET, &["v1", "locks"], &query, None).await?;
+        let (listed, _): (Listed, _) = self.call(Method::GET, &["v1", "locks"], &query, None, Duration::ZERO).await?;
         Ok(listed.locks)
     }
 
@@ -200,30 +238,34 @@ impl Client {
     }
 
     /// Sends one request, following the leader and retrying unavailability.
-    /// Returns the decoded answer and the send time of the attempt that
-    /// produced it.
+    /// `wait` is how long the server may legitimately hold the request (a
+    /// queued acquire); it extends the attempt timeout and the retry budget.
+    /// Returns the decoded answer and the send time of the *first* attempt:
+    /// a retry may be answered from the request-id record of an earlier
+    /// attempt, whose commit came after the first send, never before it.
     async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         segments: &[&str],
         query: &[(&str, &str)],
         body: Option<Value>,
+        wait: Duration,
     ) -> Result<(T, Instant), ClientError> {
-        let give_up = Instant::now() + self.retry_budget;
+        let first_sent = Instant::now();
+        let give_up = first_sent + self.retry_budget + wait;
         let mut backoff = Duration::from_millis(25);
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
-            let mut request =
-                self.http.request(method.clone(), self.url(endpoint, segments, query)?).timeout(ATTEMPT_TIMEOUT);
+            let url = self.url(endpoint, segments, query)?;
+            let mut request = self.http.request(method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
             if let Some(body) = &body {
                 request = request.json(body);
             }
-            let sent_at = Instant::now();
             let failure = match request.send().await {
                 Ok(reply) => {
                     self.follow_leader(&reply, endpoint);
                     if reply.status() != StatusCode::SERVICE_UNAVAILABLE {
-                        return decode(reply).await.map(|v| (v, sent_at));
+                        return decode(reply).await.map(|v| (v, first_sent));
                     }
                     decode::<Value>(reply).await.err().map_or_else(|| "503".to_string(), |e| e.to_string())
                 }
