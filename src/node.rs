@@ -20,6 +20,10 @@ use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId
 const HEARTBEAT_MS: u64 = 100;
 const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
 const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
+/// Entries between snapshots. A snapshot serializes the whole table (leases,
+/// queues and up to 50 000 request records) on every node, so taking one too
+/// often costs more than replaying this many entries at start.
+const SNAPSHOT_EVERY: u64 = 50_000;
 /// How long a proposal or a read may wait for a quorum before the client is
 /// told the cluster is unavailable (the proposal may still commit later).
 const QUORUM_WAIT: Duration = Duration::from_secs(3);
@@ -120,7 +124,7 @@ impl Node {
             election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
             election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
             // Ticks are log entries: snapshot and purge so the log stays bounded.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(5_000),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
             max_in_snapshot_log_to_keep: 1_000,
             max_payload_entries: 256,
             snapshot_max_chunk_size: 1 << 20,

@@ -20,11 +20,11 @@
 //! deadline* ([`Lock::valid_until`]). The cluster's `expires_in_ms` plays no
 //! part: it is counted from the commit, which this process cannot observe.
 //!
-//! The guard anchors each call at the instant *it started the call*, which is
+//! The guard anchors each call at the instant it started the call, which is
 //! no later than the send time of any attempt the client's retry loop made
-//! (`Lease::sent_at` is the send time of the attempt that answered). When the
-//! cluster de-duplicates a retried request by its request id, the answer may
-//! stem from an earlier attempt's commit; the start of the call precedes
+//! (`Lease::sent_at`, the first attempt's send time, is never earlier). When
+//! the cluster de-duplicates a retried request by its request id, the answer
+//! may stem from an earlier attempt's commit; the start of the call precedes
 //! every attempt, so the anchor stays safe whichever attempt took effect.
 //!
 //! The watchdog renews every `ttl / 3` after the anchor. A failed renewal is
