@@ -79,6 +79,43 @@ enum Cmd {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Ask whether a token is the current one of a lock (linearizable).
+    Check {
+        #[command(flatten)]
+        target: Target,
+        lock: String,
+        #[arg(long)]
+        token: u64,
+    },
+    /// Write a fenced record: applied only if the token is current for the lock.
+    PutRecord {
+        #[command(flatten)]
+        target: Target,
+        key: String,
+        #[arg(long)]
+        lock: String,
+        #[arg(long)]
+        token: u64,
+        /// The value, as JSON (e.g. '"settled"' or '{"amount":5}').
+        #[arg(long)]
+        value: String,
+    },
+    /// Read a fenced record; exits 1 when there is none.
+    GetRecord {
+        #[command(flatten)]
+        target: Target,
+        key: String,
+    },
+    /// Pass a token through a resource's gate (admitted if not lower than any before).
+    Gate {
+        #[command(flatten)]
+        target: Target,
+        resource: String,
+        #[arg(long)]
+        lock: String,
+        #[arg(long)]
+        token: u64,
+    },
     /// Show every endpoint's view of the cluster.
     Status {
         #[command(flatten)]
@@ -225,6 +262,23 @@ async fn run(command: Cmd) -> Result<()> {
             None => bail!("lock {name:?} is not held"),
         },
         Cmd::List { target, prefix, limit } => print(&client(&target)?.list(&prefix, limit).await?),
+        Cmd::Check { target, lock, token } => {
+            let (current, current_token) = client(&target)?.check(&lock, token).await?;
+            print(&serde_json::json!({ "lock": lock, "current": current, "token": current_token }))
+        }
+        Cmd::PutRecord { target, key, lock, token, value } => {
+            let value: serde_json::Value = serde_json::from_str(&value).context("--value is not JSON")?;
+            let index = client(&target)?.put_record(&key, &lock, token, &value).await?;
+            print(&serde_json::json!({ "key": key, "lock": lock, "token": token, "index": index }))
+        }
+        Cmd::GetRecord { target, key } => match client(&target)?.get_record(&key).await? {
+            Some(record) => print(&record),
+            None => bail!("no record {key:?}"),
+        },
+        Cmd::Gate { target, resource, lock, token } => {
+            client(&target)?.gate(&resource, &lock, token).await?;
+            print(&serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }))
+        }
         Cmd::Status { target } => {
             let client = client(&target)?;
             let mut statuses = Vec::new();

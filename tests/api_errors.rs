@@ -201,6 +201,7 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
         }
 
         step("nothing changed");
+        assert!(client.get_record("r").await.unwrap().is_none());
         let locks = client.list("", 100).await.unwrap();
         assert_eq!(locks.len(), 1, "{locks:?}");
         assert_eq!((locks[0].name.as_str(), locks[0].owner.as_str(), locks[0].token), ("held", "alice", held.token()));

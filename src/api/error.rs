@@ -81,6 +81,26 @@ impl From<LockError> for ApiError {
                     .with("token", given)
                     .with("current_token", current)
             }
+            LockError::NotCurrent { lock, given, current } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
+                    .with("lock", lock)
+                    .with("token", given)
+                    .with("current_token", current)
+            }
+            LockError::GateRejected { resource, given, highest } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
+                    .with("resource", resource)
+                    .with("token", given)
+                    .with("highest", highest)
+            }
+            LockError::GateLockMismatch { resource, lock } => {
+                ApiError::new(StatusCode::CONFLICT, "lock_mismatch", message)
+                    .with("resource", resource)
+                    .with("lock", lock)
+            }
+            LockError::Full { what, limit } => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "full", message).with("what", what).with("limit", limit)
+            }
             LockError::WaitTimeout { name } => {
                 ApiError::new(StatusCode::CONFLICT, "wait_timeout", message).with("name", name)
             }

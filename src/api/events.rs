@@ -19,7 +19,7 @@ use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tokio_stream::{Stream, StreamExt};
 
 use super::{ApiError, ApiPath};
-use crate::lock::{Command, Limits};
+use crate::lock::Limits;
 use crate::node::Node;
 
 pub fn routes() -> Router<Arc<Node>> {
@@ -30,7 +30,7 @@ async fn events(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    Command::Release { name: name.clone(), token: 0, request_id: None }.validate(&Limits::DEFAULT)?;
+    Limits::DEFAULT.check_name("name", &name)?;
     let stream = BroadcastStream::new(node.locks().subscribe()).filter_map(move |item| match item {
         Ok(event) if event.name == name => {
             let kind = serde_json::to_value(&event.kind).ok()?;

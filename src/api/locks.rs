@@ -242,8 +242,7 @@ async fn release(
 
 /// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.
 async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
-    // Validate the name as a release would, so bad names get the same 400.
-    Command::Release { name: name.clone(), token: 0, request_id: None }.validate(&Limits::DEFAULT)?;
+    Limits::DEFAULT.check_name("name", &name)?;
     match node.read(|table| table.get(&name)).await? {
         Some(view) => Ok(Json(view)),
         None => Err(LockError::NotHeld { name }.into()),

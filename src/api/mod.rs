@@ -1,5 +1,5 @@
 //! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
-//! stream), the admin API under
+//! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`.
 //!
 //! Client requests and membership changes are served by the leader: any other
@@ -9,6 +9,7 @@
 mod admin;
 mod error;
 mod events;
+mod fence;
 mod forward;
 pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
 mod locks;
@@ -47,6 +48,7 @@ pub struct ApiQuery<T>(pub T);
 /// The whole HTTP surface of a node.
 pub fn router(node: Arc<Node>) -> Router {
     let leader_only = locks::routes()
+        .merge(fence::routes())
         .merge(admin::leader_routes())
         .route_layer(middleware::from_fn_with_state(node.clone(), forward::to_leader));
     let api =

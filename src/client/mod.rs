@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::lock::{FencingToken, Grant, LeaseView};
+use crate::lock::{FencingToken, Grant, LeaseView, Record};
 use crate::node::ClusterStatus;
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
@@ -206,6 +206,49 @@ impl Client {
         let query = [("prefix", prefix), ("limit", limit.as_str())];
         let (listed, _): (Listed, _) = self.call(Method::GET, &["v1", "locks"], &query, None, Duration::ZERO).await?;
         Ok(listed.locks)
+    }
+
+    /// Whether `token` is the current token of `lock` (linearizable); also
+    /// returns the current token, `None` when the lock is free.
+    pub async fn check(&self, lock: &str, token: FencingToken) -> Result<(bool, Option<FencingToken>), ClientError> {
+        let body = json!({ "lock": lock, "token": token });
+        let (reply, _): (Value, _) =
+            self.call(Method::POST, &["v1", "fence", "check"], &[], Some(body), Duration::ZERO).await?;
+        Ok((reply["current"].as_bool().unwrap_or(false), reply["token"].as_u64()))
+    }
+
+    /// Writes `value` under record `key` if `token` is the current token of
+    /// `lock`; `409 stale_token` (with `current_token`) otherwise. Returns
+    /// the index of the entry that wrote it.
+    pub async fn put_record(
+        &self,
+        key: &str,
+        lock: &str,
+        token: FencingToken,
+        value: &Value,
+    ) -> Result<u64, ClientError> {
+        let body = json!({ "lock": lock, "token": token, "value": value, "request_id": new_request_id() });
+        let (reply, _): (Value, _) =
+            self.call(Method::PUT, &["v1", "records", key], &[], Some(body), Duration::ZERO).await?;
+        reply["index"].as_u64().ok_or_else(|| ClientError::Decode(format!("no index in {reply}")))
+    }
+
+    /// The record `key` (`{"key","value","lock","token","index"}`), or `None`.
+    pub async fn get_record(&self, key: &str) -> Result<Option<Record>, ClientError> {
+        match self.call(Method::GET, &["v1", "records", key], &[], None, Duration::ZERO).await {
+            Ok((record, _)) => Ok(Some(record)),
+            Err(e) if e.code() == Some("no_record") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Passes `token` of `lock` through gate `resource`: admitted when it is
+    /// at least the highest admitted so far, `409 stale_token` otherwise.
+    pub async fn gate(&self, resource: &str, lock: &str, token: FencingToken) -> Result<(), ClientError> {
+        let body = json!({ "lock": lock, "token": token, "request_id": new_request_id() });
+        let path = ["v1", "fence", "gate", resource];
+        let _: (Value, _) = self.call(Method::POST, &path, &[], Some(body), Duration::ZERO).await?;
+        Ok(())
     }
 
     /// The status of the node at `endpoint` (an index into the endpoint list),

@@ -67,6 +67,28 @@ pub enum Command {
     /// Remove `owner` from the queue of `name` (its waiting client went
     /// away). A no-op when `owner` is not waiting; never releases a lock.
     Cancel { name: String, owner: String },
+    /// Write `value` under record `key` if `token` is the current token of
+    /// lock `lock` when this entry applies. Errors: `NotCurrent` (with the
+    /// current token), `Full`.
+    PutRecord {
+        key: String,
+        lock: String,
+        token: FencingToken,
+        value: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Admit `token` of `lock` at gate `resource` if it is at least the
+    /// highest token admitted there. Errors: `GateRejected` (with the
+    /// highest), `GateLockMismatch`, `Full`, `Invalid` for a token above
+    /// this entry's index (no such grant can exist yet).
+    Gate {
+        resource: String,
+        lock: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
     /// lease whose deadline this Tick reaches expires in this entry.
@@ -82,6 +104,8 @@ impl fmt::Display for Command {
             Command::Renew { name, token, .. } => write!(f, "renew({name}, token={token})"),
             Command::Release { name, token, .. } => write!(f, "release({name}, token={token})"),
             Command::Cancel { name, owner } => write!(f, "cancel({name}, owner={owner})"),
+            Command::PutRecord { key, lock, token, .. } => write!(f, "put_record({key}, lock={lock}, token={token})"),
+            Command::Gate { resource, lock, token, .. } => write!(f, "gate({resource}, lock={lock}, token={token})"),
             Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
         }
     }
@@ -100,6 +124,8 @@ pub struct Limits {
     pub min_ttl_ms: u64,
     pub max_ttl_ms: u64,
     pub max_wait_ms: u64,
+    /// A record's value, as JSON text.
+    pub max_value_bytes: usize,
 }
 
 impl Limits {
@@ -110,7 +136,16 @@ impl Limits {
         min_ttl_ms: 3_000,
         max_ttl_ms: 3_600_000,
         max_wait_ms: 3_600_000,
+        max_value_bytes: 4096,
     };
+}
+
+impl Limits {
+    /// Checks a lock name, record key or gate resource given outside a
+    /// command (reads, event streams), with the rules of lock names.
+    pub fn check_name(&self, field: &'static str, value: &str) -> Result<(), InvalidCommand> {
+        check_text(field, value, self.max_name_bytes)
+    }
 }
 
 /// Why a command was refused before it changed anything.
@@ -152,6 +187,24 @@ impl Command {
             Command::Cancel { name, owner } => {
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)
+            }
+            Command::PutRecord { key, lock, value, request_id, .. } => {
+                check_text("key", key, limits.max_name_bytes)?;
+                check_text("lock", lock, limits.max_name_bytes)?;
+                check_request_id(request_id, limits)?;
+                let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+                if size > limits.max_value_bytes {
+                    return Err(InvalidCommand::new(
+                        "value",
+                        format!("is {size} bytes of JSON, at most {} allowed", limits.max_value_bytes),
+                    ));
+                }
+                Ok(())
+            }
+            Command::Gate { resource, lock, request_id, .. } => {
+                check_text("resource", resource, limits.max_name_bytes)?;
+                check_text("lock", lock, limits.max_name_bytes)?;
+                check_request_id(request_id, limits)
             }
             Command::Tick { .. } => Ok(()),
         }

@@ -1,5 +1,6 @@
 //! The pure lock core: commands, leases, waiting queues, the lock table,
-//! fencing tokens, request de-duplication and lock events.
+//! fencing tokens and the fence checks served on them (records, gates),
+//! request de-duplication and lock events.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
@@ -10,10 +11,12 @@
 
 mod command;
 mod event;
+mod fence;
 mod requests;
 mod table;
 
 pub use command::{Command, InvalidCommand, Limits};
 pub use event::{EventKind, LockEvent};
+pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{Applied, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage, WaiterView};

@@ -26,6 +26,8 @@ pub enum RequestKind {
     Acquire,
     Renew,
     Release,
+    PutRecord,
+    Gate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::event::{EventKind, LockEvent};
+use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::{Command, InvalidCommand, Limits};
 
@@ -109,6 +110,19 @@ pub enum Outcome {
         owner: String,
         removed: bool,
     },
+    /// A fenced record was written by the holder of `lock` under `token`.
+    RecordWritten {
+        key: String,
+        lock: String,
+        token: FencingToken,
+        index: u64,
+    },
+    /// A gate admitted `token`.
+    GateAdmitted {
+        resource: String,
+        lock: String,
+        token: FencingToken,
+    },
     /// The clock advanced to `now_tick`; these leases expired in this entry.
     Ticked {
         now_tick: u64,
@@ -128,6 +142,16 @@ pub enum LockError {
     NotHeld { name: String },
     #[error("token {given} is not the current token of lock {name:?} (current: {current})")]
     StaleToken { name: String, given: FencingToken, current: FencingToken },
+    /// A fenced write whose token is not the lock's current one (`current`
+    /// is `None` when the lock is free).
+    #[error("token {given} is not the current token of lock {lock:?} (current: {current:?})")]
+    NotCurrent { lock: String, given: FencingToken, current: Option<FencingToken> },
+    #[error("gate {resource:?} already admitted token {highest}, higher than {given}")]
+    GateRejected { resource: String, given: FencingToken, highest: FencingToken },
+    #[error("gate {resource:?} admits tokens of lock {lock:?} only")]
+    GateLockMismatch { resource: String, lock: String },
+    #[error("no room for more {what} (at most {limit})")]
+    Full { what: String, limit: usize },
     #[error("the wait for lock {name:?} ran out before it was granted")]
     WaitTimeout { name: String },
     #[error("request id {request_id:?} was already used for another request")]
@@ -161,6 +185,7 @@ pub struct LockTable {
     /// `(wait_deadline, name, owner)` of every waiter.
     by_wait_deadline: BTreeSet<(u64, String, String)>,
     requests: Requests,
+    fences: Fences,
 }
 
 /// The serialized form of a [`LockTable`] (snapshots). The deadline indexes
@@ -174,6 +199,8 @@ pub struct TableImage {
     queues: BTreeMap<String, VecDeque<Waiter>>,
     #[serde(default)]
     requests: Requests,
+    #[serde(default)]
+    fences: Fences,
 }
 
 impl From<&LockTable> for TableImage {
@@ -184,6 +211,7 @@ impl From<&LockTable> for TableImage {
             leases: t.leases.clone(),
             queues: t.queues.clone(),
             requests: t.requests.clone(),
+            fences: t.fences.clone(),
         }
     }
 }
@@ -204,6 +232,7 @@ impl From<TableImage> for LockTable {
             queues: image.queues,
             by_wait_deadline,
             requests: image.requests,
+            fences: image.fences,
         }
     }
 }
@@ -257,6 +286,8 @@ impl LockTable {
             Command::Acquire { name, request_id, .. } => (name, request_id, RequestKind::Acquire),
             Command::Renew { name, request_id, .. } => (name, request_id, RequestKind::Renew),
             Command::Release { name, request_id, .. } => (name, request_id, RequestKind::Release),
+            Command::PutRecord { key, request_id, .. } => (key, request_id, RequestKind::PutRecord),
+            Command::Gate { resource, request_id, .. } => (resource, request_id, RequestKind::Gate),
             Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
         };
@@ -271,6 +302,20 @@ impl LockTable {
             }
             Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
             Command::Release { name, token, .. } => self.release(name, *token, index, events),
+            Command::PutRecord { key, lock, token, value, .. } => {
+                let current = self.leases.get(lock).map(|l| l.token);
+                self.fences.put(key, lock, *token, value, current, index)
+            }
+            Command::Gate { resource, lock, token, .. } => {
+                if *token >= index {
+                    // A token is the index of an earlier entry: this one was never granted.
+                    return Err(LockError::Invalid(InvalidCommand {
+                        field: "token".into(),
+                        reason: format!("{token} was never granted (the log is at {index})"),
+                    }));
+                }
+                self.fences.pass(resource, lock, *token)
+            }
             Command::Cancel { .. } | Command::Tick { .. } => unreachable!("answered above"),
         };
         if let Some(id) = request_id {
@@ -292,6 +337,16 @@ impl LockTable {
             .take(limit)
             .map(|(n, l)| self.view(n, l))
             .collect()
+    }
+
+    /// The token of the current holder of `name`, if held.
+    pub fn current_token(&self, name: &str) -> Option<FencingToken> {
+        self.leases.get(name).map(|l| l.token)
+    }
+
+    /// The fenced record `key`, if written.
+    pub fn record(&self, key: &str) -> Option<&Record> {
+        self.fences.record(key)
     }
 
     /// Whether `owner` waits in the queue of `name`.
@@ -1000,5 +1055,72 @@ mod tests {
         let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
         let restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
         assert_eq!(restored, log.table);
+    }
+
+    impl Log {
+        fn put(
+            &mut self,
+            key: &str,
+            lock: &str,
+            token: FencingToken,
+            value: serde_json::Value,
+        ) -> Result<Outcome, LockError> {
+            self.apply(Command::PutRecord { key: key.into(), lock: lock.into(), token, value, request_id: None })
+        }
+        fn gate(&mut self, resource: &str, lock: &str, token: FencingToken) -> Result<Outcome, LockError> {
+            self.apply(Command::Gate { resource: resource.into(), lock: lock.into(), token, request_id: None })
+        }
+    }
+
+    // Ensures a fenced record is written only under the current token of its
+    // lock: after release, after expiry and with another lock's token it is refused.
+    #[test]
+    fn fenced_record_needs_the_current_token_of_its_lock() {
+        let mut log = Log::new();
+        let a = log.token("acct-1", "w1", 3000);
+        let b = log.token("acct-2", "w2", 3000);
+        assert!(matches!(log.put("balance-1", "acct-1", a, serde_json::json!(100)), Ok(Outcome::RecordWritten { .. })));
+        let written = log.index;
+        let record = log.table.record("balance-1").unwrap().clone();
+        assert_eq!((record.token, record.index, record.value), (a, written, serde_json::json!(100)));
+        // Another lock's (higher) token does not count for acct-1.
+        assert_eq!(
+            log.put("balance-1", "acct-1", b, serde_json::json!(0)),
+            Err(LockError::NotCurrent { lock: "acct-1".into(), given: b, current: Some(a) })
+        );
+        log.release("acct-1", a).unwrap();
+        assert_eq!(
+            log.put("balance-1", "acct-1", a, serde_json::json!(1)),
+            Err(LockError::NotCurrent { lock: "acct-1".into(), given: a, current: None })
+        );
+        log.ticks(31);
+        assert!(matches!(log.put("balance-2", "acct-2", b, serde_json::json!(1)), Err(LockError::NotCurrent { .. })));
+        assert_eq!(
+            log.table.record("balance-1").unwrap().value,
+            serde_json::json!(100),
+            "refused writes changed nothing"
+        );
+        assert!(log.table.record("balance-2").is_none());
+    }
+
+    // Ensures a gate admits equal or higher tokens, refuses lower ones, serves one
+    // lock, and refuses tokens that were never granted.
+    #[test]
+    fn gate_admits_tokens_that_never_go_down() {
+        let mut log = Log::new();
+        let first = log.token("job", "a", 3000);
+        log.release("job", first).unwrap();
+        let second = log.token("job", "b", 3000);
+        assert!(log.gate("printer", "job", first).is_ok());
+        assert!(log.gate("printer", "job", second).is_ok());
+        assert!(log.gate("printer", "job", second).is_ok(), "the same holder writes twice");
+        assert_eq!(
+            log.gate("printer", "job", first),
+            Err(LockError::GateRejected { resource: "printer".into(), given: first, highest: second })
+        );
+        assert!(matches!(log.gate("printer", "other-lock", second + 1), Err(LockError::GateLockMismatch { .. })));
+        assert!(matches!(log.gate("printer", "job", 1_000_000), Err(LockError::Invalid(_))));
+        let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+        assert_eq!(LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap()), log.table);
     }
 }

@@ -1,0 +1,135 @@
+//! The fence API: the cluster checks tokens for resources that cannot.
+//!
+//! - `POST /v1/fence/check` — is this token current for this lock? (linearizable read)
+//! - `PUT /v1/records/{key}` / `GET /v1/records/{key}` — fenced records: the
+//!   token check and the write are one log entry.
+//! - `POST /v1/fence/gate/{resource}` — admits tokens that never go down.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{post, put};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ApiError, ApiJson, ApiPath};
+use crate::lock::{Command, FencingToken, Limits, Outcome, Record};
+use crate::node::Node;
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/v1/fence/check", post(check))
+        .route("/v1/fence/gate/{resource}", post(gate))
+        .route("/v1/records/{key}", put(put_record).get(get_record))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    pub lock: String,
+    pub token: FencingToken,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckResponse {
+    pub lock: String,
+    /// Whether `token` is the current holder's token.
+    pub current: bool,
+    /// The current holder's token; `null` when the lock is free.
+    pub token: Option<FencingToken>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutRecordRequest {
+    pub lock: String,
+    pub token: FencingToken,
+    pub value: Value,
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PutRecordResponse {
+    pub key: String,
+    pub lock: String,
+    pub token: FencingToken,
+    /// Index of the log entry that wrote the record.
+    pub index: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateRequest {
+    pub lock: String,
+    pub token: FencingToken,
+    #[serde(default)]
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GateResponse {
+    pub resource: String,
+    pub lock: String,
+    pub admitted: bool,
+    /// The highest token admitted so far (this one).
+    pub highest: FencingToken,
+}
+
+/// `POST /v1/fence/check {"lock","token"}`: linearizable; 200
+/// `{"current":bool,"token":current|null}`.
+async fn check(
+    State(node): State<Arc<Node>>,
+    ApiJson(req): ApiJson<CheckRequest>,
+) -> Result<Json<CheckResponse>, ApiError> {
+    Limits::DEFAULT.check_name("lock", &req.lock)?;
+    let current = node.read(|t| t.current_token(&req.lock)).await?;
+    Ok(Json(CheckResponse { current: current == Some(req.token), token: current, lock: req.lock }))
+}
+
+/// `PUT /v1/records/{key} {"lock","token","value"}`: 200 when `token` is the
+/// current token of `lock` as the write applies; 409 `stale_token` with
+/// `current_token` otherwise, and nothing changes.
+async fn put_record(
+    State(node): State<Arc<Node>>,
+    ApiPath(key): ApiPath<String>,
+    ApiJson(req): ApiJson<PutRecordRequest>,
+) -> Result<Json<PutRecordResponse>, ApiError> {
+    let command =
+        Command::PutRecord { key, lock: req.lock, token: req.token, value: req.value, request_id: req.request_id };
+    command.validate(&Limits::DEFAULT)?;
+    match node.propose(command).await?? {
+        Outcome::RecordWritten { key, lock, token, index } => Ok(Json(PutRecordResponse { key, lock, token, index })),
+        other => Err(ApiError::internal(format!("unexpected outcome {other:?}"))),
+    }
+}
+
+/// `GET /v1/records/{key}`: linearizable; 200 with the value, the lock and
+/// token that wrote it and the log index; 404 `no_record`.
+async fn get_record(State(node): State<Arc<Node>>, ApiPath(key): ApiPath<String>) -> Result<Json<Record>, ApiError> {
+    Limits::DEFAULT.check_name("key", &key)?;
+    match node.read(|t| t.record(&key).cloned()).await? {
+        Some(record) => Ok(Json(record)),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "no_record", format!("no record {key:?}")).with("key", key)),
+    }
+}
+
+/// `POST /v1/fence/gate/{resource} {"lock","token"}`: 200 when `token` is at
+/// least the highest admitted so far; 409 `stale_token` with `highest`
+/// otherwise; 409 `lock_mismatch` when the gate serves another lock.
+async fn gate(
+    State(node): State<Arc<Node>>,
+    ApiPath(resource): ApiPath<String>,
+    ApiJson(req): ApiJson<GateRequest>,
+) -> Result<Json<GateResponse>, ApiError> {
+    let command = Command::Gate { resource, lock: req.lock, token: req.token, request_id: req.request_id };
+    command.validate(&Limits::DEFAULT)?;
+    match node.propose(command).await?? {
+        Outcome::GateAdmitted { resource, lock, token } => {
+            Ok(Json(GateResponse { resource, lock, admitted: true, highest: token }))
+        }
+        other => Err(ApiError::internal(format!("unexpected outcome {other:?}"))),
+    }
+}
