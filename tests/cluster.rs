@@ -6,20 +6,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{bounded, start_cluster, step, ELECTION_BOUND};
+use common::{bounded, start_cluster, step, wait_until_free, ELECTION_BOUND};
 use leasehold::client::{Client, ClientError};
 
 const TTL_MS: u64 = 3_000;
 const LONG_TTL_MS: u64 = 120_000;
-
-/// Waits (bounded) until `name` is free, polling linearizable reads.
-async fn wait_until_free(client: &Client, name: &str, bound: Duration) {
-    let give_up = Instant::now() + bound;
-    while client.get(name).await.expect("get").is_some() {
-        assert!(Instant::now() < give_up, "{name} still held after {bound:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 // Ensures the lock API works end to end on 3 nodes: acquire through a follower,
 // a second owner gets 409, linearizable get from another node, renew, release,

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{bounded, start_cluster, step, ELECTION_BOUND};
+use common::{bounded, start_cluster, step, wait_until_free, ELECTION_BOUND};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::json;
@@ -127,11 +127,7 @@ async fn fenced_writes_after_release_or_expiry_are_rejected() {
 
         step("after expiry");
         let expiring = client.acquire("acct-1", "w3", TTL_MS).await.unwrap();
-        let give_up = Instant::now() + Duration::from_secs(30);
-        while client.get("acct-1").await.unwrap().is_some() {
-            assert!(Instant::now() < give_up, "never expired");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_until_free(&client, "acct-1", Duration::from_secs(30)).await;
         let err = client.put_record("balance-1", "acct-1", expiring.token(), &json!({"balance": 2})).await.unwrap_err();
         assert_eq!(err.code(), Some("stale_token"));
 

@@ -76,6 +76,15 @@ pub async fn bounded<F: Future<Output = ()>>(body: F) {
     tokio::time::timeout(TEST_BOUND, body).await.expect("test exceeded its time bound");
 }
 
+/// Waits (bounded) until `name` is free, polling linearizable reads.
+pub async fn wait_until_free(client: &leasehold::client::Client, name: &str, bound: Duration) {
+    let give_up = std::time::Instant::now() + bound;
+    while client.get(name).await.expect("get").is_some() {
+        assert!(std::time::Instant::now() < give_up, "{name} still held after {bound:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Prints a step banner, so a failing test's output shows where it was.
 pub fn step(s: &str) {
     eprintln!("=== {s}");
