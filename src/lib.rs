@@ -7,6 +7,7 @@
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `run`, `bench`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
 //!   processes by PID (used by `up`, the tests and the benchmark).
@@ -25,6 +26,7 @@
 pub mod api;
 pub mod bench;
 pub mod client;
+pub mod demo;
 pub mod local;
 pub mod lock;
 pub mod node;

@@ -125,6 +125,11 @@ enum Cmd {
     Run(RunArgs),
     /// Measure acquire→release cycles/s and latency.
     Bench(BenchArgs),
+    /// Demonstrations: `demo payments` (fencing tokens vs. a paused worker).
+    Demo {
+        #[command(subcommand)]
+        demo: leasehold::demo::DemoCmd,
+    },
 }
 
 #[derive(Args)]
@@ -292,6 +297,7 @@ async fn run(command: Cmd) -> Result<()> {
         }
         Cmd::Run(args) => std::process::exit(run_locked(args).await),
         Cmd::Bench(args) => run_bench(args).await,
+        Cmd::Demo { demo } => std::process::exit(leasehold::demo::run(demo).await),
     }
 }
 

@@ -36,8 +36,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,18 +113,7 @@ pub fn default_owner() -> String {
         .map(|h| h.chars().filter(char::is_ascii_graphic).take(64).collect::<String>())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_string());
-    format!("{host}-{}-{:016x}", std::process::id(), random_u64())
-}
-
-/// 64 random bits from the standard library's randomly keyed SipHash (keys
-/// come from the OS), mixed with the time and a counter.
-fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    hasher.write_u128(now);
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.finish()
+    format!("{host}-{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
 /// Why a [`Lock`] stopped protecting its holder.
