@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ApiError, ApiJson, ApiPath};
+use super::{propose, unexpected, ApiError, ApiJson, ApiPath};
 use crate::lock::{Command, FencingToken, Limits, Outcome, Record};
 use crate::node::Node;
 
@@ -99,10 +99,9 @@ async fn put_record(
 ) -> Result<Json<PutRecordResponse>, ApiError> {
     let command =
         Command::PutRecord { key, lock: req.lock, token: req.token, value: req.value, request_id: req.request_id };
-    command.validate(&Limits::DEFAULT)?;
-    match node.propose(command).await?? {
+    match propose(&node, command).await? {
         Outcome::RecordWritten { key, lock, token, index } => Ok(Json(PutRecordResponse { key, lock, token, index })),
-        other => Err(ApiError::internal(format!("unexpected outcome {other:?}"))),
+        other => Err(unexpected(other)),
     }
 }
 
@@ -125,11 +124,10 @@ async fn gate(
     ApiJson(req): ApiJson<GateRequest>,
 ) -> Result<Json<GateResponse>, ApiError> {
     let command = Command::Gate { resource, lock: req.lock, token: req.token, request_id: req.request_id };
-    command.validate(&Limits::DEFAULT)?;
-    match node.propose(command).await?? {
+    match propose(&node, command).await? {
         Outcome::GateAdmitted { resource, lock, token } => {
             Ok(Json(GateResponse { resource, lock, admitted: true, highest: token }))
         }
-        other => Err(ApiError::internal(format!("unexpected outcome {other:?}"))),
+        other => Err(unexpected(other)),
     }
 }

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::{ApiError, ApiJson, ApiPath, ApiQuery};
+use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, LockEvent, Outcome};
 use crate::node::Node;
 
@@ -265,14 +265,4 @@ async fn list(
     }
     let locks = node.read(|table| table.list(&query.prefix, limit)).await?;
     Ok(Json(ListResponse { locks }))
-}
-
-/// Validates `command`, proposes it, and turns a refusal into its ApiError.
-async fn propose(node: &Node, command: Command) -> Result<Outcome, ApiError> {
-    command.validate(&Limits::DEFAULT)?;
-    Ok(node.propose(command).await??)
-}
-
-fn unexpected(outcome: Outcome) -> ApiError {
-    ApiError::internal(format!("unexpected outcome {outcome:?}"))
 }

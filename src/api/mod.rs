@@ -23,6 +23,7 @@ use axum::{middleware, Router};
 
 pub use error::ApiError;
 
+use crate::lock::{Command, Limits, Outcome};
 use crate::node::Node;
 
 /// Largest client or admin request body.
@@ -60,4 +61,15 @@ pub fn router(node: Arc<Node>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed here")
         })
         .with_state(node)
+}
+
+/// Validates `command`, proposes it, and turns a refusal into its ApiError.
+async fn propose(node: &Node, command: Command) -> Result<Outcome, ApiError> {
+    command.validate(&Limits::DEFAULT)?;
+    Ok(node.propose(command).await??)
+}
+
+/// An outcome the handler's command cannot produce: a bug, answered 500.
+fn unexpected(outcome: Outcome) -> ApiError {
+    ApiError::internal(format!("unexpected outcome {outcome:?}"))
 }
