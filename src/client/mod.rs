@@ -306,20 +306,24 @@ impl Client {
             }
             let failure = match request.send().await {
                 Ok(reply) => {
-                    self.follow_leader(&reply, endpoint);
-                    if reply.status() != StatusCode::SERVICE_UNAVAILABLE {
+                    let unavailable = reply.status() == StatusCode::SERVICE_UNAVAILABLE;
+                    let leader = self.named_leader(&reply);
+                    if !unavailable {
+                        self.preferred.store(leader.unwrap_or(endpoint), Ordering::Relaxed);
                         return decode(reply).await.map(|v| (v, first_sent));
+                    }
+                    // A node that names itself leader yet cannot commit may be
+                    // cut off from the others (openraft has no CheckQuorum):
+                    // follow a leader named elsewhere, else try the next node.
+                    match leader.filter(|l| *l != endpoint) {
+                        Some(other) => self.preferred.store(other, Ordering::Relaxed),
+                        None => self.move_on_from(endpoint),
                     }
                     decode::<Value>(reply).await.err().map_or_else(|| "503".to_string(), |e| e.to_string())
                 }
                 Err(e) => {
                     // Unreachable or timed out: try the next node.
-                    let _ = self.preferred.compare_exchange(
-                        endpoint,
-                        (endpoint + 1) % self.endpoints.len(),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
+                    self.move_on_from(endpoint);
                     e.to_string()
                 }
             };
@@ -331,15 +335,17 @@ impl Client {
         }
     }
 
-    /// Prefers the endpoint the answer names as leader, when it is one of ours.
-    fn follow_leader(&self, reply: &reqwest::Response, answered: usize) {
-        let leader = reply.headers().get(crate::api::LEADER_ADDR_HEADER).and_then(|v| v.to_str().ok());
-        let index = leader.and_then(|addr| {
-            self.endpoints
-                .iter()
-                .position(|u| u.host_str().zip(u.port()).is_some_and(|(h, p)| format!("{h}:{p}") == addr))
-        });
-        self.preferred.store(index.unwrap_or(answered), Ordering::Relaxed);
+    /// The endpoint the answer names as leader, when it is one of ours.
+    fn named_leader(&self, reply: &reqwest::Response) -> Option<usize> {
+        let addr = reply.headers().get(crate::api::LEADER_ADDR_HEADER)?.to_str().ok()?;
+        self.endpoints.iter().position(|u| u.host_str().zip(u.port()).is_some_and(|(h, p)| format!("{h}:{p}") == addr))
+    }
+
+    /// Prefers the endpoint after `endpoint`, unless another call already
+    /// moved the preference elsewhere.
+    fn move_on_from(&self, endpoint: usize) {
+        let next = (endpoint + 1) % self.endpoints.len();
+        let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
