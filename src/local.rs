@@ -48,6 +48,8 @@ pub struct LocalCluster {
     data: PathBuf,
     tick_ms: u64,
     logs: NodeLogs,
+    /// More `leasehold serve` flags for every node.
+    serve_args: Vec<String>,
     nodes: Vec<NodeProcess>,
 }
 
@@ -59,7 +61,13 @@ impl LocalCluster {
             .enumerate()
             .map(|(i, addr)| NodeProcess { id: i as NodeId + 1, addr: *addr, child: None })
             .collect();
-        LocalCluster { binary: binary.to_owned(), data: data.to_owned(), tick_ms, logs, nodes }
+        LocalCluster { binary: binary.to_owned(), data: data.to_owned(), tick_ms, logs, serve_args: Vec::new(), nodes }
+    }
+
+    /// Passes `args` to every node's `leasehold serve` from its next start on.
+    pub fn with_serve_args(mut self, args: &[&str]) -> Self {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
+        self
     }
 
     /// `n` loopback addresses with ports that were free a moment ago.
@@ -118,6 +126,7 @@ impl LocalCluster {
             .arg(&data)
             .args(["--tick-ms", &self.tick_ms.to_string()])
             .args(["--peers", &peers])
+            .args(&self.serve_args)
             .stdin(Stdio::null());
         match self.logs {
             NodeLogs::Files => {

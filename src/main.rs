@@ -165,6 +165,10 @@ struct ServeArgs {
     /// initializes the cluster on its first start.
     #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
     peers: Vec<String>,
+    /// Log entries between snapshots (the log is purged behind each one).
+    #[arg(long, env = "LEASEHOLD_SNAPSHOT_EVERY", default_value_t = node::DEFAULT_SNAPSHOT_EVERY,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    snapshot_every: u64,
 }
 
 #[derive(Args)]
@@ -335,6 +339,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         data_dir: args.data,
         tick_ms: args.tick_ms,
         initial_members,
+        snapshot_every: args.snapshot_every,
     };
     node::run(config, shutdown_signal()).await?;
     Ok(())

@@ -20,10 +20,10 @@ use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId
 const HEARTBEAT_MS: u64 = 100;
 const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
 const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
-/// Entries between snapshots. A snapshot serializes the whole table (leases,
-/// queues and up to 50 000 request records) on every node, so taking one too
-/// often costs more than replaying this many entries at start.
-const SNAPSHOT_EVERY: u64 = 50_000;
+/// Default entries between snapshots. A snapshot serializes the whole table
+/// (leases, queues and up to 50 000 request records) on every node, so taking
+/// one too often costs more than replaying this many entries at start.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 50_000;
 /// How long a proposal or a read may wait for a quorum before the client is
 /// told the cluster is unavailable (the proposal may still commit later).
 const QUORUM_WAIT: Duration = Duration::from_secs(3);
@@ -42,6 +42,9 @@ pub struct NodeConfig {
     /// The initial cluster. When this node has the lowest id in it and its
     /// store is empty, it initializes the cluster with these members.
     pub initial_members: BTreeMap<NodeId, String>,
+    /// Entries between snapshots; the log keeps a fiftieth of that behind
+    /// each snapshot for followers that are only a little behind.
+    pub snapshot_every: u64,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -124,8 +127,8 @@ impl Node {
             election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
             election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
             // Ticks are log entries: snapshot and purge so the log stays bounded.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
-            max_in_snapshot_log_to_keep: 1_000,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every),
+            max_in_snapshot_log_to_keep: config.snapshot_every / 50,
             max_payload_entries: 256,
             snapshot_max_chunk_size: 1 << 20,
             ..Default::default()

@@ -38,10 +38,16 @@ impl std::ops::DerefMut for TestCluster {
 
 /// Starts an `n`-node cluster and waits for its leader.
 pub async fn start_cluster(n: usize) -> TestCluster {
+    start_cluster_with(n, &[]).await
+}
+
+/// Starts an `n`-node cluster whose nodes get `serve_args` too.
+pub async fn start_cluster_with(n: usize, serve_args: &[&str]) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
     let addrs = LocalCluster::free_addrs(n).expect("free ports");
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
-    let mut cluster = LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files);
+    let mut cluster =
+        LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files).with_serve_args(serve_args);
     cluster.start_all().expect("nodes start");
     let test = TestCluster { cluster, dir };
     test.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", test.logs()));
