@@ -50,18 +50,37 @@ pub struct LocalCluster {
     logs: NodeLogs,
     /// More `leasehold serve` flags for every node.
     serve_args: Vec<String>,
+    /// Nodes 1..=initial form the cluster; later ids start empty and join
+    /// through the admin API.
+    initial: usize,
     nodes: Vec<NodeProcess>,
 }
 
 impl LocalCluster {
     /// A cluster of `addrs.len()` nodes with ids 1..=n (not started yet).
     pub fn new(binary: &Path, data: &Path, addrs: &[SocketAddr], tick_ms: u64, logs: NodeLogs) -> Self {
-        let nodes = addrs
+        let nodes: Vec<NodeProcess> = addrs
             .iter()
             .enumerate()
             .map(|(i, addr)| NodeProcess { id: i as NodeId + 1, addr: *addr, child: None })
             .collect();
-        LocalCluster { binary: binary.to_owned(), data: data.to_owned(), tick_ms, logs, serve_args: Vec::new(), nodes }
+        let initial = nodes.len();
+        LocalCluster {
+            binary: binary.to_owned(),
+            data: data.to_owned(),
+            tick_ms,
+            logs,
+            serve_args: Vec::new(),
+            initial,
+            nodes,
+        }
+    }
+
+    /// Only nodes 1..=`initial` form the cluster at first; the others start
+    /// without `--peers`, uninitialized, to be added as learners.
+    pub fn with_initial_members(mut self, initial: usize) -> Self {
+        self.initial = initial.min(self.nodes.len());
+        self
     }
 
     /// Passes `args` to every node's `leasehold serve` from its next start on.
@@ -111,9 +130,11 @@ impl LocalCluster {
     }
 
     /// Starts node `id`; on its first start, the node with the lowest id
-    /// initializes the cluster from the member list.
+    /// initializes the cluster from the initial member list.
     pub fn start(&mut self, id: NodeId) -> Result<(), LocalClusterError> {
-        let peers = self.nodes.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
+        let initial = &self.nodes[..self.initial];
+        let peers = initial.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
+        let joins_later = !initial.iter().any(|n| n.id == id);
         let data = self.data_dir(id);
         std::fs::create_dir_all(&data)?;
         let addr = self.node(id).addr;
@@ -125,7 +146,7 @@ impl LocalCluster {
             .arg("--data")
             .arg(&data)
             .args(["--tick-ms", &self.tick_ms.to_string()])
-            .args(["--peers", &peers])
+            .args(if joins_later { vec![] } else { vec!["--peers", &peers] })
             .args(&self.serve_args)
             .stdin(Stdio::null());
         match self.logs {

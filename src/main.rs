@@ -116,6 +116,13 @@ enum Cmd {
         #[arg(long)]
         token: u64,
     },
+    /// Cluster membership: list, add (as learner), promote, remove.
+    Member {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        action: MemberAction,
+    },
     /// Show every endpoint's view of the cluster.
     Status {
         #[command(flatten)]
@@ -130,6 +137,18 @@ enum Cmd {
         #[command(subcommand)]
         demo: leasehold::demo::DemoCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum MemberAction {
+    /// Members with their roles, as the answering node sees them.
+    List,
+    /// Add a node as a learner; returns once it has caught up.
+    Add { id: u64, addr: String },
+    /// Make a learner a voter (refused if a quorum of the new voters is not reachable).
+    Promote { id: u64 },
+    /// Remove a voter or learner (refused if the remaining voters could not form a quorum).
+    Remove { id: u64 },
 }
 
 #[derive(Args)]
@@ -287,6 +306,16 @@ async fn run(command: Cmd) -> Result<()> {
         Cmd::Gate { target, resource, lock, token } => {
             client(&target)?.gate(&resource, &lock, token).await?;
             print(&serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }))
+        }
+        Cmd::Member { target, action } => {
+            let client = client(&target)?;
+            let log_index = match action {
+                MemberAction::List => return print(&client.status().await?.members),
+                MemberAction::Add { id, addr } => client.add_learner(id, &addr).await?,
+                MemberAction::Promote { id } => client.promote(id).await?,
+                MemberAction::Remove { id } => client.remove_member(id).await?,
+            };
+            print(&serde_json::json!({ "log_index": log_index, "members": client.status().await?.members }))
         }
         Cmd::Status { target } => {
             let client = client(&target)?;

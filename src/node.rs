@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
-use openraft::{ServerState, SnapshotPolicy};
+use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 use serde::Serialize;
 
 use crate::lock::{Command, LockTable};
@@ -58,6 +58,10 @@ pub enum NodeError {
     AlreadyInitialized,
     #[error("invalid membership: {0}")]
     InvalidMembership(String),
+    #[error("node {0} is not a member")]
+    NotMember(NodeId),
+    #[error("refused: only {reachable} of the new voters answer now, a quorum needs {needed}")]
+    WouldLoseQuorum { reachable: usize, needed: usize },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -278,10 +282,77 @@ impl Node {
         Ok(response.log_id.index)
     }
 
-    /// Makes `voters` the voting members; other nodes are removed.
+    /// Makes `voters` the voting members; voters left out are removed from
+    /// the cluster (learners stay). Refused with `WouldLoseQuorum` when fewer
+    /// than a majority of the new voters answer right now: the change itself
+    /// could never commit, and the cluster would hang in it.
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<u64, NodeError> {
-        let response = self.raft.change_membership(voters, false).await.map_err(|e| self.write_error(e))?;
+        self.check_quorum_of(&voters).await?;
+        self.commit_membership(ChangeMembers::ReplaceAllVoters(voters)).await
+    }
+
+    /// Makes learner `id` a voter (same quorum check).
+    pub async fn promote(&self, id: NodeId) -> Result<u64, NodeError> {
+        let (mut voters, members) = self.membership();
+        if !members.contains(&id) {
+            return Err(NodeError::NotMember(id));
+        }
+        voters.insert(id);
+        self.check_quorum_of(&voters).await?;
+        self.commit_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await
+    }
+
+    /// Removes node `id`, voter or learner, from the cluster (same quorum
+    /// check for the voters that remain).
+    pub async fn remove_member(&self, id: NodeId) -> Result<u64, NodeError> {
+        let (mut voters, members) = self.membership();
+        if !members.contains(&id) {
+            return Err(NodeError::NotMember(id));
+        }
+        if voters.remove(&id) {
+            self.check_quorum_of(&voters).await?;
+            self.commit_membership(ChangeMembers::ReplaceAllVoters(voters)).await
+        } else {
+            self.commit_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id]))).await
+        }
+    }
+
+    /// (voters, all members) of the current membership.
+    fn membership(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        (membership.voter_ids().collect(), membership.nodes().map(|(id, _)| *id).collect())
+    }
+
+    async fn commit_membership(&self, change: ChangeMembers<NodeId, RaftNode>) -> Result<u64, NodeError> {
+        let response = self.raft.change_membership(change, false).await.map_err(|e| self.write_error(e))?;
         Ok(response.log_id.index)
+    }
+
+    /// Refuses a voter set of which fewer than a majority answer this node now.
+    async fn check_quorum_of(&self, voters: &BTreeSet<NodeId>) -> Result<(), NodeError> {
+        if voters.is_empty() {
+            return Err(NodeError::InvalidMembership("the voter set must not be empty".into()));
+        }
+        let mut reachable = 0;
+        for id in voters {
+            if *id == self.id || self.answers(*id).await {
+                reachable += 1;
+            }
+        }
+        let needed = voters.len() / 2 + 1;
+        if reachable < needed {
+            return Err(NodeError::WouldLoseQuorum { reachable, needed });
+        }
+        Ok(())
+    }
+
+    /// Whether member `id` answers `/healthz` within a second.
+    async fn answers(&self, id: NodeId) -> bool {
+        let Some(addr) = self.member_addr(id) else { return false };
+        let probe = self.http.get(format!("http://{addr}/healthz")).timeout(Duration::from_secs(1)).send().await;
+        probe.is_ok_and(|r| r.status().is_success())
     }
 
     /// Stops Raft (and with it the ticker).

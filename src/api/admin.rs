@@ -4,12 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{ApiError, ApiJson};
+use super::{ApiError, ApiJson, ApiPath};
 use crate::node::{ClusterStatus, Member, Node};
 use crate::raft::NodeId;
 
@@ -18,6 +18,8 @@ pub fn leader_routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/cluster/learners", post(add_learner))
         .route("/v1/cluster/membership", post(change_membership))
+        .route("/v1/cluster/members/{id}/promote", post(promote))
+        .route("/v1/cluster/members/{id}", delete(remove_member))
 }
 
 /// Answered by whichever node is asked.
@@ -88,10 +90,22 @@ async fn change_membership(
     State(node): State<Arc<Node>>,
     ApiJson(req): ApiJson<MembershipRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    if req.voters.is_empty() {
-        return Err(ApiError::bad_request("voters must not be empty").with("field", "voters"));
-    }
     let log_index = node.change_membership(req.voters).await?;
+    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+}
+
+/// `POST /v1/cluster/members/{id}/promote`: makes learner `id` a voter. 404
+/// `not_member`; 409 `would_lose_quorum`.
+async fn promote(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<NodeId>) -> Result<Json<Value>, ApiError> {
+    let log_index = node.promote(id).await?;
+    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+}
+
+/// `DELETE /v1/cluster/members/{id}`: removes a voter or learner. 404
+/// `not_member`; 409 `would_lose_quorum` when the remaining voters could not
+/// form a quorum now.
+async fn remove_member(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<NodeId>) -> Result<Json<Value>, ApiError> {
+    let log_index = node.remove_member(id).await?;
     Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
 }
 

@@ -133,6 +133,14 @@ impl From<NodeError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "already_initialized", "cluster already initialized")
             }
             NodeError::InvalidMembership(m) => ApiError::bad_request(m),
+            NodeError::NotMember(id) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_member", format!("node {id} is not a member")).with("id", id)
+            }
+            e @ NodeError::WouldLoseQuorum { reachable, needed } => {
+                ApiError::new(StatusCode::CONFLICT, "would_lose_quorum", e.to_string())
+                    .with("reachable", reachable)
+                    .with("needed", needed)
+            }
             NodeError::Internal(m) => ApiError::internal(m),
         }
     }

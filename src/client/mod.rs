@@ -30,6 +30,9 @@ use crate::node::ClusterStatus;
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
 const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
+/// A learner catching up on a long log, or a membership change, may take
+/// longer than an ordinary request.
+const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -249,6 +252,35 @@ impl Client {
         let path = ["v1", "fence", "gate", resource];
         let _: (Value, _) = self.call(Method::POST, &path, &[], Some(body), Duration::ZERO).await?;
         Ok(())
+    }
+
+    /// The status of whichever node answers first (its own view).
+    pub async fn status(&self) -> Result<ClusterStatus, ClientError> {
+        Ok(self.call(Method::GET, &["v1", "cluster", "status"], &[], None, Duration::ZERO).await?.0)
+    }
+
+    /// Adds node `id` at `addr` as a learner; returns once it has caught up.
+    pub async fn add_learner(&self, id: u64, addr: &str) -> Result<u64, ClientError> {
+        self.membership_call(Method::POST, &["v1", "cluster", "learners"], Some(json!({ "id": id, "addr": addr })))
+            .await
+    }
+
+    /// Makes learner `id` a voter. `409 would_lose_quorum` when refused.
+    pub async fn promote(&self, id: u64) -> Result<u64, ClientError> {
+        let id = id.to_string();
+        self.membership_call(Method::POST, &["v1", "cluster", "members", &id, "promote"], None).await
+    }
+
+    /// Removes node `id` (voter or learner). `409 would_lose_quorum` when refused.
+    pub async fn remove_member(&self, id: u64) -> Result<u64, ClientError> {
+        let id = id.to_string();
+        self.membership_call(Method::DELETE, &["v1", "cluster", "members", &id], None).await
+    }
+
+    /// A membership change; returns the index of the entry that made it.
+    async fn membership_call(&self, method: Method, path: &[&str], body: Option<Value>) -> Result<u64, ClientError> {
+        let (reply, _): (Value, _) = self.call(method, path, &[], body, MEMBERSHIP_WAIT).await?;
+        reply["log_index"].as_u64().ok_or_else(|| ClientError::Decode(format!("no log_index in {reply}")))
     }
 
     /// The status of the node at `endpoint` (an index into the endpoint list),

@@ -43,12 +43,25 @@ pub async fn start_cluster(n: usize) -> TestCluster {
 
 /// Starts an `n`-node cluster whose nodes get `serve_args` too.
 pub async fn start_cluster_with(n: usize, serve_args: &[&str]) -> TestCluster {
+    start_nodes(n, n, serve_args).await
+}
+
+/// A cluster of nodes 1..=`initial`, with room for nodes up to `total` that
+/// are not started: they join later through the admin API.
+pub async fn start_growable_cluster(total: usize, initial: usize) -> TestCluster {
+    start_nodes(total, initial, &[]).await
+}
+
+async fn start_nodes(total: usize, initial: usize, serve_args: &[&str]) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
-    let addrs = LocalCluster::free_addrs(n).expect("free ports");
+    let addrs = LocalCluster::free_addrs(total).expect("free ports");
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
-    let mut cluster =
-        LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files).with_serve_args(serve_args);
-    cluster.start_all().expect("nodes start");
+    let mut cluster = LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files)
+        .with_serve_args(serve_args)
+        .with_initial_members(initial);
+    for id in 1..=initial as u64 {
+        cluster.start(id).expect("node starts");
+    }
     let test = TestCluster { cluster, dir };
     test.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", test.logs()));
     test
