@@ -28,14 +28,8 @@ status=$(leader_status "$endpoints") || die "no leader reachable through $endpoi
 leader_id=$(json 'd["id"]' <<<"$status")
 # Talk to the leader first (any member forwards, but it may be down later).
 endpoints="$(self_addr <<<"$status"),$endpoints"
-known_addr=$(json "next((m['addr'] for m in d['members'] if m['id'] == $id), None)" <<<"$status")
 is_voter=$(json "any(m['id'] == $id and m['voter'] for m in d['members'])" <<<"$status")
-if [[ -n "$known_addr" && "$known_addr" != "$addr" ]]; then
-    die "node $id is already a member with address $known_addr (not $addr); pick another id"
-fi
-if [[ -e "$data/node$id.removed" ]]; then
-    die "node $id was removed from this cluster earlier ($data/node$id.removed); use a new id"
-fi
+check_new_member "$id" "$addr" "$data" "$status"
 tick=${TICK_MS:-$(json 'd.get("tick_ms") or 100' <<<"$status")}
 log "leader is node $leader_id; current members:"
 members_summary <<<"$status" >&2

@@ -250,3 +250,16 @@ for m in d["members"]:
     print("  node %s  %-21s %s%s" % (m["id"], m["addr"], role, lead))
 '
 }
+
+# check_new_member ID ADDR DATA STATUS_JSON: refuses an id that is already a
+# member under another address, or that was replaced earlier.
+check_new_member() {
+    local id=$1 addr=$2 data=$3 status=$4 known_addr
+    known_addr=$(json "next((m['addr'] for m in d['members'] if m['id'] == $id), None)" <<<"$status")
+    if [[ -n "$known_addr" && "$known_addr" != "$addr" ]]; then
+        die "node $id is already a member with address $known_addr (not $addr); pick another id"
+    fi
+    if [[ -e "$data/node$id.removed" ]]; then
+        die "node $id was removed from this cluster earlier ($data/node$id.removed); use a new id"
+    fi
+}

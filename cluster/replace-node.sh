@@ -34,13 +34,7 @@ leader_id=$(json 'd["id"]' <<<"$status")
 endpoints="$(self_addr <<<"$status"),$endpoints"
 old_is_member=$(json "any(m['id'] == $old for m in d['members'])" <<<"$status")
 new_is_voter=$(json "any(m['id'] == $new and m['voter'] for m in d['members'])" <<<"$status")
-known_addr=$(json "next((m['addr'] for m in d['members'] if m['id'] == $new), None)" <<<"$status")
-if [[ -n "$known_addr" && "$known_addr" != "$addr" ]]; then
-    die "node $new is already a member with address $known_addr (not $addr); pick another id"
-fi
-if [[ -e "$data/node$new.removed" ]]; then
-    die "node $new was removed from this cluster earlier ($data/node$new.removed); use a new id"
-fi
+check_new_member "$new" "$addr" "$data" "$status"
 if [[ "$old_is_member" != true && "$new_is_voter" != true ]]; then
     die "node $old is not a member of the cluster; nothing to replace"
 fi

@@ -51,6 +51,20 @@ done
 
 failed=0
 started=() endpoints=() running=0
+
+# start_one ID ADDR [serve flags...]: starts one node and keeps the tally;
+# start-node.sh exits 3 for a node that already runs.
+start_one() {
+    local id=$1 addr=$2 rc=0
+    shift 2
+    endpoints+=("$addr")
+    "$SCRIPT_DIR/start-node.sh" "$id" "$addr" "$data" --tick-ms "$TICK_MS" "$@" || rc=$?
+    case $rc in
+        0) started+=("$id"); running=$((running + 1)) ;;
+        3) running=$((running + 1)) ;;
+        *) failed=1 ;;
+    esac
+}
 for i in "${!ids[@]}"; do
     id=${ids[$i]} addr=${addrs[$i]}
     if [[ -e "$data/node$id.removed" ]]; then
@@ -64,14 +78,7 @@ for i in "${!ids[@]}"; do
         failed=1
         continue
     fi
-    endpoints+=("$addr")
-    if "$SCRIPT_DIR/start-node.sh" "$id" "$addr" "$data" --tick-ms "$TICK_MS" --peers "$PEERS"; then
-        started+=("$id")
-        running=$((running + 1))
-    else
-        rc=$?
-        if ((rc == 3)); then running=$((running + 1)); else failed=1; fi
-    fi
+    start_one "$id" "$addr" --peers "$PEERS"
 done
 
 # Nodes added later by add-node.sh (not in the env file): restart those with data.
@@ -83,15 +90,7 @@ for addrfile in "$data"/node*.addr; do
     if [[ " ${ids[*]} " == *" $id "* || -e "$data/node$id.removed" || ! -d "$data/node$id" ]]; then
         continue
     fi
-    addr=$(<"$addrfile")
-    endpoints+=("$addr")
-    if "$SCRIPT_DIR/start-node.sh" "$id" "$addr" "$data" --tick-ms "$TICK_MS"; then
-        started+=("$id")
-        running=$((running + 1))
-    else
-        rc=$?
-        if ((rc == 3)); then running=$((running + 1)); else failed=1; fi
-    fi
+    start_one "$id" "$(<"$addrfile")"
 done
 
 ((running > 0)) || die "no node is running; see the messages above and $data/node*.log"

@@ -156,6 +156,7 @@ struct Target {
     /// Any nodes of the cluster, comma-separated host:port.
     #[arg(
         long,
+        global = true,
         env = "LEASEHOLD_ENDPOINTS",
         value_delimiter = ',',
         default_value = "127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703"
