@@ -49,15 +49,13 @@ fi
 
 # 2. Learner: the leader replicates its log/snapshot to the node; the call
 #    returns once the node has caught up.
-log "adding node $id ($addr) as a learner (up to ${learner_timeout}s)"
-admin_post "$endpoints" /v1/cluster/learners "{\"id\":$id,\"addr\":\"$addr\"}" "$learner_timeout"
+add_learner "$endpoints" "$id" "$addr" "$learner_timeout"
 
-# 3. Promote: voters = current voters (read from the leader now) + id.
-status=$(leader_status "$endpoints") || die "no leader reachable through $endpoints"
-voters=$(json "sorted({m['id'] for m in d['members'] if m['voter']} | {$id})" <<<"$status")
-voters_json="[${voters// /,}]"
-log "setting voters to $voters_json"
-admin_post "$endpoints" /v1/cluster/membership "{\"voters\":$voters_json}" 60
+# 3. Promote on the leader, which adds it to the voters it has now (no
+#    read-modify-write race with another change) and refuses if the new
+#    voters could not form a quorum.
+log "promoting node $id to voter"
+admin_post "$endpoints" "/v1/cluster/members/$id/promote" "" 60
 
 status=$(wait_cluster "$endpoints" 30 "any(m['id'] == $id and m['voter'] for m in d['members'])") ||
     die "node $id is not reported as a voter after 30s"

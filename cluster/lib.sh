@@ -225,6 +225,13 @@ admin_post() {
     die "POST $2: no endpoint of $1 answered"
 }
 
+# add_learner ENDPOINTS ID ADDR SECONDS: adds a node as a learner; returns once
+# the leader has replicated its log (or snapshot) to it.
+add_learner() {
+    log "adding node $2 ($3) as a learner (up to ${4}s)"
+    admin_post "$1" /v1/cluster/learners "{\"id\":$2,\"addr\":\"$3\"}" "$4"
+}
+
 # wait_cluster ENDPOINTS SECONDS PY_EXPR: waits until the leader's status
 # satisfies the Python expression PY_EXPR (on d); prints that status.
 wait_cluster() {

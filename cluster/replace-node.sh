@@ -50,8 +50,7 @@ if [[ "$old_is_member" == true ]]; then
         die "could not start node $new"
     fi
     FAIL_HINT="node $new keeps running; node $old is unchanged. Stop the new node with: $SCRIPT_DIR/stop.sh $data $new"
-    log "adding node $new ($addr) as a learner (up to ${learner_timeout}s)"
-    admin_post "$endpoints" /v1/cluster/learners "{\"id\":$new,\"addr\":\"$addr\"}" "$learner_timeout"
+    add_learner "$endpoints" "$new" "$addr" "$learner_timeout"
 
     # 2. Swap the voters in one membership change.
     status=$(leader_status "$endpoints") || die "no leader reachable through $endpoints"
