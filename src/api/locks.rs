@@ -111,9 +111,10 @@ async fn acquire(
         request_id: req.request_id,
     };
     command.validate(&Limits::DEFAULT)?;
-    // Subscribed before proposing, so the hand-over cannot fall between the
-    // answer and the subscription.
-    let events = node.locks().subscribe();
+    // A waiting acquire subscribes before proposing, so the hand-over cannot
+    // fall between the answer and the subscription. A try-acquire, the
+    // common case, does not subscribe at all.
+    let events = (!wait.is_zero()).then(|| node.locks().subscribe());
     // Armed before proposing: if the client of a waiting acquire goes away at
     // any point before it is answered, its place in the queue is given up.
     let mut place = QueuePlace { node: node.clone(), name: name.clone(), owner: owner.clone(), armed: !wait.is_zero() };
@@ -132,14 +133,22 @@ async fn acquire(
 
 /// Waits, without polling, for the state machine to hand `name` to `owner`
 /// or to end its wait.
+/// `events` is a subscription taken before the proposal; without one (a
+/// queued answer replayed for a retry sent without `wait_ms`) it subscribes
+/// now. Either way the table is read once after subscribing, so a hand-over
+/// applied before the subscription is not missed.
 async fn wait_for_turn(
     node: &Node,
-    mut events: broadcast::Receiver<LockEvent>,
+    events: Option<broadcast::Receiver<LockEvent>>,
     name: &str,
     owner: &str,
     bound: Duration,
 ) -> Result<Json<LeaseResponse>, ApiError> {
+    let mut events = events.unwrap_or_else(|| node.locks().subscribe());
     let turn = async {
+        if let Some(settled) = standing(node, name, owner) {
+            return settled;
+        }
         loop {
             match events.recv().await {
                 Ok(event) if event.name == name && event.kind.owner() == owner => match event.kind {
@@ -151,11 +160,11 @@ async fn wait_for_turn(
                 },
                 Ok(_) => {}
                 // Missed events: the table says where we stand now.
-                Err(RecvError::Lagged(_)) => match node.locks().read(|t| (t.get(name), t.is_waiting(name, owner))) {
-                    (Some(view), _) if view.owner == owner => return Ok(view.token),
-                    (_, true) => {}
-                    _ => return Err(LockError::WaitTimeout { name: name.to_owned() }.into()),
-                },
+                Err(RecvError::Lagged(_)) => {
+                    if let Some(settled) = standing(node, name, owner) {
+                        return settled;
+                    }
+                }
                 Err(RecvError::Closed) => return Err(ApiError::unavailable("node shutting down")),
             }
         }
@@ -188,6 +197,16 @@ async fn wait_for_turn(
         },
     );
     Ok(Json(LeaseResponse { grant, reacquired: Some(false) }))
+}
+
+/// Where `owner` stands on `name` according to the applied table: holder
+/// (its token), still waiting (`None`), or neither (its wait ended).
+fn standing(node: &Node, name: &str, owner: &str) -> Option<Result<FencingToken, ApiError>> {
+    match node.locks().read(|t| (t.get(name), t.is_waiting(name, owner))) {
+        (Some(view), _) if view.owner == owner => Some(Ok(view.token)),
+        (_, true) => None,
+        _ => Some(Err(LockError::WaitTimeout { name: name.to_owned() }.into())),
+    }
 }
 
 /// A waiter's place in a queue, given up (a `Cancel` proposed) when the
