@@ -123,6 +123,31 @@ enum Cmd {
         #[command(subcommand)]
         action: MemberAction,
     },
+    /// Back up a node: it takes a snapshot now, written to --out (the first of --endpoints).
+    Backup {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Seed the empty data folder of a node of a NEW cluster from a backup.
+    /// Run it for every node with the same file and --peers, then start the
+    /// nodes (without --peers). See cluster/README.md.
+    Restore {
+        /// A file written by `leasehold backup`.
+        #[arg(long)]
+        from: PathBuf,
+        /// The new node's data folder (must be empty or absent).
+        #[arg(long)]
+        data: PathBuf,
+        /// The new cluster's voters, `id=host:port,...`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        peers: Vec<String>,
+        /// Continue log indexes (fencing tokens) above this, e.g. the highest
+        /// token any resource has seen, when the backup may miss grants.
+        #[arg(long, default_value_t = 0)]
+        min_index: u64,
+    },
     /// Show every endpoint's view of the cluster.
     Status {
         #[command(flatten)]
@@ -318,6 +343,20 @@ async fn run(command: Cmd) -> Result<()> {
             };
             print(&serde_json::json!({ "log_index": log_index, "members": client.status().await?.members }))
         }
+        Cmd::Backup { target, out } => {
+            let (taken, backup) = client(&target)?.backup_of(0).await?;
+            std::fs::write(&out, &backup).with_context(|| format!("writing {}", out.display()))?;
+            print(
+                &serde_json::json!({ "node": target.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken }),
+            )
+        }
+        Cmd::Restore { from, data, peers, min_index } => {
+            let backup = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
+            let last = leasehold::raft::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
+            print(
+                &serde_json::json!({ "data": data, "continues_after_index": last.index, "term": last.leader_id.term }),
+            )
+        }
         Cmd::Status { target } => {
             let client = client(&target)?;
             let mut statuses = Vec::new();
@@ -333,6 +372,16 @@ async fn run(command: Cmd) -> Result<()> {
         Cmd::Bench(args) => run_bench(args).await,
         Cmd::Demo { demo } => std::process::exit(leasehold::demo::run(demo).await),
     }
+}
+
+/// `id=host:port` pairs as given to `--peers`.
+fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
+    let mut members = BTreeMap::new();
+    for peer in peers {
+        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
+        members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
+    }
+    Ok(members)
 }
 
 fn client(target: &Target) -> Result<Client> {
@@ -354,11 +403,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         Some(l) => l,
         None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,
     };
-    let mut initial_members = BTreeMap::new();
-    for peer in &args.peers {
-        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
-        initial_members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
-    }
+    let initial_members = parse_peers(&args.peers)?;
     if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
         bail!("--peers does not list this node's id {}", args.id);
     }

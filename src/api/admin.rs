@@ -4,13 +4,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{ApiError, ApiJson, ApiPath};
-use crate::node::{ClusterStatus, Member, Node};
+use crate::node::{ClusterStatus, Member, Node, SnapshotTaken};
 use crate::raft::NodeId;
 
 /// Membership changes: served by the leader.
@@ -27,6 +29,7 @@ pub fn local_routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/cluster/status", get(status))
         .route("/v1/cluster/init", post(init))
+        .route("/v1/cluster/snapshot", post(take_snapshot).get(download_snapshot))
         .route("/healthz", get(healthz))
 }
 
@@ -60,6 +63,22 @@ async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
 async fn healthz(State(node): State<Arc<Node>>) -> Json<Value> {
     Json(json!({ "status": "ok", "id": node.id(), "leader": node.leader().map(|(id, _)| id) }))
+}
+
+/// `POST /v1/cluster/snapshot`: this node builds a snapshot of everything it
+/// has applied and answers once it is stored.
+async fn take_snapshot(State(node): State<Arc<Node>>) -> Result<Json<SnapshotTaken>, ApiError> {
+    Ok(Json(node.snapshot_now().await?))
+}
+
+/// `GET /v1/cluster/snapshot`: this node's stored snapshot as a backup file
+/// (`leasehold restore` seeds a new cluster from it); 404 `no_snapshot`
+/// before its first one.
+async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    match node.backup()? {
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "no_snapshot", "this node has no snapshot yet")),
+        Some(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
+    }
 }
 
 /// `POST /v1/cluster/init`: 200; 409 `already_initialized`; 400 when this

@@ -186,6 +186,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 }
 
 impl LogStore {
+    /// Marks the log purged and committed through `last` in an empty store:
+    /// a restored node starts as if it had just installed a snapshot at
+    /// `last` (the snapshot's own save flushes both).
+    pub(super) fn mark_purged_through(&self, last: LogId) -> Result<(), StorageError> {
+        self.put_meta(LAST_PURGED, &last)?;
+        self.put_meta(COMMITTED, &Some(last))
+    }
+
     fn remove_range(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
         for kv in self.log.range(range) {
