@@ -6,8 +6,10 @@
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
-//!   `get-record`/`gate`, `run`, `demo`, `bench`).
+//!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
+//!   (Tick apply time, memory per lease, disk, snapshot costs).
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -22,7 +24,8 @@
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
 //!     forwarding, and the one `ApiError` that decides every status code.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
-//!     state-machine store (snapshots, event broadcast), reqwest network, the
+//!     state-machine store (snapshots, event broadcast, backup/restore),
+//!     reqwest network, the
 //!     leader's ticker.
 //!   - [`lock`] — PURE: commands, leases, waiting queues, the lock table,
 //!     fencing tokens, fenced records and gates, request de-duplication,
@@ -38,3 +41,4 @@ pub mod lock;
 pub mod node;
 pub mod raft;
 pub mod run;
+pub mod scale;

@@ -16,6 +16,7 @@ use leasehold::client::{AcquireOptions, Client};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
 use leasehold::run::{self, RunOptions};
+use leasehold::scale::{self, ScaleOptions};
 
 #[derive(Parser)]
 #[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
@@ -282,6 +283,14 @@ struct BenchArgs {
     /// Folder for results.json, results.md and cycles.svg.
     #[arg(long, default_value = "./bench-results")]
     out: PathBuf,
+    /// Instead of lock cycles: have a local cluster hold this many live
+    /// leases and report Tick apply time, memory per lease, disk, and
+    /// snapshot size and build/install time (scale.json, scale.md).
+    #[arg(long)]
+    bulk: Option<u64>,
+    /// Concurrent clients creating the --bulk leases.
+    #[arg(long, default_value_t = 128)]
+    bulk_clients: usize,
 }
 
 fn main() -> Result<()> {
@@ -474,6 +483,19 @@ async fn run_locked(args: RunArgs) -> i32 {
 }
 
 async fn run_bench(args: BenchArgs) -> Result<()> {
+    if let Some(leases) = args.bulk {
+        let options = ScaleOptions {
+            binary: std::env::current_exe().context("locating the leasehold binary")?,
+            nodes: args.nodes,
+            leases,
+            clients: args.bulk_clients,
+            out: args.out,
+        };
+        let report = scale::run(&options).await?;
+        println!("{}", scale::markdown(&report));
+        eprintln!("bench: results in {}", options.out.display());
+        return Ok(());
+    }
     let options = BenchOptions {
         endpoints: args.endpoints,
         nodes: args.nodes,

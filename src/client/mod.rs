@@ -36,6 +36,7 @@ const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
 /// Taking or downloading a snapshot of a large table (a million leases is
 /// about 90 MB) takes seconds.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
+const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -295,10 +296,14 @@ impl Client {
     /// Has the node at `endpoint` take a snapshot now, then downloads it as a
     /// backup document (`leasehold restore` seeds a new cluster from it).
     pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
-        let path = ["v1", "cluster", "snapshot"];
-        let taken = decode(self.send_to(endpoint, Method::POST, &path, SNAPSHOT_TIMEOUT).await?).await?;
-        let backup = body(self.send_to(endpoint, Method::GET, &path, SNAPSHOT_TIMEOUT).await?).await?;
+        let taken = self.snapshot_of(endpoint).await?;
+        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await?;
         Ok((taken, backup))
+    }
+
+    /// Has the node at `endpoint` take a snapshot of everything it applied.
+    pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
+        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await
     }
 
     /// One request to one node, without retries.
