@@ -72,12 +72,13 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
     .await;
 }
 
-// Ensures a backup of one node seeds a new cluster (new addresses, new data
-// folders) that keeps the held lock, the fenced record and the token order,
-// lets the old holder release under its token, and issues tokens above
-// --min-index.
+// Ensures the documented recovery from losing a majority: with two of three
+// nodes killed, a backup of the survivor (no leader, no quorum) seeds a new
+// cluster (new addresses, new data folders) that keeps the held lock, the
+// fenced record and the token order, lets the old holder release under its
+// token, and issues tokens above --min-index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_seeds_a_new_cluster() {
+async fn survivor_backup_seeds_a_new_cluster() {
     bounded(async {
         let mut old = start_cluster(3).await;
         let client = old.client();
@@ -85,11 +86,19 @@ async fn backup_seeds_a_new_cluster() {
         let record = client.acquire("ledger", "writer", LONG_TTL_MS).await.unwrap();
         client.put_record("balance", "ledger", record.token(), &json!(7)).await.unwrap();
 
-        step("back up node 1, then stop the old cluster");
+        let survivor = 1;
+        let written = client.get_record("balance").await.unwrap().expect("record").index;
+        while client.status_of((survivor - 1) as usize).await.unwrap().applied_index < Some(written) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        step("kill -9 nodes 2 and 3: the survivor has no quorum; back it up");
+        old.kill(2);
+        old.kill(3);
         let file = old.dir.path().join("backup.json");
         let file = file.to_str().unwrap();
-        let backup = leasehold_cli(&["backup", "--endpoints", &old.endpoint(1), "--out", file]).await;
-        assert!(backup["snapshot"]["snapshot_index"].as_u64().unwrap() >= record.token(), "{backup}");
+        let backup = leasehold_cli(&["backup", "--endpoints", &old.endpoint(survivor), "--out", file]).await;
+        assert!(backup["snapshot"]["snapshot_index"].as_u64().unwrap() >= written, "{backup}");
         old.stop_all(Duration::from_secs(5));
 
         step("restore the backup into three empty folders and start a new cluster");

@@ -40,6 +40,9 @@ pub type Raft = openraft::Raft<TypeConfig>;
 pub type LogId = openraft::LogId<NodeId>;
 pub type StorageError = openraft::StorageError<NodeId>;
 
+/// sled's page cache per node.
+const SLED_CACHE_BYTES: u64 = 64 << 20;
+
 /// Opens (or creates) the sled database under `dir` and builds both stores on it.
 pub fn open_stores(dir: &Path) -> Result<(LogStore, StateMachineStore), StorageError> {
     let db = sled::Config::new()
@@ -47,6 +50,10 @@ pub fn open_stores(dir: &Path) -> Result<(LogStore, StateMachineStore), StorageE
         // Durability comes from our explicit flushes (group commit), not
         // from sled's background timer.
         .flush_every_ms(None)
+        // sled's page cache defaults to 1 GiB per process; the lock table is
+        // already in memory and the log is read mostly at its tail, so a
+        // small cache keeps a node's memory to the table plus this.
+        .cache_capacity(SLED_CACHE_BYTES)
         .open()
         .map_err(|e| storage_error(openraft::ErrorSubject::Store, openraft::ErrorVerb::Read, e))?;
     Ok((LogStore::open(&db)?, StateMachineStore::open(&db)?))
