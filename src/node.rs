@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 use serde::Serialize;
 
@@ -217,6 +217,11 @@ impl Node {
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable()).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
+            // A heartbeat round that missed a quorum (a slow or lost
+            // follower): the cluster may well be fine a moment later.
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                Err(NodeError::Unavailable(format!("leadership not confirmed: {e}")))
+            }
             Ok(Err(e)) => match e.forward_to_leader::<RaftNode>() {
                 Some(f) => Err(self.not_leader(f.leader_id)),
                 None => Err(NodeError::Internal(e.to_string())),
