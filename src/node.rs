@@ -14,6 +14,7 @@ use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 use serde::Serialize;
 
 use crate::lock::{Command, LockTable};
+use crate::metrics::Metrics;
 use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, Ticker};
 
 /// Raft heartbeat period. Election timeouts are several of these.
@@ -75,6 +76,7 @@ pub struct Node {
     /// One pooled client for forwarding requests to the leader.
     http: reqwest::Client,
     tick_ms: u64,
+    metrics: Arc<Metrics>,
 }
 
 /// A member as `/v1/cluster/status` shows it.
@@ -103,6 +105,10 @@ pub struct ClusterStatus {
     pub millis_since_quorum_ack: Option<u64>,
     pub locks_held: usize,
     pub members: Vec<Member>,
+    /// Leader only: the highest log index known replicated to each member
+    /// (`null` while unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
 }
 
 /// The shared HTTP client: no system proxy (peers are addressed directly),
@@ -122,8 +128,9 @@ impl Node {
     pub async fn start(config: &NodeConfig) -> Result<Arc<Node>, NodeError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Internal(format!("create {}: {e}", config.data_dir.display())))?;
+        let metrics = Arc::new(Metrics::new());
         let (log_store, sm_store) =
-            raft::open_stores(&config.data_dir).map_err(|e| NodeError::Internal(e.to_string()))?;
+            raft::open_stores(&config.data_dir, metrics.clone()).map_err(|e| NodeError::Internal(e.to_string()))?;
         let locks = sm_store.state();
         let raft_config = openraft::Config {
             cluster_name: "leasehold".into(),
@@ -148,8 +155,10 @@ impl Node {
             locks.clone(),
             Duration::from_millis(config.tick_ms),
             Duration::from_millis(ELECTION_TIMEOUT_MIN_MS),
+            metrics.clone(),
         );
         tokio::spawn(ticker.run());
+        tokio::spawn(raft::observer::count_leader_changes(raft.clone(), metrics.clone()));
         let node = Arc::new(Node {
             id: config.id,
             advertise: config.advertise.clone(),
@@ -157,6 +166,7 @@ impl Node {
             locks,
             http,
             tick_ms: config.tick_ms,
+            metrics,
         });
         node.bootstrap(&config.initial_members).await?;
         Ok(node)
@@ -262,6 +272,7 @@ impl Node {
             millis_since_quorum_ack: m.millis_since_quorum_ack,
             locks_held,
             members,
+            replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
         }
     }
 
@@ -384,6 +395,11 @@ impl Node {
 
     pub(crate) fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// This node's Prometheus series.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The applied lock table (local, not linearizable) and its event stream.

@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
 use crate::lock::{LockEvent, LockTable, Outcome, TableImage};
+use crate::metrics::Metrics;
 
 /// Events buffered per subscriber before it is told it lagged.
 const EVENT_BUFFER: usize = 4096;
@@ -88,16 +89,17 @@ struct StoredSnapshot {
 
 pub struct StateMachineStore {
     state: LockState,
+    metrics: Arc<Metrics>,
     db: sled::Db,
     snapshots: sled::Tree,
 }
 
 impl StateMachineStore {
     /// Opens the store and restores the state from the last snapshot, if any.
-    pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+    pub(super) fn open(db: &sled::Db, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
         let snapshots =
             db.open_tree("snapshot").map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        let store = StateMachineStore { state: LockState::default(), db: db.clone(), snapshots };
+        let store = StateMachineStore { state: LockState::default(), metrics, db: db.clone(), snapshots };
         if let Some(stored) = store.read_snapshot()? {
             store.restore(&stored.data)?;
         }
@@ -172,6 +174,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     EntryPayload::Blank => Ok(Outcome::Noop),
                     EntryPayload::Normal(command) => {
                         let applied = state.table.apply(&command, entry.log_id.index);
+                        self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
                         events.extend(applied.events);
                         applied.result
                     }
@@ -218,6 +221,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     ) -> Result<(), StorageError> {
         let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
         self.restore(&stored.data)?;
+        self.metrics.snapshot_installed();
         Self::save_snapshot(&self.db, &self.snapshots, &stored).await
     }
 
