@@ -23,7 +23,8 @@
 //!     events), fence API (`/v1/fence`, `/v1/records`), admin API
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
 //!     forwarding, and the one `ApiError` that decides every status code;
-//!     `/metrics` for operators.
+//!     for operators `/metrics`, the status page (`/`, `/ui`, one static
+//!     file), `/v1/cluster/nodes` and `/v1/events`.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
 //!     state-machine store (snapshots, event broadcast), reqwest network, the
 //!     leader's ticker, and the observer of openraft's metrics.

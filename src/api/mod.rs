@@ -1,7 +1,7 @@
 //! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
 //! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`; for
-//! operators, `/metrics` (Prometheus).
+//! operators, `/metrics` (Prometheus) and the status page at `/` and `/ui`.
 //!
 //! Client requests and membership changes are served by the leader: any other
 //! node forwards them there itself ([`forward`]), so clients may talk to any
@@ -15,7 +15,9 @@ mod forward;
 pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
 mod locks;
 mod metrics;
+mod nodes;
 mod raft_rpc;
+mod ui;
 
 use std::sync::Arc;
 
@@ -68,9 +70,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .with_state(node)
 }
 
-/// Served by every node from its own view, for operators.
+/// Served by every node from its own view, for operators: metrics, the
+/// cluster overview and the status page.
 fn observe_routes() -> Router<Arc<Node>> {
-    metrics::routes()
+    metrics::routes().merge(nodes::routes()).merge(ui::routes())
 }
 
 /// Validates `command`, proposes it, and turns a refusal into its ApiError.
