@@ -24,7 +24,7 @@
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
 //!     forwarding, and the one `ApiError` that decides every status code;
 //!     for operators `/metrics`, the status page (`/`, `/ui`, one static
-//!     file), `/v1/cluster/nodes` and `/v1/events`.
+//!     file), `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
 //!     state-machine store (snapshots, event broadcast), reqwest network, the
 //!     leader's ticker, and the observer of openraft's metrics.

@@ -34,7 +34,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/v1/locks/{name}/release", post(release))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
     pub owner: String,
@@ -45,7 +45,7 @@ pub struct AcquireRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenewRequest {
     pub token: FencingToken,
@@ -55,7 +55,7 @@ pub struct RenewRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     pub token: FencingToken,
@@ -73,7 +73,7 @@ pub struct LeaseResponse {
     pub reacquired: Option<bool>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReleaseResponse {
     pub name: String,
     pub token: FencingToken,

@@ -1,7 +1,8 @@
 //! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
 //! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`; for
-//! operators, `/metrics` (Prometheus) and the status page at `/` and `/ui`.
+//! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
+//! the OpenAPI document at `/openapi.json`.
 //!
 //! Client requests and membership changes are served by the leader: any other
 //! node forwards them there itself ([`forward`]), so clients may talk to any
@@ -16,6 +17,7 @@ pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
 mod locks;
 mod metrics;
 mod nodes;
+pub mod openapi;
 mod raft_rpc;
 mod ui;
 
@@ -71,9 +73,9 @@ pub fn router(node: Arc<Node>) -> Router {
 }
 
 /// Served by every node from its own view, for operators: metrics, the
-/// cluster overview and the status page.
+/// cluster overview, the status page and the OpenAPI document.
 fn observe_routes() -> Router<Arc<Node>> {
-    metrics::routes().merge(nodes::routes()).merge(ui::routes())
+    metrics::routes().merge(nodes::routes()).merge(ui::routes()).merge(openapi::routes())
 }
 
 /// Validates `command`, proposes it, and turns a refusal into its ApiError.
