@@ -180,6 +180,23 @@ async fn openapi_document_matches_the_router() {
                 assert_eq!(declared, in_path, "{method} {path}: path parameters");
             }
         }
+
+        step("every documented query parameter is accepted (unknown ones are refused with 400)");
+        let locks = &doc["paths"]["/v1/locks"]["get"]["parameters"];
+        let query: Vec<&str> = locks
+            .as_array()
+            .map(|ps| ps.iter().filter(|p| p["in"] == "query").filter_map(|p| p["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(query, ["prefix", "limit"], "GET /v1/locks query parameters");
+        let url = format!(
+            "http://{endpoint}/v1/locks?{}",
+            query.iter().map(|q| format!("{q}=1")).collect::<Vec<_>>().join("&")
+        );
+        let reply = http.get(&url).send().await.unwrap();
+        assert!(reply.status().is_success(), "{url}: {}", reply.status());
+        let unknown = http.get(format!("http://{endpoint}/v1/locks?owner=1")).send().await.unwrap();
+        assert_eq!(unknown.status().as_u16(), 400, "an undocumented query parameter is refused");
+
         for reference in references(&doc) {
             let name = reference.strip_prefix("#/components/schemas/").expect("a schema reference");
             assert!(doc["components"]["schemas"][name].is_object(), "dangling reference {reference}");

@@ -80,11 +80,14 @@ pub struct ReleaseResponse {
     pub released: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only locks whose names start with this.
     #[serde(default)]
     pub prefix: String,
+    /// At most this many locks (1–1000, default 100).
     pub limit: Option<usize>,
 }
 

@@ -13,11 +13,11 @@ use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::response::{ResponseBuilder, ResponsesBuilder};
 use utoipa::openapi::schema::{ComponentsBuilder, Object, Type};
 use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required, Schema};
-use utoipa::{PartialSchema, ToSchema};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::admin::{InitRequest, MembershipRequest, NewMember};
 use super::fence::{CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse};
-use super::locks::{AcquireRequest, ReleaseRequest, ReleaseResponse, RenewRequest};
+use super::locks::{AcquireRequest, ListQuery, ReleaseRequest, ReleaseResponse, RenewRequest};
 use crate::node::Node;
 
 pub fn routes() -> Router<Arc<Node>> {
@@ -126,6 +126,9 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
             .required(Required::True)
             .schema(Some(if name == "id" { u64::schema() } else { String::schema() }));
         builder = builder.parameter(parameter);
+    }
+    if *path == "/v1/locks" {
+        builder = builder.parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if let Some(content) = content(*request) {
         builder = builder.request_body(Some(
