@@ -44,8 +44,9 @@ struct Browser {
     from_chromium: BufReader<tokio::fs::File>,
     next_id: u64,
     session: String,
-    _profile: tempfile::TempDir,
+    // Fields drop in order: Chromium is killed before its profile is removed.
     _group: ChromiumGroup,
+    _profile: tempfile::TempDir,
 }
 
 impl Browser {
@@ -96,8 +97,8 @@ impl Browser {
             from_chromium: BufReader::new(file(we_read)),
             next_id: 0,
             session: String::new(),
-            _profile: profile,
             _group: group,
+            _profile: profile,
         };
         let target = browser.call(None, "Target.createTarget", json!({ "url": url })).await;
         let target_id = target["targetId"].as_str().expect("targetId").to_owned();
