@@ -11,9 +11,9 @@ use axum::{Json, Router};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::response::{ResponseBuilder, ResponsesBuilder};
-use utoipa::openapi::schema::{ComponentsBuilder, Object, Type};
+use utoipa::openapi::schema::{Object, Type};
 use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required, Schema};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{IntoParams, OpenApi as _, PartialSchema};
 
 use super::admin::{InitRequest, MembershipRequest, NewMember};
 use super::fence::{CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse};
@@ -73,30 +73,34 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", "Inbound Raft snapshot chunk (members only)", Text("application/octet-stream"), (200, AnyJson), &[400, 500]),
 ];
 
+/// The named schemas of the request and response bodies.
+#[derive(utoipa::OpenApi)]
+#[openapi(components(schemas(
+    AcquireRequest,
+    RenewRequest,
+    ReleaseRequest,
+    ReleaseResponse,
+    CheckRequest,
+    CheckResponse,
+    GateRequest,
+    GateResponse,
+    PutRecordRequest,
+    PutRecordResponse,
+    InitRequest,
+    NewMember,
+    MembershipRequest
+)))]
+struct Schemas;
+
 /// The whole document.
 pub fn document() -> OpenApi {
     let mut paths = PathsBuilder::new();
     for o in OPERATIONS {
         paths = paths.path(o.1, PathItem::new(o.0.clone(), operation(o)));
     }
-    let mut components = ComponentsBuilder::new().schema("Error", error_schema());
-    let mut named = Vec::new();
-    collect::<AcquireRequest>(&mut named);
-    collect::<RenewRequest>(&mut named);
-    collect::<ReleaseRequest>(&mut named);
-    collect::<ReleaseResponse>(&mut named);
-    collect::<CheckRequest>(&mut named);
-    collect::<CheckResponse>(&mut named);
-    collect::<GateRequest>(&mut named);
-    collect::<GateResponse>(&mut named);
-    collect::<PutRecordRequest>(&mut named);
-    collect::<PutRecordResponse>(&mut named);
-    collect::<InitRequest>(&mut named);
-    collect::<NewMember>(&mut named);
-    collect::<MembershipRequest>(&mut named);
-    for (name, schema) in named {
-        components = components.schema(name, schema);
-    }
+    // The request and response schemas, and those they refer to.
+    let mut components = Schemas::openapi().components.unwrap_or_default();
+    components.schemas.insert("Error".into(), RefOr::T(error_schema()));
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
@@ -106,14 +110,8 @@ pub fn document() -> OpenApi {
                 .build(),
         )
         .paths(paths.build())
-        .components(Some(components.build()))
+        .components(Some(components))
         .build()
-}
-
-/// `T`'s schema and those it refers to.
-fn collect<T: ToSchema>(into: &mut Vec<(String, RefOr<Schema>)>) {
-    into.push((T::name().into_owned(), T::schema()));
-    T::schemas(into);
 }
 
 fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
