@@ -14,6 +14,8 @@
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
 //!   processes by PID (used by `up`, the tests and the benchmark).
+//! - [`metrics`] — the node's Prometheus series (prometheus-client); the
+//!   api, raft stores and ticker report to it, it reads nothing itself.
 //! - [`client`] — the Rust client library (reqwest): endpoints, leader
 //!   discovery, retries with request ids, and the `Lock` guard (watchdog
 //!   renewal, `lost` signal).
@@ -22,11 +24,13 @@
 //!   - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE
 //!     events), fence API (`/v1/fence`, `/v1/records`), admin API
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
-//!     forwarding, and the one `ApiError` that decides every status code.
+//!     forwarding, and the one `ApiError` that decides every status code;
+//!     for operators `/metrics`, the status page (`/`, `/ui`, one static
+//!     file), `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
 //!     state-machine store (snapshots, event broadcast, backup/restore),
-//!     reqwest network, the
-//!     leader's ticker.
+//!     reqwest network, the leader's ticker, and the observer of openraft's
+//!     metrics.
 //!   - [`lock`] — PURE: commands, leases, waiting queues, the lock table,
 //!     fencing tokens, fenced records and gates, request de-duplication,
 //!     events, limits. No tokio, sled, openraft or axum; time enters as Tick
@@ -38,6 +42,7 @@ pub mod client;
 pub mod demo;
 pub mod local;
 pub mod lock;
+pub mod metrics;
 pub mod node;
 pub mod raft;
 pub mod run;

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 use serde::Serialize;
 
 use crate::lock::{Command, LockTable};
+use crate::metrics::Metrics;
 use crate::raft::{
     self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, SnapshotExport, StoreStats, Ticker,
 };
@@ -82,6 +83,7 @@ pub struct Node {
     tick_ms: u64,
     data_dir: PathBuf,
     snapshots: SnapshotExport,
+    metrics: Arc<Metrics>,
 }
 
 /// `POST /v1/cluster/snapshot`: the snapshot this node now has.
@@ -124,6 +126,10 @@ pub struct ClusterStatus {
     /// Bytes under this node's data folder (sled: log, snapshot, meta).
     #[serde(default)]
     pub data_dir_bytes: u64,
+    /// Leader only: the highest log index known replicated to each member
+    /// (`null` while unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
 }
 
 /// The shared HTTP client: no system proxy (peers are addressed directly),
@@ -143,8 +149,9 @@ impl Node {
     pub async fn start(config: &NodeConfig) -> Result<Arc<Node>, NodeError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Internal(format!("create {}: {e}", config.data_dir.display())))?;
+        let metrics = Arc::new(Metrics::new());
         let (log_store, sm_store) =
-            raft::open_stores(&config.data_dir).map_err(|e| NodeError::Internal(e.to_string()))?;
+            raft::open_stores(&config.data_dir, metrics.clone()).map_err(|e| NodeError::Internal(e.to_string()))?;
         let locks = sm_store.state();
         let snapshots = sm_store.exporter();
         let raft_config = openraft::Config {
@@ -170,8 +177,10 @@ impl Node {
             locks.clone(),
             Duration::from_millis(config.tick_ms),
             Duration::from_millis(ELECTION_TIMEOUT_MIN_MS),
+            metrics.clone(),
         );
         tokio::spawn(ticker.run());
+        tokio::spawn(raft::observer::count_leader_changes(raft.clone(), metrics.clone()));
         let node = Arc::new(Node {
             id: config.id,
             advertise: config.advertise.clone(),
@@ -181,6 +190,7 @@ impl Node {
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
             snapshots,
+            metrics,
         });
         node.bootstrap(&config.initial_members).await?;
         Ok(node)
@@ -241,6 +251,11 @@ impl Node {
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable()).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
+            // A heartbeat round that missed a quorum (a slow or lost
+            // follower): the cluster may well be fine a moment later.
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                Err(NodeError::Unavailable(format!("leadership not confirmed: {e}")))
+            }
             Ok(Err(e)) => match e.forward_to_leader::<RaftNode>() {
                 Some(f) => Err(self.not_leader(f.leader_id)),
                 None => Err(NodeError::Internal(e.to_string())),
@@ -283,6 +298,7 @@ impl Node {
             members,
             storage: self.locks.stats(),
             data_dir_bytes: dir_bytes(&self.data_dir),
+            replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
         }
     }
 
@@ -430,6 +446,11 @@ impl Node {
 
     pub(crate) fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// This node's Prometheus series.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The applied lock table (local, not linearizable) and its event stream.

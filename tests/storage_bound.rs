@@ -69,7 +69,11 @@ async fn log_and_disk_stay_bounded_over_200k_entries() {
                         failures.load(Ordering::Relaxed)
                     ));
                     assert!(log <= LOG_BOUND, "node {id} log has {log} entries, bound {LOG_BOUND}");
-                    assert!(s.data_dir_bytes <= DATA_BOUND, "node {id} data {} B, bound {DATA_BOUND}", s.data_dir_bytes);
+                    assert!(
+                        s.data_dir_bytes <= DATA_BOUND,
+                        "node {id} data {} B, bound {DATA_BOUND}",
+                        s.data_dir_bytes
+                    );
                 }
                 if committed - start >= ENTRIES {
                     return;

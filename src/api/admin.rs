@@ -33,7 +33,7 @@ pub fn local_routes() -> Router<Arc<Node>> {
         .route("/healthz", get(healthz))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InitRequest {
     /// The initial voters; this node alone when absent or empty.
@@ -41,14 +41,14 @@ pub struct InitRequest {
     pub members: Vec<NewMember>,
 }
 
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
     pub id: NodeId,
     pub addr: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MembershipRequest {
     pub voters: BTreeSet<NodeId>,

@@ -1,4 +1,6 @@
-//! `GET /v1/locks/{name}/events`: the lock's changes as Server-Sent Events.
+//! `GET /v1/locks/{name}/events`: the lock's changes as Server-Sent Events;
+//! `GET /v1/events`: every lock's changes, in the same form (the status page
+//! shows it as its live feed).
 //!
 //! Served by the node asked, from its own applied log (no forwarding): every
 //! node applies the same entries, so every node tells the same story, in log
@@ -19,20 +21,32 @@ use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tokio_stream::{Stream, StreamExt};
 
 use super::{ApiError, ApiPath};
-use crate::lock::Limits;
+use crate::lock::{Limits, LockEvent};
 use crate::node::Node;
 
 pub fn routes() -> Router<Arc<Node>> {
-    Router::new().route("/v1/locks/{name}/events", get(events))
+    Router::new().route("/v1/locks/{name}/events", get(lock_events)).route("/v1/events", get(all_events))
 }
 
-async fn events(
+async fn lock_events(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
+    Ok(events(&node, move |event| event.name == name))
+}
+
+async fn all_events(State(node): State<Arc<Node>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    events(&node, |_| true)
+}
+
+/// The applied events that pass `wanted`, as SSE, from now on.
+fn events(
+    node: &Node,
+    wanted: impl Fn(&LockEvent) -> bool + Send + 'static,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(node.locks().subscribe()).filter_map(move |item| match item {
-        Ok(event) if event.name == name => {
+        Ok(event) if wanted(&event) => {
             let kind = serde_json::to_value(&event.kind).ok()?;
             let kind = kind.get("type")?.as_str()?.to_owned();
             Some(Ok(Event::default().event(kind).id(event.index.to_string()).json_data(&event).ok()?))
@@ -42,5 +56,5 @@ async fn events(
             Some(Ok(Event::default().event("lagged").data(format!("{{\"missed\":{missed}}}"))))
         }
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }

@@ -25,14 +25,14 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/v1/records/{key}", put(put_record).get(get_record))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
     pub lock: String,
     pub token: FencingToken,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CheckResponse {
     pub lock: String,
     /// Whether `token` is the current holder's token.
@@ -41,7 +41,7 @@ pub struct CheckResponse {
     pub token: Option<FencingToken>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutRecordRequest {
     pub lock: String,
@@ -51,7 +51,7 @@ pub struct PutRecordRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PutRecordResponse {
     pub key: String,
     pub lock: String,
@@ -60,7 +60,7 @@ pub struct PutRecordResponse {
     pub index: u64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateRequest {
     pub lock: String,
@@ -69,7 +69,7 @@ pub struct GateRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct GateResponse {
     pub resource: String,
     pub lock: String,

@@ -38,8 +38,14 @@ pub async fn to_leader(State(node): State<Arc<Node>>, request: Request, next: Ne
         ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
     } else {
         match forward(&node, &addr, request).await {
-            Ok(r) => r,
-            Err(e) => e.into_response(),
+            Ok(r) => {
+                node.metrics().forwarded("relayed");
+                r
+            }
+            Err(e) => {
+                node.metrics().forwarded(e.code);
+                e.into_response()
+            }
         }
     };
     name_leader(response.headers_mut(), leader, &addr);

@@ -34,7 +34,7 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/v1/locks/{name}/release", post(release))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
     pub owner: String,
@@ -45,7 +45,7 @@ pub struct AcquireRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenewRequest {
     pub token: FencingToken,
@@ -55,7 +55,7 @@ pub struct RenewRequest {
     pub request_id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
     pub token: FencingToken,
@@ -73,18 +73,21 @@ pub struct LeaseResponse {
     pub reacquired: Option<bool>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ReleaseResponse {
     pub name: String,
     pub token: FencingToken,
     pub released: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only locks whose names start with this.
     #[serde(default)]
     pub prefix: String,
+    /// At most this many locks (1–1000, default 100).
     pub limit: Option<usize>,
 }
 
@@ -101,6 +104,18 @@ async fn acquire(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
+    let answer = grant_or_queue(&node, name, req).await;
+    let result = match &answer {
+        Ok(Json(LeaseResponse { reacquired: Some(true), .. })) => "reacquired",
+        _ => result_label(&answer, "granted"),
+    };
+    node.metrics().acquire(result);
+    answer
+}
+
+/// The acquire itself: a grant now, or a place in the queue and then the
+/// grant or the end of the wait.
+async fn grant_or_queue(node: &Arc<Node>, name: String, req: AcquireRequest) -> Result<Json<LeaseResponse>, ApiError> {
     let owner = req.owner.clone();
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
     let command = Command::Acquire {
@@ -122,13 +137,18 @@ async fn acquire(
         Ok(Ok(Outcome::Granted { grant, reacquired })) => {
             Ok(Json(LeaseResponse { grant, reacquired: Some(reacquired) }))
         }
-        Ok(Ok(Outcome::Queued { .. })) => wait_for_turn(&node, events, &name, &owner, wait + WAIT_SLACK).await,
+        Ok(Ok(Outcome::Queued { .. })) => wait_for_turn(node, events, &name, &owner, wait + WAIT_SLACK).await,
         Ok(Ok(other)) => Err(unexpected(other)),
         Ok(Err(refused)) => Err(refused.into()),
         Err(unavailable) => Err(unavailable.into()),
     };
     place.armed = false;
     answer
+}
+
+/// The `result` label of an answer: `ok` when it succeeded, its error code otherwise.
+fn result_label<T>(answer: &Result<T, ApiError>, ok: &'static str) -> &'static str {
+    answer.as_ref().map_or_else(|e| e.code, |_| ok)
 }
 
 /// Waits, without polling, for the state machine to hand `name` to `owner`
@@ -241,10 +261,13 @@ async fn renew(
     ApiJson(req): ApiJson<RenewRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let command = Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id };
-    match propose(&node, command).await? {
-        Outcome::Renewed { grant } => Ok(Json(LeaseResponse { grant, reacquired: None })),
-        other => Err(unexpected(other)),
-    }
+    let answer = match propose(&node, command).await {
+        Ok(Outcome::Renewed { grant }) => Ok(Json(LeaseResponse { grant, reacquired: None })),
+        Ok(other) => Err(unexpected(other)),
+        Err(e) => Err(e),
+    };
+    node.metrics().renew(result_label(&answer, "renewed"));
+    answer
 }
 
 /// `POST /v1/locks/{name}/release`: 200; 409 `stale_token`; 404 `not_held`.
@@ -253,10 +276,13 @@ async fn release(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    match propose(&node, Command::Release { name, token: req.token, request_id: req.request_id }).await? {
-        Outcome::Released { name, token } => Ok(Json(ReleaseResponse { name, token, released: true })),
-        other => Err(unexpected(other)),
-    }
+    let answer = match propose(&node, Command::Release { name, token: req.token, request_id: req.request_id }).await {
+        Ok(Outcome::Released { name, token }) => Ok(Json(ReleaseResponse { name, token, released: true })),
+        Ok(other) => Err(unexpected(other)),
+        Err(e) => Err(e),
+    };
+    node.metrics().release(result_label(&answer, "released"));
+    answer
 }
 
 /// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.

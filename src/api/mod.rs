@@ -1,6 +1,8 @@
 //! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
 //! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
-//! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`.
+//! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`; for
+//! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
+//! the OpenAPI document at `/openapi.json`.
 //!
 //! Client requests and membership changes are served by the leader: any other
 //! node forwards them there itself ([`forward`]), so clients may talk to any
@@ -13,7 +15,11 @@ mod fence;
 mod forward;
 pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
 mod locks;
+mod metrics;
+mod nodes;
+pub mod openapi;
 mod raft_rpc;
+mod ui;
 
 use std::sync::Arc;
 
@@ -52,8 +58,11 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(fence::routes())
         .merge(admin::leader_routes())
         .route_layer(middleware::from_fn_with_state(node.clone(), forward::to_leader));
-    let api =
-        leader_only.merge(admin::local_routes()).merge(events::routes()).layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    let api = leader_only
+        .merge(admin::local_routes())
+        .merge(events::routes())
+        .merge(observe_routes())
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     let raft = raft_rpc::routes().layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES));
     api.merge(raft)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
@@ -61,6 +70,12 @@ pub fn router(node: Arc<Node>) -> Router {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed here")
         })
         .with_state(node)
+}
+
+/// Served by every node from its own view, for operators: metrics, the
+/// cluster overview, the status page and the OpenAPI document.
+fn observe_routes() -> Router<Arc<Node>> {
+    metrics::routes().merge(nodes::routes()).merge(ui::routes()).merge(openapi::routes())
 }
 
 /// Validates `command`, proposes it, and turns a refusal into its ApiError.

@@ -262,6 +262,11 @@ impl LockTable {
         self.leases.is_empty()
     }
 
+    /// Number of owners waiting in queues, over all locks.
+    pub fn waiting(&self) -> usize {
+        self.by_wait_deadline.len()
+    }
+
     /// Number of request ids remembered for de-duplication.
     pub fn remembered_requests(&self) -> usize {
         self.requests.len()

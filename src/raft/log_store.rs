@@ -12,13 +12,15 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 use serde::{de::DeserializeOwned, Serialize};
 
 use super::{storage_error, LogId, NodeId, StorageError, TypeConfig};
+use crate::metrics::Metrics;
 
 type Entry = openraft::Entry<TypeConfig>;
 
@@ -32,20 +34,24 @@ pub struct LogStore {
     db: sled::Db,
     log: sled::Tree,
     meta: sled::Tree,
-    flusher: mpsc::Sender<LogFlushed<TypeConfig>>,
+    /// Each append's "persisted" callback, with the time it was made.
+    flusher: mpsc::Sender<(Instant, LogFlushed<TypeConfig>)>,
+    metrics: Arc<Metrics>,
 }
 
 impl LogStore {
-    pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+    pub(super) fn open(db: &sled::Db, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
         let open_tree =
             |name: &str| db.open_tree(name).map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Read, e));
         let (tx, rx) = mpsc::channel();
         let flush_db = db.clone();
+        let flush_metrics = metrics.clone();
         std::thread::Builder::new()
             .name("leasehold-log-flusher".into())
-            .spawn(move || group_commit(flush_db, rx))
+            .spawn(move || group_commit(flush_db, rx, &flush_metrics))
             .map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))?;
-        Ok(LogStore { db: db.clone(), log: open_tree("raft_log")?, meta: open_tree("raft_meta")?, flusher: tx })
+        let (log, meta) = (open_tree("raft_log")?, open_tree("raft_meta")?);
+        Ok(LogStore { db: db.clone(), log, meta, flusher: tx, metrics })
     }
 
     fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
@@ -70,14 +76,18 @@ impl LogStore {
 }
 
 /// The flusher thread: one Db flush for every batch of queued callbacks.
-fn group_commit(db: sled::Db, rx: mpsc::Receiver<LogFlushed<TypeConfig>>) {
+fn group_commit(db: sled::Db, rx: mpsc::Receiver<(Instant, LogFlushed<TypeConfig>)>, metrics: &Metrics) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
+        let started = Instant::now();
         let result = db.flush().map(|_| ());
-        for callback in batch {
+        let flushed = Instant::now();
+        metrics.flushed((flushed - started).as_secs_f64());
+        for (appended, callback) in batch {
             let r = result.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string()));
             callback.log_io_completed(r);
+            metrics.appended((flushed - appended).as_secs_f64());
         }
     }
 }
@@ -147,6 +157,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// Not flushed on its own: it rides on the next log flush. Losing it only
     /// means re-applying fewer entries at start until the leader commits again.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        if let Some(c) = committed {
+            self.metrics.committed(c.index);
+        }
         self.put_meta(COMMITTED, &committed)
     }
 
@@ -172,7 +185,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .insert(index_key(entry.log_id.index), bytes)
                 .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         }
-        if let Err(mpsc::SendError(callback)) = self.flusher.send(callback) {
+        if let Err(mpsc::SendError((_, callback))) = self.flusher.send((Instant::now(), callback)) {
             // The flusher only exits when every sender is gone; this store is one.
             callback.log_io_completed(Err(std::io::Error::other("log flusher stopped")));
         }

@@ -1,6 +1,7 @@
 //! Everything that knows openraft and sled: the type configuration, the sled
 //! log store and state-machine store (one `Db` per process, separate trees),
-//! the reqwest network to the other nodes, and the leader's ticker.
+//! the reqwest network to the other nodes, the leader's ticker, and the
+//! observer that carries openraft's metrics into Prometheus series.
 
 // `StorageError` is openraft's own (large) error type, required by its storage
 // traits; the helpers here return it unboxed to match them.
@@ -9,11 +10,13 @@
 mod backup;
 mod log_store;
 mod network;
+pub mod observer;
 mod state_machine;
 mod ticker;
 
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
 pub use log_store::LogStore;
@@ -22,6 +25,7 @@ pub use state_machine::{LockState, SnapshotExport, StateMachineStore, StoreStats
 pub use ticker::Ticker;
 
 use crate::lock::{Command, LockError, Outcome};
+use crate::metrics::Metrics;
 
 /// What applying one log entry answers its proposer.
 pub type LockResult = Result<Outcome, LockError>;
@@ -43,8 +47,9 @@ pub type StorageError = openraft::StorageError<NodeId>;
 /// sled's page cache per node.
 const SLED_CACHE_BYTES: u64 = 64 << 20;
 
-/// Opens (or creates) the sled database under `dir` and builds both stores on it.
-pub fn open_stores(dir: &Path) -> Result<(LogStore, StateMachineStore), StorageError> {
+/// Opens (or creates) the sled database under `dir` and builds both stores on
+/// it; both report to `metrics`.
+pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, StateMachineStore), StorageError> {
     let db = sled::Config::new()
         .path(dir)
         // Durability comes from our explicit flushes (group commit), not
@@ -56,7 +61,7 @@ pub fn open_stores(dir: &Path) -> Result<(LogStore, StateMachineStore), StorageE
         .cache_capacity(SLED_CACHE_BYTES)
         .open()
         .map_err(|e| storage_error(openraft::ErrorSubject::Store, openraft::ErrorVerb::Read, e))?;
-    Ok((LogStore::open(&db)?, StateMachineStore::open(&db)?))
+    Ok((LogStore::open(&db, metrics.clone())?, StateMachineStore::open(&db, metrics)?))
 }
 
 fn storage_error(
@@ -77,7 +82,7 @@ mod tests {
     impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for SledBuilder {
         async fn build(&self) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
             let dir = tempfile::tempdir().expect("temp dir");
-            let (log, sm) = open_stores(dir.path())?;
+            let (log, sm) = open_stores(dir.path(), Arc::default())?;
             Ok((dir, log, sm))
         }
     }

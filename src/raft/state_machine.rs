@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
 use crate::lock::{Command, LockEvent, LockTable, Outcome, TableImage};
+use crate::metrics::Metrics;
 
 /// Events buffered per subscriber before it is told it lagged.
 const EVENT_BUFFER: usize = 4096;
@@ -141,16 +142,17 @@ pub(super) struct StoredSnapshot {
 
 pub struct StateMachineStore {
     state: LockState,
+    metrics: Arc<Metrics>,
     db: sled::Db,
     snapshots: sled::Tree,
 }
 
 impl StateMachineStore {
     /// Opens the store and restores the state from the last snapshot, if any.
-    pub(super) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+    pub(super) fn open(db: &sled::Db, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
         let snapshots =
             db.open_tree("snapshot").map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        let store = StateMachineStore { state: LockState::default(), db: db.clone(), snapshots };
+        let store = StateMachineStore { state: LockState::default(), metrics, db: db.clone(), snapshots };
         if let Some(stored) = store.read_snapshot()? {
             store.restore(&stored.data)?;
         }
@@ -264,6 +266,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                             }
                             state.recent_ticks.push_back(micros(started.elapsed()));
                         }
+                        self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
                         events.extend(applied.events);
                         applied.result
                     }
@@ -312,6 +315,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let started = Instant::now();
         let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
         self.restore(&stored.data)?;
+        self.metrics.snapshot_installed();
         Self::save_snapshot(&self.db, &self.snapshots, &stored).await?;
         let install_ms = started.elapsed().as_millis() as u64;
         self.state.record_snapshot(|s| s.install_ms = Some(install_ms));

@@ -16,13 +16,15 @@
 //!
 //! Time is read only from `tokio::time` (monotonic), never from the wall clock.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use openraft::ServerState;
 use tokio::time::sleep;
 
 use super::{LockState, Raft};
 use crate::lock::Command;
+use crate::metrics::Metrics;
 
 pub struct Ticker {
     raft: Raft,
@@ -31,11 +33,12 @@ pub struct Ticker {
     tick: Duration,
     /// How recent the last quorum acknowledgement must be to keep ticking.
     quorum_window: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Ticker {
-    pub fn new(raft: Raft, state: LockState, tick: Duration, quorum_window: Duration) -> Self {
-        Ticker { raft, state, tick, quorum_window }
+    pub fn new(raft: Raft, state: LockState, tick: Duration, quorum_window: Duration, metrics: Arc<Metrics>) -> Self {
+        Ticker { raft, state, tick, quorum_window, metrics }
     }
 
     /// Runs until Raft shuts down: waits for leadership, ticks while it lasts.
@@ -57,14 +60,18 @@ impl Ticker {
         }
     }
 
-    /// Ticks while this node leads in `term`.
+    /// Ticks while this node leads in `term`, and reports how far the ticks
+    /// committed since it began lag behind its monotonic clock.
     async fn lead(&self, term: u64) {
         tracing::info!(term, "leader: ticking starts after one full period");
+        let began = Instant::now();
+        let mut ticked = Duration::ZERO;
         loop {
             let period = self.sleep_one_period().await;
             let m = self.raft.metrics().borrow().clone();
             if m.state != ServerState::Leader || m.current_term != term {
                 tracing::info!(term, "no longer leader: ticking stops");
+                self.metrics.tick_lag(0.0);
                 return;
             }
             let quorum_fresh = m.millis_since_quorum_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
@@ -73,10 +80,17 @@ impl Ticker {
                 continue;
             }
             let period_ms = period.as_millis() as u64;
-            if let Err(e) = self.raft.client_write(Command::Tick { period_ms }).await {
-                tracing::warn!(term, error = %e, "tick not committed");
-                if e.forward_to_leader::<super::Node>().is_some() {
-                    return;
+            match self.raft.client_write(Command::Tick { period_ms }).await {
+                Ok(_) => {
+                    ticked += period;
+                    self.metrics.tick_lag(began.elapsed().saturating_sub(ticked).as_secs_f64());
+                }
+                Err(e) => {
+                    tracing::warn!(term, error = %e, "tick not committed");
+                    if e.forward_to_leader::<super::Node>().is_some() {
+                        self.metrics.tick_lag(0.0);
+                        return;
+                    }
                 }
             }
         }

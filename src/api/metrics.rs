@@ -1,0 +1,26 @@
+//! `GET /metrics`: this node's series in Prometheus (OpenMetrics) text.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use crate::node::Node;
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new().route("/metrics", get(scrape))
+}
+
+/// Sets the series read from state (lock table, Raft), then encodes them all.
+async fn scrape(State(node): State<Arc<Node>>) -> impl IntoResponse {
+    let metrics = node.metrics();
+    let (live, waiting, tick) = node.locks().read(|t| (t.len(), t.waiting(), t.now_tick()));
+    metrics.live_leases.set(live as i64);
+    metrics.queue_depth.set(waiting as i64);
+    metrics.tick.set(tick as i64);
+    crate::raft::observer::observe(node.raft(), metrics);
+    ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], metrics.encode())
+}

@@ -1,0 +1,104 @@
+//! `GET /v1/cluster/nodes`: every member's own status, asked by the node that
+//! serves the request, with the replication lag the leader reports for each.
+//! The status page polls it, so it shows the whole cluster from any node.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use crate::node::{ClusterStatus, Member, Node};
+use crate::raft::NodeId;
+
+/// How long a member may take to answer before it is shown unreachable.
+const ASK_TIMEOUT: Duration = Duration::from_secs(1);
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/nodes", get(nodes))
+}
+
+/// One member as it describes itself, or why it could not be asked.
+#[derive(Debug, Serialize)]
+struct NodeView {
+    #[serde(flatten)]
+    member: Member,
+    /// Its own status; absent when it did not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<ClusterStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// Entries its log is behind the leader's, as the leader reports it
+    /// (0 for the leader; absent without a reachable leader).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lag: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodesResponse {
+    /// The node that answered this request.
+    asked: NodeId,
+    leader: Option<NodeId>,
+    nodes: Vec<NodeView>,
+}
+
+async fn nodes(State(node): State<Arc<Node>>) -> Json<NodesResponse> {
+    let own = node.status();
+    let mut asks = JoinSet::new();
+    for member in own.members.iter().filter(|m| m.id != own.id).cloned() {
+        let http = node.http().clone();
+        asks.spawn(async move {
+            let status = ask(&http, &member.addr).await;
+            (member, status)
+        });
+    }
+    let mut answers: Vec<(Member, Result<ClusterStatus, String>)> = asks.join_all().await;
+    if let Some(me) = own.members.iter().find(|m| m.id == own.id) {
+        answers.push((me.clone(), Ok(own.clone())));
+    }
+    answers.sort_by_key(|(m, _)| m.id);
+    let leader = answers
+        .iter()
+        .filter_map(|(_, s)| s.as_ref().ok())
+        .filter(|s| s.role == "leader")
+        .max_by_key(|s| s.term)
+        .cloned();
+    let nodes = answers
+        .into_iter()
+        .map(|(member, status)| {
+            let lag = leader.as_ref().and_then(|l| lag_of(l, member.id));
+            let (status, error) = match status {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e)),
+            };
+            NodeView { member, status, error, lag }
+        })
+        .collect();
+    Json(NodesResponse { asked: own.id, leader: leader.map(|l| l.id).or(own.leader), nodes })
+}
+
+/// Entries member `id` is behind `leader`'s log.
+fn lag_of(leader: &ClusterStatus, id: NodeId) -> Option<u64> {
+    let last = leader.last_log_index.unwrap_or(0);
+    if id == leader.id {
+        return Some(0);
+    }
+    let matched = leader.replication.as_ref()?.get(&id)?.unwrap_or(0);
+    Some(last.saturating_sub(matched))
+}
+
+async fn ask(http: &reqwest::Client, addr: &str) -> Result<ClusterStatus, String> {
+    let reply = http
+        .get(format!("http://{addr}/v1/cluster/status"))
+        .timeout(ASK_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| format!("unreachable: {e}"))?;
+    if !reply.status().is_success() {
+        return Err(format!("answered {}", reply.status()));
+    }
+    reply.json().await.map_err(|e| format!("unreadable status: {e}"))
+}

@@ -1,0 +1,295 @@
+//! The node's Prometheus metrics (`GET /metrics`), kept with `prometheus-client`.
+//!
+//! Three kinds of series, by where they are known:
+//! - requests served by this node (acquires, renews, releases by result,
+//!   forwarded requests): counted by the API where the request is answered,
+//!   so a request forwarded from a follower counts once on the follower
+//!   (`forwarded`) and once on the leader (its result);
+//! - lock events (expiries, wait and hold times): counted where entries are
+//!   applied, on every replica alike. Wait and hold times are measured in
+//!   committed ticks times the tick period: cluster time, the time leases
+//!   are measured in, identical on every replica and after a restart;
+//! - state (queue depth, live leases, tick, Raft term and indexes):
+//!   read when scraped.
+//!
+//! Nothing in here reads the lock table or Raft itself; the node and the
+//! stores push what they see.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Metric, Registry};
+
+use crate::lock::{EventKind, FencingToken, LockEvent};
+
+/// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which
+/// Prometheus scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A `result` label: what a request or an expiry came to.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+/// A `follower` label: the member a replication series is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FollowerLabel {
+    pub follower: String,
+}
+
+type Results = Family<ResultLabel, Counter>;
+
+/// Every series of one node. Cheap to share behind an `Arc`.
+pub struct Metrics {
+    registry: Registry,
+    acquires: Results,
+    renews: Results,
+    releases: Results,
+    expiries: Results,
+    forwarded: Results,
+    wait_seconds: Histogram,
+    hold_seconds: Histogram,
+    pub queue_depth: Gauge,
+    pub live_leases: Gauge,
+    pub tick: Gauge,
+    tick_lag_seconds: Gauge<f64, AtomicU64>,
+    pub term: Gauge,
+    pub is_leader: Gauge,
+    leader_changes: Counter,
+    commit_index: Gauge,
+    pub applied_index: Gauge,
+    pub last_log_index: Gauge,
+    pub replication_lag: Family<FollowerLabel, Gauge>,
+    append_seconds: Histogram,
+    flush_seconds: Histogram,
+    /// Grant tick of every lease seen granted, and queue-entry tick of every
+    /// waiter seen queued, to turn their ends into durations.
+    since: Mutex<Since>,
+}
+
+#[derive(Default)]
+struct Since {
+    /// lock name → (token, tick of the grant)
+    granted: HashMap<String, (FencingToken, u64)>,
+    /// (lock name, owner) → tick it joined the queue
+    queued: HashMap<(String, String), u64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("leasehold");
+        let r = &mut registry;
+        // Cluster time comes in whole ticks (100 ms by default): buckets from
+        // one tick to about 14 minutes. Disk latencies: 50 µs to about 1.6 s.
+        let cluster_time = || Histogram::new(exponential_buckets(0.1, 2.0, 14));
+        let disk_time = || Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
+        let by_result = Results::default;
+        Metrics {
+            acquires: registered(r, "acquires", "Acquire requests answered by this node, by result", by_result()),
+            renews: registered(r, "renews", "Renew requests answered by this node, by result", by_result()),
+            releases: registered(r, "releases", "Release requests answered by this node, by result", by_result()),
+            expiries: registered(
+                r,
+                "expiries",
+                "Leases expired by a Tick, applied on this replica (result: freed, or handed_over to a waiter)",
+                by_result(),
+            ),
+            forwarded: registered(
+                r,
+                "forwarded_requests",
+                "Client requests this follower forwarded to the leader, by result",
+                by_result(),
+            ),
+            wait_seconds: registered(
+                r,
+                "acquire_wait_seconds",
+                "Cluster time a waiter spent in a queue before the lock passed to it (applied on this replica)",
+                cluster_time(),
+            ),
+            hold_seconds: registered(
+                r,
+                "hold_seconds",
+                "Cluster time a lease was held, from grant to release, expiry or hand-over (applied on this replica)",
+                cluster_time(),
+            ),
+            queue_depth: registered(
+                r,
+                "queue_depth",
+                "Owners waiting in lock queues (this replica's applied table)",
+                Gauge::default(),
+            ),
+            live_leases: registered(r, "live_leases", "Locks held (this replica's applied table)", Gauge::default()),
+            tick: registered(r, "tick", "Committed ticks applied on this replica: the cluster clock", Gauge::default()),
+            tick_lag_seconds: registered(
+                r,
+                "tick_lag_seconds",
+                "Leader only (0 elsewhere): real time elapsed on the leader's monotonic clock since it began ticking \
+                 in its term, minus the ticks committed since times their period. Leases run long by this much.",
+                Gauge::default(),
+            ),
+            term: registered(r, "raft_term", "Current Raft term seen by this node", Gauge::default()),
+            is_leader: registered(r, "raft_is_leader", "1 while this node is the leader", Gauge::default()),
+            leader_changes: registered(
+                r,
+                "raft_leader_changes",
+                "Times this node saw the leader change",
+                Counter::default(),
+            ),
+            commit_index: registered(
+                r,
+                "raft_commit_index",
+                "Highest log index this node knows committed",
+                Gauge::default(),
+            ),
+            applied_index: registered(
+                r,
+                "raft_applied_index",
+                "Highest log index applied to this node's state machine",
+                Gauge::default(),
+            ),
+            last_log_index: registered(
+                r,
+                "raft_last_log_index",
+                "Highest log index in this node's log",
+                Gauge::default(),
+            ),
+            replication_lag: registered(
+                r,
+                "raft_replication_lag_entries",
+                "Leader only: entries the follower's log is behind the leader's",
+                Family::default(),
+            ),
+            append_seconds: registered(
+                r,
+                "log_append_seconds",
+                "Time from a log append until its entries are flushed to disk (group commit)",
+                disk_time(),
+            ),
+            flush_seconds: registered(r, "log_flush_seconds", "Time of one group-commit flush of the log", disk_time()),
+            since: Mutex::default(),
+            registry,
+        }
+    }
+
+    /// The registry in OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing into a String cannot fail");
+        out
+    }
+
+    /// One answered acquire: `result` is the outcome (`granted`,
+    /// `reacquired`, `granted_after_wait`) or the error code.
+    pub fn acquire(&self, result: &str) {
+        count(&self.acquires, result);
+    }
+
+    pub fn renew(&self, result: &str) {
+        count(&self.renews, result);
+    }
+
+    pub fn release(&self, result: &str) {
+        count(&self.releases, result);
+    }
+
+    pub fn forwarded(&self, result: &str) {
+        count(&self.forwarded, result);
+    }
+
+    pub fn leader_changed(&self) {
+        self.leader_changes.inc();
+    }
+
+    pub fn committed(&self, index: u64) {
+        self.commit_index.set(index as i64);
+    }
+
+    pub fn tick_lag(&self, lag_seconds: f64) {
+        self.tick_lag_seconds.set(lag_seconds);
+    }
+
+    /// One log append became durable `seconds` after it was made.
+    pub fn appended(&self, seconds: f64) {
+        self.append_seconds.observe(seconds);
+    }
+
+    pub fn flushed(&self, seconds: f64) {
+        self.flush_seconds.observe(seconds);
+    }
+
+    /// The events of one applied entry, after which the clock reads
+    /// `now_tick` with period `tick_ms`.
+    pub fn applied(&self, events: &[LockEvent], now_tick: u64, tick_ms: u64) {
+        let seconds = |from: u64| now_tick.saturating_sub(from) as f64 * tick_ms as f64 / 1000.0;
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        for event in events {
+            let name = &event.name;
+            match &event.kind {
+                EventKind::Acquired { token, .. } => {
+                    since.granted.insert(name.clone(), (*token, now_tick));
+                }
+                EventKind::Released { token, .. } => self.end_lease(&mut since, name, *token, seconds),
+                EventKind::Expired { token, .. } => {
+                    // The lock table hands an expired lock to its first
+                    // waiter in the same entry, right after the expiry.
+                    let handed_over = events.iter().any(|e| {
+                        e.name == *name
+                            && matches!(&e.kind, EventKind::HandedOver { from_token, .. } if from_token == token)
+                    });
+                    count(&self.expiries, if handed_over { "handed_over" } else { "freed" });
+                    self.end_lease(&mut since, name, *token, seconds);
+                }
+                EventKind::HandedOver { owner, token, .. } => {
+                    since.granted.insert(name.clone(), (*token, now_tick));
+                    if let Some(queued) = since.queued.remove(&(name.clone(), owner.clone())) {
+                        self.wait_seconds.observe(seconds(queued));
+                    }
+                }
+                EventKind::Queued { owner, .. } => {
+                    since.queued.entry((name.clone(), owner.clone())).or_insert(now_tick);
+                }
+                EventKind::WaitTimeout { owner } | EventKind::Cancelled { owner } => {
+                    since.queued.remove(&(name.clone(), owner.clone()));
+                }
+                EventKind::Renewed { .. } => {}
+            }
+        }
+    }
+
+    /// The applied state jumped to a snapshot: the leases and waiters this
+    /// replica saw start may have ended in entries it will never apply.
+    pub fn snapshot_installed(&self) {
+        *self.since.lock().unwrap_or_else(|p| p.into_inner()) = Since::default();
+    }
+
+    /// Observes the hold time of lease `token` of `name`, if its grant was seen
+    /// (leases granted before this process restored its snapshot were not).
+    fn end_lease(&self, since: &mut Since, name: &str, token: FencingToken, seconds: impl Fn(u64) -> f64) {
+        if let Some((_, granted)) = since.granted.remove(name).filter(|(t, _)| *t == token) {
+            self.hold_seconds.observe(seconds(granted));
+        }
+    }
+}
+
+/// `metric`, after registering a handle on it under `name`.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+fn count(family: &Results, result: &str) {
+    family.get_or_create(&ResultLabel { result: result.to_owned() }).inc();
+}
