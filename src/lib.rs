@@ -8,6 +8,8 @@
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
 //!   `get-record`/`gate`, `run`, `demo`, `bench`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`history`] — independent of leasehold's client: the harness clock, the
+//!   history recorder, the fenced resource (HTTP) and the pure checker.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -33,6 +35,7 @@ pub mod api;
 pub mod bench;
 pub mod client;
 pub mod demo;
+pub mod history;
 pub mod local;
 pub mod lock;
 pub mod node;
