@@ -10,6 +10,7 @@
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
 //! - [`history`] — independent of leasehold's client: the harness clock, the
 //!   history recorder, the fenced resource (HTTP) and the pure checker.
+//! - [`plot`] — the SVG frame shared by the bench and chaos plots.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -39,5 +40,6 @@ pub mod history;
 pub mod local;
 pub mod lock;
 pub mod node;
+pub mod plot;
 pub mod raft;
 pub mod run;
