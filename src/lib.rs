@@ -6,8 +6,12 @@
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
-//!   `get-record`/`gate`, `run`, `demo`, `bench`).
+//!   `get-record`/`gate`, `run`, `demo`, `bench`, `chaos`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
+//!   namespaces (loopback fallback), a recorded workload, the nemesis (kill,
+//!   pause, partition, packet loss, paused client, clock jumps, membership),
+//!   the table per fault and the timeline.
 //! - [`history`] — independent of leasehold's client: the harness clock, the
 //!   history recorder, the fenced resource (HTTP) and the pure checker.
 //! - [`plot`] — the SVG frame shared by the bench and chaos plots.
@@ -34,6 +38,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod chaos;
 pub mod client;
 pub mod demo;
 pub mod history;
