@@ -111,8 +111,15 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         http: crate::node::http_client(),
         history: history.clone(),
     };
-    let mut nemesis =
-        Nemesis { slots: cluster.ids(), cluster, hosts, members, hold: options.hold, target: target.clone() };
+    let mut nemesis = Nemesis {
+        slots: cluster.ids(),
+        cluster,
+        hosts,
+        members,
+        hold: options.hold,
+        target: target.clone(),
+        injected_us: 0,
+    };
     let workload = Workload::start(&target, options.clients);
     tokio::time::sleep(options.quiet).await;
     let records = inject_rounds(&mut nemesis, options).await;

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::hosts::Hosts;
 use super::workload::{hot_lock, Target, TTL_MS};
-use crate::history::{OpResult, Phase};
+use crate::history::{HarnessClock, OpResult, Phase};
 use crate::local::LocalCluster;
 use crate::raft::NodeId;
 
@@ -102,6 +102,13 @@ pub struct FaultRecord {
     pub note: String,
 }
 
+/// Lets a fault that is in place last for `hold`; returns when it was in place.
+async fn hold_fault(hold: Duration, clock: HarnessClock) -> u64 {
+    let in_place = clock.now_us();
+    tokio::time::sleep(hold).await;
+    in_place
+}
+
 /// The cluster under test and what the nemesis knows about it.
 pub struct Nemesis {
     pub cluster: LocalCluster,
@@ -113,6 +120,8 @@ pub struct Nemesis {
     /// How long a fault lasts before it is healed.
     pub hold: Duration,
     pub target: Target,
+    /// When the current fault was fully in place, µs on the harness clock.
+    pub injected_us: u64,
 }
 
 impl Nemesis {
@@ -134,7 +143,9 @@ impl Nemesis {
             return Ok(skipped("skipped: libfaketime is not installed"));
         }
         let leader = self.cluster.wait_for_leader(LEADER_BOUND).await?;
-        let started_us = clock.now_us();
+        // Faults that are held mark the moment they are in place (all
+        // iptables rules added, the process stopped); the others start now.
+        self.injected_us = clock.now_us();
         let note = match kind {
             FaultKind::KillLeader => self.kill_and_restart(&[leader]).await?,
             FaultKind::KillFollower => {
@@ -147,22 +158,24 @@ impl Nemesis {
             }
             FaultKind::PauseLeader => {
                 self.cluster.signal(leader, Signal::SIGSTOP);
-                tokio::time::sleep(self.hold).await;
+                self.injected_us = hold_fault(self.hold, clock).await;
                 self.cluster.signal(leader, Signal::SIGCONT);
                 format!("node {leader} stopped {:?}", self.hold)
             }
             FaultKind::PartitionLeader => {
                 let hosts = self.hosts.as_ref().expect("checked above");
                 hosts.isolate(leader, &self.followers(leader))?;
-                tokio::time::sleep(self.hold).await;
+                let in_place = hold_fault(self.hold, clock).await;
                 hosts.heal(leader)?;
+                self.injected_us = in_place;
                 format!("node {leader} cut off from the others {:?}", self.hold)
             }
             FaultKind::LossyLinks => {
                 let hosts = self.hosts.as_ref().expect("checked above");
                 hosts.lossy(leader, 30)?;
-                tokio::time::sleep(self.hold).await;
+                let in_place = hold_fault(self.hold, clock).await;
                 hosts.heal(leader)?;
+                self.injected_us = in_place;
                 format!("node {leader} dropped 30% of its packets for {:?}", self.hold)
             }
             FaultKind::PausedClient => self.paused_client().await,
@@ -170,7 +183,7 @@ impl Nemesis {
             FaultKind::ClockBack => self.clock_jump("-1h").await?,
             FaultKind::Membership => self.membership(leader).await?,
         };
-        let healed_us = clock.now_us();
+        let (started_us, healed_us) = (self.injected_us, clock.now_us());
         self.cluster.wait_for_leader(LEADER_BOUND).await?;
         Ok(FaultRecord { kind, injected: true, started_us, healed_us, note })
     }
@@ -183,7 +196,7 @@ impl Nemesis {
         for id in ids {
             self.cluster.kill(*id);
         }
-        tokio::time::sleep(self.hold).await;
+        self.injected_us = hold_fault(self.hold, self.target.history.clock()).await;
         for id in ids {
             self.cluster.start(*id)?;
         }
@@ -202,6 +215,7 @@ impl Nemesis {
         };
         let token = lease.token();
         let pause = Duration::from_millis(TTL_MS) + self.hold;
+        self.injected_us = self.target.history.clock().now_us();
         tokio::time::sleep(pause).await;
         let begin = self.target.write(&lock, &owner, token, Phase::Begin).await;
         let end = self.target.write(&lock, &owner, token, Phase::End).await;
