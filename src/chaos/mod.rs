@@ -78,14 +78,14 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     std::fs::create_dir_all(&data)?;
     let clock = HarnessClock::new();
     let history = History::new(clock);
-    let hosts = if options.network {
-        Hosts::create(SLOTS)
-            .inspect_err(|e| eprintln!("chaos: {e}: falling back to loopback, process-level faults only"))
-            .ok()
-    } else {
-        None
+    let (hosts, described) = match options.network.then(|| Hosts::create(SLOTS)) {
+        Some(Ok(hosts)) => {
+            let described = hosts.describe();
+            (Some(hosts), described)
+        }
+        Some(Err(e)) => (None, format!("loopback, process-level faults only ({e})")),
+        None => (None, "loopback, process-level faults only (--loopback)".to_string()),
     };
-    let described = hosts.as_ref().map_or("loopback (no network faults)".to_string(), Hosts::describe);
     eprintln!("chaos: nodes on {described}");
     let addrs = match &hosts {
         Some(h) => h.node_addrs(),
