@@ -2,8 +2,6 @@
 //! cluster under load (nodes in network namespaces when the machine allows),
 //! judged by the history checker.
 
-mod common;
-
 use std::time::Duration;
 
 use leasehold::chaos::nemesis::FaultKind;

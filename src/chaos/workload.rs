@@ -1,7 +1,7 @@
 //! The workload: concurrent clients doing acquire (try or wait) → write the
 //! section's begin to the fenced resource → read the lock → sometimes renew
-//! → write the section's end → release, on a few hot lock names and many
-//! cold ones. Every request goes into the [`History`] with its request id.
+//! → write the section's end → release → sometimes read again, on a few hot
+//! lock names and many cold ones. Every request goes into the [`History`] with its request id.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -172,4 +172,8 @@ async fn one_cycle(target: &Target, owner: &str) {
     }
     target.write(&lock, owner, token, Phase::End).await;
     target.release(&lock, owner, token).await;
+    if fastrand::u8(..4) == 0 {
+        // After an acknowledged release, no read may show its token again.
+        target.read(&lock, owner).await;
+    }
 }
