@@ -274,7 +274,7 @@ enum ClusterSize {
 
 #[derive(Args)]
 struct ChaosArgs {
-    /// Keep injecting rounds of faults for this long (one full round at least).
+    /// Keep injecting faults for this long (one full round at least).
     #[arg(long, default_value_t = 5)]
     minutes: u64,
     #[arg(long, value_enum, default_value = "3")]

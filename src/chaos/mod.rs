@@ -49,8 +49,8 @@ pub enum ChaosError {
 pub struct ChaosOptions {
     /// 3 or 5 voters.
     pub nodes: usize,
-    /// Keep injecting rounds of faults until this much time has passed (at
-    /// least one full round).
+    /// Keep injecting faults until this much time has passed (one full round
+    /// at least); the fault under way then is finished.
     pub duration: Duration,
     /// The faults of a round, in order.
     pub faults: Vec<FaultKind>,
@@ -142,35 +142,35 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     Ok(report)
 }
 
-/// Rounds of faults until the duration has passed, one full round at least.
+/// Faults in rounds until the duration has passed, one full round at least.
 /// A fault that fails (no leader in time, a refused membership change) is
 /// recorded as not injected, and the run goes on.
 async fn inject_rounds(nemesis: &mut Nemesis, options: &ChaosOptions) -> Vec<FaultRecord> {
     let began = Instant::now();
     let mut records = Vec::new();
-    let mut round = 0;
-    while round == 0 || began.elapsed() < options.duration {
-        round += 1;
-        for (i, kind) in options.faults.iter().enumerate() {
-            eprintln!(
-                "chaos: [round {round}, {}/{}, {:.0}s] {} ...",
-                i + 1,
-                options.faults.len(),
-                began.elapsed().as_secs_f64(),
-                kind.label()
-            );
-            let now_us = nemesis.target.history.clock().now_us();
-            let record = nemesis.inject(*kind).await.unwrap_or_else(|e| FaultRecord {
-                kind: *kind,
-                injected: false,
-                started_us: now_us,
-                healed_us: now_us,
-                note: format!("failed: {e}"),
-            });
-            eprintln!("chaos:   {}", record.note);
-            records.push(record);
-            tokio::time::sleep(options.quiet).await;
+    let round_length = options.faults.len();
+    for (n, kind) in options.faults.iter().cycle().enumerate() {
+        if n >= round_length && began.elapsed() >= options.duration {
+            break;
         }
+        eprintln!(
+            "chaos: [round {}, {}/{round_length}, {:.0}s] {} ...",
+            n / round_length + 1,
+            n % round_length + 1,
+            began.elapsed().as_secs_f64(),
+            kind.label()
+        );
+        let now_us = nemesis.target.history.clock().now_us();
+        let record = nemesis.inject(*kind).await.unwrap_or_else(|e| FaultRecord {
+            kind: *kind,
+            injected: false,
+            started_us: now_us,
+            healed_us: now_us,
+            note: format!("failed: {e}"),
+        });
+        eprintln!("chaos:   {}", record.note);
+        records.push(record);
+        tokio::time::sleep(options.quiet).await;
     }
     records
 }
