@@ -111,21 +111,13 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         http: crate::node::http_client(),
         history: history.clone(),
     };
-    let mut nemesis = Nemesis {
-        slots: cluster.ids(),
-        cluster,
-        hosts,
-        members,
-        hold: options.hold,
-        target: target.clone(),
-        injected_us: 0,
-    };
+    let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
     let workload = Workload::start(&target, options.clients);
     tokio::time::sleep(options.quiet).await;
-    let records = inject_rounds(&mut nemesis, options).await;
+    let records = inject_rounds(&mut nemesis, options, clock).await;
     workload.stop().await;
     let end_us = clock.now_us();
-    nemesis.cluster.stop_all(Duration::from_secs(5));
+    nemesis.stop_cluster(Duration::from_secs(5));
     drop(nemesis);
 
     let operations = history.operations();
@@ -145,7 +137,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
 /// Faults in rounds until the duration has passed, one full round at least.
 /// A fault that fails (no leader in time, a refused membership change) is
 /// recorded as not injected, and the run goes on.
-async fn inject_rounds(nemesis: &mut Nemesis, options: &ChaosOptions) -> Vec<FaultRecord> {
+async fn inject_rounds(nemesis: &mut Nemesis, options: &ChaosOptions, clock: HarnessClock) -> Vec<FaultRecord> {
     let began = Instant::now();
     let mut records = Vec::new();
     let round_length = options.faults.len();
@@ -160,7 +152,7 @@ async fn inject_rounds(nemesis: &mut Nemesis, options: &ChaosOptions) -> Vec<Fau
             began.elapsed().as_secs_f64(),
             kind.label()
         );
-        let now_us = nemesis.target.history.clock().now_us();
+        let now_us = clock.now_us();
         let record = nemesis.inject(*kind).await.unwrap_or_else(|e| FaultRecord {
             kind: *kind,
             injected: false,

@@ -111,20 +111,39 @@ async fn hold_fault(hold: Duration, clock: HarnessClock) -> u64 {
 
 /// The cluster under test and what the nemesis knows about it.
 pub struct Nemesis {
-    pub cluster: LocalCluster,
-    pub hosts: Option<Hosts>,
+    // Dropped before `hosts` (fields drop in order): the node processes die
+    // before their namespaces are deleted.
+    cluster: LocalCluster,
+    hosts: Option<Hosts>,
     /// Current voters.
-    pub members: BTreeSet<NodeId>,
+    members: BTreeSet<NodeId>,
     /// Node ids that can join (the 5-slot cluster's spare or removed nodes).
-    pub slots: Vec<NodeId>,
+    slots: Vec<NodeId>,
     /// How long a fault lasts before it is healed.
-    pub hold: Duration,
-    pub target: Target,
+    hold: Duration,
+    target: Target,
     /// When the current fault was fully in place, µs on the harness clock.
-    pub injected_us: u64,
+    injected_us: u64,
 }
 
 impl Nemesis {
+    /// The nemesis of `cluster` (whose nodes `members` run), on `hosts`
+    /// when there are namespaces; it records through `target`.
+    pub fn new(
+        cluster: LocalCluster,
+        hosts: Option<Hosts>,
+        members: BTreeSet<NodeId>,
+        hold: Duration,
+        target: Target,
+    ) -> Nemesis {
+        Nemesis { slots: cluster.ids(), cluster, hosts, members, hold, target, injected_us: 0 }
+    }
+
+    /// Stops every node (SIGTERM, then SIGKILL after `grace`).
+    pub fn stop_cluster(&mut self, grace: Duration) {
+        self.cluster.stop_all(grace);
+    }
+
     /// Injects `kind`, holds it, heals it, and waits for a leader again.
     pub async fn inject(&mut self, kind: FaultKind) -> Result<FaultRecord, NemesisError> {
         let clock = self.target.history.clock();

@@ -182,15 +182,17 @@ impl ChaosReport {
         let frame = Frame::new(per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15);
         let x = |us: u64| frame.left + us as f64 / 1e6 / seconds as f64 * frame.inner_width();
         let mut svg = frame.open("leasehold under faults: grants per second", "grants/s");
-        for (i, f) in self.faults.iter().filter(|f| f.record.injected).enumerate() {
+        for f in self.faults.iter().filter(|f| f.record.injected) {
             let (x0, x1) = (x(f.record.started_us), x(f.record.healed_us).max(x(f.record.started_us) + 2.0));
+            // Labels run upwards along each band's left edge, so that the
+            // dozens of faults of a long run do not write over each other.
+            let (lx, ly) = (x0 + 8.0, frame.height - frame.bottom - 4.0);
             svg.push_str(&format!(
                 "<rect x=\"{x0:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e8a0a0\" opacity=\"0.5\"/>\n\
-                 <text x=\"{x0:.1}\" y=\"{}\" font-size=\"8\">{}</text>\n",
+                 <text x=\"{lx:.1}\" y=\"{ly:.1}\" transform=\"rotate(-90 {lx:.1} {ly:.1})\" font-size=\"8\">{}</text>\n",
                 frame.top,
                 x1 - x0,
                 frame.height - frame.bottom - frame.top,
-                frame.top - 4.0 + (i % 3) as f64 * 9.0 + 9.0,
                 f.record.kind.label()
             ));
         }
