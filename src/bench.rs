@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::client::{AcquireOptions, Client, ClientError};
 use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
+use crate::plot::Frame;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -309,34 +310,11 @@ pub fn markdown_table(rows: &[BenchRow]) -> String {
 /// with the median p50 and p99 cycle latency.
 pub fn svg_plot(rows: &[BenchRow]) -> String {
     let points = medians(rows);
-    let (width, height, left, bottom, top) = (640.0, 360.0, 70.0, 50.0, 40.0);
-    let max = points.iter().map(|p| p.ops_per_sec).fold(1.0, f64::max) * 1.15;
-    let slot = (width - left - 20.0) / points.len().max(1) as f64;
-    let y = |v: f64| height - bottom - v / max * (height - bottom - top);
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="22" text-anchor="middle" font-size="15">leasehold acquire→release cycles/s (median of runs)</text>
-<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
-<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>
-<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">cycles/s</text>
-"#,
-        width / 2.0,
-        height - bottom,
-        width - 20.0,
-        height - bottom,
-        height - bottom,
-        height / 2.0,
-        height / 2.0
-    );
-    for i in 0..=4 {
-        let v = max / 4.0 * i as f64;
-        svg.push_str(&format!(
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.0}</text>\n",
-            left - 6.0,
-            y(v) + 4.0
-        ));
-    }
+    let frame = Frame::new(points.iter().map(|p| p.ops_per_sec).fold(1.0, f64::max) * 1.15);
+    let (height, left, bottom) = (frame.height, frame.left, frame.bottom);
+    let slot = frame.inner_width() / points.len().max(1) as f64;
+    let y = |v: f64| frame.y(v);
+    let mut svg = frame.open("leasehold acquire→release cycles/s (median of runs)", "cycles/s");
     for (i, m) in points.iter().enumerate() {
         let (ops, p50, p99) = (m.ops_per_sec, m.p50_ms, m.p99_ms);
         let x = left + slot * i as f64 + slot * 0.2;

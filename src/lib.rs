@@ -6,10 +6,18 @@
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
-//!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`).
+//!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`,
+//!   `chaos`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
 //! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
 //!   (Tick apply time, memory per lease, disk, snapshot costs).
+//! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
+//!   namespaces (loopback fallback), a recorded workload, the nemesis (kill,
+//!   pause, partition, packet loss, paused client, clock jumps, membership),
+//!   the table per fault and the timeline.
+//! - [`history`] — independent of leasehold's client: the harness clock, the
+//!   history recorder, the fenced resource (HTTP) and the pure checker.
+//! - [`plot`] — the SVG frame shared by the bench and chaos plots.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -38,12 +46,15 @@
 
 pub mod api;
 pub mod bench;
+pub mod chaos;
 pub mod client;
 pub mod demo;
+pub mod history;
 pub mod local;
 pub mod lock;
 pub mod metrics;
 pub mod node;
+pub mod plot;
 pub mod raft;
 pub mod run;
 pub mod scale;

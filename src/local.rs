@@ -30,6 +30,11 @@ pub enum NodeLogs {
 struct NodeProcess {
     id: NodeId,
     addr: SocketAddr,
+    /// Command prefix the node runs under (e.g. `ip netns exec NS`); the
+    /// prefix must exec the node so the PID stays the node's.
+    launcher: Vec<String>,
+    /// Extra environment (e.g. libfaketime's) from the node's next start on.
+    env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -62,7 +67,13 @@ impl LocalCluster {
         let nodes: Vec<NodeProcess> = addrs
             .iter()
             .enumerate()
-            .map(|(i, addr)| NodeProcess { id: i as NodeId + 1, addr: *addr, child: None })
+            .map(|(i, addr)| NodeProcess {
+                id: i as NodeId + 1,
+                addr: *addr,
+                launcher: Vec::new(),
+                env: Vec::new(),
+                child: None,
+            })
             .collect();
         let initial = nodes.len();
         LocalCluster {
@@ -87,6 +98,17 @@ impl LocalCluster {
     pub fn with_serve_args(mut self, args: &[&str]) -> Self {
         self.serve_args = args.iter().map(|a| a.to_string()).collect();
         self
+    }
+
+    /// Runs node `id` under `prefix` (a program and its arguments, given the
+    /// node's command line after them) from its next start on.
+    pub fn set_launcher(&mut self, id: NodeId, prefix: Vec<String>) {
+        self.node_mut(id).launcher = prefix;
+    }
+
+    /// Gives node `id` these extra environment variables from its next start on.
+    pub fn set_env(&mut self, id: NodeId, env: Vec<(String, String)>) {
+        self.node_mut(id).env = env;
     }
 
     /// `n` loopback addresses with ports that were free a moment ago.
@@ -137,9 +159,18 @@ impl LocalCluster {
         let joins_later = !initial.iter().any(|n| n.id == id);
         let data = self.data_dir(id);
         std::fs::create_dir_all(&data)?;
-        let addr = self.node(id).addr;
-        let mut command = Command::new(&self.binary);
+        let node = self.node(id);
+        let addr = node.addr;
+        let mut command = match node.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
         command
+            .envs(node.env.iter().map(|(k, v)| (k, v)))
             .arg("serve")
             .args(["--id", &id.to_string()])
             .args(["--addr", &addr.to_string()])

@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use leasehold::bench::{self, BenchOptions, Workload};
+use leasehold::chaos::nemesis::FaultKind;
+use leasehold::chaos::{self, ChaosOptions};
 use leasehold::client::{AcquireOptions, Client};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
@@ -158,6 +160,8 @@ enum Cmd {
     Run(RunArgs),
     /// Measure acquire→release cycles/s and latency.
     Bench(BenchArgs),
+    /// The fault suite: faults under load, judged by the history checker.
+    Chaos(ChaosArgs),
     /// Demonstrations: `demo payments` (fencing tokens vs. a paused worker).
     Demo {
         #[command(subcommand)]
@@ -293,6 +297,46 @@ struct BenchArgs {
     bulk_clients: usize,
 }
 
+/// Voters of the fault suite's cluster.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClusterSize {
+    #[value(name = "3")]
+    Three,
+    #[value(name = "5")]
+    Five,
+}
+
+#[derive(Args)]
+struct ChaosArgs {
+    /// Keep injecting faults for this long (one full round at least).
+    #[arg(long, default_value_t = 5)]
+    minutes: u64,
+    #[arg(long, value_enum, default_value = "3")]
+    nodes: ClusterSize,
+    /// Concurrent workload clients.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Faults of a round, comma-separated (default: all, in this order).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kill-leader,kill-follower,kill-all,pause-leader,partition-leader,lossy-links,paused-client,clock-forward,clock-back,membership"
+    )]
+    faults: Vec<FaultKind>,
+    /// How long each fault lasts.
+    #[arg(long, default_value = "4s", value_parser = run::parse_duration)]
+    hold: Duration,
+    /// Quiet time after each fault.
+    #[arg(long, default_value = "5s", value_parser = run::parse_duration)]
+    quiet: Duration,
+    /// Run on loopback even when network namespaces are available.
+    #[arg(long)]
+    loopback: bool,
+    /// Folder for chaos.md, chaos.json, timeline.svg, history.json and node data.
+    #[arg(long, default_value = "./chaos-results")]
+    out: PathBuf,
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -379,6 +423,7 @@ async fn run(command: Cmd) -> Result<()> {
         }
         Cmd::Run(args) => std::process::exit(run_locked(args).await),
         Cmd::Bench(args) => run_bench(args).await,
+        Cmd::Chaos(args) => run_chaos(args).await,
         Cmd::Demo { demo } => std::process::exit(leasehold::demo::run(demo).await),
     }
 }
@@ -511,5 +556,29 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
     let rows = bench::run(&options).await?;
     println!("{}", bench::markdown_table(&rows));
     eprintln!("bench: results in {}", options.out.display());
+    Ok(())
+}
+
+async fn run_chaos(args: ChaosArgs) -> Result<()> {
+    let options = ChaosOptions {
+        nodes: match args.nodes {
+            ClusterSize::Three => 3,
+            ClusterSize::Five => 5,
+        },
+        duration: Duration::from_secs(args.minutes * 60),
+        faults: args.faults,
+        clients: args.clients,
+        hold: args.hold,
+        quiet: args.quiet,
+        network: !args.loopback,
+        binary: std::env::current_exe().context("locating the leasehold binary")?,
+        out: args.out,
+    };
+    let report = chaos::run(&options).await?;
+    println!("{}", report.markdown());
+    eprintln!("chaos: results in {}", options.out.display());
+    if report.violations() > 0 {
+        bail!("{} violations", report.violations());
+    }
     Ok(())
 }

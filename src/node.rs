@@ -247,7 +247,10 @@ impl Node {
 
     /// Runs `read` on the lock table once it reflects every write committed
     /// before this call (ReadIndex: the leader confirms it still leads, then
-    /// waits until its state machine has applied the commit index).
+    /// waits until its state machine has applied the commit index). This is
+    /// sound because a node never resumes leadership after a restart (see
+    /// `LogStore::read_vote`): a leader's read index always comes from a
+    /// term it won by election, after its own entry of that term committed.
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable()).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),

@@ -150,8 +150,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
+    /// The vote as saved, but never as a committed one. openraft 0.9 restores
+    /// a node whose saved vote is its own committed vote as leader of that
+    /// old term at once, without an election. That is unsafe here: a quorum
+    /// of followers may have committed an entry the old leader had not yet
+    /// flushed itself, and, leading the same term again, it would write a
+    /// different entry at that index under the same (term, index), which
+    /// followers take as identical. Its read index would also come from its
+    /// last saved commit index, which lags what it acknowledged (the fault
+    /// suite caught such a stale read). Read as uncommitted, the vote keeps
+    /// the node from voting twice in that term, and the node must win a new
+    /// term by election, where Raft's up-to-date check picks a log that has
+    /// every committed entry.
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
-        self.get_meta(VOTE)
+        Ok(self.get_meta::<Vote<NodeId>>(VOTE)?.map(|vote| Vote { committed: false, ..vote }))
     }
 
     /// Not flushed on its own: it rides on the next log flush. Losing it only

@@ -1,0 +1,215 @@
+//! The fault suite's output: per fault kind, operations, grants, faults
+//! injected, unavailability window (fault → next successful grant) and
+//! violations, as Markdown and JSON, and a timeline plot (SVG).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::nemesis::{FaultKind, FaultRecord};
+use crate::history::{CheckReport, OpKind, OpResult, Operation, ResourceWrite};
+use crate::plot::Frame;
+
+/// One fault instance with what happened from its start to the next fault's.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultOutcome {
+    #[serde(flatten)]
+    pub record: FaultRecord,
+    pub operations: usize,
+    pub grants: usize,
+    /// From the fault's start to the answer of the first grant sent after it.
+    pub unavailability_ms: Option<u64>,
+    /// Whether a grant was sent after the fault was healed and acknowledged.
+    pub granted_after_heal: bool,
+    pub violations: usize,
+}
+
+/// One row of the table: every instance of one fault kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultRow {
+    pub fault: FaultKind,
+    pub label: &'static str,
+    pub injected: usize,
+    pub skipped: usize,
+    pub operations: usize,
+    pub grants: usize,
+    pub max_unavailability_ms: Option<u64>,
+    pub violations: usize,
+}
+
+/// What a run was.
+pub struct RunSetup {
+    pub nodes: usize,
+    pub clients: usize,
+    /// How nodes were hosted (namespaces, or the loopback fallback).
+    pub hosts: String,
+    /// When the run ended, µs on the harness clock.
+    pub end_us: u64,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaosReport {
+    pub nodes: usize,
+    pub clients: usize,
+    /// How nodes were hosted (namespaces, or the loopback fallback).
+    pub hosts: String,
+    pub seconds: f64,
+    pub operations: usize,
+    pub grants: usize,
+    pub resource_writes: usize,
+    pub refused_stale_writes: usize,
+    pub rows: Vec<FaultRow>,
+    pub faults: Vec<FaultOutcome>,
+    pub violation_counts: BTreeMap<String, usize>,
+    pub violation_examples: Vec<String>,
+}
+
+fn is_grant(op: &Operation) -> bool {
+    matches!(op.kind, OpKind::AcquireTry | OpKind::AcquireWait) && matches!(op.result, OpResult::Granted { .. })
+}
+
+impl ChaosReport {
+    pub fn build(
+        setup: RunSetup,
+        operations: &[Operation],
+        writes: &[ResourceWrite],
+        faults: &[FaultRecord],
+        check: &CheckReport,
+    ) -> ChaosReport {
+        let RunSetup { nodes, clients, hosts, end_us } = setup;
+        let outcomes: Vec<FaultOutcome> = faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let until = faults.get(i + 1).map_or(end_us, |next| next.started_us);
+                let span: Vec<&Operation> =
+                    operations.iter().filter(|op| (f.started_us..until).contains(&op.sent_us)).collect();
+                let next_grant = operations
+                    .iter()
+                    .filter(|op| is_grant(op) && op.sent_us >= f.started_us)
+                    .map(|op| op.received_us)
+                    .min();
+                FaultOutcome {
+                    record: f.clone(),
+                    operations: span.len(),
+                    grants: span.iter().filter(|op| is_grant(op)).count(),
+                    unavailability_ms: next_grant.map(|at| (at - f.started_us) / 1000),
+                    granted_after_heal: operations.iter().any(|op| is_grant(op) && op.sent_us >= f.healed_us),
+                    violations: check.violations.iter().filter(|v| (f.started_us..until).contains(&v.at_us)).count(),
+                }
+            })
+            .collect();
+        let rows = FaultKind::ALL
+            .iter()
+            .filter_map(|kind| {
+                let of: Vec<&FaultOutcome> = outcomes.iter().filter(|o| o.record.kind == *kind).collect();
+                let injected: Vec<&&FaultOutcome> = of.iter().filter(|o| o.record.injected).collect();
+                (!of.is_empty()).then(|| FaultRow {
+                    fault: *kind,
+                    label: kind.label(),
+                    injected: injected.len(),
+                    skipped: of.len() - injected.len(),
+                    operations: of.iter().map(|o| o.operations).sum(),
+                    grants: of.iter().map(|o| o.grants).sum(),
+                    max_unavailability_ms: injected.iter().filter_map(|o| o.unavailability_ms).max(),
+                    violations: of.iter().map(|o| o.violations).sum(),
+                })
+            })
+            .collect();
+        ChaosReport {
+            nodes,
+            clients,
+            hosts,
+            seconds: end_us as f64 / 1e6,
+            operations: operations.len(),
+            grants: operations.iter().filter(|op| is_grant(op)).count(),
+            resource_writes: writes.len(),
+            refused_stale_writes: writes.iter().filter(|w| !w.accepted).count(),
+            rows,
+            faults: outcomes,
+            violation_counts: check.counts().into_iter().map(|(k, n)| (format!("{k:?}"), n)).collect(),
+            violation_examples: check.examples(3),
+        }
+    }
+
+    /// Total violations found by the checker.
+    pub fn violations(&self) -> usize {
+        self.violation_counts.values().sum()
+    }
+
+    /// The table per fault, then the run's totals, as Markdown.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "Fault suite: {} nodes, {} clients, {:.0} s, {}.\n\n\
+             | fault | injected | operations | grants | max unavailability (ms) | violations |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+            self.nodes, self.clients, self.seconds, self.hosts
+        );
+        for r in &self.rows {
+            let injected =
+                if r.skipped > 0 { format!("{} ({} skipped)", r.injected, r.skipped) } else { r.injected.to_string() };
+            let unavailable = r.max_unavailability_ms.map_or("–".to_string(), |ms| ms.to_string());
+            out.push_str(&format!(
+                "| {} | {injected} | {} | {} | {unavailable} | {} |\n",
+                r.label, r.operations, r.grants, r.violations
+            ));
+        }
+        out.push_str(&format!(
+            "\nTotal: {} operations, {} grants, {} resource writes ({} stale writes refused), {} violations.\n",
+            self.operations,
+            self.grants,
+            self.resource_writes,
+            self.refused_stale_writes,
+            self.violations()
+        ));
+        for example in &self.violation_examples {
+            out.push_str(&format!("- {example}\n"));
+        }
+        out
+    }
+
+    /// Grants per second over the run, with every fault shaded from its
+    /// start to its heal.
+    pub fn timeline_svg(&self, operations: &[Operation]) -> String {
+        let seconds = self.seconds.ceil().max(1.0) as usize;
+        let mut per_second = vec![0usize; seconds + 1];
+        for op in operations.iter().filter(|op| is_grant(op)) {
+            if let Some(slot) = per_second.get_mut((op.received_us / 1_000_000) as usize) {
+                *slot += 1;
+            }
+        }
+        let frame = Frame::new(per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15);
+        let x = |us: u64| frame.left + us as f64 / 1e6 / seconds as f64 * frame.inner_width();
+        let mut svg = frame.open("leasehold under faults: grants per second", "grants/s");
+        for f in self.faults.iter().filter(|f| f.record.injected) {
+            let (x0, x1) = (x(f.record.started_us), x(f.record.healed_us).max(x(f.record.started_us) + 2.0));
+            // Labels run upwards along each band's left edge, so that the
+            // dozens of faults of a long run do not write over each other.
+            let (lx, ly) = (x0 + 8.0, frame.height - frame.bottom - 4.0);
+            svg.push_str(&format!(
+                "<rect x=\"{x0:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e8a0a0\" opacity=\"0.5\"/>\n\
+                 <text x=\"{lx:.1}\" y=\"{ly:.1}\" transform=\"rotate(-90 {lx:.1} {ly:.1})\" font-size=\"8\">{}</text>\n",
+                frame.top,
+                x1 - x0,
+                frame.height - frame.bottom - frame.top,
+                f.record.kind.label()
+            ));
+        }
+        let points: Vec<String> = per_second
+            .iter()
+            .enumerate()
+            .map(|(s, n)| format!("{:.1},{:.1}", x(s as u64 * 1_000_000), frame.y(*n as f64)))
+            .collect();
+        svg.push_str(&format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"#4a7ebb\" stroke-width=\"1.5\"/>\n",
+            points.join(" ")
+        ));
+        svg.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">seconds (0–{seconds})</text>\n</svg>\n",
+            frame.left + frame.inner_width() / 2.0,
+            frame.height - 15.0
+        ));
+        svg
+    }
+}

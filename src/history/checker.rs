@@ -1,0 +1,524 @@
+//! The checker: a pure function from (client operations, resource writes) to
+//! the violations it finds. No clock, no I/O; every time is µs on the
+//! harness's monotonic clock.
+//!
+//! What it checks, per lock name:
+//!
+//! - **Tokens increase** ([`ViolationKind::TokenNotIncreasing`]): a grant
+//!   sent after another grant was acknowledged carries a greater token, and
+//!   no token is granted to two clients.
+//! - **No regression** ([`ViolationKind::TokenRegression`]): a read or renew
+//!   never sees a token below one acknowledged before it was sent.
+//! - **No stale write** ([`ViolationKind::StaleWriteAccepted`]): the resource
+//!   never accepted a token below one it had accepted earlier for that lock.
+//! - **No double grant** ([`ViolationKind::OverlappingGrants`]): the windows
+//!   in which two clients believed they held the lock do not overlap. A
+//!   window opens when the client receives the grant (a queued acquire was
+//!   sent long before it was granted: counting from its send time would make
+//!   every waiter overlap the holder it waited for) and closes at the latest
+//!   send time + ttl of the grant and its acknowledged renewals, or earlier
+//!   at the send time of the client's release (acknowledged or not: a
+//!   holder stops acting on a lease when it sends its release).
+//! - **Acknowledged means durable** ([`ViolationKind::LostGrant`],
+//!   [`LostRenew`](ViolationKind::LostRenew), [`LostRelease`](ViolationKind::LostRelease)):
+//!   a read sent after a grant was acknowledged, answered before that lease
+//!   could have expired (send time + ttl of the grant or of a renewal
+//!   acknowledged before the read), with no release of it sent, sees that
+//!   lease; a read sent after a release was acknowledged does not see the
+//!   released token.
+//! - **No overlapping critical sections** ([`ViolationKind::OverlappingSections`]):
+//!   at the resource, the spans between the first and last accepted write of
+//!   two (client, token) sections do not overlap. This is what an unfenced
+//!   resource suffers when a lock service grants twice.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::{OpKind, OpResult, Operation, ResourceWrite};
+
+/// The kinds of violation, one per property above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationKind {
+    TokenNotIncreasing,
+    TokenRegression,
+    StaleWriteAccepted,
+    OverlappingGrants,
+    LostGrant,
+    LostRenew,
+    LostRelease,
+    OverlappingSections,
+}
+
+impl ViolationKind {
+    pub const ALL: [ViolationKind; 8] = [
+        ViolationKind::TokenNotIncreasing,
+        ViolationKind::TokenRegression,
+        ViolationKind::StaleWriteAccepted,
+        ViolationKind::OverlappingGrants,
+        ViolationKind::LostGrant,
+        ViolationKind::LostRenew,
+        ViolationKind::LostRelease,
+        ViolationKind::OverlappingSections,
+    ];
+}
+
+/// One violation: where, when (µs on the harness clock) and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    pub lock: String,
+    pub at_us: u64,
+    pub detail: String,
+}
+
+/// What [`check`] found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckReport {
+    pub operations: usize,
+    pub writes: usize,
+    pub violations: Vec<Violation>,
+}
+
+impl CheckReport {
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Violations per kind (kinds with none left out).
+    pub fn counts(&self) -> BTreeMap<ViolationKind, usize> {
+        let mut counts = BTreeMap::new();
+        for v in &self.violations {
+            *counts.entry(v.kind).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Up to `n` examples of each kind, one line each.
+    pub fn examples(&self, n: usize) -> Vec<String> {
+        ViolationKind::ALL
+            .iter()
+            .flat_map(|kind| {
+                self.violations
+                    .iter()
+                    .filter(move |v| v.kind == *kind)
+                    .take(n)
+                    .map(|v| format!("{:?} on {} at {:.3}s: {}", v.kind, v.lock, v.at_us as f64 / 1e6, v.detail))
+            })
+            .collect()
+    }
+}
+
+/// Checks `operations` and `writes` (see the module documentation).
+pub fn check(operations: &[Operation], writes: &[ResourceWrite]) -> CheckReport {
+    let mut violations = Vec::new();
+    let mut by_lock: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
+    for op in operations {
+        by_lock.entry(op.lock.as_str()).or_default().push(op);
+    }
+    for (lock, ops) in &by_lock {
+        let leases = leases(ops);
+        check_tokens(lock, ops, &mut violations);
+        check_windows(lock, &leases, &mut violations);
+        check_reads(lock, ops, &leases, &mut violations);
+    }
+    check_writes(writes, &mut violations);
+    violations.sort_by_key(|v| v.at_us);
+    CheckReport { operations: operations.len(), writes: writes.len(), violations }
+}
+
+fn is_grant(op: &Operation) -> bool {
+    matches!(op.kind, OpKind::AcquireTry | OpKind::AcquireWait) && matches!(op.result, OpResult::Granted { .. })
+}
+
+/// One acknowledged grant with what the client later did under it.
+struct Lease<'a> {
+    grant: &'a Operation,
+    token: u64,
+    ttl_us: u64,
+    /// Acknowledged renewals of this lease by its client.
+    renewals: Vec<&'a Operation>,
+    /// Send time of the client's first release of this lease, if any.
+    release_sent_us: Option<u64>,
+}
+
+impl Lease<'_> {
+    /// When the client stops believing it holds the lock.
+    fn window_end(&self) -> u64 {
+        let renewed = self.renewals.iter().map(|r| r.sent_us + ttl_us(r)).max().unwrap_or(0);
+        let end = (self.grant.sent_us + self.ttl_us).max(renewed);
+        self.release_sent_us.map_or(end, |r| end.min(r))
+    }
+
+    /// The earliest the cluster may end the lease, as a read sent at
+    /// `read_sent_us` knows it: send time + ttl of the grant or of a renewal
+    /// acknowledged before the read. Returns the bound and whether a renewal
+    /// set it.
+    fn held_until(&self, read_sent_us: u64) -> (u64, bool) {
+        let granted = self.grant.sent_us + self.ttl_us;
+        let renewed =
+            self.renewals.iter().filter(|r| r.received_us < read_sent_us).map(|r| r.sent_us + ttl_us(r)).max();
+        match renewed {
+            Some(r) if r > granted => (r, true),
+            _ => (granted, false),
+        }
+    }
+}
+
+fn ttl_us(op: &Operation) -> u64 {
+    match op.result {
+        OpResult::Granted { ttl_ms, .. } => ttl_ms * 1000,
+        _ => 0,
+    }
+}
+
+fn leases<'a>(ops: &[&'a Operation]) -> Vec<Lease<'a>> {
+    let mut leases: Vec<Lease<'a>> = ops
+        .iter()
+        .filter(|op| is_grant(op))
+        .map(|op| Lease {
+            grant: op,
+            token: op.observed_token().unwrap_or_default(),
+            ttl_us: ttl_us(op),
+            renewals: Vec::new(),
+            release_sent_us: None,
+        })
+        .collect();
+    for op in ops {
+        let Some(lease) = leases.iter_mut().find(|l| Some(l.token) == op.token && l.grant.client == op.client) else {
+            continue;
+        };
+        match (op.kind, &op.result) {
+            (OpKind::Renew, OpResult::Granted { .. }) => lease.renewals.push(op),
+            (OpKind::Release, _) => {
+                lease.release_sent_us = Some(lease.release_sent_us.map_or(op.sent_us, |s| s.min(op.sent_us)))
+            }
+            _ => {}
+        }
+    }
+    leases
+}
+
+/// Tokens increase across grants, and no read or renew goes backwards.
+fn check_tokens(lock: &str, ops: &[&Operation], violations: &mut Vec<Violation>) {
+    let mut clients_of_token: HashMap<u64, HashSet<&str>> = HashMap::new();
+    for op in ops.iter().filter(|op| is_grant(op)) {
+        let token = op.observed_token().unwrap_or_default();
+        let clients = clients_of_token.entry(token).or_default();
+        clients.insert(op.client.as_str());
+        if clients.len() == 2 {
+            violations.push(Violation {
+                kind: ViolationKind::TokenNotIncreasing,
+                lock: lock.to_owned(),
+                at_us: op.received_us,
+                detail: format!("token {token} granted to several clients: {clients:?}"),
+            });
+        }
+    }
+    // Observations ordered by acknowledgement, with the running maximum, so
+    // "the highest token acknowledged before t" is one binary search.
+    let mut acknowledged: Vec<&Operation> = ops.iter().copied().filter(|op| op.observed_token().is_some()).collect();
+    acknowledged.sort_by_key(|op| op.received_us);
+    let mut running_max: Vec<&Operation> = Vec::with_capacity(acknowledged.len());
+    for op in &acknowledged {
+        let keep = running_max.last().filter(|m| m.observed_token() >= op.observed_token()).copied();
+        running_max.push(keep.unwrap_or(op));
+    }
+    for op in &acknowledged {
+        let before = acknowledged.partition_point(|a| a.received_us < op.sent_us);
+        let Some(highest) = before.checked_sub(1).map(|i| running_max[i]) else {
+            continue;
+        };
+        let (seen, high) = (op.observed_token().unwrap_or_default(), highest.observed_token().unwrap_or_default());
+        let kind = if is_grant(op) {
+            // A new grant after an acknowledged one must be above it; the same
+            // client may see its own token again (a retried request).
+            if seen > high || (seen == high && highest.client == op.client) {
+                continue;
+            }
+            ViolationKind::TokenNotIncreasing
+        } else if seen < high {
+            ViolationKind::TokenRegression
+        } else {
+            continue;
+        };
+        violations.push(Violation {
+            kind,
+            lock: lock.to_owned(),
+            at_us: op.received_us,
+            detail: format!(
+                "{:?} by {} saw token {seen} after token {high} was acknowledged to {}",
+                op.kind, op.client, highest.client
+            ),
+        });
+    }
+}
+
+/// No two clients believed they held the lock at once.
+fn check_windows(lock: &str, leases: &[Lease], violations: &mut Vec<Violation>) {
+    let mut windows: Vec<(u64, u64, &Lease)> =
+        leases.iter().map(|l| (l.grant.received_us, l.window_end(), l)).filter(|(s, e, _)| s < e).collect();
+    windows.sort_by_key(|w| w.0);
+    let mut latest: Option<(u64, &Lease)> = None;
+    for (start, end, lease) in windows {
+        if let Some((other_end, other)) = latest {
+            if start < other_end && other.grant.client != lease.grant.client {
+                violations.push(Violation {
+                    kind: ViolationKind::OverlappingGrants,
+                    lock: lock.to_owned(),
+                    at_us: start,
+                    detail: format!(
+                        "{} (token {}) held it until {:.3}s when {} (token {}) was granted",
+                        other.grant.client,
+                        other.token,
+                        other_end as f64 / 1e6,
+                        lease.grant.client,
+                        lease.token
+                    ),
+                });
+            }
+        }
+        if latest.is_none_or(|(e, _)| end > e) {
+            latest = Some((end, lease));
+        }
+    }
+}
+
+/// Linearizable reads reflect every acknowledged grant, renewal and release.
+fn check_reads(lock: &str, ops: &[&Operation], leases: &[Lease], violations: &mut Vec<Violation>) {
+    let released: Vec<&Operation> =
+        ops.iter().copied().filter(|op| op.kind == OpKind::Release && op.result == OpResult::Released).collect();
+    for read in ops.iter().filter(|op| op.kind == OpKind::Read) {
+        let seen = read.observed_token();
+        if !matches!(read.result, OpResult::Held { .. } | OpResult::Free) {
+            continue;
+        }
+        for lease in leases.iter().filter(|l| l.grant.received_us < read.sent_us) {
+            let (until, by_renewal) = lease.held_until(read.sent_us);
+            let release_may_have_applied = lease.release_sent_us.is_some_and(|s| s < read.received_us);
+            if read.received_us <= until && !release_may_have_applied && seen != Some(lease.token) {
+                violations.push(Violation {
+                    kind: if by_renewal { ViolationKind::LostRenew } else { ViolationKind::LostGrant },
+                    lock: lock.to_owned(),
+                    at_us: read.received_us,
+                    detail: format!(
+                        "read by {} saw {:?}, but {} held token {} until at least {:.3}s",
+                        read.client,
+                        read.result,
+                        lease.grant.client,
+                        lease.token,
+                        until as f64 / 1e6
+                    ),
+                });
+            }
+        }
+        for release in released.iter().filter(|r| r.received_us < read.sent_us && r.token == seen) {
+            violations.push(Violation {
+                kind: ViolationKind::LostRelease,
+                lock: lock.to_owned(),
+                at_us: read.received_us,
+                detail: format!(
+                    "read by {} saw token {} after {} released it",
+                    read.client,
+                    seen.unwrap_or_default(),
+                    release.client
+                ),
+            });
+        }
+    }
+}
+
+/// The resource's log: no stale token accepted, no overlapping sections.
+fn check_writes(writes: &[ResourceWrite], violations: &mut Vec<Violation>) {
+    let mut by_resource: BTreeMap<(&str, &str), Vec<&ResourceWrite>> = BTreeMap::new();
+    for w in writes.iter().filter(|w| w.accepted) {
+        by_resource.entry((w.request.resource.as_str(), w.request.lock.as_str())).or_default().push(w);
+    }
+    for ((resource, lock), mut accepted) in by_resource {
+        accepted.sort_by_key(|w| w.received_us);
+        let mut highest = 0;
+        let mut sections: BTreeMap<(&str, u64), (u64, u64)> = BTreeMap::new();
+        for w in &accepted {
+            let token = w.request.token;
+            if token < highest {
+                violations.push(Violation {
+                    kind: ViolationKind::StaleWriteAccepted,
+                    lock: lock.to_owned(),
+                    at_us: w.received_us,
+                    detail: format!(
+                        "{resource} accepted token {token} from {} after token {highest}",
+                        w.request.client
+                    ),
+                });
+            }
+            highest = highest.max(token);
+            let span = sections.entry((w.request.client.as_str(), token)).or_insert((w.received_us, w.received_us));
+            span.1 = w.received_us;
+        }
+        let mut spans: Vec<_> = sections.into_iter().collect();
+        spans.sort_by_key(|(_, (start, _))| *start);
+        let mut latest: Option<(u64, (&str, u64))> = None;
+        for (section, (start, end)) in spans {
+            if let Some((other_end, other)) = latest {
+                if start < other_end {
+                    violations.push(Violation {
+                        kind: ViolationKind::OverlappingSections,
+                        lock: lock.to_owned(),
+                        at_us: start,
+                        detail: format!(
+                            "{resource}: {} (token {}) began while {} (token {}) was still writing",
+                            section.0, section.1, other.0, other.1
+                        ),
+                    });
+                }
+            }
+            if latest.is_none_or(|(e, _)| end > e) {
+                latest = Some((end, section));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Phase, WriteRequest};
+
+    const TTL_MS: u64 = 3_000;
+    const S: u64 = 1_000_000;
+
+    fn op(kind: OpKind, client: &str, token: Option<u64>, sent: u64, received: u64, result: OpResult) -> Operation {
+        Operation {
+            kind,
+            lock: "hot".into(),
+            client: client.into(),
+            request_id: None,
+            token,
+            sent_us: sent,
+            received_us: received,
+            result,
+        }
+    }
+
+    fn grant(client: &str, token: u64, sent: u64, received: u64) -> Operation {
+        op(OpKind::AcquireTry, client, None, sent, received, OpResult::Granted { token, ttl_ms: TTL_MS })
+    }
+
+    fn release(client: &str, token: u64, sent: u64, received: u64) -> Operation {
+        op(OpKind::Release, client, Some(token), sent, received, OpResult::Released)
+    }
+
+    fn read(sent: u64, received: u64, seen: Option<(&str, u64)>) -> Operation {
+        let result = match seen {
+            Some((owner, token)) => OpResult::Held { owner: owner.into(), token },
+            None => OpResult::Free,
+        };
+        op(OpKind::Read, "reader", None, sent, received, result)
+    }
+
+    fn write(client: &str, token: u64, phase: Phase, at: u64, accepted: bool) -> ResourceWrite {
+        let request = WriteRequest { resource: "hot".into(), client: client.into(), lock: "hot".into(), token, phase };
+        ResourceWrite { request, accepted, received_us: at }
+    }
+
+    /// Two clients taking turns, each reading its own lease, writing under
+    /// it and releasing; one refused stale write.
+    fn clean() -> (Vec<Operation>, Vec<ResourceWrite>) {
+        let ops = vec![
+            grant("a", 5, 0, 10),
+            read(20, 30, Some(("a", 5))),
+            release("a", 5, 100, 110),
+            read(120, 130, None),
+            op(OpKind::AcquireTry, "b", None, 50, 60, OpResult::Refused { code: "held".into() }),
+            grant("b", 9, 200, 210),
+            op(OpKind::Renew, "b", Some(9), 300, 310, OpResult::Granted { token: 9, ttl_ms: TTL_MS }),
+            read(400, 410, Some(("b", 9))),
+            release("b", 9, 500, 510),
+            // An answer that never came: no claim either way.
+            op(OpKind::AcquireTry, "c", None, 600, 20 * S, OpResult::Unknown { reason: "timeout".into() }),
+        ];
+        let writes = vec![
+            write("a", 5, Phase::Begin, 40, true),
+            write("a", 5, Phase::End, 90, true),
+            write("b", 9, Phase::Begin, 220, true),
+            write("a", 5, Phase::End, 230, false),
+            write("b", 9, Phase::End, 490, true),
+        ];
+        (ops, writes)
+    }
+
+    fn kinds(report: &CheckReport) -> Vec<ViolationKind> {
+        report.counts().into_keys().collect()
+    }
+
+    // A clean history reports nothing.
+    #[test]
+    fn clean_history_reports_nothing() {
+        let (ops, writes) = clean();
+        let report = check(&ops, &writes);
+        assert!(report.is_clean(), "{:?}", report.examples(3));
+        assert_eq!((report.operations, report.writes), (10, 5));
+    }
+
+    // A stale token accepted by the resource is reported.
+    #[test]
+    fn stale_write_accepted_is_reported() {
+        let (ops, mut writes) = clean();
+        writes[3].accepted = true;
+        let report = check(&ops, &writes);
+        assert!(kinds(&report).contains(&ViolationKind::StaleWriteAccepted), "{:?}", report.examples(3));
+    }
+
+    // Two clients holding one lock at once is reported.
+    #[test]
+    fn double_grant_is_reported() {
+        let (mut ops, writes) = clean();
+        // b is granted while a's lease (granted at 0, released at 100) runs.
+        ops[5] = grant("b", 9, 40, 50);
+        let report = check(&ops, &writes);
+        assert!(kinds(&report).contains(&ViolationKind::OverlappingGrants), "{:?}", report.examples(3));
+    }
+
+    // A release that was acknowledged and then undone is reported.
+    #[test]
+    fn lost_acknowledged_release_is_reported() {
+        let (mut ops, writes) = clean();
+        ops[3] = read(120, 130, Some(("a", 5)));
+        let report = check(&ops, &writes);
+        assert_eq!(kinds(&report), vec![ViolationKind::LostRelease], "{:?}", report.examples(3));
+    }
+
+    // A grant that was acknowledged and then forgotten is reported.
+    #[test]
+    fn lost_acknowledged_grant_is_reported() {
+        let (mut ops, writes) = clean();
+        ops[1] = read(20, 30, None);
+        let report = check(&ops, &writes);
+        assert_eq!(kinds(&report), vec![ViolationKind::LostGrant], "{:?}", report.examples(3));
+    }
+
+    // Tokens going backwards, in a read or in a grant, are reported.
+    #[test]
+    fn token_regression_is_reported() {
+        let (mut ops, writes) = clean();
+        ops[7] = read(400, 410, Some(("a", 5)));
+        let report = check(&ops, &writes);
+        assert!(kinds(&report).contains(&ViolationKind::TokenRegression), "{:?}", report.examples(3));
+
+        let (mut ops, writes) = clean();
+        ops.push(grant("d", 7, 600, 610));
+        let report = check(&ops, &writes);
+        assert_eq!(kinds(&report), vec![ViolationKind::TokenNotIncreasing], "{:?}", report.examples(3));
+    }
+
+    // Overlapping critical sections at an unfenced resource are reported.
+    #[test]
+    fn overlapping_sections_are_reported() {
+        let (ops, mut writes) = clean();
+        writes.push(write("c", 7, Phase::Begin, 80, true));
+        writes.push(write("c", 7, Phase::End, 95, true));
+        let report = check(&ops, &writes);
+        assert!(kinds(&report).contains(&ViolationKind::OverlappingSections), "{:?}", report.examples(3));
+    }
+}

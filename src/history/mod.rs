@@ -1,0 +1,20 @@
+//! Histories of lock clients and of the resource they protect, and the
+//! checker that judges them. Independent of leasehold's client: any lock
+//! service (leasehold, Redis, Redlock, etcd) can be driven through the same
+//! [`FencedResource`] and [`History`], and judged by the same [`check`].
+//!
+//! - [`HarnessClock`] — the harness's monotonic clock; every time in a
+//!   history is microseconds on it.
+//! - [`History`] — the recorder of client operations (send and receive time,
+//!   kind, lock, client, request id, result).
+//! - [`FencedResource`] — a small HTTP service that records every write, in
+//!   a fenced mode (stale tokens refused with 409) or an unfenced one.
+//! - [`check`] — the pure checker over (operations, resource writes).
+
+mod checker;
+mod recorder;
+mod resource;
+
+pub use checker::{check, CheckReport, Violation, ViolationKind};
+pub use recorder::{HarnessClock, History, OpKind, OpResult, Operation};
+pub use resource::{FencedResource, Phase, ResourceError, ResourceMode, ResourceWrite, WriteRequest};
