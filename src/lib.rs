@@ -38,3 +38,5 @@ pub mod lock;
 pub mod node;
 pub mod raft;
 pub mod run;
+pub mod security;
+pub mod server;

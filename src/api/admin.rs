@@ -22,12 +22,14 @@ pub fn leader_routes() -> Router<Arc<Node>> {
         .route("/v1/cluster/members/{id}", delete(remove_member))
 }
 
-/// Answered by whichever node is asked.
-pub fn local_routes() -> Router<Arc<Node>> {
-    Router::new()
-        .route("/v1/cluster/status", get(status))
-        .route("/v1/cluster/init", post(init))
-        .route("/healthz", get(healthz))
+/// Initialization: answered by the node asked (there is no leader yet).
+pub fn init_routes() -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/init", post(init))
+}
+
+/// Reads answered by the node asked, open without a token.
+pub fn open_routes() -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz))
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, LockEvent, Outcome};
 use crate::node::Node;
@@ -20,6 +21,8 @@ use crate::node::Node;
 /// (the cluster decides the wait's end on its ticks) before it is told 503
 /// and may retry with its request id.
 const WAIT_SLACK: Duration = Duration::from_secs(10);
+/// Time to propose the acquire before the wait and to answer after it.
+const QUEUE_ANSWER_SLACK: Duration = Duration::from_secs(10);
 
 /// Default and largest page of `GET /v1/locks`.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
@@ -98,11 +101,17 @@ pub struct ListResponse {
 /// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire(
     State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let owner = req.owner.clone();
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
+    if let (Some(Extension(slot)), false) = (slot, wait.is_zero()) {
+        // The body is read: the request may now wait its turn, past the
+        // request timeout, without holding a place among those in flight.
+        slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
+    }
     let command = Command::Acquire {
         name: name.clone(),
         owner: req.owner,
