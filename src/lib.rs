@@ -15,12 +15,17 @@
 //! - [`client`] — the Rust client library (reqwest): endpoints, leader
 //!   discovery, retries with request ids, and the `Lock` guard (watchdog
 //!   renewal, `lost` signal).
+//! - [`security`] — secrets (client and admin tokens, cluster secret) from
+//!   files or the environment, constant-time comparison, TLS files.
 //! - [`node`] — one node: wires config, the sled Db, openraft, the ticker and
 //!   the HTTP listener; offers propose / linearizable read / membership.
+//!   - [`server`] — the listener: accept loop, TLS (rustls), connection
+//!     limit, header-read timeout (hyper).
 //!   - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE
 //!     events), fence API (`/v1/fence`, `/v1/records`), admin API
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
-//!     forwarding, and the one `ApiError` that decides every status code.
+//!     forwarding, bearer-token checks, request deadlines and the in-flight
+//!     bound, and the one `ApiError` that decides every status code.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
 //!     state-machine store (snapshots, event broadcast), reqwest network, the
 //!     leader's ticker.
