@@ -212,12 +212,12 @@ struct ServeArgs {
     /// Time a client has to send a request head; also closes idle connections.
     #[arg(long, env = "LEASEHOLD_HEADER_READ_TIMEOUT_MS",
           default_value_t = server::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(100..))]
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     header_read_timeout_ms: u64,
     /// Time to receive a request and answer it (an acquire's wait_ms and event streams excepted).
     #[arg(long, env = "LEASEHOLD_REQUEST_TIMEOUT_MS",
           default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(100..))]
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     request_timeout_ms: u64,
     /// Connections open at once; more are closed at once.
     #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = server::DEFAULT_MAX_CONNECTIONS,

@@ -81,10 +81,13 @@ impl RequestSlot {
     }
 
     /// The request will now wait up to `wait`: its deadline becomes at least
-    /// now + `wait`, and it leaves the requests in flight.
+    /// now + `wait` (unchanged if that is past what a clock can hold), and it
+    /// leaves the requests in flight.
     pub fn park(&self, wait: Duration) {
         let mut state = self.state();
-        state.deadline = state.deadline.max(Instant::now() + wait);
+        if let Some(until) = Instant::now().checked_add(wait) {
+            state.deadline = state.deadline.max(until);
+        }
         state.permit = None;
     }
 

@@ -107,11 +107,6 @@ async fn acquire(
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let owner = req.owner.clone();
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
-    if let (Some(Extension(slot)), false) = (slot, wait.is_zero()) {
-        // The body is read: the request may now wait its turn, past the
-        // request timeout, without holding a place among those in flight.
-        slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
-    }
     let command = Command::Acquire {
         name: name.clone(),
         owner: req.owner,
@@ -120,6 +115,11 @@ async fn acquire(
         request_id: req.request_id,
     };
     command.validate(&Limits::DEFAULT)?;
+    if let (Some(Extension(slot)), false) = (slot, wait.is_zero()) {
+        // The body is read and the wait bounded: the request may now wait its
+        // turn past the request timeout, without a place among those in flight.
+        slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
+    }
     // A waiting acquire subscribes before proposing, so the hand-over cannot
     // fall between the answer and the subscription. A try-acquire, the
     // common case, does not subscribe at all.
