@@ -2,16 +2,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath};
 use crate::node::{ClusterStatus, Member, Node};
 use crate::raft::NodeId;
+
+/// How long adding a learner may wait for it to catch up (a client that
+/// gives up sooner closes the connection, which ends the wait).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(600);
 
 /// Membership changes: served by the leader.
 pub fn leader_routes() -> Router<Arc<Node>> {
@@ -80,8 +86,16 @@ async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>)
 
 /// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
 /// waits until it has caught up.
-async fn add_learner(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<NewMember>) -> Result<Json<Value>, ApiError> {
+async fn add_learner(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+    ApiJson(req): ApiJson<NewMember>,
+) -> Result<Json<Value>, ApiError> {
     check_addr(&req.addr)?;
+    if let Some(Extension(slot)) = slot {
+        // Catching up on a long log may take longer than a request may.
+        slot.park(CATCH_UP_WAIT);
+    }
     let log_index = node.add_learner(req.id, req.addr).await?;
     Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
 }
