@@ -6,11 +6,11 @@
 //! The deadline covers reading the body and answering. A request that is
 //! meant to wait long — an acquire with `wait_ms` (up to an hour), adding a
 //! learner that must catch up, a request a follower relays to the leader —
-//! [`park`](RequestSlot::park)s once
-//! its body is read: its deadline moves out by the wait, and it stops counting
-//! as in flight (waiting costs a queue place, not a worker; the lock table
-//! bounds the queues). An events stream is not cut either: its handler answers
-//! at once and the stream that follows is not a request in flight.
+//! [`park`](RequestSlot::park)s once its body is read: its deadline moves out
+//! by the wait, and it stops counting as in flight (waiting costs a queue
+//! place, not a worker; the lock table bounds the queues). An events stream
+//! is not cut either: its handler answers at once and the stream that follows
+//! is not a request in flight.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
