@@ -6,8 +6,10 @@
 //!
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
-//!   `get-record`/`gate`, `run`, `demo`, `bench`).
+//!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`).
 //! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
+//!   (Tick apply time, memory per lease, disk, snapshot costs).
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -27,8 +29,8 @@
 //!     forwarding, bearer-token checks, request deadlines and the in-flight
 //!     bound, and the one `ApiError` that decides every status code.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
-//!     state-machine store (snapshots, event broadcast), reqwest network, the
-//!     leader's ticker.
+//!     state-machine store (snapshots, event broadcast, backup/restore),
+//!     reqwest network, the leader's ticker.
 //!   - [`lock`] — PURE: commands, leases, waiting queues, the lock table,
 //!     fencing tokens, fenced records and gates, request de-duplication,
 //!     events, limits. No tokio, sled, openraft or axum; time enters as Tick
@@ -43,5 +45,6 @@ pub mod lock;
 pub mod node;
 pub mod raft;
 pub mod run;
+pub mod scale;
 pub mod security;
 pub mod server;

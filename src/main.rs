@@ -17,6 +17,7 @@ use leasehold::client::{AcquireOptions, Client, Credentials};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
 use leasehold::run::{self, RunOptions};
+use leasehold::scale::{self, ScaleOptions};
 use leasehold::security::{self, Secret, SecurityFiles};
 use leasehold::server::{self, ConnectionLimits};
 
@@ -125,6 +126,31 @@ enum Cmd {
         target: Target,
         #[command(subcommand)]
         action: MemberAction,
+    },
+    /// Back up a node: it takes a snapshot now, written to --out (the first of --endpoints).
+    Backup {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Seed the empty data folder of a node of a NEW cluster from a backup.
+    /// Run it for every node with the same file and --peers, then start the
+    /// nodes (without --peers). See cluster/README.md.
+    Restore {
+        /// A file written by `leasehold backup`.
+        #[arg(long)]
+        from: PathBuf,
+        /// The new node's data folder (must be empty or absent).
+        #[arg(long)]
+        data: PathBuf,
+        /// The new cluster's voters, `id=host:port,...`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        peers: Vec<String>,
+        /// Continue log indexes (fencing tokens) above this, e.g. the highest
+        /// token any resource has seen, when the backup may miss grants.
+        #[arg(long, default_value_t = 0)]
+        min_index: u64,
     },
     /// Show every endpoint's view of the cluster.
     Status {
@@ -297,6 +323,14 @@ struct BenchArgs {
     /// Folder for results.json, results.md and cycles.svg.
     #[arg(long, default_value = "./bench-results")]
     out: PathBuf,
+    /// Instead of lock cycles: have a local cluster hold this many live
+    /// leases and report Tick apply time, memory per lease, disk, and
+    /// snapshot size and build/install time (scale.json, scale.md).
+    #[arg(long)]
+    bulk: Option<u64>,
+    /// Concurrent clients creating the --bulk leases.
+    #[arg(long, default_value_t = 128)]
+    bulk_clients: usize,
 }
 
 fn main() -> Result<()> {
@@ -358,6 +392,20 @@ async fn run(command: Cmd) -> Result<()> {
             };
             print(&serde_json::json!({ "log_index": log_index, "members": client.status().await?.members }))
         }
+        Cmd::Backup { target, out } => {
+            let (taken, backup) = client(&target)?.backup_of(0).await?;
+            std::fs::write(&out, &backup).with_context(|| format!("writing {}", out.display()))?;
+            print(
+                &serde_json::json!({ "node": target.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken }),
+            )
+        }
+        Cmd::Restore { from, data, peers, min_index } => {
+            let backup = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
+            let last = leasehold::raft::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
+            print(
+                &serde_json::json!({ "data": data, "continues_after_index": last.index, "term": last.leader_id.term }),
+            )
+        }
         Cmd::Status { target } => {
             let client = client(&target)?;
             let mut statuses = Vec::new();
@@ -373,6 +421,16 @@ async fn run(command: Cmd) -> Result<()> {
         Cmd::Bench(args) => run_bench(args).await,
         Cmd::Demo { demo } => std::process::exit(leasehold::demo::run(demo).await),
     }
+}
+
+/// `id=host:port` pairs as given to `--peers`.
+fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
+    let mut members = BTreeMap::new();
+    for peer in peers {
+        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
+        members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
+    }
+    Ok(members)
 }
 
 fn client(target: &Target) -> Result<Client> {
@@ -394,11 +452,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         Some(l) => l,
         None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,
     };
-    let mut initial_members = BTreeMap::new();
-    for peer in &args.peers {
-        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
-        initial_members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
-    }
+    let initial_members = parse_peers(&args.peers)?;
     if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
         bail!("--peers does not list this node's id {}", args.id);
     }
@@ -512,6 +566,19 @@ async fn run_locked(args: RunArgs) -> i32 {
 }
 
 async fn run_bench(args: BenchArgs) -> Result<()> {
+    if let Some(leases) = args.bulk {
+        let options = ScaleOptions {
+            binary: std::env::current_exe().context("locating the leasehold binary")?,
+            nodes: args.nodes,
+            leases,
+            clients: args.bulk_clients,
+            out: args.out,
+        };
+        let report = scale::run(&options).await?;
+        println!("{}", scale::markdown(&report));
+        eprintln!("bench: results in {}", options.out.display());
+        return Ok(());
+    }
     let options = BenchOptions {
         endpoints: args.endpoints,
         nodes: args.nodes,

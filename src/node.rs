@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use crate::api::RequestLimits;
 use crate::lock::{Command, LockTable};
-use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, Ticker};
+use crate::raft::{
+    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, SnapshotExport, StoreStats, Ticker,
+};
 use crate::security::Secrets;
 use crate::server::ConnectionLimits;
 
@@ -30,6 +32,9 @@ pub const DEFAULT_SNAPSHOT_EVERY: u64 = 50_000;
 /// How long a proposal or a read may wait for a quorum before the client is
 /// told the cluster is unavailable (the proposal may still commit later).
 const QUORUM_WAIT: Duration = Duration::from_secs(3);
+/// How long `POST /v1/cluster/snapshot` waits for the snapshot (a million
+/// leases take about a second to encode).
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
 
 /// Everything a node needs to start.
 #[derive(Debug, Clone)]
@@ -90,6 +95,16 @@ pub struct Node {
     secrets: Secrets,
     request_limits: RequestLimits,
     tick_ms: u64,
+    data_dir: PathBuf,
+    snapshots: SnapshotExport,
+}
+
+/// `POST /v1/cluster/snapshot`: the snapshot this node now has.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct SnapshotTaken {
+    pub snapshot_index: u64,
+    pub snapshot_bytes: Option<u64>,
+    pub snapshot_build_ms: Option<u64>,
 }
 
 /// A member as `/v1/cluster/status` shows it.
@@ -118,6 +133,12 @@ pub struct ClusterStatus {
     pub millis_since_quorum_ack: Option<u64>,
     pub locks_held: usize,
     pub members: Vec<Member>,
+    /// Tick apply time and snapshot costs on this node.
+    #[serde(default)]
+    pub storage: StoreStats,
+    /// Bytes under this node's data folder (sled: log, snapshot, meta).
+    #[serde(default)]
+    pub data_dir_bytes: u64,
 }
 
 /// The shared HTTP client: no system proxy (peers are addressed directly),
@@ -145,6 +166,7 @@ impl Node {
         let (log_store, sm_store) =
             raft::open_stores(&config.data_dir).map_err(|e| NodeError::Internal(e.to_string()))?;
         let locks = sm_store.state();
+        let snapshots = sm_store.exporter();
         let raft_config = openraft::Config {
             cluster_name: "leasehold".into(),
             heartbeat_interval: HEARTBEAT_MS,
@@ -182,6 +204,8 @@ impl Node {
             secrets: config.secrets.clone(),
             request_limits: config.request_limits.clone(),
             tick_ms: config.tick_ms,
+            data_dir: config.data_dir.clone(),
+            snapshots,
         });
         node.bootstrap(&config.initial_members).await?;
         Ok(node)
@@ -295,7 +319,34 @@ impl Node {
             millis_since_quorum_ack: m.millis_since_quorum_ack,
             locks_held,
             members,
+            storage: self.locks.stats(),
+            data_dir_bytes: dir_bytes(&self.data_dir),
         }
+    }
+
+    /// Builds a snapshot of everything applied here so far and waits until it
+    /// is stored (the log behind it may then be purged).
+    pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
+        let target = self.raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+        self.raft.trigger().snapshot().await.map_err(|e| NodeError::Internal(e.to_string()))?;
+        let m = self
+            .raft
+            .wait(Some(SNAPSHOT_WAIT))
+            .metrics(|m| m.snapshot.is_some_and(|s| s.index >= target), "snapshot")
+            .await
+            .map_err(|e| NodeError::Unavailable(format!("snapshot not built: {e}")))?;
+        let stats = self.locks.stats();
+        Ok(SnapshotTaken {
+            snapshot_index: m.snapshot.map_or(0, |s| s.index),
+            snapshot_bytes: stats.snapshot_bytes,
+            snapshot_build_ms: stats.snapshot_build_ms,
+        })
+    }
+
+    /// This node's stored snapshot as a backup document (see
+    /// [`crate::raft::restore`]); `None` before its first snapshot.
+    pub fn backup(&self) -> Result<Option<Vec<u8>>, NodeError> {
+        self.snapshots.backup().map_err(|e| NodeError::Internal(e.to_string()))
     }
 
     /// Initializes a new cluster with `members` (this node alone when empty).
@@ -436,4 +487,18 @@ pub async fn run(config: NodeConfig, shutdown: impl Future<Output = ()> + Send +
     crate::server::serve(listener, router, config.tls.clone(), config.connection_limits.clone(), shutdown).await;
     node.shutdown().await;
     Ok(())
+}
+
+/// Total size of the files under `dir` (unreadable entries count as 0: this
+/// is a gauge for status, not an audit).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&entry.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }

@@ -170,8 +170,10 @@ async fn tokens_gate_client_admin_and_raft_apis() {
 
             step(&format!("admin API without, with a wrong or with the client token, through node {id}"));
             let learner = json!({ "id": 9, "addr": "127.0.0.1:1" });
-            let cases: [(Method, &str, Option<Value>); 4] = [
+            let cases: [(Method, &str, Option<Value>); 6] = [
                 (Method::POST, "/v1/cluster/learners", Some(learner)),
+                (Method::POST, "/v1/cluster/snapshot", None),
+                (Method::GET, "/v1/cluster/snapshot", None),
                 (Method::POST, "/v1/cluster/membership", Some(json!({ "voters": [leader] }))),
                 (Method::DELETE, &format!("/v1/cluster/members/{follower}"), None),
                 (Method::POST, "/v1/cluster/init", Some(json!({}))),

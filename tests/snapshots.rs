@@ -1,12 +1,14 @@
 //! Snapshots on real 3-node clusters, with snapshots every 100 entries so a
 //! short test crosses several: a follower that missed purged log catches up
-//! by snapshot install, and every node restarts from snapshot + log.
+//! by snapshot install, every node restarts from snapshot + log, and a backup
+//! (`leasehold backup`) seeds a new cluster (`leasehold restore`).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bounded, start_cluster_with, step, ELECTION_BOUND};
+use common::{bounded, leasehold_cli, start_cluster, start_cluster_with, step, ELECTION_BOUND, TICK_MS};
+use leasehold::local::{LocalCluster, NodeLogs};
 use serde_json::json;
 
 const LONG_TTL_MS: u64 = 120_000;
@@ -66,6 +68,70 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
         assert_eq!((stored.value, stored.token), (json!(42), record.token()));
         let next = client.acquire("churn", "after-restart", LONG_TTL_MS).await.unwrap();
         assert!(next.token() > last && next.token() > record.token());
+    })
+    .await;
+}
+
+// Ensures a backup of one node seeds a new cluster (new addresses, new data
+// folders) that keeps the held lock, the fenced record and the token order,
+// lets the old holder release under its token, and issues tokens above
+// --min-index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_seeds_a_new_cluster() {
+    bounded(async {
+        let mut old = start_cluster(3).await;
+        let client = old.client();
+        let kept = client.acquire("kept", "holder", LONG_TTL_MS).await.unwrap();
+        let record = client.acquire("ledger", "writer", LONG_TTL_MS).await.unwrap();
+        client.put_record("balance", "ledger", record.token(), &json!(7)).await.unwrap();
+
+        step("back up node 1, then stop the old cluster");
+        let file = old.dir.path().join("backup.json");
+        let file = file.to_str().unwrap();
+        let backup = leasehold_cli(&["backup", "--endpoints", &old.endpoint(1), "--out", file]).await;
+        assert!(backup["snapshot"]["snapshot_index"].as_u64().unwrap() >= record.token(), "{backup}");
+        old.stop_all(Duration::from_secs(5));
+
+        step("restore the backup into three empty folders and start a new cluster");
+        let dir = tempfile::tempdir().unwrap();
+        let addrs = LocalCluster::free_addrs(3).unwrap();
+        let peers: Vec<String> = addrs.iter().enumerate().map(|(i, a)| format!("{}={a}", i + 1)).collect();
+        let min_index = record.token() + 10_000;
+        let mut new = LocalCluster::new(
+            std::path::Path::new(env!("CARGO_BIN_EXE_leasehold")),
+            dir.path(),
+            &addrs,
+            TICK_MS,
+            NodeLogs::Files,
+        );
+        for id in new.ids() {
+            let data = new.data_dir(id);
+            let restored = leasehold_cli(&[
+                "restore",
+                "--from",
+                file,
+                "--data",
+                data.to_str().unwrap(),
+                "--peers",
+                &peers.join(","),
+                "--min-index",
+                &min_index.to_string(),
+            ])
+            .await;
+            assert_eq!(restored["continues_after_index"], json!(min_index));
+        }
+        new.start_all().unwrap();
+        new.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let client = new.client();
+        let view = client.get("kept").await.unwrap().expect("kept still held");
+        assert_eq!((view.token, view.owner.as_str()), (kept.token(), "holder"));
+        let stored = client.get_record("balance").await.unwrap().expect("record");
+        assert_eq!((stored.value, stored.token), (json!(7), record.token()));
+        let fresh = client.acquire("fresh", "new-holder", LONG_TTL_MS).await.unwrap();
+        assert!(fresh.token() > min_index, "token {} continues above --min-index {min_index}", fresh.token());
+        client.release("kept", kept.token()).await.unwrap();
+        assert!(client.get("kept").await.unwrap().is_none());
+        new.stop_all(Duration::from_secs(5));
     })
     .await;
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -12,12 +14,14 @@ use serde_json::{json, Value};
 
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath};
-use crate::node::{ClusterStatus, Member, Node};
+use crate::node::{ClusterStatus, Member, Node, SnapshotTaken};
 use crate::raft::NodeId;
 
 /// How long adding a learner may wait for it to catch up (a client that
 /// gives up sooner closes the connection, which ends the wait).
 const CATCH_UP_WAIT: Duration = Duration::from_secs(600);
+/// Time to answer after the node's own snapshot wait ran out.
+const SNAPSHOT_ANSWER_SLACK: Duration = Duration::from_secs(5);
 
 /// Membership changes: served by the leader.
 pub fn leader_routes() -> Router<Arc<Node>> {
@@ -28,9 +32,13 @@ pub fn leader_routes() -> Router<Arc<Node>> {
         .route("/v1/cluster/members/{id}", delete(remove_member))
 }
 
-/// Initialization: answered by the node asked (there is no leader yet).
-pub fn init_routes() -> Router<Arc<Node>> {
-    Router::new().route("/v1/cluster/init", post(init))
+/// Admin calls answered by the node asked: initialization (there is no
+/// leader yet) and this node's snapshot (a backup holds every lock and
+/// record, so it needs the admin token).
+pub fn local_admin_routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/v1/cluster/init", post(init))
+        .route("/v1/cluster/snapshot", post(take_snapshot).get(download_snapshot))
 }
 
 /// Reads answered by the node asked, open without a token.
@@ -68,6 +76,29 @@ async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
 async fn healthz(State(node): State<Arc<Node>>) -> Json<Value> {
     Json(json!({ "status": "ok", "id": node.id(), "leader": node.leader().map(|(id, _)| id) }))
+}
+
+/// `POST /v1/cluster/snapshot`: this node builds a snapshot of everything it
+/// has applied and answers once it is stored.
+async fn take_snapshot(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+) -> Result<Json<SnapshotTaken>, ApiError> {
+    if let Some(Extension(slot)) = slot {
+        // Serializing a large table may take longer than a request may.
+        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK);
+    }
+    Ok(Json(node.snapshot_now().await?))
+}
+
+/// `GET /v1/cluster/snapshot`: this node's stored snapshot as a backup file
+/// (`leasehold restore` seeds a new cluster from it); 404 `no_snapshot`
+/// before its first one.
+async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
+    match node.backup()? {
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "no_snapshot", "this node has no snapshot yet")),
+        Some(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
+    }
 }
 
 /// `POST /v1/cluster/init`: 200; 409 `already_initialized`; 400 when this

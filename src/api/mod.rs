@@ -65,7 +65,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route_layer(guard(auth::Part::Client));
     let admin = admin::leader_routes()
         .route_layer(to_leader())
-        .merge(admin::init_routes())
+        .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));
     let limits = node.request_limits();
     let api = client

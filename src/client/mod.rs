@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::lock::{FencingToken, Grant, LeaseView, Record};
-use crate::node::ClusterStatus;
+use crate::node::{ClusterStatus, SnapshotTaken};
 use crate::security::Secret;
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
@@ -38,6 +38,10 @@ const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
 /// A learner catching up on a long log, or a membership change, may take
 /// longer than an ordinary request.
 const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
+/// Taking or downloading a snapshot of a large table (a million leases is
+/// about 90 MB) takes seconds.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
+const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -310,14 +314,32 @@ impl Client {
     /// The status of the node at `endpoint` (an index into the endpoint list),
     /// without retries: it describes that node only.
     pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
-        let url = self.url(endpoint, &["v1", "cluster", "status"], &[])?;
-        let reply = self
-            .request(Method::GET, url)
-            .timeout(ATTEMPT_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| ClientError::Unavailable(e.to_string()))?;
-        decode(reply).await
+        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?).await
+    }
+
+    /// Has the node at `endpoint` take a snapshot now, then downloads it as a
+    /// backup document (`leasehold restore` seeds a new cluster from it).
+    pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
+        let taken = self.snapshot_of(endpoint).await?;
+        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await?;
+        Ok((taken, backup))
+    }
+
+    /// Has the node at `endpoint` take a snapshot of everything it applied.
+    pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
+        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await
+    }
+
+    /// One request to one node, without retries.
+    async fn send_to(
+        &self,
+        endpoint: usize,
+        method: Method,
+        segments: &[&str],
+        timeout: Duration,
+    ) -> Result<reqwest::Response, ClientError> {
+        let url = self.url(endpoint, segments, &[])?;
+        self.request(method, url).timeout(timeout).send().await.map_err(|e| ClientError::Unavailable(e.to_string()))
     }
 
     /// Number of endpoints.
@@ -415,10 +437,15 @@ impl Client {
 
 /// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
 async fn decode<T: DeserializeOwned>(reply: reqwest::Response) -> Result<T, ClientError> {
+    serde_json::from_slice(&body(reply).await?).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+/// The body of a 2xx answer, or its error body as [`ClientError::Api`].
+async fn body(reply: reqwest::Response) -> Result<Vec<u8>, ClientError> {
     let status = reply.status();
     let bytes = reply.bytes().await.map_err(|e| ClientError::Unavailable(e.to_string()))?;
     if status.is_success() {
-        return serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()));
+        return Ok(bytes.to_vec());
     }
     let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
     let field = |k: &str| body["error"][k].as_str().unwrap_or_default().to_string();

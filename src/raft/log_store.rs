@@ -159,13 +159,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut batch = sled::Batch::default();
+        // One insert per entry, not a `sled::Batch`: sled applies a batch under
+        // its global write lock, which waits for any flush in progress, so
+        // every append would wait out the previous group commit's fsync and
+        // no two appends could ever share one. Inserts only take the read
+        // side. A crash mid-append can keep a prefix of these entries (sled
+        // recovers its writes in order), which Raft treats as unflushed.
         for entry in entries {
             let bytes =
                 serde_json::to_vec(&entry).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
-            batch.insert(&index_key(entry.log_id.index), bytes);
+            self.log
+                .insert(index_key(entry.log_id.index), bytes)
+                .map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         }
-        self.log.apply_batch(batch).map_err(|e| storage_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         if let Err(mpsc::SendError(callback)) = self.flusher.send(callback) {
             // The flusher only exits when every sender is gone; this store is one.
             callback.log_io_completed(Err(std::io::Error::other("log flusher stopped")));
@@ -186,6 +192,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 }
 
 impl LogStore {
+    /// Marks the log purged and committed through `last` in an empty store:
+    /// a restored node starts as if it had just installed a snapshot at
+    /// `last` (the snapshot's own save flushes both).
+    pub(super) fn mark_purged_through(&self, last: LogId) -> Result<(), StorageError> {
+        self.put_meta(LAST_PURGED, &last)?;
+        self.put_meta(COMMITTED, &Some(last))
+    }
+
     fn remove_range(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
         for kv in self.log.range(range) {

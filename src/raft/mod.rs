@@ -6,6 +6,7 @@
 // traits; the helpers here return it unboxed to match them.
 #![allow(clippy::result_large_err)]
 
+mod backup;
 mod log_store;
 mod network;
 mod state_machine;
@@ -14,9 +15,10 @@ mod ticker;
 use std::io::Cursor;
 use std::path::Path;
 
+pub use backup::{restore, BackupError};
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotChunkHead, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
-pub use state_machine::{LockState, StateMachineStore};
+pub use state_machine::{LockState, SnapshotExport, StateMachineStore, StoreStats};
 pub use ticker::Ticker;
 
 use crate::lock::{Command, LockError, Outcome};

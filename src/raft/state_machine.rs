@@ -7,8 +7,10 @@
 //! entries are purged only after a snapshot covering them has been flushed. The
 //! state machine is therefore durable up to the purge point, as openraft needs.
 
+use std::collections::VecDeque;
 use std::io::Cursor;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StoredMembership};
@@ -17,10 +19,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
-use crate::lock::{LockEvent, LockTable, Outcome, TableImage};
+use crate::lock::{Command, LockEvent, LockTable, Outcome, TableImage};
 
 /// Events buffered per subscriber before it is told it lagged.
 const EVENT_BUFFER: usize = 4096;
+
+/// Tick apply times kept for [`StoreStats`].
+const RECENT_TICKS: usize = 64;
 
 const SNAPSHOT_META: &[u8] = b"meta";
 const SNAPSHOT_DATA: &[u8] = b"data";
@@ -32,6 +37,36 @@ struct AppliedState {
     last_applied: Option<LogId>,
     membership: StoredMembership<NodeId, Node>,
     table: LockTable,
+    /// Apply times of the last [`RECENT_TICKS`] Tick entries, in µs.
+    recent_ticks: VecDeque<u64>,
+    snapshot: SnapshotStats,
+}
+
+/// What the current snapshot is and what making or installing it cost.
+#[derive(Debug, Clone, Copy, Default)]
+struct SnapshotStats {
+    bytes: Option<u64>,
+    build_ms: Option<u64>,
+    install_ms: Option<u64>,
+}
+
+/// Costs of this replica's state machine, for `/v1/cluster/status`: Tick
+/// apply time must follow the number of leases expiring, not the number
+/// live, and snapshot size and time grow with the table; operators and the
+/// scale benchmark read both here.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Median apply time of the last 64 Tick entries on this node, in µs.
+    pub tick_apply_p50_us: u64,
+    /// Slowest of those, in µs.
+    pub tick_apply_max_us: u64,
+    /// Size of the current snapshot's data.
+    pub snapshot_bytes: Option<u64>,
+    /// Time to encode and durably store the last snapshot this node built.
+    pub snapshot_build_ms: Option<u64>,
+    /// Time to decode and durably store the last snapshot this node installed
+    /// from its leader.
+    pub snapshot_install_ms: Option<u64>,
 }
 
 /// A read handle on the applied lock table and its event stream, for the API.
@@ -60,6 +95,24 @@ impl LockState {
         self.events.subscribe()
     }
 
+    /// What Ticks and snapshots cost on this node lately.
+    pub fn stats(&self) -> StoreStats {
+        let state = self.guard();
+        let mut ticks: Vec<u64> = state.recent_ticks.iter().copied().collect();
+        ticks.sort_unstable();
+        StoreStats {
+            tick_apply_p50_us: ticks.get(ticks.len() / 2).copied().unwrap_or(0),
+            tick_apply_max_us: ticks.last().copied().unwrap_or(0),
+            snapshot_bytes: state.snapshot.bytes,
+            snapshot_build_ms: state.snapshot.build_ms,
+            snapshot_install_ms: state.snapshot.install_ms,
+        }
+    }
+
+    fn record_snapshot(&self, update: impl FnOnce(&mut SnapshotStats)) {
+        update(&mut self.write().snapshot);
+    }
+
     fn guard(&self) -> RwLockReadGuard<'_, AppliedState> {
         // A panic while holding the lock cannot leave the table half-updated
         // (apply mutates only on success), so a poisoned lock is still valid.
@@ -73,17 +126,17 @@ impl LockState {
 
 /// What a snapshot holds: the table image and the Raft position it reflects.
 #[derive(Serialize, Deserialize)]
-struct SnapshotImage {
-    last_applied: Option<LogId>,
-    membership: StoredMembership<NodeId, Node>,
-    table: TableImage,
+pub(super) struct SnapshotImage {
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership<NodeId, Node>,
+    pub table: TableImage,
 }
 
 /// A snapshot as stored in sled: the meta as JSON and the data as raw bytes,
 /// under two keys written in one batch.
-struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, Node>,
-    data: Vec<u8>,
+pub(super) struct StoredSnapshot {
+    pub meta: SnapshotMeta<NodeId, Node>,
+    pub data: Vec<u8>,
 }
 
 pub struct StateMachineStore {
@@ -109,25 +162,28 @@ impl StateMachineStore {
         self.state.clone()
     }
 
+    /// A handle for exporting the stored snapshot while openraft owns this store.
+    pub fn exporter(&self) -> SnapshotExport {
+        SnapshotExport { snapshots: self.snapshots.clone() }
+    }
+
     fn read_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Read, e);
-        let meta = self.snapshots.get(SNAPSHOT_META).map_err(|e| err(&e))?;
-        let data = self.snapshots.get(SNAPSHOT_DATA).map_err(|e| err(&e))?;
-        match (meta, data) {
-            (Some(meta), Some(data)) => Ok(Some(StoredSnapshot {
-                meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?,
-                data: data.to_vec(),
-            })),
-            _ => Ok(None),
-        }
+        read_stored(&self.snapshots)
+    }
+
+    /// Stores `stored` as the snapshot of a node that has none yet (restore).
+    pub(super) async fn seed(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
+        Self::save_snapshot(&self.db, &self.snapshots, stored).await
     }
 
     fn restore(&self, data: &[u8]) -> Result<(), StorageError> {
         let image: SnapshotImage = serde_json::from_slice(data)
             .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
         let mut state = self.state.write();
-        *state =
-            AppliedState { last_applied: image.last_applied, membership: image.membership, table: image.table.into() };
+        state.last_applied = image.last_applied;
+        state.membership = image.membership;
+        state.table = image.table.into();
+        state.snapshot.bytes = Some(data.len() as u64);
         Ok(())
     }
 
@@ -142,6 +198,35 @@ impl StateMachineStore {
         db.flush_async().await.map_err(|e| err(&e))?;
         Ok(())
     }
+}
+
+/// The snapshot stored in `tree`, if any.
+pub(super) fn read_stored(tree: &sled::Tree) -> Result<Option<StoredSnapshot>, StorageError> {
+    let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Read, e);
+    let meta = tree.get(SNAPSHOT_META).map_err(|e| err(&e))?;
+    let data = tree.get(SNAPSHOT_DATA).map_err(|e| err(&e))?;
+    match (meta, data) {
+        (Some(meta), Some(data)) => {
+            Ok(Some(StoredSnapshot { meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?, data: data.to_vec() }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Reads the stored snapshot of a running node, for backups.
+#[derive(Clone)]
+pub struct SnapshotExport {
+    snapshots: sled::Tree,
+}
+
+impl SnapshotExport {
+    pub(super) fn read(&self) -> Result<Option<StoredSnapshot>, StorageError> {
+        read_stored(&self.snapshots)
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 fn snapshot_error(verb: ErrorVerb, e: &dyn std::error::Error) -> StorageError {
@@ -171,7 +256,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 let result = match entry.payload {
                     EntryPayload::Blank => Ok(Outcome::Noop),
                     EntryPayload::Normal(command) => {
+                        let started = Instant::now();
                         let applied = state.table.apply(&command, entry.log_id.index);
+                        if matches!(command, Command::Tick { .. }) {
+                            if state.recent_ticks.len() == RECENT_TICKS {
+                                state.recent_ticks.pop_front();
+                            }
+                            state.recent_ticks.push_back(micros(started.elapsed()));
+                        }
                         events.extend(applied.events);
                         applied.result
                     }
@@ -204,6 +296,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             },
             db: self.db.clone(),
             snapshots: self.snapshots.clone(),
+            state: self.state.clone(),
         }
     }
 
@@ -216,9 +309,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         meta: &SnapshotMeta<NodeId, Node>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
+        let started = Instant::now();
         let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
         self.restore(&stored.data)?;
-        Self::save_snapshot(&self.db, &self.snapshots, &stored).await
+        Self::save_snapshot(&self.db, &self.snapshots, &stored).await?;
+        let install_ms = started.elapsed().as_millis() as u64;
+        self.state.record_snapshot(|s| s.install_ms = Some(install_ms));
+        Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
@@ -231,10 +328,12 @@ pub struct SnapshotBuilder {
     image: SnapshotImage,
     db: sled::Db,
     snapshots: sled::Tree,
+    state: LockState,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let started = Instant::now();
         let data = serde_json::to_vec(&self.image)
             .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
         let last = self.image.last_applied;
@@ -248,6 +347,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         };
         let stored = StoredSnapshot { meta: meta.clone(), data };
         StateMachineStore::save_snapshot(&self.db, &self.snapshots, &stored).await?;
+        let (bytes, build_ms) = (stored.data.len() as u64, started.elapsed().as_millis() as u64);
+        self.state.record_snapshot(|s| (s.bytes, s.build_ms) = (Some(bytes), Some(build_ms)));
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
     }
 }

@@ -150,3 +150,13 @@ impl EventStream {
         }
     }
 }
+
+/// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
+/// it succeeded and returns its JSON output.
+pub async fn leasehold_cli(args: &[&str]) -> serde_json::Value {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold")).args(args).kill_on_drop(true).output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("CLI within 60 s").expect("CLI runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "leasehold {args:?} failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("leasehold {args:?} printed no JSON ({e}): {stderr}"))
+}
