@@ -70,6 +70,14 @@ check_addr() {
     [[ "$1" =~ ^([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$ ]] || die "address '$1' is not host:port"
 }
 
+# admin_header: the admin token (LEASEHOLD_ADMIN_TOKEN_FILE, else
+# LEASEHOLD_ADMIN_TOKEN) as an authorization header line, if there is one.
+admin_header() {
+    local token=${LEASEHOLD_ADMIN_TOKEN:-}
+    [[ -z "${LEASEHOLD_ADMIN_TOKEN_FILE:-}" ]] || token=$(<"$LEASEHOLD_ADMIN_TOKEN_FILE")
+    [[ -z "$token" ]] || printf 'authorization: Bearer %s\n' "$token"
+}
+
 # http METHOD URL [JSON_BODY [MAX_SECONDS]]: sets HTTP_CODE ("000" when the
 # node could not be reached), HTTP_BODY and HTTP_ERR (why, when 000). Never fails.
 HTTP_CODE=000
@@ -81,7 +89,18 @@ http() {
     if [[ -n "$body" ]]; then
         args+=(-H 'content-type: application/json' --data-binary "$body")
     fi
-    out=$(curl "${args[@]}" "$url" 2>/dev/null) || rc=$?
+    # Nodes started with LEASEHOLD_TLS_CERT_FILE serve https only, trusted
+    # through LEASEHOLD_CA_FILE; the admin token, if set, goes along, handed
+    # to curl through a file descriptor so that it never shows in ps (see
+    # the README's Auth and TLS).
+    if [[ -n "${LEASEHOLD_TLS_CERT_FILE:-}" ]]; then
+        url="https://${url#http://}"
+        [[ -z "${LEASEHOLD_CA_FILE:-}" ]] || args+=(--cacert "$LEASEHOLD_CA_FILE")
+    fi
+    if [[ -n "${LEASEHOLD_ADMIN_TOKEN_FILE:-}${LEASEHOLD_ADMIN_TOKEN:-}" ]]; then
+        args+=(-H "@/dev/fd/3")
+    fi
+    out=$(curl "${args[@]}" "$url" 2>/dev/null 3< <(admin_header)) || rc=$?
     case "$rc" in
         0) HTTP_ERR= ;;
         7) HTTP_ERR="connection refused" ;;

@@ -27,14 +27,19 @@
 //! - [`client`] — the Rust client library (reqwest): endpoints, leader
 //!   discovery, retries with request ids, and the `Lock` guard (watchdog
 //!   renewal, `lost` signal).
+//! - [`security`] — secrets (client and admin tokens, cluster secret) from
+//!   files or the environment, constant-time comparison, TLS files.
 //! - [`node`] — one node: wires config, the sled Db, openraft, the ticker and
 //!   the HTTP listener; offers propose / linearizable read / membership.
+//!   - [`server`] — the listener: accept loop, TLS (rustls), connection
+//!     limit, header-read timeout (hyper).
 //!   - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE
 //!     events), fence API (`/v1/fence`, `/v1/records`), admin API
 //!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
-//!     forwarding, and the one `ApiError` that decides every status code;
-//!     for operators `/metrics`, the status page (`/`, `/ui`, one static
-//!     file), `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
+//!     forwarding, bearer-token checks, request deadlines and the in-flight
+//!     bound, and the one `ApiError` that decides every status code; for
+//!     operators `/metrics`, the status page (`/`, `/ui`, one static file),
+//!     `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
 //!   - [`raft`] — openraft type config, sled log store (group commit), sled
 //!     state-machine store (snapshots, event broadcast, backup/restore),
 //!     reqwest network, the leader's ticker, and the observer of openraft's
@@ -58,3 +63,5 @@ pub mod plot;
 pub mod raft;
 pub mod run;
 pub mod scale;
+pub mod security;
+pub mod server;

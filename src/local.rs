@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::client::Client;
+use crate::client::{Client, Credentials};
 use crate::node::ClusterStatus;
 use crate::raft::NodeId;
+use crate::security::{Secret, SecurityError, SecurityFiles};
 
 /// Where node output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,10 @@ pub struct LocalCluster {
     logs: NodeLogs,
     /// More `leasehold serve` flags for every node.
     serve_args: Vec<String>,
+    /// Token and TLS files of every node (no flags when empty).
+    security: SecurityFiles,
+    /// What [`client`](Self::client) presents: the client token, the CA.
+    credentials: Credentials,
     /// Nodes 1..=initial form the cluster; later ids start empty and join
     /// through the admin API.
     initial: usize,
@@ -82,6 +87,8 @@ impl LocalCluster {
             tick_ms,
             logs,
             serve_args: Vec::new(),
+            security: SecurityFiles::default(),
+            credentials: Credentials::default(),
             initial,
             nodes,
         }
@@ -109,6 +116,14 @@ impl LocalCluster {
     /// Gives node `id` these extra environment variables from its next start on.
     pub fn set_env(&mut self, id: NodeId, env: Vec<(String, String)>) {
         self.node_mut(id).env = env;
+    }
+
+    /// Starts every node with these token and TLS files; the cluster's
+    /// clients then trust its CA and send its client token.
+    pub fn with_security(mut self, security: SecurityFiles) -> Result<Self, SecurityError> {
+        self.credentials = Credentials { token: security.secrets()?.client_token, ca: security.ca()? };
+        self.security = security;
+        Ok(self)
     }
 
     /// `n` loopback addresses with ports that were free a moment ago.
@@ -179,6 +194,7 @@ impl LocalCluster {
             .args(["--tick-ms", &self.tick_ms.to_string()])
             .args(if joins_later { vec![] } else { vec!["--peers", &peers] })
             .args(&self.serve_args)
+            .args(self.security.serve_args())
             .stdin(Stdio::null());
         match self.logs {
             NodeLogs::Files => {
@@ -245,9 +261,16 @@ impl LocalCluster {
         }
     }
 
-    /// A client for every node of the cluster.
+    /// A client for every node of the cluster, with the client token.
     pub fn client(&self) -> Client {
-        Client::new(&self.endpoints()).expect("loopback endpoints are valid")
+        self.client_as(self.credentials.token.clone())
+    }
+
+    /// A client for every node of the cluster that sends `token` (none:
+    /// no `authorization` header) and trusts the cluster's CA.
+    pub fn client_as(&self, token: Option<Secret>) -> Client {
+        let credentials = Credentials { token, ca: self.credentials.ca.clone() };
+        Client::with_credentials(&self.endpoints(), &credentials).expect("loopback endpoints are valid")
     }
 
     /// The statuses of the running nodes that answer.

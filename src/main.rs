@@ -11,14 +11,17 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use leasehold::api::{self, RequestLimits};
 use leasehold::bench::{self, BenchOptions, Workload};
 use leasehold::chaos::nemesis::FaultKind;
 use leasehold::chaos::{self, ChaosOptions};
-use leasehold::client::{AcquireOptions, Client};
+use leasehold::client::{AcquireOptions, Client, Credentials};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
 use leasehold::run::{self, RunOptions};
 use leasehold::scale::{self, ScaleOptions};
+use leasehold::security::{self, Secret, SecurityFiles};
+use leasehold::server::{self, ConnectionLimits};
 
 #[derive(Parser)]
 #[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
@@ -192,6 +195,21 @@ struct Target {
         default_value = "127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703"
     )]
     endpoints: Vec<String>,
+    /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
+    #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// File holding the bearer token to send (or set $LEASEHOLD_TOKEN).
+    #[arg(long, global = true, env = "LEASEHOLD_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl Target {
+    fn credentials(&self) -> Result<Credentials> {
+        Ok(Credentials {
+            token: Secret::load(self.token_file.as_deref(), "LEASEHOLD_TOKEN", "token")?,
+            ca: self.ca_file.as_deref().map(security::load_ca).transpose()?,
+        })
+    }
 }
 
 #[derive(Args)]
@@ -219,6 +237,26 @@ struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_SNAPSHOT_EVERY", default_value_t = node::DEFAULT_SNAPSHOT_EVERY,
           value_parser = clap::value_parser!(u64).range(100..))]
     snapshot_every: u64,
+    #[command(flatten)]
+    security: SecurityFiles,
+    /// Time a client has to send a request head; also closes idle connections.
+    #[arg(long, env = "LEASEHOLD_HEADER_READ_TIMEOUT_MS",
+          default_value_t = server::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    header_read_timeout_ms: u64,
+    /// Time to receive a request and answer it (an acquire's wait_ms and event streams excepted).
+    #[arg(long, env = "LEASEHOLD_REQUEST_TIMEOUT_MS",
+          default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    request_timeout_ms: u64,
+    /// Connections open at once; more are closed at once.
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Client and admin requests served at once; more are answered 503 overloaded.
+    #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_in_flight: usize,
 }
 
 #[derive(Args)]
@@ -231,6 +269,8 @@ struct UpArgs {
     port_base: u16,
     #[arg(long, default_value_t = 100)]
     tick_ms: u64,
+    #[command(flatten)]
+    security: SecurityFiles,
 }
 
 /// `leasehold run --lock NAME [--ttl 10s] [--wait 30s] -- CMD ARGS...`: the
@@ -439,7 +479,7 @@ fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
 }
 
 fn client(target: &Target) -> Result<Client> {
-    Ok(Client::new(&target.endpoints)?)
+    Ok(Client::with_credentials(&target.endpoints, &target.credentials()?)?)
 }
 
 /// Prints `value` as JSON. A closed stdout (`leasehold list | head`) is not
@@ -461,6 +501,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
         bail!("--peers does not list this node's id {}", args.id);
     }
+    let secrets = args.security.secrets()?;
+    if args.security.tls() && args.security.ca_file.is_none() {
+        tracing::warn!("TLS without --ca-file: the other nodes' certificates must chain to a built-in root");
+    }
     let config = NodeConfig {
         id: args.id,
         listen,
@@ -469,6 +513,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tick_ms: args.tick_ms,
         initial_members,
         snapshot_every: args.snapshot_every,
+        secrets,
+        tls: args.security.server_tls()?,
+        peer_ca: args.security.ca()?,
+        connection_limits: ConnectionLimits {
+            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            max_connections: args.max_connections,
+        },
+        request_limits: RequestLimits {
+            timeout: Duration::from_millis(args.request_timeout_ms),
+            max_in_flight: args.max_in_flight,
+        },
     };
     node::run(config, shutdown_signal()).await?;
     Ok(())
@@ -489,7 +544,8 @@ async fn up(args: UpArgs) -> Result<()> {
         (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
     let binary = std::env::current_exe().context("locating the leasehold binary")?;
     std::fs::create_dir_all(&args.data)?;
-    let mut cluster = LocalCluster::new(&binary, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed);
+    let mut cluster = LocalCluster::new(&binary, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed)
+        .with_security(args.security.clone())?;
     cluster.start_all()?;
     let pids: Vec<String> = cluster.ids().iter().map(|id| format!("{id} {}", cluster.pid(*id).unwrap_or(0))).collect();
     std::fs::write(args.data.join("pids"), pids.join("\n") + "\n")?;
@@ -498,10 +554,7 @@ async fn up(args: UpArgs) -> Result<()> {
         Ok(leader) => {
             println!("leasehold: {} nodes up, leader is node {leader}, data in {}", args.nodes, args.data.display());
             println!("leasehold: endpoints {endpoints}");
-            println!(
-                "leasehold: try  curl -s -XPOST http://{}/v1/locks/demo/acquire -d '{{\"owner\":\"me\",\"ttl_ms\":10000}}' -H 'content-type: application/json'",
-                cluster.endpoint(1)
-            );
+            println!("leasehold: try  {}", try_curl(&args.security, &cluster.endpoint(1)));
         }
         Err(e) => println!("leasehold: {e}; nodes keep running, see their logs"),
     }
@@ -512,9 +565,39 @@ async fn up(args: UpArgs) -> Result<()> {
     Ok(())
 }
 
+/// A curl command line that acquires a lock on `endpoint`, with the CA and
+/// token options the cluster needs.
+fn try_curl(security: &SecurityFiles, endpoint: &str) -> String {
+    let mut curl = String::from("curl -s");
+    let scheme = match &security.ca_file {
+        Some(ca) if security.tls() => {
+            curl += &format!(" --cacert {}", ca.display());
+            "https"
+        }
+        _ if security.tls() => "https",
+        _ => "http",
+    };
+    if let Some(file) = &security.client_token_file {
+        curl += &format!(" -H \"authorization: Bearer $(cat {})\"", file.display());
+    } else if std::env::var_os("LEASEHOLD_CLIENT_TOKEN").is_some() {
+        curl += " -H \"authorization: Bearer $LEASEHOLD_CLIENT_TOKEN\"";
+    }
+    curl + &format!(
+        " -XPOST {scheme}://{endpoint}/v1/locks/demo/acquire -d '{{\"owner\":\"me\",\"ttl_ms\":10000}}' -H 'content-type: application/json'"
+    )
+}
+
 /// `leasehold run`; returns the exit status.
 async fn run_locked(args: RunArgs) -> i32 {
+    let credentials = match args.target.credentials() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("leasehold run: {e}");
+            return run::EXIT_ACQUIRE_FAILED;
+        }
+    };
     let options = RunOptions {
+        credentials,
         endpoints: args.target.endpoints,
         lock: args.lock,
         ttl: args.ttl,

@@ -13,11 +13,14 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, Raf
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 use serde::Serialize;
 
+use crate::api::RequestLimits;
 use crate::lock::{Command, LockTable};
 use crate::metrics::Metrics;
 use crate::raft::{
     self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, SnapshotExport, StoreStats, Ticker,
 };
+use crate::security::Secrets;
+use crate::server::ConnectionLimits;
 
 /// Raft heartbeat period. Election timeouts are several of these.
 const HEARTBEAT_MS: u64 = 100;
@@ -32,7 +35,7 @@ pub const DEFAULT_SNAPSHOT_EVERY: u64 = 50_000;
 const QUORUM_WAIT: Duration = Duration::from_secs(3);
 /// How long `POST /v1/cluster/snapshot` waits for the snapshot (a million
 /// leases take about a second to encode).
-const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
 
 /// Everything a node needs to start.
 #[derive(Debug, Clone)]
@@ -51,6 +54,14 @@ pub struct NodeConfig {
     /// Entries between snapshots; the log keeps a fiftieth of that behind
     /// each snapshot for followers that are only a little behind.
     pub snapshot_every: u64,
+    /// Tokens this node checks, and the cluster secret it also sends.
+    pub secrets: Secrets,
+    /// Serve https only, with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// CA the other nodes' certificates chain to (else the built-in roots).
+    pub peer_ca: Option<reqwest::Certificate>,
+    pub connection_limits: ConnectionLimits,
+    pub request_limits: RequestLimits,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -80,6 +91,10 @@ pub struct Node {
     locks: LockState,
     /// One pooled client for forwarding requests to the leader.
     http: reqwest::Client,
+    /// `https` when the nodes serve TLS, else `http`.
+    scheme: &'static str,
+    secrets: Secrets,
+    request_limits: RequestLimits,
     tick_ms: u64,
     data_dir: PathBuf,
     snapshots: SnapshotExport,
@@ -133,15 +148,20 @@ pub struct ClusterStatus {
 }
 
 /// The shared HTTP client: no system proxy (peers are addressed directly),
-/// bounded connect time, kept-alive connections.
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
+/// bounded connect time, kept-alive connections. With `ca`, https servers are
+/// trusted when their certificate chains to it (and only then).
+pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_secs(1))
         .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build()
-        .expect("reqwest client builds with static settings")
+        // Below the nodes' default header-read timeout, which also closes
+        // idle connections: the client drops one before the node does.
+        .pool_idle_timeout(Duration::from_secs(5));
+    if let Some(ca) = ca {
+        builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
+    }
+    builder.build().expect("reqwest client builds with static settings")
 }
 
 impl Node {
@@ -168,8 +188,10 @@ impl Node {
         }
         .validate()
         .map_err(|e| NodeError::Internal(e.to_string()))?;
-        let http = http_client();
-        let raft = Raft::new(config.id, Arc::new(raft_config), Network::new(http.clone()), log_store, sm_store)
+        let http = http_client(config.peer_ca.clone());
+        let scheme = if config.tls.is_some() { "https" } else { "http" };
+        let network = Network::new(http.clone(), scheme, config.secrets.cluster_secret.clone());
+        let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .map_err(|e| NodeError::Internal(e.to_string()))?;
         let ticker = Ticker::new(
@@ -187,6 +209,9 @@ impl Node {
             raft,
             locks,
             http,
+            scheme,
+            secrets: config.secrets.clone(),
+            request_limits: config.request_limits.clone(),
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
             snapshots,
@@ -219,6 +244,19 @@ impl Node {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// The URL of `path` on the node at `addr`, in the scheme the nodes serve.
+    pub fn url_of(&self, addr: &str, path: &str) -> String {
+        format!("{}://{addr}{path}", self.scheme)
+    }
+
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    pub fn request_limits(&self) -> &RequestLimits {
+        &self.request_limits
     }
 
     /// The leader this node knows of, with its address.
@@ -421,7 +459,7 @@ impl Node {
     /// Whether member `id` answers `/healthz` within a second.
     async fn answers(&self, id: NodeId) -> bool {
         let Some(addr) = self.member_addr(id) else { return false };
-        let probe = self.http.get(format!("http://{addr}/healthz")).timeout(Duration::from_secs(1)).send().await;
+        let probe = self.http.get(self.url_of(&addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
         probe.is_ok_and(|r| r.status().is_success())
     }
 
@@ -468,11 +506,9 @@ pub async fn run(config: NodeConfig, shutdown: impl Future<Output = ()> + Send +
         .await
         .map_err(|e| NodeError::Internal(format!("bind {}: {e}", config.listen)))?;
     let node = Node::start(&config).await?;
-    tracing::info!(id = config.id, addr = %config.listen, "serving");
-    axum::serve(listener, crate::api::router(node.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| NodeError::Internal(e.to_string()))?;
+    tracing::info!(id = config.id, addr = %config.listen, tls = config.tls.is_some(), "serving");
+    let router = crate::api::router(node.clone());
+    crate::server::serve(listener, router, config.tls.clone(), config.connection_limits.clone(), shutdown).await;
     node.shutdown().await;
     Ok(())
 }

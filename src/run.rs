@@ -32,7 +32,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::client::{Client, ClientError, Lock, LockOptions, LostReason};
+use crate::client::{Client, ClientError, Credentials, Lock, LockOptions, LostReason};
 use crate::lock::FencingToken;
 
 /// Exit status when the lock could not be acquired (held, wait timeout,
@@ -52,6 +52,8 @@ const RELEASE_AFTER_LOSS_BOUND: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub endpoints: Vec<String>,
+    /// Token and CA for a cluster with auth or TLS on.
+    pub credentials: Credentials,
     pub lock: String,
     pub ttl: Duration,
     /// Wait up to this long for the lock; `None` fails at once when held.
@@ -115,7 +117,7 @@ pub async fn run(options: &RunOptions) -> i32 {
 /// on its own while the lock was held.
 pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     let (program, args) = options.command.split_first().ok_or(RunError::NoCommand)?;
-    let client = Arc::new(Client::new(&options.endpoints)?);
+    let client = Arc::new(Client::with_credentials(&options.endpoints, &options.credentials)?);
     let mut lock_options = LockOptions::new(options.ttl);
     lock_options.wait = options.wait;
     lock_options.drift_margin = options.drift_margin;

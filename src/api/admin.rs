@@ -2,8 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -11,9 +12,16 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath};
 use crate::node::{ClusterStatus, Member, Node, SnapshotTaken};
 use crate::raft::NodeId;
+
+/// How long adding a learner may wait for it to catch up (a client that
+/// gives up sooner closes the connection, which ends the wait).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(600);
+/// Time to answer after the node's own snapshot wait ran out.
+const SNAPSHOT_ANSWER_SLACK: Duration = Duration::from_secs(5);
 
 /// Membership changes: served by the leader.
 pub fn leader_routes() -> Router<Arc<Node>> {
@@ -24,13 +32,18 @@ pub fn leader_routes() -> Router<Arc<Node>> {
         .route("/v1/cluster/members/{id}", delete(remove_member))
 }
 
-/// Answered by whichever node is asked.
-pub fn local_routes() -> Router<Arc<Node>> {
+/// Admin calls answered by the node asked: initialization (there is no
+/// leader yet) and this node's snapshot (a backup holds every lock and
+/// record, so it needs the admin token).
+pub fn local_admin_routes() -> Router<Arc<Node>> {
     Router::new()
-        .route("/v1/cluster/status", get(status))
         .route("/v1/cluster/init", post(init))
         .route("/v1/cluster/snapshot", post(take_snapshot).get(download_snapshot))
-        .route("/healthz", get(healthz))
+}
+
+/// Reads answered by the node asked, open without a token.
+pub fn open_routes() -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -67,7 +80,14 @@ async fn healthz(State(node): State<Arc<Node>>) -> Json<Value> {
 
 /// `POST /v1/cluster/snapshot`: this node builds a snapshot of everything it
 /// has applied and answers once it is stored.
-async fn take_snapshot(State(node): State<Arc<Node>>) -> Result<Json<SnapshotTaken>, ApiError> {
+async fn take_snapshot(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+) -> Result<Json<SnapshotTaken>, ApiError> {
+    if let Some(Extension(slot)) = slot {
+        // Serializing a large table may take longer than a request may.
+        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK);
+    }
     Ok(Json(node.snapshot_now().await?))
 }
 
@@ -97,8 +117,16 @@ async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>)
 
 /// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
 /// waits until it has caught up.
-async fn add_learner(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<NewMember>) -> Result<Json<Value>, ApiError> {
+async fn add_learner(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+    ApiJson(req): ApiJson<NewMember>,
+) -> Result<Json<Value>, ApiError> {
     check_addr(&req.addr)?;
+    if let Some(Extension(slot)) = slot {
+        // Catching up on a long log may take longer than a request may.
+        slot.park(CATCH_UP_WAIT);
+    }
     let log_index = node.add_learner(req.id, req.addr).await?;
     Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
 }

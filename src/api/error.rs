@@ -12,6 +12,8 @@ use crate::node::NodeError;
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: u64 = 1;
+/// How a 401 says which credentials it wants (RFC 6750).
+const AUTHENTICATE: &str = "Bearer realm=\"leasehold\"";
 
 /// An API error: status, a stable machine-readable `code`, a message, and
 /// optional details merged into the body
@@ -58,6 +60,9 @@ impl IntoResponse for ApiError {
         let mut response = (self.status, Json(json!({ "error": error }))).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(AUTHENTICATE));
         }
         response
     }

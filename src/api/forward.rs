@@ -2,15 +2,22 @@
 //! and relays the answer, so clients may talk to any node. Every answer names
 //! the leader in the `x-leasehold-leader` (id) and `x-leasehold-leader-addr`
 //! headers.
+//!
+//! With auth on, the follower forwards the caller's own `authorization`
+//! header, and the leader checks it again. The cluster secret is not used
+//! for this: it would let a follower lend its own authority to any request
+//! it let through, while the caller's token can open on the leader only what
+//! it opens anywhere.
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
 use crate::raft::NodeId;
@@ -28,7 +35,12 @@ const FORWARD_TIMEOUT: std::time::Duration =
     std::time::Duration::from_millis(crate::lock::Limits::DEFAULT.max_wait_ms + 15_000);
 
 /// Middleware: run the handler on the leader, forward elsewhere.
-pub async fn to_leader(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
+pub async fn to_leader(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some((leader, addr)) = node.leader() else {
         return ApiError::unavailable("no leader elected; retry").into_response();
     };
@@ -37,7 +49,7 @@ pub async fn to_leader(State(node): State<Arc<Node>>, request: Request, next: Ne
     } else if request.headers().contains_key(FORWARDED_HEADER) {
         ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
     } else {
-        match forward(&node, &addr, request).await {
+        match forward(&node, &addr, request, slot.map(|Extension(s)| s)).await {
             Ok(r) => {
                 node.metrics().forwarded("relayed");
                 r
@@ -59,20 +71,32 @@ fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
     }
 }
 
-async fn forward(node: &Node, leader_addr: &str, request: Request) -> Result<Response, ApiError> {
+async fn forward(
+    node: &Node,
+    leader_addr: &str,
+    request: Request,
+    slot: Option<RequestSlot>,
+) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
         ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body too large")
     })?;
+    // The whole request is here; from now on the leader bounds it (and
+    // counts it in flight), this node only waits for the answer.
+    if let Some(slot) = slot {
+        slot.park(FORWARD_TIMEOUT);
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut outbound = node
         .http()
-        .request(parts.method, format!("http://{leader_addr}{path}"))
+        .request(parts.method, node.url_of(leader_addr, path))
         .header(FORWARDED_HEADER, node.id())
         .timeout(FORWARD_TIMEOUT)
         .body(body);
-    if let Some(ct) = parts.headers.get(axum::http::header::CONTENT_TYPE) {
-        outbound = outbound.header(axum::http::header::CONTENT_TYPE, ct);
+    for name in [axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION] {
+        if let Some(value) = parts.headers.get(&name) {
+            outbound = outbound.header(name, value);
+        }
     }
     let reply = outbound.send().await.map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
     let status = reply.status();

@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, LockEvent, Outcome};
 use crate::node::Node;
@@ -20,6 +21,8 @@ use crate::node::Node;
 /// (the cluster decides the wait's end on its ticks) before it is told 503
 /// and may retry with its request id.
 const WAIT_SLACK: Duration = Duration::from_secs(10);
+/// Time to propose the acquire before the wait and to answer after it.
+const QUEUE_ANSWER_SLACK: Duration = Duration::from_secs(10);
 
 /// Default and largest page of `GET /v1/locks`.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
@@ -101,10 +104,11 @@ pub struct ListResponse {
 /// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire(
     State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let answer = grant_or_queue(&node, name, req).await;
+    let answer = grant_or_queue(&node, slot, name, req).await;
     let result = match &answer {
         Ok(Json(LeaseResponse { reacquired: Some(true), .. })) => "reacquired",
         _ => result_label(&answer, "granted"),
@@ -115,7 +119,12 @@ async fn acquire(
 
 /// The acquire itself: a grant now, or a place in the queue and then the
 /// grant or the end of the wait.
-async fn grant_or_queue(node: &Arc<Node>, name: String, req: AcquireRequest) -> Result<Json<LeaseResponse>, ApiError> {
+async fn grant_or_queue(
+    node: &Arc<Node>,
+    slot: Option<Extension<RequestSlot>>,
+    name: String,
+    req: AcquireRequest,
+) -> Result<Json<LeaseResponse>, ApiError> {
     let owner = req.owner.clone();
     let wait = Duration::from_millis(req.wait_ms.unwrap_or(0));
     let command = Command::Acquire {
@@ -126,6 +135,11 @@ async fn grant_or_queue(node: &Arc<Node>, name: String, req: AcquireRequest) -> 
         request_id: req.request_id,
     };
     command.validate(&Limits::DEFAULT)?;
+    if let (Some(Extension(slot)), false) = (slot, wait.is_zero()) {
+        // The body is read and the wait bounded: the request may now wait its
+        // turn past the request timeout, without a place among those in flight.
+        slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
+    }
     // A waiting acquire subscribes before proposing, so the hand-over cannot
     // fall between the answer and the subscription. A try-acquire, the
     // common case, does not subscribe at all.

@@ -9,11 +9,14 @@
 //! node. Handlers never touch sled; they call the [`Node`].
 
 mod admin;
+mod auth;
 mod error;
 mod events;
 mod fence;
 mod forward;
 pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
+mod limits;
+pub use limits::{RequestLimits, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT};
 mod locks;
 mod metrics;
 mod nodes;
@@ -53,17 +56,34 @@ pub struct ApiPath<T>(pub T);
 pub struct ApiQuery<T>(pub T);
 
 /// The whole HTTP surface of a node.
+///
+/// Each part checks its token ([`auth`]) before anything else, on the node
+/// asked, so a follower forwards only requests it would itself accept.
+/// `/healthz` and `/v1/cluster/status` stay open, like Consul's
+/// `/v1/status/*`: load balancers and the cluster tooling read them.
 pub fn router(node: Arc<Node>) -> Router {
-    let leader_only = locks::routes()
+    let to_leader = || middleware::from_fn_with_state(node.clone(), forward::to_leader);
+    let guard = |part| middleware::from_fn_with_state(auth::Guard::new(node.secrets(), part), auth::require);
+    let client = locks::routes()
         .merge(fence::routes())
-        .merge(admin::leader_routes())
-        .route_layer(middleware::from_fn_with_state(node.clone(), forward::to_leader));
-    let api = leader_only
-        .merge(admin::local_routes())
+        .route_layer(to_leader())
         .merge(events::routes())
+        .route_layer(guard(auth::Part::Client));
+    let admin = admin::leader_routes()
+        .route_layer(to_leader())
+        .merge(admin::local_admin_routes())
+        .route_layer(guard(auth::Part::Admin));
+    let limits = node.request_limits();
+    let api = client
+        .merge(admin)
+        .merge(admin::open_routes())
         .merge(observe_routes())
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
-    let raft = raft_rpc::routes().layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES));
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(limits::Admission::new(limits), limits::admit));
+    let raft = raft_rpc::routes()
+        .route_layer(guard(auth::Part::Raft))
+        .layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(limits::Admission::deadline_only(limits), limits::admit));
     api.merge(raft)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
         .method_not_allowed_fallback(|| async {

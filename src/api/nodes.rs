@@ -49,9 +49,9 @@ async fn nodes(State(node): State<Arc<Node>>) -> Json<NodesResponse> {
     let own = node.status();
     let mut asks = JoinSet::new();
     for member in own.members.iter().filter(|m| m.id != own.id).cloned() {
-        let http = node.http().clone();
+        let node = node.clone();
         asks.spawn(async move {
-            let status = ask(&http, &member.addr).await;
+            let status = ask(&node, &member.addr).await;
             (member, status)
         });
     }
@@ -90,9 +90,10 @@ fn lag_of(leader: &ClusterStatus, id: NodeId) -> Option<u64> {
     Some(last.saturating_sub(matched))
 }
 
-async fn ask(http: &reqwest::Client, addr: &str) -> Result<ClusterStatus, String> {
-    let reply = http
-        .get(format!("http://{addr}/v1/cluster/status"))
+async fn ask(node: &Node, addr: &str) -> Result<ClusterStatus, String> {
+    let reply = node
+        .http()
+        .get(node.url_of(addr, "/v1/cluster/status"))
         .timeout(ASK_TIMEOUT)
         .send()
         .await

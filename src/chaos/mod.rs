@@ -108,7 +108,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let target = Target {
         client: Arc::new(Client::new(&cluster.endpoints())?),
         resource_url: resource.url(),
-        http: crate::node::http_client(),
+        http: crate::node::http_client(None),
         history: history.clone(),
     };
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());

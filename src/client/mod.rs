@@ -12,6 +12,10 @@
 //!
 //! [`Lock`] (`guard.rs`) holds a lock for as long as it lives: a watchdog
 //! task renews it and fires [`Lock::lost`] by the client's safe deadline.
+//!
+//! For a cluster with auth or TLS on, [`Client::with_credentials`] sends a
+//! bearer token on every request and trusts a custom CA; endpoints without a
+//! scheme are then `https`.
 
 mod guard;
 
@@ -27,6 +31,7 @@ use serde_json::{json, Value};
 
 use crate::lock::{FencingToken, Grant, LeaseView, Record};
 use crate::node::{ClusterStatus, SnapshotTaken};
+use crate::security::Secret;
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
 const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
@@ -114,9 +119,20 @@ struct Listed {
     locks: Vec<LeaseView>,
 }
 
+/// What a client presents to a cluster with auth or TLS on.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// Sent as `authorization: Bearer <token>` on every request.
+    pub token: Option<Secret>,
+    /// Trusted (alone) for https endpoints; endpoints without a scheme are
+    /// `https` when it is set.
+    pub ca: Option<reqwest::Certificate>,
+}
+
 /// A client of one cluster.
 pub struct Client {
     http: reqwest::Client,
+    token: Option<Secret>,
     endpoints: Vec<Url>,
     /// Index of the endpoint tried first: the last one that answered.
     preferred: AtomicUsize,
@@ -126,11 +142,18 @@ pub struct Client {
 impl Client {
     /// `endpoints` are `host:port` or `http://host:port`, any nodes of the cluster.
     pub fn new<S: AsRef<str>>(endpoints: &[S]) -> Result<Client, ClientError> {
+        Client::with_credentials(endpoints, &Credentials::default())
+    }
+
+    /// A client that presents `credentials`. `endpoints` are `host:port`
+    /// (`https` when a CA is given, else `http`) or `scheme://host:port`.
+    pub fn with_credentials<S: AsRef<str>>(endpoints: &[S], credentials: &Credentials) -> Result<Client, ClientError> {
+        let scheme = if credentials.ca.is_some() { "https" } else { "http" };
         let endpoints = endpoints
             .iter()
             .map(|e| {
                 let e = e.as_ref().trim();
-                let with_scheme = if e.contains("://") { e.to_string() } else { format!("http://{e}") };
+                let with_scheme = if e.contains("://") { e.to_string() } else { format!("{scheme}://{e}") };
                 Url::parse(&with_scheme)
                     .ok()
                     .filter(|u| u.has_host())
@@ -141,7 +164,8 @@ impl Client {
             return Err(ClientError::InvalidEndpoint(String::new()));
         }
         Ok(Client {
-            http: crate::node::http_client(),
+            http: crate::node::http_client(credentials.ca.clone()),
+            token: credentials.token.clone(),
             endpoints,
             preferred: AtomicUsize::new(0),
             retry_budget: DEFAULT_RETRY_BUDGET,
@@ -315,12 +339,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<reqwest::Response, ClientError> {
         let url = self.url(endpoint, segments, &[])?;
-        self.http
-            .request(method, url)
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| ClientError::Unavailable(e.to_string()))
+        self.request(method, url).timeout(timeout).send().await.map_err(|e| ClientError::Unavailable(e.to_string()))
     }
 
     /// Number of endpoints.
@@ -358,7 +377,7 @@ impl Client {
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
             let url = self.url(endpoint, segments, query)?;
-            let mut request = self.http.request(method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
+            let mut request = self.request(method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
             if let Some(body) = &body {
                 request = request.json(body);
             }
@@ -390,6 +409,15 @@ impl Client {
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// A request to `url` carrying the client's token, if it has one.
+    fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.expose()),
+            None => request,
         }
     }
 

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{Node, NodeId, TypeConfig};
+use crate::security::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";
@@ -63,11 +64,15 @@ impl SnapshotChunkHead {
 #[derive(Clone)]
 pub struct Network {
     http: reqwest::Client,
+    /// `http` or `https`: the scheme every node serves.
+    scheme: &'static str,
+    /// Sent as a bearer token on every RPC: members prove membership with it.
+    cluster_secret: Option<Secret>,
 }
 
 impl Network {
-    pub fn new(http: reqwest::Client) -> Self {
-        Network { http }
+    pub fn new(http: reqwest::Client, scheme: &'static str, cluster_secret: Option<Secret>) -> Self {
+        Network { http, scheme, cluster_secret }
     }
 }
 
@@ -75,7 +80,12 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
-        Connection { http: self.http.clone(), target, base: format!("http://{}", node.addr) }
+        Connection {
+            http: self.http.clone(),
+            target,
+            base: format!("{}://{}", self.scheme, node.addr),
+            cluster_secret: self.cluster_secret.clone(),
+        }
     }
 }
 
@@ -84,6 +94,7 @@ pub struct Connection {
     http: reqwest::Client,
     target: NodeId,
     base: String,
+    cluster_secret: Option<Secret>,
 }
 
 impl Connection {
@@ -118,7 +129,11 @@ impl Connection {
     }
 
     fn request(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}{path}", self.base))
+        let request = self.http.post(format!("{}{path}", self.base));
+        match &self.cluster_secret {
+            Some(secret) => request.bearer_auth(secret.expose()),
+            None => request,
+        }
     }
 }
 

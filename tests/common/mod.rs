@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use leasehold::local::{LocalCluster, NodeLogs};
+use leasehold::security::SecurityFiles;
 
 pub const TICK_MS: u64 = 100;
 /// Upper bound on any one test.
@@ -43,21 +44,29 @@ pub async fn start_cluster(n: usize) -> TestCluster {
 
 /// Starts an `n`-node cluster whose nodes get `serve_args` too.
 pub async fn start_cluster_with(n: usize, serve_args: &[&str]) -> TestCluster {
-    start_nodes(n, n, serve_args).await
+    start_nodes(n, n, serve_args, SecurityFiles::default()).await
+}
+
+/// Starts an `n`-node cluster with these token and TLS files; its
+/// `client()` trusts the CA and sends the client token.
+pub async fn start_secured_cluster(n: usize, security: SecurityFiles, serve_args: &[&str]) -> TestCluster {
+    start_nodes(n, n, serve_args, security).await
 }
 
 /// A cluster of nodes 1..=`initial`, with room for nodes up to `total` that
 /// are not started: they join later through the admin API.
 pub async fn start_growable_cluster(total: usize, initial: usize) -> TestCluster {
-    start_nodes(total, initial, &[]).await
+    start_nodes(total, initial, &[], SecurityFiles::default()).await
 }
 
-async fn start_nodes(total: usize, initial: usize, serve_args: &[&str]) -> TestCluster {
+async fn start_nodes(total: usize, initial: usize, serve_args: &[&str], security: SecurityFiles) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
     let addrs = LocalCluster::free_addrs(total).expect("free ports");
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
     let mut cluster = LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files)
         .with_serve_args(serve_args)
+        .with_security(security)
+        .expect("security files load")
         .with_initial_members(initial);
     for id in 1..=initial as u64 {
         cluster.start(id).expect("node starts");

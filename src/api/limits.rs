@@ -1,0 +1,136 @@
+//! Per-request limits: a deadline for every request, and a bound on client and
+//! admin requests in flight at once, so slow or abusive clients cannot use up
+//! a node (the listener bounds connections and header reads, see
+//! [`crate::server`]).
+//!
+//! The deadline covers reading the body and answering. A request that is
+//! meant to wait long — an acquire with `wait_ms` (up to an hour), adding a
+//! learner that must catch up, a request a follower relays to the leader —
+//! [`park`](RequestSlot::park)s once its body is read: its deadline moves out
+//! by the wait, and it stops counting as in flight (waiting costs a queue
+//! place, not a worker; the lock table bounds the queues). An events stream
+//! is not cut either: its handler answers at once and the stream that follows
+//! is not a request in flight.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::ApiError;
+
+/// Default time to receive a request and answer it (waits excepted).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default number of client and admin requests in flight at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+
+/// The request limits of a node.
+#[derive(Debug, Clone)]
+pub struct RequestLimits {
+    pub timeout: Duration,
+    pub max_in_flight: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits { timeout: DEFAULT_REQUEST_TIMEOUT, max_in_flight: DEFAULT_MAX_IN_FLIGHT }
+    }
+}
+
+/// The middleware's state for one part of the router.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    timeout: Duration,
+    /// Permits for requests in flight; `None` where they are not counted.
+    in_flight: Option<Arc<Semaphore>>,
+}
+
+impl Admission {
+    /// Deadline and in-flight bound, for the client and admin API.
+    pub fn new(limits: &RequestLimits) -> Admission {
+        Admission { timeout: limits.timeout, in_flight: Some(Arc::new(Semaphore::new(limits.max_in_flight))) }
+    }
+
+    /// Deadline only, for Raft RPC: it comes from the few members (it is
+    /// authenticated by the cluster secret), and shedding it under a flood
+    /// of client requests would cost the cluster its leader.
+    pub fn deadline_only(limits: &RequestLimits) -> Admission {
+        Admission { timeout: limits.timeout, in_flight: None }
+    }
+}
+
+/// One request's deadline and place among the requests in flight, in its
+/// extensions for handlers that wait.
+#[derive(Debug, Clone)]
+pub struct RequestSlot(Arc<Mutex<SlotState>>);
+
+#[derive(Debug)]
+struct SlotState {
+    deadline: Instant,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl RequestSlot {
+    fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        // The state is two plain fields: a panic elsewhere cannot leave it torn.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The request will now wait up to `wait`: its deadline becomes at least
+    /// now + `wait` (unchanged if that is past what a clock can hold), and it
+    /// leaves the requests in flight.
+    pub fn park(&self, wait: Duration) {
+        let mut state = self.state();
+        if let Some(until) = Instant::now().checked_add(wait) {
+            state.deadline = state.deadline.max(until);
+        }
+        state.permit = None;
+    }
+
+    fn deadline(&self) -> Instant {
+        self.state().deadline
+    }
+}
+
+/// Middleware: answer 503 `overloaded` (with `Retry-After`) when
+/// `max_in_flight` requests are already being served, rather than queue
+/// more; and 408 `request_timeout` when a request has not been answered by
+/// its deadline (moved only by [`RequestSlot::park`]).
+pub async fn admit(State(admission): State<Admission>, mut request: Request, next: Next) -> Response {
+    let permit = match admission.in_flight.map(Semaphore::try_acquire_owned) {
+        Some(Err(_)) => {
+            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many requests in flight; retry")
+                .into_response();
+        }
+        Some(Ok(permit)) => Some(permit),
+        None => None,
+    };
+    let slot = RequestSlot(Arc::new(Mutex::new(SlotState { deadline: Instant::now() + admission.timeout, permit })));
+    request.extensions_mut().insert(slot.clone());
+    let response = next.run(request);
+    tokio::pin!(response);
+    loop {
+        let deadline = slot.deadline();
+        tokio::select! {
+            response = &mut response => return response,
+            _ = tokio::time::sleep_until(deadline) => {
+                if slot.deadline() <= Instant::now() {
+                    return ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request_timeout",
+                        format!(
+                            "request not received and answered within {} ms; a write may still take effect",
+                            admission.timeout.as_millis()
+                        ),
+                    )
+                    .into_response();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The HTTP listener: accepts TCP connections (TLS only, when configured),
+//! bounds how many are open at once and how long a client may take to send a
+//! request head, and serves each connection with hyper (HTTP/1.1) and the
+//! axum router.
+//!
+//! `axum::serve` exposes neither a header-read timeout nor a connection
+//! limit, hence this loop. The header-read timeout also closes a kept-alive
+//! connection that sends nothing more: hyper starts it whenever it waits for
+//! a request head. So a client that opens connections and sends half a
+//! header (slowloris) holds each for at most that long, and never more than
+//! `max_connections` at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+/// Default time a client has to send a whole request head.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default number of connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// How long open connections may finish their requests after shutdown begins
+/// (an events stream never finishes on its own).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Pause after a failed accept (e.g. out of file descriptors), so the loop
+/// does not spin while the condition lasts.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// How long a refused plain-HTTP client may take to close its side.
+const PLAIN_HTTP_DRAIN: Duration = Duration::from_secs(1);
+/// First byte of a TLS handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// Connection-level limits of the listener.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT, max_connections: DEFAULT_MAX_CONNECTIONS }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets open
+/// connections finish for a few seconds. With `tls`, only TLS connections are
+/// served; a plain HTTP request is answered 400 `tls_required` and closed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: ConnectionLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let tls = tls.map(TlsAcceptor::from);
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
+            },
+        };
+        // Over the limit a connection is closed at once rather than left in
+        // the backlog: the client learns now, and retries another node.
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            tracing::debug!("connection limit reached; closing a new connection");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = Connection {
+            http: http.clone(),
+            router: router.clone(),
+            watcher: graceful.watcher(),
+            header_read_timeout: limits.header_read_timeout,
+        };
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match tls {
+                Some(acceptor) => connection.serve_tls(acceptor, stream).await,
+                None => connection.serve(stream).await,
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+        tracing::info!("connections still open after the shutdown grace; closing them");
+    }
+}
+
+/// One accepted connection.
+struct Connection {
+    http: http1::Builder,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    header_read_timeout: Duration,
+}
+
+impl Connection {
+    async fn serve<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I) {
+        let service = TowerToHyperService::new(self.router);
+        let connection = self.http.serve_connection(TokioIo::new(io), service);
+        if let Err(e) = self.watcher.watch(connection).await {
+            tracing::debug!(error = %e, "connection ended");
+        }
+    }
+
+    /// The TLS handshake counts against the header-read timeout: a client
+    /// that starts one and stalls is closed like a slow plain one.
+    async fn serve_tls(self, acceptor: TlsAcceptor, mut stream: TcpStream) {
+        let handshake = async {
+            let mut first = [0u8; 1];
+            if stream.peek(&mut first).await? == 1 && first[0] != TLS_HANDSHAKE {
+                refuse_plain_http(&mut stream).await;
+                return Ok(None);
+            }
+            acceptor.accept(stream).await.map(Some)
+        };
+        match tokio::time::timeout(self.header_read_timeout, handshake).await {
+            Ok(Ok(Some(tls))) => self.serve(tls).await,
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+            Err(_) => tracing::debug!("TLS handshake timed out"),
+        }
+    }
+}
+
+/// Answers a plain HTTP request on a TLS-only listener with a JSON 400 in the
+/// API's error shape, then closes the connection (nothing was read or done).
+async fn refuse_plain_http(stream: &mut TcpStream) {
+    let body = serde_json::json!({
+        "error": { "code": "tls_required", "message": "this node serves https only" }
+    })
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    // Read what the client sent until it closes: closing a socket with
+    // unread data resets it, and the reset could destroy the answer.
+    let mut sink = [0u8; 4096];
+    let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(PLAIN_HTTP_DRAIN, drain).await;
+}
