@@ -7,7 +7,10 @@
 //! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
 //!   `get-record`/`gate`, `run`, `demo`, `bench`).
-//! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
+//!   on real servers it starts by PID; one adapter per system behind the
+//!   `LockSystem`/`LockSession` traits, workloads, report and SVG plots.
+//! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`
@@ -32,6 +35,7 @@
 pub mod api;
 pub mod bench;
 pub mod client;
+pub mod compare;
 pub mod demo;
 pub mod local;
 pub mod lock;
