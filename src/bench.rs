@@ -13,8 +13,8 @@ pub struct BenchRow {
     pub workload: String,
     pub clients: usize,
     pub run: usize,
-    /// Cycles (acquire → release) that began after the warm-up and ended
-    /// before the stop time.
+    /// Cycles (acquire → release) that ended between the warm-up and the
+    /// stop time.
     pub cycles: u64,
     pub errors: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

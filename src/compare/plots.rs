@@ -230,7 +230,7 @@ fn cdf(rows: &[BenchRow], systems: &[&str], workload: &str, clients: usize) -> S
     for t in x.ticks() {
         chart.tick_x(x.frac(t), &short(t));
     }
-    for q in [0.0, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0] {
+    for q in [0.0, 0.25, 0.5, 0.75, 0.9, 1.0] {
         chart.tick_y(q, &format!("{q}"));
     }
     for (system, row) in chosen {

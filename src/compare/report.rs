@@ -193,7 +193,7 @@ impl Report {
         let mut out = format!(
             "# leasehold bench: leasehold vs Redis, Redlock and etcd\n\n\
              Command: `{}`\n\n\
-             {} runs of {} ms after {} ms of warm-up per (system, workload, clients); lock ttl {} ms. \
+             Runs: {}, each measuring {} ms after {} ms of warm-up per (system, workload, clients); lock ttl {} ms. \
              Systems alternate inside every run; medians are over runs, and every ratio is the median of \
              the ratios taken within one run.\n\n\
              ## Machine\n\n\
