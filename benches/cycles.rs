@@ -1,36 +1,46 @@
-//! `cargo bench`: the same lock-cycle benchmark as `leasehold bench`, against
-//! a local 3-node cluster started from the built binary. Results go to
-//! `target/tmp/bench-results/` (JSON, Markdown table, SVG plot); both the
-//! distinct-names and the hot-lock workloads run.
+//! `cargo bench`: the same comparison as `leasehold bench`, with the servers
+//! it can find, against the built binary. Results go to
+//! `target/tmp/bench-results/` (latest.json, README.md, SVG plots).
 //!
-//! Knobs (environment): LEASEHOLD_BENCH_CLIENTS (default "1,16"),
-//! LEASEHOLD_BENCH_RUNS (3), LEASEHOLD_BENCH_SECS (10).
+//! Knobs (environment): LEASEHOLD_BENCH_SYSTEMS (default: all),
+//! LEASEHOLD_BENCH_CLIENTS ("1,16,64"), LEASEHOLD_BENCH_HOT_CLIENTS
+//! ("16,64"), LEASEHOLD_BENCH_RUNS (3), LEASEHOLD_BENCH_SECS (10).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold::bench::{self, BenchOptions, Workload};
+use leasehold::compare::{self, CompareOptions, SystemKind, Workload};
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// A comma-separated environment list, or `default`.
+fn env_list<T: std::str::FromStr>(key: &str, default: &str) -> Vec<T>
+where
+    T::Err: std::fmt::Debug,
+{
+    let text = std::env::var(key).unwrap_or_else(|_| default.into());
+    text.split(',').map(|v| v.trim().parse().unwrap_or_else(|e| panic!("{key}: {v:?}: {e:?}"))).collect()
+}
+
 fn main() {
-    let clients = std::env::var("LEASEHOLD_BENCH_CLIENTS").unwrap_or_else(|_| "1,16".into());
-    let options = BenchOptions {
+    let all = SystemKind::ALL.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(",");
+    let options = CompareOptions {
+        systems: env_list("LEASEHOLD_BENCH_SYSTEMS", &all),
         endpoints: Vec::new(),
-        nodes: 3,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_leasehold")),
-        clients: clients.split(',').map(|c| c.trim().parse().expect("LEASEHOLD_BENCH_CLIENTS: numbers")).collect(),
         workloads: vec![Workload::Distinct, Workload::Hot],
+        clients: env_list("LEASEHOLD_BENCH_CLIENTS", "1,16,64"),
+        hot_clients: env_list("LEASEHOLD_BENCH_HOT_CLIENTS", "16,64"),
         runs: env_or("LEASEHOLD_BENCH_RUNS", 3),
         warmup: Duration::from_secs(1),
         duration: Duration::from_secs(env_or("LEASEHOLD_BENCH_SECS", 10)),
-        ttl_ms: 10_000,
+        ttl: Duration::from_secs(10),
         out: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-results"),
+        command: "cargo bench --bench cycles".into(),
     };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let rows = runtime.block_on(bench::run(&options)).expect("benchmark");
-    println!("{}", bench::markdown_table(&rows));
+    runtime.block_on(compare::run(&options)).expect("benchmark");
     println!("results in {}", options.out.display());
 }

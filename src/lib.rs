@@ -8,7 +8,10 @@
 //!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
 //!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`,
 //!   `chaos`).
-//! - [`bench`] — lock-cycle throughput and latency runs (`leasehold bench`).
+//! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
+//!   on real servers it starts by PID; one adapter per system behind the
+//!   `LockSystem`/`LockSession` traits, workloads, report and SVG plots.
+//! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
 //! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
 //!   (Tick apply time, memory per lease, disk, snapshot costs).
 //! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
@@ -53,6 +56,7 @@ pub mod api;
 pub mod bench;
 pub mod chaos;
 pub mod client;
+pub mod compare;
 pub mod demo;
 pub mod history;
 pub mod local;

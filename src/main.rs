@@ -12,10 +12,10 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use leasehold::api::{self, RequestLimits};
-use leasehold::bench::{self, BenchOptions, Workload};
 use leasehold::chaos::nemesis::FaultKind;
 use leasehold::chaos::{self, ChaosOptions};
 use leasehold::client::{AcquireOptions, Client, Credentials};
+use leasehold::compare::{self, CompareOptions, SystemKind, Workload};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
 use leasehold::run::{self, RunOptions};
@@ -161,7 +161,7 @@ enum Cmd {
     },
     /// Run a command while holding a lock; stop it if the lock is lost.
     Run(RunArgs),
-    /// Measure acquire→release cycles/s and latency.
+    /// Measure lock cycles/s and latency: leasehold against Redis, Redlock and etcd.
     Bench(BenchArgs),
     /// The fault suite: faults under load, judged by the history checker.
     Chaos(ChaosArgs),
@@ -304,28 +304,43 @@ struct RunArgs {
     command: Vec<OsString>,
 }
 
+/// `leasehold bench`: starts every system's servers itself (by PID, on
+/// 127.0.0.1), alternates them inside each run, and writes `latest.json`,
+/// `README.md` and SVG plots into `--out`.
 #[derive(Args)]
 struct BenchArgs {
-    /// Benchmark an existing cluster instead of starting a local one.
+    /// Systems to compare: leasehold-N (a local N-node cluster), redis,
+    /// redis-aof, redlock, etcd, etcd-session. Default: all of them, or
+    /// leasehold-<--nodes> alone when only --nodes is given.
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<SystemKind>,
+    /// Benchmark an existing leasehold cluster (system `leasehold`) instead.
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<String>,
-    /// Nodes of the local cluster the benchmark starts.
-    #[arg(long, default_value_t = 3)]
-    nodes: usize,
-    /// Concurrent clients, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    /// Nodes of the local leasehold cluster, when --systems is not given.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=7))]
+    nodes: Option<u64>,
+    /// Concurrent clients on distinct names, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     clients: Vec<usize>,
-    /// distinct: a lock per client; hot: all clients wait on one lock.
+    /// Concurrent clients on the one hot name, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
+    hot_clients: Vec<usize>,
+    /// distinct: a lock per client; hot: all clients on one lock.
     #[arg(long, value_delimiter = ',', default_value = "distinct,hot")]
     workloads: Vec<Workload>,
+    /// Measured seconds per (system, workload, clients, run).
     #[arg(long, default_value_t = 10)]
     duration_secs: u64,
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    #[arg(long, default_value_t = 10_000)]
+    /// Unmeasured warm-up before each measurement.
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u64,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
     ttl_ms: u64,
-    /// Folder for results.json, results.md and cycles.svg.
-    #[arg(long, default_value = "./bench-results")]
+    /// Folder for latest.json, README.md and the SVG plots.
+    #[arg(long, default_value = "benches/results")]
     out: PathBuf,
     /// Instead of lock cycles: have a local cluster hold this many live
     /// leases and report Tick apply time, memory per lease, disk, and
@@ -614,7 +629,7 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
     if let Some(leases) = args.bulk {
         let options = ScaleOptions {
             binary: std::env::current_exe().context("locating the leasehold binary")?,
-            nodes: args.nodes,
+            nodes: args.nodes.unwrap_or(3) as usize,
             leases,
             clients: args.bulk_clients,
             out: args.out,
@@ -624,21 +639,30 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
         eprintln!("bench: results in {}", options.out.display());
         return Ok(());
     }
-    let options = BenchOptions {
-        endpoints: args.endpoints,
-        nodes: args.nodes,
-        binary: std::env::current_exe().context("locating the leasehold binary")?,
-        clients: args.clients,
-        workloads: args.workloads,
-        runs: args.runs,
-        warmup: Duration::from_secs(1),
-        duration: Duration::from_secs(args.duration_secs),
-        ttl_ms: args.ttl_ms,
-        out: args.out,
+    let systems = match (args.systems.is_empty(), args.nodes) {
+        (false, _) => args.systems,
+        (true, Some(nodes)) => vec![SystemKind::Leasehold(nodes as usize)],
+        (true, None) => SystemKind::ALL.to_vec(),
     };
-    let rows = bench::run(&options).await?;
-    println!("{}", bench::markdown_table(&rows));
-    eprintln!("bench: results in {}", options.out.display());
+    let options = CompareOptions {
+        systems,
+        endpoints: args.endpoints,
+        binary: std::env::current_exe().context("locating the leasehold binary")?,
+        workloads: args.workloads,
+        clients: args.clients,
+        hot_clients: args.hot_clients,
+        runs: args.runs as usize,
+        warmup: Duration::from_millis(args.warmup_ms),
+        duration: Duration::from_secs(args.duration_secs),
+        ttl: Duration::from_millis(args.ttl_ms),
+        out: args.out,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let report = compare::run(&options).await?;
+    println!("{}", std::fs::read_to_string(options.out.join("README.md"))?);
+    if report.rows.is_empty() {
+        bail!("no system could be measured");
+    }
     Ok(())
 }
 

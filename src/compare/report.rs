@@ -1,0 +1,387 @@
+//! The comparison's report: the machine it ran on (CPU model, cores, where
+//! each server and the clients may run, an fsync-latency probe of the
+//! results disk), every measured row, medians over runs with ratios to
+//! leasehold-3 taken within the same run, and the issue's targets. Written
+//! as `latest.json`, `README.md` and SVG plots.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::{plots, CompareOptions};
+use crate::bench::{histogram, median, rows_table, BenchRow};
+
+/// The system every ratio is taken against.
+pub const BASELINE: &str = "leasehold-3";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpu_model: String,
+    /// CPUs this process may use (sched_getaffinity).
+    pub available_parallelism: usize,
+    /// /sys/devices/system/cpu/online.
+    pub cpus_online: String,
+    pub kernel: String,
+    /// /proc/loadavg when the benchmark started and when it ended.
+    pub load_at_start: String,
+    pub load_at_end: String,
+}
+
+impl Machine {
+    fn probe() -> Machine {
+        let cpuinfo = read_trimmed("/proc/cpuinfo");
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim()))
+            .unwrap_or("unknown")
+            .to_string();
+        Machine {
+            cpu_model,
+            available_parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpus_online: read_trimmed("/sys/devices/system/cpu/online"),
+            kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+            load_at_start: read_trimmed("/proc/loadavg"),
+            load_at_end: String::new(),
+        }
+    }
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into())
+}
+
+/// Which CPUs a system's processes may run on (`Cpus_allowed_list`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    pub system: String,
+    pub pids: Vec<u32>,
+    pub cpus_allowed: Vec<String>,
+}
+
+impl Placement {
+    pub fn of(system: &str, pids: &[u32]) -> Placement {
+        let cpus = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|c| c.trim().to_string()))
+                })
+                .unwrap_or_else(|| "unknown".into())
+        };
+        let cpus_allowed =
+            if pids.is_empty() { vec![cpus("self")] } else { pids.iter().map(|p| cpus(&p.to_string())).collect() };
+        Placement { system: system.to_string(), pids: pids.to_vec(), cpus_allowed }
+    }
+}
+
+/// fsync latency of the results folder's disk: appends of 4 KiB, each
+/// followed by fsync, as a write-ahead log does.
+#[derive(Debug, Clone, Serialize)]
+pub struct FsyncProbe {
+    pub samples: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+const FSYNC_SAMPLES: usize = 200;
+
+pub fn fsync_probe(dir: &Path) -> std::io::Result<FsyncProbe> {
+    let path = dir.join(".fsync-probe");
+    let mut file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(&path)?;
+    let block = [0x5a_u8; 4096];
+    let mut latencies = histogram();
+    for _ in 0..FSYNC_SAMPLES {
+        let began = Instant::now();
+        file.write_all(&block)?;
+        file.sync_all()?;
+        let _ = latencies.record((began.elapsed().as_micros() as u64).max(1));
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(FsyncProbe {
+        samples: latencies.len(),
+        p50_us: latencies.value_at_quantile(0.5),
+        p99_us: latencies.value_at_quantile(0.99),
+        max_us: latencies.max(),
+    })
+}
+
+/// Medians over runs of one (workload, clients, system).
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub workload: String,
+    pub clients: usize,
+    pub system: String,
+    pub runs: usize,
+    pub ops_per_sec: f64,
+    /// Median over runs of this system's cycles/s ÷ leasehold-3's in the
+    /// same run.
+    pub ops_vs_baseline: Option<f64>,
+    /// The same for the cycle p50.
+    pub p50_vs_baseline: Option<f64>,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub acquire_p50_us: f64,
+    pub acquire_p99_us: f64,
+    pub acquire_p999_us: f64,
+    pub errors: u64,
+}
+
+/// One of the issue's targets for leasehold-3, as measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub goal: String,
+    /// leasehold-3's figure ÷ the other system's, median of same-run ratios.
+    pub measured: f64,
+    pub met: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub command: String,
+    pub started_unix: u64,
+    pub runs: usize,
+    pub warmup_ms: u64,
+    pub duration_ms: u64,
+    pub ttl_ms: u64,
+    pub machine: Machine,
+    pub fsync: FsyncProbe,
+    pub placement: Vec<Placement>,
+    /// Systems not measured, and why.
+    pub skipped: Vec<(String, String)>,
+    pub targets: Vec<Target>,
+    pub summary: Vec<Summary>,
+    pub rows: Vec<BenchRow>,
+}
+
+impl Report {
+    pub fn new(options: &CompareOptions, fsync: FsyncProbe) -> Report {
+        Report {
+            command: options.command.clone(),
+            started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            runs: options.runs,
+            warmup_ms: options.warmup.as_millis() as u64,
+            duration_ms: options.duration.as_millis() as u64,
+            ttl_ms: options.ttl.as_millis() as u64,
+            machine: Machine::probe(),
+            fsync,
+            placement: vec![Placement::of("harness (all clients)", &[])],
+            skipped: Vec::new(),
+            targets: Vec::new(),
+            summary: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Computes the medians and targets, then writes `latest.json`,
+    /// `README.md` and the plots into `out`.
+    pub fn write(&mut self, out: &Path) -> std::io::Result<()> {
+        self.machine.load_at_end = read_trimmed("/proc/loadavg");
+        self.summary = summarize(&self.rows);
+        self.targets = targets(&self.rows);
+        let plots = plots::write_all(&self.rows, &self.summary, out)?;
+        std::fs::write(out.join("latest.json"), serde_json::to_vec_pretty(self).expect("report serializes"))?;
+        std::fs::write(out.join("README.md"), self.markdown(&plots))
+    }
+
+    fn markdown(&self, plots: &[(String, String)]) -> String {
+        let m = &self.machine;
+        let mut out = format!(
+            "# leasehold bench: leasehold vs Redis, Redlock and etcd\n\n\
+             Command: `{}`\n\n\
+             Runs: {}, each measuring {} ms after {} ms of warm-up per (system, workload, clients); lock ttl {} ms. \
+             Systems alternate inside every run; medians are over runs, and every ratio is the median of \
+             the ratios taken within one run.\n\n\
+             ## Machine\n\n\
+             - CPU: {} — {} CPUs usable by the harness, online: {}\n\
+             - kernel {}\n\
+             - load average at start: {}; at end: {}\n\
+             - fsync probe of the results disk ({} appends of 4 KiB + fsync): p50 {} µs, p99 {} µs, max {} µs\n\n\
+             ### CPU placement\n\n\
+             Every server and the harness (all benchmark clients, one tokio runtime) share the CPUs below; \
+             nothing is pinned.\n\n\
+             | system | pids | CPUs allowed |\n|---|---|---|\n",
+            self.command,
+            self.runs,
+            self.duration_ms,
+            self.warmup_ms,
+            self.ttl_ms,
+            m.cpu_model,
+            m.available_parallelism,
+            m.cpus_online,
+            m.kernel,
+            m.load_at_start,
+            m.load_at_end,
+            self.fsync.samples,
+            self.fsync.p50_us,
+            self.fsync.p99_us,
+            self.fsync.max_us,
+        );
+        for p in &self.placement {
+            let pids = p.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            out.push_str(&format!("| {} | {} | {} |\n", p.system, pids, p.cpus_allowed.join(", ")));
+        }
+        for (system, why) in &self.skipped {
+            out.push_str(&format!("\n**Skipped {system}**: {why}\n"));
+        }
+        if !self.targets.is_empty() {
+            out.push_str("\n## Targets for leasehold-3 (ratios from the same run)\n\n| target | measured | met |\n|---|---:|---|\n");
+            for t in &self.targets {
+                out.push_str(&format!("| {} | {:.2} | {} |\n", t.goal, t.measured, if t.met { "yes" } else { "no" }));
+            }
+        }
+        out.push_str(&format!(
+            "\n## Medians\n\n\
+             `× {BASELINE}` is the system's cycles/s divided by {BASELINE}'s in the same run (median over runs). \
+             On the hot name every cycle is a hand-off, so cycles/s is hand-offs/s. Latencies in ms.\n\n\
+             | workload | clients | system | cycles/s | × {BASELINE} | cycle p50 | p99 | p99.9 | acquire p50 | p99 | p99.9 | errors |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        ));
+        for s in &self.summary {
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
+                s.workload,
+                s.clients,
+                s.system,
+                s.ops_per_sec,
+                s.ops_vs_baseline.map_or("–".into(), |r| format!("{r:.2}")),
+                s.p50_us / 1e3,
+                s.p99_us / 1e3,
+                s.p999_us / 1e3,
+                s.acquire_p50_us / 1e3,
+                s.acquire_p99_us / 1e3,
+                s.acquire_p999_us / 1e3,
+                s.errors
+            ));
+        }
+        out.push_str("\n## Plots\n\n");
+        for (file, title) in plots {
+            out.push_str(&format!("![{title}]({file})\n\n"));
+        }
+        out.push_str("## Every run\n\n");
+        out.push_str(&rows_table(&self.rows));
+        out
+    }
+}
+
+/// The rows of one measurement point, in run order.
+fn point<'a>(rows: &'a [BenchRow], workload: &str, clients: usize, system: &str) -> Vec<&'a BenchRow> {
+    rows.iter().filter(|r| r.workload == workload && r.clients == clients && r.system == system).collect()
+}
+
+/// Median over runs of `f(row of system) / f(row of other)` where both ran.
+fn same_run_ratio(a: &[&BenchRow], b: &[&BenchRow], f: fn(&BenchRow) -> f64) -> Option<f64> {
+    let ratios: Vec<f64> = a
+        .iter()
+        .filter_map(|ra| b.iter().find(|rb| rb.run == ra.run).map(|rb| f(ra) / f(rb)))
+        .filter(|r| r.is_finite())
+        .collect();
+    (!ratios.is_empty()).then(|| median(ratios))
+}
+
+fn summarize(rows: &[BenchRow]) -> Vec<Summary> {
+    let mut keys: Vec<(&str, usize, &str)> = Vec::new();
+    for r in rows {
+        let key = (r.workload.as_str(), r.clients, r.system.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.sort_by_key(|&(w, c, _)| (w, c));
+    keys.into_iter()
+        .map(|(workload, clients, system)| {
+            let runs = point(rows, workload, clients, system);
+            let baseline = point(rows, workload, clients, BASELINE);
+            let of = |f: fn(&BenchRow) -> f64| median(runs.iter().map(|r| f(r)).collect());
+            let vs =
+                |f| if system == BASELINE || baseline.is_empty() { None } else { same_run_ratio(&runs, &baseline, f) };
+            Summary {
+                workload: workload.into(),
+                clients,
+                system: system.into(),
+                runs: runs.len(),
+                ops_per_sec: of(|r| r.ops_per_sec),
+                ops_vs_baseline: vs(|r| r.ops_per_sec),
+                p50_vs_baseline: vs(|r| r.p50_us as f64),
+                p50_us: of(|r| r.p50_us as f64),
+                p99_us: of(|r| r.p99_us as f64),
+                p999_us: of(|r| r.p999_us as f64),
+                acquire_p50_us: of(|r| r.acquire_p50_us as f64),
+                acquire_p99_us: of(|r| r.acquire_p99_us as f64),
+                acquire_p999_us: of(|r| r.acquire_p999_us as f64),
+                errors: runs.iter().map(|r| r.errors).sum(),
+            }
+        })
+        .collect()
+}
+
+/// The issue's targets for leasehold-3, for every compared system present.
+fn targets(rows: &[BenchRow]) -> Vec<Target> {
+    struct Goal {
+        workload: &'static str,
+        clients: usize,
+        other: &'static str,
+        what: &'static str,
+        /// Lower is better (latency): leasehold ÷ other must be at most `bound`.
+        lower: bool,
+        bound: f64,
+    }
+    let goals = [
+        Goal {
+            workload: "cycle-distinct",
+            clients: 64,
+            other: "etcd-session",
+            what: "cycles/s",
+            lower: false,
+            bound: 10.0,
+        },
+        Goal { workload: "cycle-distinct", clients: 64, other: "redlock", what: "cycles/s", lower: false, bound: 1.0 },
+        Goal {
+            workload: "hot-handoff",
+            clients: 64,
+            other: "etcd-session",
+            what: "hand-offs/s",
+            lower: false,
+            bound: 20.0,
+        },
+        Goal { workload: "hot-handoff", clients: 64, other: "etcd", what: "hand-offs/s", lower: false, bound: 20.0 },
+        Goal {
+            workload: "cycle-distinct",
+            clients: 1,
+            other: "etcd-session",
+            what: "cycle p50",
+            lower: true,
+            bound: 1.0 / 3.0,
+        },
+        Goal {
+            workload: "cycle-distinct",
+            clients: 1,
+            other: "etcd",
+            what: "cycle p50",
+            lower: true,
+            bound: 1.0 / 3.0,
+        },
+    ];
+    goals
+        .iter()
+        .filter_map(|g| {
+            let ours = point(rows, g.workload, g.clients, BASELINE);
+            let theirs = point(rows, g.workload, g.clients, g.other);
+            let f: fn(&BenchRow) -> f64 = if g.lower { |r| r.p50_us as f64 } else { |r| r.ops_per_sec };
+            let measured = same_run_ratio(&ours, &theirs, f)?;
+            let relation = if g.lower { "≤" } else { "≥" };
+            Some(Target {
+                goal: format!(
+                    "{BASELINE} {} ÷ {}'s, {} at {} clients {relation} {:.2}",
+                    g.what, g.other, g.workload, g.clients, g.bound
+                ),
+                measured,
+                met: if g.lower { measured <= g.bound } else { measured >= g.bound },
+            })
+        })
+        .collect()
+}
