@@ -63,6 +63,8 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/cluster/membership", "admin", "Make exactly these members voters", Named("MembershipRequest"), (200, AnyJson), &[400, 409, 503]),
     Operation(Post, "/v1/cluster/members/{id}/promote", "admin", "Make learner `id` a voter", Body::None, (200, AnyJson), &[400, 404, 409, 503]),
     Operation(Delete, "/v1/cluster/members/{id}", "admin", "Remove member `id` from the cluster", Body::None, (200, AnyJson), &[400, 404, 409, 503]),
+    Operation(Post, "/v1/cluster/snapshot", "admin", "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, AnyJson), &[503]),
+    Operation(Get, "/v1/cluster/snapshot", "admin", "This node's stored snapshot as a backup file for `leasehold restore`", Body::None, (200, AnyJson), &[404]),
     Operation(Get, "/healthz", "admin", "200 while the process serves; names the leader if known", Body::None, (200, AnyJson), &[]),
     Operation(Get, "/metrics", "observe", "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
     Operation(Get, "/", "observe", "The status page", Body::None, (200, Text("text/html")), &[]),
