@@ -15,6 +15,8 @@ use leasehold::api::{self, RequestLimits};
 use leasehold::chaos::nemesis::FaultKind;
 use leasehold::chaos::{self, ChaosOptions};
 use leasehold::client::{AcquireOptions, Client, Credentials};
+use leasehold::compare::holder::{self, HolderOptions, SystemSpec};
+use leasehold::compare::safety::{self, SafetyOptions};
 use leasehold::compare::{self, CompareOptions, SystemKind, Workload};
 use leasehold::local::{LocalCluster, NodeLogs};
 use leasehold::node::{self, NodeConfig};
@@ -165,6 +167,9 @@ enum Cmd {
     Bench(BenchArgs),
     /// The fault suite: faults under load, judged by the history checker.
     Chaos(ChaosArgs),
+    /// One lock holder of `bench --safety`, a process the harness can SIGSTOP.
+    #[command(hide = true)]
+    SafetyHolder(HolderArgs),
     /// Demonstrations: `demo payments` (fencing tokens vs. a paused worker).
     Demo {
         #[command(subcommand)]
@@ -350,6 +355,41 @@ struct BenchArgs {
     /// Concurrent clients creating the --bulk leases.
     #[arg(long, default_value_t = 128)]
     bulk_clients: usize,
+    /// Instead of lock cycles: every system under faults (paused holder,
+    /// clock jump, failover, paused leader), counting safety violations
+    /// (safety.json, safety.md, a section of README.md).
+    #[arg(long, conflicts_with_all = ["bulk", "endpoints"])]
+    safety: bool,
+    /// The lock ttl of the --safety run (leasehold takes 3 s at least).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(3_000..=60_000))]
+    safety_ttl_ms: u64,
+}
+
+/// `leasehold safety-holder`: acquire → write to both resources → hold →
+/// write → release, reporting JSON lines on stdout.
+#[derive(Args)]
+struct HolderArgs {
+    /// KIND=ADDRESSES: leasehold=URL,..., redis=IP:PORT, redlock=IP:PORT,..., etcd=URL.
+    #[arg(long)]
+    system: SystemSpec,
+    #[arg(long)]
+    lock: String,
+    #[arg(long)]
+    client: String,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ttl_ms: u64,
+    #[arg(long, default_value_t = 0)]
+    wait_ms: u64,
+    #[arg(long, default_value_t = 0)]
+    hold_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    cycles: u32,
+    /// Base URL of the fenced resource.
+    #[arg(long)]
+    fenced: String,
+    /// Base URL of the unfenced resource.
+    #[arg(long)]
+    unfenced: String,
 }
 
 /// Voters of the fault suite's cluster.
@@ -478,6 +518,7 @@ async fn run(command: Cmd) -> Result<()> {
         }
         Cmd::Run(args) => std::process::exit(run_locked(args).await),
         Cmd::Bench(args) => run_bench(args).await,
+        Cmd::SafetyHolder(args) => run_holder(args).await,
         Cmd::Chaos(args) => run_chaos(args).await,
         Cmd::Demo { demo } => std::process::exit(leasehold::demo::run(demo).await),
     }
@@ -640,10 +681,25 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     let systems = match (args.systems.is_empty(), args.nodes) {
-        (false, _) => args.systems,
+        (false, _) => args.systems.clone(),
         (true, Some(nodes)) => vec![SystemKind::Leasehold(nodes as usize)],
         (true, None) => SystemKind::ALL.to_vec(),
     };
+    if args.safety {
+        let options = SafetyOptions {
+            systems: match (args.systems.is_empty(), args.nodes) {
+                (true, None) => safety::DEFAULT_SYSTEMS.to_vec(),
+                _ => systems,
+            },
+            binary: std::env::current_exe().context("locating the leasehold binary")?,
+            ttl: Duration::from_millis(args.safety_ttl_ms),
+            out: args.out,
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        };
+        let report = safety::run(&options).await?;
+        println!("{}", report.markdown());
+        return Ok(());
+    }
     let options = CompareOptions {
         systems,
         endpoints: args.endpoints,
@@ -664,6 +720,21 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
         bail!("no system could be measured");
     }
     Ok(())
+}
+
+async fn run_holder(args: HolderArgs) -> Result<()> {
+    let options = HolderOptions {
+        system: args.system,
+        lock: args.lock,
+        client: args.client,
+        ttl: Duration::from_millis(args.ttl_ms),
+        wait: Duration::from_millis(args.wait_ms),
+        hold: Duration::from_millis(args.hold_ms),
+        cycles: args.cycles,
+        fenced_url: args.fenced,
+        unfenced_url: args.unfenced,
+    };
+    Ok(holder::run(&options).await?)
 }
 
 async fn run_chaos(args: ChaosArgs) -> Result<()> {

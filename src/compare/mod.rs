@@ -16,14 +16,20 @@
 //! - `workload.rs` — lock cycles on distinct names and on one hot name.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `plots.rs` — SVG latency CDFs and throughput vs clients.
+//! - `safety.rs` — `leasehold bench --safety`: every system under faults
+//!   (paused holder, clock jump, failover, paused leader), judged by the
+//!   [`history`](crate::history) checker; `holder.rs` — the holder process
+//!   (`leasehold safety-holder`) it starts and SIGSTOPs.
 
 mod etcd;
+pub mod holder;
 mod leasehold;
 mod plots;
 mod redis;
 mod redlock;
 pub mod report;
 pub mod resp;
+pub mod safety;
 pub mod servers;
 pub mod workload;
 

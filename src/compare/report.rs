@@ -30,7 +30,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    fn probe() -> Machine {
+    pub(super) fn probe() -> Machine {
         let cpuinfo = read_trimmed("/proc/cpuinfo");
         let cpu_model = cpuinfo
             .lines()

@@ -87,19 +87,32 @@ pub enum Durability {
 /// Starts one redis-server in `dir` and waits until it answers PING.
 pub async fn start_redis(dir: &Path, durability: Durability) -> Result<ServerProcess, ServerError> {
     let binary = find_binary("redis-server", "redis-server")?;
-    let spawn_error = |source| ServerError::Spawn { what: "redis-server".into(), source };
-    std::fs::create_dir_all(dir).map_err(spawn_error)?;
-    let addr = free_addr().map_err(spawn_error)?;
     let persistence: &[&str] = match durability {
         Durability::Volatile => &["--save", "", "--appendonly", "no"],
         Durability::FsyncAlways => &["--save", "", "--appendonly", "yes", "--appendfsync", "always"],
     };
+    start_redis_with(dir, &binary, persistence, &[]).await
+}
+
+/// Starts `binary` as a redis-server in `dir` with `args` after the
+/// address ones and `env` added (e.g. libfaketime's), and waits until it
+/// answers PING.
+pub async fn start_redis_with(
+    dir: &Path,
+    binary: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+) -> Result<ServerProcess, ServerError> {
+    let spawn_error = |source| ServerError::Spawn { what: "redis-server".into(), source };
+    std::fs::create_dir_all(dir).map_err(spawn_error)?;
+    let addr = free_addr().map_err(spawn_error)?;
     let mut command = Command::new(binary);
     command
         .args(["--bind", "127.0.0.1", "--port", &addr.port().to_string(), "--daemonize", "no"])
         .arg("--dir")
         .arg(dir)
-        .args(persistence);
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)));
     let log = dir.join("redis.log");
     let server = ServerProcess::spawn("redis-server", &mut command, &log, addr)?;
     let give_up = Instant::now() + START_BOUND;
