@@ -698,6 +698,9 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
         };
         let report = safety::run(&options).await?;
         println!("{}", report.markdown());
+        if report.leasehold_violations() > 0 {
+            bail!("leasehold: {} safety violations", report.leasehold_violations());
+        }
         return Ok(());
     }
     let options = CompareOptions {

@@ -137,8 +137,10 @@ pub struct SafetyRow {
     pub stale_writes_accepted: usize,
     pub overlapping_sections: usize,
     pub lost_grants: usize,
-    /// What was done, or why the fault was skipped.
+    /// What was done, or why the fault was not run (skipped for a missing
+    /// program, with how to install it, or failed).
     pub note: String,
+    /// Not run: the counts mean nothing.
     pub skipped: bool,
 }
 
@@ -163,8 +165,11 @@ pub struct SafetyReport {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Bound on one (system, fault): server start, the holders, the checks.
-const SCENARIO_BOUND: Duration = Duration::from_secs(90);
+/// Bound on one (system, fault): server start and the holders' waits,
+/// pauses and holds, all a few ttls at most.
+fn scenario_bound(ttl: Duration) -> Duration {
+    servers::START_BOUND * 2 + ttl * 12
+}
 /// How long leasehold's leader stays paused: past its election timeout
 /// (600–1200 ms) several times over.
 const LEADER_PAUSE: Duration = Duration::from_secs(3);
@@ -203,10 +208,13 @@ pub async fn run(options: &SafetyOptions) -> Result<SafetyReport, SafetyError> {
             eprintln!("bench: safety, {kind}, {} ...", fault.title());
             let dir = options.out.join("servers").join(format!("{kind}-{fault:?}"));
             let scenario = Scenario { kind, fault, options, dir: &dir };
-            let row = match tokio::time::timeout(SCENARIO_BOUND, scenario.run()).await {
+            // A scenario that fails is reported as not run, with why, and
+            // the others go on; its servers and holders die with it.
+            let bound = scenario_bound(options.ttl);
+            let row = match tokio::time::timeout(bound, scenario.run()).await {
                 Ok(Ok(row)) => row,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(SafetyError::Timeout(format!("{kind}, {fault:?}"))),
+                Ok(Err(e)) => scenario.not_run(format!("failed: {e}")),
+                Err(_) => scenario.not_run(format!("failed: not done within {bound:?}")),
             };
             eprintln!(
                 "bench:   {} grants, {} double, {} stale writes accepted, {} overlapping sections, {} lost: {}",
@@ -334,7 +342,7 @@ impl Scenario<'_> {
         }
         let stage = match self.start().await? {
             Ok(stage) => stage,
-            Err(why) => return Ok(self.skipped(why)),
+            Err(why) => return Ok(self.not_run(format!("skipped: {why}"))),
         };
         let clock = HarnessClock::new();
         let history = History::new(clock);
@@ -359,8 +367,8 @@ impl Scenario<'_> {
         format!("{:?}", self.fault).to_lowercase()
     }
 
-    fn skipped(&self, why: String) -> SafetyRow {
-        eprintln!("bench:   skipped: {why}");
+    fn not_run(&self, why: String) -> SafetyRow {
+        eprintln!("bench:   not run: {why}");
         SafetyRow {
             system: self.kind.to_string(),
             fault: self.fault,
@@ -369,7 +377,7 @@ impl Scenario<'_> {
             stale_writes_accepted: 0,
             overlapping_sections: 0,
             lost_grants: 0,
-            note: format!("skipped: {why}"),
+            note: why,
             skipped: true,
         }
     }
