@@ -10,7 +10,9 @@
 //!   `chaos`).
 //! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
 //!   on real servers it starts by PID; one adapter per system behind the
-//!   `LockSystem`/`LockSession` traits, workloads, report and SVG plots.
+//!   `LockSystem`/`LockSession` traits, workloads, report and SVG plots;
+//!   `bench --safety` runs every system under faults with holder processes
+//!   (hidden `safety-holder` subcommand) and the history checker.
 //! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
 //! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
 //!   (Tick apply time, memory per lease, disk, snapshot costs).
