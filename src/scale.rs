@@ -28,6 +28,8 @@ const BULK_TTL_MS: u64 = 3_600_000;
 /// current lease count.
 const SETTLE: Duration = Duration::from_millis(7_000);
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// Whole acquires of one lease before it counts as failed.
+const ACQUIRE_ATTEMPTS: usize = 5;
 /// How long a new learner may take to apply what it was sent.
 const CATCH_UP_BOUND: Duration = Duration::from_secs(300);
 
@@ -172,7 +174,19 @@ async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize)
                     if i >= to {
                         return (failed, last);
                     }
-                    match client.acquire(&format!("bulk/{i:08}"), "bulk", BULK_TTL_MS).await {
+                    // A lease's acquire is retried as a whole when the client's
+                    // own retries run out (a snapshot of a million leases or an
+                    // election can stall commits for seconds): the same owner
+                    // re-acquiring its own lock is idempotent.
+                    let name = format!("bulk/{i:08}");
+                    let mut outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                    for _ in 1..ACQUIRE_ATTEMPTS {
+                        if outcome.is_ok() {
+                            break;
+                        }
+                        outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                    }
+                    match outcome {
                         Ok(_) => {
                             done.fetch_add(1, Ordering::Relaxed);
                         }
