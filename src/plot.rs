@@ -1,5 +1,6 @@
-//! Self-contained SVG plots: the frame (title, axes, y ticks) shared by the
-//! benchmark's bar chart and the fault suite's timeline.
+//! The fault suite's SVG frame (title, axes, linear y ticks). The
+//! comparison benchmark draws its log-scale line charts with its own
+//! `compare::plots::Chart`; the two are not yet one.
 
 /// Size and margins of a plot, and its y range.
 pub struct Frame {
