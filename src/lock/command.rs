@@ -163,6 +163,18 @@ impl InvalidCommand {
 }
 
 impl Command {
+    /// The lock this command acts on; `None` for a Tick, which acts on all.
+    pub fn lock(&self) -> Option<&str> {
+        match self {
+            Command::Acquire { name, .. }
+            | Command::Renew { name, .. }
+            | Command::Release { name, .. }
+            | Command::Cancel { name, .. } => Some(name),
+            Command::PutRecord { lock, .. } | Command::Gate { lock, .. } => Some(lock),
+            Command::Tick { .. } => None,
+        }
+    }
+
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {

@@ -1,4 +1,4 @@
-//! The pure lock core: commands, leases, waiting queues, the lock table,
+//! The pure lock core: commands and the batches a log entry carries, leases, waiting queues, the lock table,
 //! fencing tokens and the fence checks served on them (records, gates),
 //! request de-duplication and lock events.
 //!
@@ -9,12 +9,14 @@
 //! entries proposed by the Raft leader, so lease expiry is testable without
 //! sleeping.
 
+mod batch;
 mod command;
 mod event;
 mod fence;
 mod requests;
 mod table;
 
+pub use batch::Batch;
 pub use command::{Command, InvalidCommand, Limits};
 pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};

@@ -313,11 +313,7 @@ impl LockTable {
             }
             Command::Gate { resource, lock, token, .. } => {
                 if *token >= index {
-                    // A token is the index of an earlier entry: this one was never granted.
-                    return Err(LockError::Invalid(InvalidCommand {
-                        field: "token".into(),
-                        reason: format!("{token} was never granted (the log is at {index})"),
-                    }));
+                    return Err(not_granted_before(*token, index));
                 }
                 self.fences.pass(resource, lock, *token)
             }
@@ -443,7 +439,7 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let mut lease = self.take_current(name, token)?;
+        let mut lease = self.take_granted_before(name, token, index)?;
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
         let owner = lease.owner.clone();
         let grant = self.insert(name, lease);
@@ -458,7 +454,7 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let lease = self.take_current(name, token)?;
+        let lease = self.take_granted_before(name, token, index)?;
         events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
         self.hand_over(name, lease, index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
@@ -551,6 +547,21 @@ impl LockTable {
         Some(waiter)
     }
 
+    /// What renew and release take: the lease of `name` if `token` is its
+    /// current token and was granted by an entry before `index`.
+    ///
+    /// A grant made in this very entry (several commands share an entry, see
+    /// [`Batch`](super::Batch)) cannot be renewed or released in it: its
+    /// holder had not been told of it when this command was sent. Refusing
+    /// that is what keeps one entry from granting a lock twice (a release in
+    /// the granting entry would hand the lock on under the same token).
+    fn take_granted_before(&mut self, name: &str, token: FencingToken, index: u64) -> Result<Lease, LockError> {
+        if token >= index && self.leases.get(name).is_some_and(|l| l.token == token) {
+            return Err(not_granted_before(token, index));
+        }
+        self.take_current(name, token)
+    }
+
     /// Removes and returns the lease of `name` if `token` is its current token.
     fn take_current(&mut self, name: &str, token: FencingToken) -> Result<Lease, LockError> {
         let current = match self.leases.get(name) {
@@ -614,6 +625,15 @@ impl LockTable {
 
 fn event(index: u64, name: &str, kind: EventKind) -> LockEvent {
     LockEvent { index, name: name.to_owned(), kind }
+}
+
+/// A token names the entry that granted it, so one at or above `index` was
+/// not granted by any entry before the one being applied.
+fn not_granted_before(token: FencingToken, index: u64) -> LockError {
+    LockError::Invalid(InvalidCommand {
+        field: "token".into(),
+        reason: format!("{token} was never granted (the log is at {index})"),
+    })
 }
 
 #[cfg(test)]
