@@ -69,6 +69,8 @@ pub struct Metrics {
     pub replication_lag: Family<FollowerLabel, Gauge>,
     append_seconds: Histogram,
     flush_seconds: Histogram,
+    entry_commands: Histogram,
+    entry_commit_seconds: Histogram,
     /// Grant tick of every lease seen granted, and queue-entry tick of every
     /// waiter seen queued, to turn their ends into durations.
     since: Mutex<Since>,
@@ -179,6 +181,18 @@ impl Metrics {
                 disk_time(),
             ),
             flush_seconds: registered(r, "log_flush_seconds", "Time of one group-commit flush of the log", disk_time()),
+            entry_commands: registered(
+                r,
+                "entry_commands",
+                "Leader only: client commands batched into one proposed log entry",
+                Histogram::new(exponential_buckets(1.0, 2.0, 9)),
+            ),
+            entry_commit_seconds: registered(
+                r,
+                "entry_commit_seconds",
+                "Leader only: time from proposing an entry of client commands until it is applied",
+                disk_time(),
+            ),
             since: Mutex::default(),
             registry,
         }
@@ -228,6 +242,16 @@ impl Metrics {
 
     pub fn flushed(&self, seconds: f64) {
         self.flush_seconds.observe(seconds);
+    }
+
+    /// The leader proposed one entry carrying `commands` client commands.
+    pub fn proposed(&self, commands: usize) {
+        self.entry_commands.observe(commands as f64);
+    }
+
+    /// An entry of client commands was applied `seconds` after it was proposed.
+    pub fn entry_committed(&self, seconds: f64) {
+        self.entry_commit_seconds.observe(seconds);
     }
 
     /// The events of one applied entry, after which the clock reads

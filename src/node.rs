@@ -17,7 +17,7 @@ use crate::api::RequestLimits;
 use crate::lock::{Command, LockTable};
 use crate::metrics::Metrics;
 use crate::raft::{
-    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Raft, SnapshotExport, StoreStats, Ticker,
+    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotExport, StoreStats, Ticker,
 };
 use crate::security::Secrets;
 use crate::server::ConnectionLimits;
@@ -88,6 +88,8 @@ pub struct Node {
     id: NodeId,
     advertise: String,
     raft: Raft,
+    /// Batches this node's client commands into log entries.
+    proposer: Proposer,
     locks: LockState,
     /// One pooled client for forwarding requests to the leader.
     http: reqwest::Client,
@@ -203,10 +205,12 @@ impl Node {
         );
         tokio::spawn(ticker.run());
         tokio::spawn(raft::observer::count_leader_changes(raft.clone(), metrics.clone()));
+        let proposer = Proposer::start(raft.clone(), metrics.clone());
         let node = Arc::new(Node {
             id: config.id,
             advertise: config.advertise.clone(),
             raft,
+            proposer,
             locks,
             http,
             scheme,
@@ -271,14 +275,15 @@ impl Node {
         Some(addr)
     }
 
-    /// Proposes `command` and waits until it is committed and applied here.
+    /// Proposes `command` (in an entry shared with other commands proposed
+    /// at the same time) and waits until it is committed and applied here.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.client_write(command)).await {
+        match tokio::time::timeout(QUORUM_WAIT, self.proposer.propose(command)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
                 QUORUM_WAIT.as_millis()
             ))),
-            Ok(Ok(response)) => Ok(response.data),
+            Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(self.write_error(e)),
         }
     }

@@ -10,12 +10,12 @@ use axum::extract::{Extension, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, LockEvent, Outcome};
+use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, Outcome};
 use crate::node::Node;
+use crate::raft::Turn;
 
 /// How much longer than its `wait_ms` a waiting request may go unanswered
 /// (the cluster decides the wait's end on its ticks) before it is told 503
@@ -140,10 +140,10 @@ async fn grant_or_queue(
         // turn past the request timeout, without a place among those in flight.
         slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
     }
-    // A waiting acquire subscribes before proposing, so the hand-over cannot
-    // fall between the answer and the subscription. A try-acquire, the
-    // common case, does not subscribe at all.
-    let events = (!wait.is_zero()).then(|| node.locks().subscribe());
+    // A waiting acquire registers before proposing, so the hand-over cannot
+    // fall between the answer and the registration. A try-acquire, the
+    // common case, does not register at all.
+    let turn = (!wait.is_zero()).then(|| node.locks().watch_turn(&name, &owner));
     // Armed before proposing: if the client of a waiting acquire goes away at
     // any point before it is answered, its place in the queue is given up.
     let mut place = QueuePlace { node: node.clone(), name: name.clone(), owner: owner.clone(), armed: !wait.is_zero() };
@@ -151,7 +151,7 @@ async fn grant_or_queue(
         Ok(Ok(Outcome::Granted { grant, reacquired })) => {
             Ok(Json(LeaseResponse { grant, reacquired: Some(reacquired) }))
         }
-        Ok(Ok(Outcome::Queued { .. })) => wait_for_turn(node, events, &name, &owner, wait + WAIT_SLACK).await,
+        Ok(Ok(Outcome::Queued { .. })) => wait_for_turn(node, turn, &name, &owner, wait + WAIT_SLACK).await,
         Ok(Ok(other)) => Err(unexpected(other)),
         Ok(Err(refused)) => Err(refused.into()),
         Err(unavailable) => Err(unavailable.into()),
@@ -173,37 +173,30 @@ fn result_label<T>(answer: &Result<T, ApiError>, ok: &'static str) -> &'static s
 /// applied before the subscription is not missed.
 async fn wait_for_turn(
     node: &Node,
-    events: Option<broadcast::Receiver<LockEvent>>,
+    turn: Option<Turn>,
     name: &str,
     owner: &str,
     bound: Duration,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let mut events = events.unwrap_or_else(|| node.locks().subscribe());
-    let turn = async {
+    let mut turn = turn.unwrap_or_else(|| node.locks().watch_turn(name, owner));
+    let ended = async {
         if let Some(settled) = standing(node, name, owner) {
             return settled;
         }
         loop {
-            match events.recv().await {
-                Ok(event) if event.name == name && event.kind.owner() == owner => match event.kind {
-                    EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => return Ok(token),
-                    EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. } => {
-                        return Err(LockError::WaitTimeout { name: name.to_owned() }.into())
-                    }
-                    _ => {}
-                },
-                Ok(_) => {}
-                // Missed events: the table says where we stand now.
-                Err(RecvError::Lagged(_)) => {
-                    if let Some(settled) = standing(node, name, owner) {
-                        return settled;
-                    }
+            let Some(event) = turn.next().await else {
+                return Err(ApiError::unavailable("node shutting down"));
+            };
+            match event.kind {
+                EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => return Ok(token),
+                EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. } => {
+                    return Err(LockError::WaitTimeout { name: name.to_owned() }.into())
                 }
-                Err(RecvError::Closed) => return Err(ApiError::unavailable("node shutting down")),
+                _ => {}
             }
         }
     };
-    let token = match tokio::time::timeout(bound, turn).await {
+    let token = match tokio::time::timeout(bound, ended).await {
         Ok(result) => result?,
         Err(_) => {
             return Err(ApiError::unavailable(

@@ -1,5 +1,7 @@
-//! Everything that knows openraft and sled: the type configuration, the sled
-//! log store and state-machine store (one `Db` per process, separate trees),
+//! Everything that knows openraft and sled: the type configuration, the log
+//! store (segment files of its own), the state-machine store (sled),
+//! the proposer that batches client commands into entries, the registry
+//! that wakes each waiting acquire only for its own events,
 //! the reqwest network to the other nodes, the leader's ticker, and the
 //! observer that carries openraft's metrics into Prometheus series.
 
@@ -11,8 +13,10 @@ mod backup;
 mod log_store;
 mod network;
 pub mod observer;
+mod proposer;
 mod state_machine;
 mod ticker;
+mod turns;
 
 use std::io::Cursor;
 use std::path::Path;
@@ -21,21 +25,24 @@ use std::sync::Arc;
 pub use backup::{restore, BackupError};
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotChunkHead, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
+pub use proposer::{ProposeError, Proposer};
 pub use state_machine::{LockState, SnapshotExport, StateMachineStore, StoreStats};
 pub use ticker::Ticker;
+pub use turns::Turn;
 
-use crate::lock::{Command, LockError, Outcome};
+use crate::lock::{Batch, LockError, Outcome};
 use crate::metrics::Metrics;
 
-/// What applying one log entry answers its proposer.
+/// What applying one command answers its proposer.
 pub type LockResult = Result<Outcome, LockError>;
 
 openraft::declare_raft_types!(
     /// leasehold's Raft types: node ids are `u64`, nodes are known by their
-    /// HTTP address, and the log carries lock [`Command`]s.
+    /// HTTP address, and a log entry carries a [`Batch`] of lock commands,
+    /// answered with one [`LockResult`] per command.
     pub TypeConfig:
-        D = Command,
-        R = LockResult,
+        D = Batch,
+        R = Vec<LockResult>,
 );
 
 pub type NodeId = u64;
@@ -47,21 +54,24 @@ pub type StorageError = openraft::StorageError<NodeId>;
 /// sled's page cache per node.
 const SLED_CACHE_BYTES: u64 = 64 << 20;
 
-/// Opens (or creates) the sled database under `dir` and builds both stores on
-/// it; both report to `metrics`.
+/// The folder of the Raft log inside a node's data folder (the rest is sled's).
+const LOG_DIR: &str = "raft-log";
+
+/// Opens (or creates) a node's stores under `dir`: the Raft log in its own
+/// files under `raft-log/`, the state machine in sled; both report to `metrics`.
 pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, StateMachineStore), StorageError> {
     let db = sled::Config::new()
         .path(dir)
-        // Durability comes from our explicit flushes (group commit), not
-        // from sled's background timer.
+        // Durability comes from explicit flushes when a snapshot is saved,
+        // not from sled's background timer.
         .flush_every_ms(None)
         // sled's page cache defaults to 1 GiB per process; the lock table is
-        // already in memory and the log is read mostly at its tail, so a
-        // small cache keeps a node's memory to the table plus this.
+        // already in memory and sled only holds snapshots, so a small cache
+        // keeps a node's memory to the table plus this.
         .cache_capacity(SLED_CACHE_BYTES)
         .open()
         .map_err(|e| storage_error(openraft::ErrorSubject::Store, openraft::ErrorVerb::Read, e))?;
-    Ok((LogStore::open(&db, metrics.clone())?, StateMachineStore::open(&db, metrics)?))
+    Ok((LogStore::open(&dir.join(LOG_DIR), metrics.clone())?, StateMachineStore::open(&db, dir, metrics)?))
 }
 
 fn storage_error(
@@ -77,9 +87,9 @@ mod tests {
     use super::*;
     use openraft::testing::{StoreBuilder, Suite};
 
-    struct SledBuilder;
+    struct TempStores;
 
-    impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for SledBuilder {
+    impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for TempStores {
         async fn build(&self) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
             let dir = tempfile::tempdir().expect("temp dir");
             let (log, sm) = open_stores(dir.path(), Arc::default())?;
@@ -87,9 +97,10 @@ mod tests {
         }
     }
 
-    // Ensures the sled stores meet openraft's storage contract (its own suite).
+    // Ensures the log and state-machine stores meet openraft's storage
+    // contract (its own suite).
     #[test]
-    fn sled_stores_pass_openraft_suite() {
-        Suite::test_all(SledBuilder).unwrap();
+    fn stores_pass_openraft_suite() {
+        Suite::test_all(TempStores).unwrap();
     }
 }

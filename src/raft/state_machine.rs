@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io::Cursor;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use tokio::sync::broadcast;
 
+use super::turns::{Turn, Turns};
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
-use crate::lock::{Command, LockEvent, LockTable, Outcome, TableImage};
+use crate::lock::{LockEvent, LockTable, TableImage};
 use crate::metrics::Metrics;
 
 /// Events buffered per subscriber before it is told it lagged.
@@ -75,11 +77,12 @@ pub struct StoreStats {
 pub struct LockState {
     applied: Arc<RwLock<AppliedState>>,
     events: broadcast::Sender<LockEvent>,
+    turns: Arc<Turns>,
 }
 
 impl Default for LockState {
     fn default() -> Self {
-        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0 }
+        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0, turns: Arc::default() }
     }
 }
 
@@ -94,6 +97,12 @@ impl LockState {
     /// (and should re-read the table).
     pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
         self.events.subscribe()
+    }
+
+    /// The events about `owner` on lock `name` from now on: what a waiting
+    /// acquire needs to learn that its wait ended.
+    pub fn watch_turn(&self, name: &str, owner: &str) -> Turn {
+        self.turns.watch(name, owner)
     }
 
     /// What Ticks and snapshots cost on this node lately.
@@ -143,16 +152,25 @@ pub(super) struct StoredSnapshot {
 pub struct StateMachineStore {
     state: LockState,
     metrics: Arc<Metrics>,
+    snapshots: SnapshotStore,
+}
+
+/// Where snapshots are kept: one tree of the sled `Db` in `dir`.
+#[derive(Clone)]
+struct SnapshotStore {
     db: sled::Db,
-    snapshots: sled::Tree,
+    dir: PathBuf,
+    tree: sled::Tree,
 }
 
 impl StateMachineStore {
-    /// Opens the store and restores the state from the last snapshot, if any.
-    pub(super) fn open(db: &sled::Db, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
+    /// Opens the store on `db`, which lives in `dir`, and restores the state
+    /// from the last snapshot, if any.
+    pub(super) fn open(db: &sled::Db, dir: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
         let snapshots =
             db.open_tree("snapshot").map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        let store = StateMachineStore { state: LockState::default(), metrics, db: db.clone(), snapshots };
+        let snapshots = SnapshotStore { db: db.clone(), dir: dir.to_owned(), tree: snapshots };
+        let store = StateMachineStore { state: LockState::default(), metrics, snapshots };
         if let Some(stored) = store.read_snapshot()? {
             store.restore(&stored.data)?;
         }
@@ -166,16 +184,16 @@ impl StateMachineStore {
 
     /// A handle for exporting the stored snapshot while openraft owns this store.
     pub fn exporter(&self) -> SnapshotExport {
-        SnapshotExport { snapshots: self.snapshots.clone() }
+        SnapshotExport { snapshots: self.snapshots.tree.clone() }
     }
 
     fn read_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        read_stored(&self.snapshots)
+        read_stored(&self.snapshots.tree)
     }
 
     /// Stores `stored` as the snapshot of a node that has none yet (restore).
     pub(super) async fn seed(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
-        Self::save_snapshot(&self.db, &self.snapshots, stored).await
+        self.snapshots.save(stored).await
     }
 
     fn restore(&self, data: &[u8]) -> Result<(), StorageError> {
@@ -188,18 +206,48 @@ impl StateMachineStore {
         state.snapshot.bytes = Some(data.len() as u64);
         Ok(())
     }
+}
 
-    /// Saves `stored` as the current snapshot and flushes it: logs it covers
-    /// may be purged as soon as this returns.
-    async fn save_snapshot(db: &sled::Db, tree: &sled::Tree, stored: &StoredSnapshot) -> Result<(), StorageError> {
+impl SnapshotStore {
+    /// Saves `stored` as the current snapshot and makes it durable: logs it
+    /// covers may be purged as soon as this returns.
+    async fn save(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
         let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Write, e);
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_META, serde_json::to_vec(&stored.meta).map_err(|e| err(&e))?);
         batch.insert(SNAPSHOT_DATA, stored.data.as_slice());
-        tree.apply_batch(batch).map_err(|e| err(&e))?;
-        db.flush_async().await.map_err(|e| err(&e))?;
-        Ok(())
+        self.tree.apply_batch(batch).map_err(|e| err(&e))?;
+        self.db.flush_async().await.map_err(|e| err(&e))?;
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || fsync_sled_files(&dir)).await.map_err(|e| err(&e))?.map_err(|e| err(&e))
     }
+}
+
+/// fsyncs sled's files and folders under `dir`. sled's own flush ends with
+/// `sync_file_range`, which leaves the disk's write cache and the files'
+/// metadata unflushed, and it never syncs its blob files (large values, such
+/// as snapshots) at all. A snapshot is what lets the log be purged, so it must
+/// be durable before that happens.
+fn fsync_sled_files(dir: &Path) -> std::io::Result<()> {
+    let blobs = dir.join("blobs");
+    let mut files = vec![dir.join("db"), dir.join("conf")];
+    match std::fs::read_dir(&blobs) {
+        Ok(entries) => {
+            for entry in entries {
+                files.push(entry?.path());
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    for file in files.iter().chain([&blobs, &dir.to_path_buf()]) {
+        match std::fs::File::open(file) {
+            Ok(f) => f.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The snapshot stored in `tree`, if any.
@@ -243,46 +291,50 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok((state.last_applied, state.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<LockResult>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<LockResult>>, StorageError>
     where
         I: IntoIterator<Item = openraft::Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let entries = entries.into_iter();
-        let mut results = Vec::with_capacity(entries.size_hint().0);
+        let mut results = Vec::new();
         let mut events = Vec::new();
         {
             let mut state = self.state.write();
             for entry in entries {
                 state.last_applied = Some(entry.log_id);
-                let result = match entry.payload {
-                    EntryPayload::Blank => Ok(Outcome::Noop),
-                    EntryPayload::Normal(command) => {
+                let entry_results = match entry.payload {
+                    EntryPayload::Blank => Vec::new(),
+                    EntryPayload::Normal(batch) => {
                         // Only Ticks are timed: the clock read stays off
                         // the path of every other entry.
-                        let tick_started = matches!(command, Command::Tick { .. }).then(Instant::now);
-                        let applied = state.table.apply(&command, entry.log_id.index);
+                        let tick_started = batch.is_tick().then(Instant::now);
+                        let mut answers = Vec::with_capacity(batch.len());
+                        for command in batch.commands() {
+                            let applied = state.table.apply(command, entry.log_id.index);
+                            self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
+                            events.extend(applied.events);
+                            answers.push(applied.result);
+                        }
                         if let Some(started) = tick_started {
                             if state.recent_ticks.len() == RECENT_TICKS {
                                 state.recent_ticks.pop_front();
                             }
                             state.recent_ticks.push_back(micros(started.elapsed()));
                         }
-                        self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
-                        events.extend(applied.events);
-                        applied.result
+                        answers
                     }
                     EntryPayload::Membership(m) => {
                         state.membership = StoredMembership::new(Some(entry.log_id), m);
-                        Ok(Outcome::Noop)
+                        Vec::new()
                     }
                 };
-                results.push(result);
+                results.push(entry_results);
             }
         }
         // Published after the table is updated, so a subscriber that reads
         // the table on seeing an event finds the event's effect.
         for event in events {
+            self.state.turns.publish(&event);
             // No subscriber is not an error.
             let _ = self.state.events.send(event);
         }
@@ -299,7 +351,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 membership: state.membership.clone(),
                 table: TableImage::from(&state.table),
             },
-            db: self.db.clone(),
             snapshots: self.snapshots.clone(),
             state: self.state.clone(),
         }
@@ -318,7 +369,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
         self.restore(&stored.data)?;
         self.metrics.snapshot_installed();
-        Self::save_snapshot(&self.db, &self.snapshots, &stored).await?;
+        self.snapshots.save(&stored).await?;
         let install_ms = started.elapsed().as_millis() as u64;
         self.state.record_snapshot(|s| s.install_ms = Some(install_ms));
         Ok(())
@@ -332,8 +383,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 /// Builds one snapshot from the image copied when it was made.
 pub struct SnapshotBuilder {
     image: SnapshotImage,
-    db: sled::Db,
-    snapshots: sled::Tree,
+    snapshots: SnapshotStore,
     state: LockState,
 }
 
@@ -352,7 +402,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             },
         };
         let stored = StoredSnapshot { meta: meta.clone(), data };
-        StateMachineStore::save_snapshot(&self.db, &self.snapshots, &stored).await?;
+        self.snapshots.save(&stored).await?;
         let (bytes, build_ms) = (stored.data.len() as u64, started.elapsed().as_millis() as u64);
         self.state.record_snapshot(|s| (s.bytes, s.build_ms) = (Some(bytes), Some(build_ms)));
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })

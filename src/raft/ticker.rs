@@ -23,7 +23,7 @@ use openraft::ServerState;
 use tokio::time::sleep;
 
 use super::{LockState, Raft};
-use crate::lock::Command;
+use crate::lock::{Batch, Command};
 use crate::metrics::Metrics;
 
 pub struct Ticker {
@@ -80,7 +80,7 @@ impl Ticker {
                 continue;
             }
             let period_ms = period.as_millis() as u64;
-            match self.raft.client_write(Command::Tick { period_ms }).await {
+            match self.raft.client_write(Batch::single(Command::Tick { period_ms })).await {
                 Ok(_) => {
                     ticked += period;
                     self.metrics.tick_lag(began.elapsed().saturating_sub(ticked).as_secs_f64());

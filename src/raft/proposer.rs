@@ -1,0 +1,149 @@
+//! Batches concurrent client commands into log entries.
+//!
+//! Proposed one by one, every command paid for a log entry of its own: an
+//! append, an fsync on the leader, a place in replication and an apply. Under
+//! load the leader then fsynced once per command and spent most of its CPU on
+//! that. The proposer instead keeps at most [`IN_FLIGHT`] entries between
+//! proposal and apply; commands that arrive meanwhile wait, and go out
+//! together in the next entry (a [`Batch`]). A lone command on an idle node
+//! is proposed at once, so batching costs no latency when there is nothing to
+//! batch.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use openraft::error::{ClientWriteError, Fatal, RaftError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use super::{LockResult, Node, NodeId, Raft};
+use crate::lock::{Batch, Command};
+use crate::metrics::Metrics;
+
+/// Why a proposal was not answered with its result.
+pub type ProposeError = RaftError<NodeId, ClientWriteError<NodeId, Node>>;
+
+/// Entries proposed and not yet applied, at most: two keep replication busy
+/// (one entry is on its way while the next fills up), and few slots make
+/// commands that arrive under load share an entry. Measured on 3 nodes at
+/// 16 and 64 clients, 2 beat both 1 and 4.
+const IN_FLIGHT: usize = 2;
+
+/// Commands waiting for an entry. The API bounds requests in flight well
+/// below this; the bound only stops a runaway caller from queueing without end.
+const QUEUE: usize = 16 * 1024;
+
+type Reply = oneshot::Sender<Result<LockResult, ProposeError>>;
+
+struct Proposal {
+    command: Command,
+    reply: Reply,
+}
+
+/// The leader-side entry point for client commands. Cheap to share; the
+/// batching task stops when the proposer is dropped.
+pub struct Proposer {
+    queue: mpsc::Sender<Proposal>,
+}
+
+impl Proposer {
+    /// Starts the batching task on the current tokio runtime.
+    pub fn start(raft: Raft, metrics: Arc<Metrics>) -> Proposer {
+        let (queue, arrivals) = mpsc::channel(QUEUE);
+        tokio::spawn(batch_and_propose(raft, arrivals, metrics));
+        Proposer { queue }
+    }
+
+    /// Proposes `command` in the next entry with room for it, and waits until
+    /// that entry is committed and applied here.
+    pub async fn propose(&self, command: Command) -> Result<LockResult, ProposeError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Proposal { command, reply }).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> ProposeError {
+    RaftError::Fatal(Fatal::Stopped)
+}
+
+/// The batching task: whenever an entry slot is free and commands wait, the
+/// waiting commands go out as one entry, in arrival order.
+async fn batch_and_propose(raft: Raft, mut arrivals: mpsc::Receiver<Proposal>, metrics: Arc<Metrics>) {
+    let mut waiting: VecDeque<Proposal> = VecDeque::new();
+    let mut in_flight = JoinSet::new();
+    loop {
+        if in_flight.len() < IN_FLIGHT {
+            while let Ok(p) = arrivals.try_recv() {
+                waiting.push_back(p);
+            }
+            if let Some(first) = waiting.pop_front() {
+                let (batch, replies) = next_entry(first, &mut waiting);
+                metrics.proposed(batch.len());
+                let proposed = Instant::now();
+                // `client_write_ff` queues the entry in Raft before returning,
+                // so entries reach the log in the order they were made here.
+                match raft.client_write_ff(batch).await {
+                    Ok(applied) => {
+                        let metrics = metrics.clone();
+                        in_flight.spawn(async move {
+                            let results = match applied.await {
+                                Ok(Ok(response)) => Ok(response.data),
+                                Ok(Err(e)) => Err(RaftError::APIError(e)),
+                                Err(_) => Err(stopped()),
+                            };
+                            metrics.entry_committed(proposed.elapsed().as_secs_f64());
+                            answer(replies, results);
+                        });
+                    }
+                    Err(fatal) => answer(replies, Err(RaftError::Fatal(fatal))),
+                }
+                continue;
+            }
+        }
+        tokio::select! {
+            arrived = arrivals.recv() => match arrived {
+                Some(p) => waiting.push_back(p),
+                // The proposer is gone: the node is shutting down.
+                None => return,
+            },
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
+    }
+}
+
+/// The next entry: `first`, then as many commands from the front of
+/// `waiting` as [`Batch`] lets share an entry with it.
+fn next_entry(first: Proposal, waiting: &mut VecDeque<Proposal>) -> (Batch, Vec<Reply>) {
+    let mut batch = Batch::single(first.command);
+    let mut replies = vec![first.reply];
+    while let Some(next) = waiting.pop_front() {
+        match batch.try_push(next.command) {
+            Ok(()) => replies.push(next.reply),
+            Err(command) => {
+                waiting.push_front(Proposal { command, reply: next.reply });
+                break;
+            }
+        }
+    }
+    (batch, replies)
+}
+
+/// Answers each command of an entry with its own result (the state machine
+/// returns one per command, in order), or all of them with the entry's error.
+fn answer(replies: Vec<Reply>, results: Result<Vec<LockResult>, ProposeError>) {
+    // A caller that stopped waiting (deadline, disconnect) is not an error.
+    match results {
+        Ok(results) => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(Ok(result));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
