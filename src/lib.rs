@@ -34,7 +34,7 @@
 //!   renewal, `lost` signal).
 //! - [`security`] — secrets (client and admin tokens, cluster secret) from
 //!   files or the environment, constant-time comparison, TLS files.
-//! - [`node`] — one node: wires config, the sled Db, openraft, the ticker and
+//! - [`node`] — one node: wires config, the stores, openraft, the ticker and
 //!   the HTTP listener; offers propose / linearizable read / membership.
 //!   - [`server`] — the listener: accept loop, TLS (rustls), connection
 //!     limit, header-read timeout (hyper).
@@ -45,14 +45,16 @@
 //!     bound, and the one `ApiError` that decides every status code; for
 //!     operators `/metrics`, the status page (`/`, `/ui`, one static file),
 //!     `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
-//!   - [`raft`] — openraft type config, sled log store (group commit), sled
-//!     state-machine store (snapshots, event broadcast, backup/restore),
-//!     reqwest network, the leader's ticker, and the observer of openraft's
-//!     metrics.
-//!   - [`lock`] — PURE: commands, leases, waiting queues, the lock table,
-//!     fencing tokens, fenced records and gates, request de-duplication,
-//!     events, limits. No tokio, sled, openraft or axum; time enters as Tick
-//!     commands.
+//!   - [`raft`] — openraft type config; the log store (segment files with
+//!     fdatasync, group commit; vote in a meta file); the sled state-machine
+//!     store (snapshots, event broadcast, backup/restore); the proposer that
+//!     batches client commands into entries; the per-waiter wakeups
+//!     (`turns`); reqwest network, the leader's ticker, and the observer of
+//!     openraft's metrics.
+//!   - [`lock`] — PURE: commands and the batches log entries carry, leases,
+//!     waiting queues, the lock table, fencing tokens, fenced records and
+//!     gates, request de-duplication, events, limits. No tokio, sled,
+//!     openraft or axum; time enters as Tick commands.
 
 pub mod api;
 pub mod bench;

@@ -1,4 +1,4 @@
-//! One leasehold node: wires the sled stores, openraft, the ticker and the HTTP
+//! One leasehold node: wires the stores, openraft, the proposer, the ticker and the HTTP
 //! listener together, and offers the API layer the few operations it needs
 //! (propose a command, read linearizably, report status, change membership).
 
@@ -193,9 +193,11 @@ impl Node {
         let http = http_client(config.peer_ca.clone());
         let scheme = if config.tls.is_some() { "https" } else { "http" };
         let network = Network::new(http.clone(), scheme, config.secrets.cluster_secret.clone());
+        let log_size = log_store.clone();
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .map_err(|e| NodeError::Internal(e.to_string()))?;
+        tokio::spawn(raft::snapshot_by_size(raft.clone(), log_size, raft::SNAPSHOT_LOG_BYTES));
         let ticker = Ticker::new(
             raft.clone(),
             locks.clone(),

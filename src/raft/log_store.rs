@@ -210,6 +210,14 @@ impl LogStore {
         write_meta(&self.dir, meta).map_err(|e| storage_error(ErrorSubject::Store, ErrorVerb::Write, e))
     }
 
+    /// Bytes on disk of the entries after `index` (all of them for `None`):
+    /// how much a snapshot at `index` leaves unsnapshotted.
+    pub fn bytes_after(&self, index: Option<u64>) -> u64 {
+        let log = self.lock();
+        let after = |p: &&Position| index.is_none_or(|i| p.log_id.index > i);
+        log.positions.iter().rev().take_while(after).map(|p| u64::from(p.len)).sum()
+    }
+
     /// Marks an empty log purged through `last`: a restored node starts as if
     /// it had just installed a snapshot at `last`.
     pub(super) fn mark_purged_through(&self, last: LogId) -> Result<(), StorageError> {
@@ -699,6 +707,22 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(first_segment() > 0, "segments holding only purged entries are deleted");
+    }
+
+    // Ensures the size after a snapshot point counts exactly the later frames.
+    #[tokio::test]
+    async fn bytes_after_counts_the_frames_past_an_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut log = open(dir.path());
+        log.blocking_append((0..10).map(|i| entry(i, 1))).await.expect("append");
+        let frame = {
+            let mut one = Vec::new();
+            write_frame(&entry(9, 1), &mut one).expect("frame");
+            one.len() as u64
+        };
+        assert_eq!(log.bytes_after(Some(9)), 0);
+        assert_eq!(log.bytes_after(Some(7)), 2 * frame);
+        assert_eq!(log.bytes_after(None), 10 * frame);
     }
 
     // Ensures entries evicted from memory are read back from their segment.

@@ -10,6 +10,7 @@
 #![allow(clippy::result_large_err)]
 
 mod backup;
+mod compaction;
 mod log_store;
 mod network;
 pub mod observer;
@@ -23,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
+pub use compaction::{snapshot_by_size, SNAPSHOT_LOG_BYTES};
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotChunkHead, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
 pub use proposer::{ProposeError, Proposer};

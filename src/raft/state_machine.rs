@@ -31,7 +31,14 @@ const EVENT_BUFFER: usize = 4096;
 const RECENT_TICKS: usize = 64;
 
 const SNAPSHOT_META: &[u8] = b"meta";
-const SNAPSHOT_DATA: &[u8] = b"data";
+/// The snapshot's data is stored in chunks under `data/<8-digit number>`.
+const SNAPSHOT_DATA: &str = "data/";
+/// Below sled's threshold for storing a value as a separate blob file. sled
+/// deletes a replaced blob only once the segment that recorded the
+/// replacement fills up, and with only snapshots written, segments hardly
+/// fill: whole-snapshot blobs piled up, one per snapshot. Chunks go through
+/// sled's own log segments, which it cleans as it writes.
+const SNAPSHOT_CHUNK_BYTES: usize = 32 << 10;
 
 /// The applied state, shared between the state machine (writer) and the API
 /// (readers).
@@ -213,9 +220,18 @@ impl SnapshotStore {
     /// covers may be purged as soon as this returns.
     async fn save(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
         let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Write, e);
+        // One batch: sled applies it atomically, so a crash leaves the old
+        // snapshot or the new one, never a mix of their chunks.
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_META, serde_json::to_vec(&stored.meta).map_err(|e| err(&e))?);
-        batch.insert(SNAPSHOT_DATA, stored.data.as_slice());
+        let chunks = stored.data.chunks(SNAPSHOT_CHUNK_BYTES);
+        let count = chunks.len();
+        for (n, chunk) in chunks.enumerate() {
+            batch.insert(chunk_key(n).as_bytes(), chunk);
+        }
+        for stale in self.tree.scan_prefix(SNAPSHOT_DATA).keys().skip(count) {
+            batch.remove(stale.map_err(|e| err(&e))?);
+        }
         self.tree.apply_batch(batch).map_err(|e| err(&e))?;
         self.db.flush_async().await.map_err(|e| err(&e))?;
         let dir = self.dir.clone();
@@ -253,14 +269,17 @@ fn fsync_sled_files(dir: &Path) -> std::io::Result<()> {
 /// The snapshot stored in `tree`, if any.
 pub(super) fn read_stored(tree: &sled::Tree) -> Result<Option<StoredSnapshot>, StorageError> {
     let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Read, e);
-    let meta = tree.get(SNAPSHOT_META).map_err(|e| err(&e))?;
-    let data = tree.get(SNAPSHOT_DATA).map_err(|e| err(&e))?;
-    match (meta, data) {
-        (Some(meta), Some(data)) => {
-            Ok(Some(StoredSnapshot { meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?, data: data.to_vec() }))
-        }
-        _ => Ok(None),
+    let Some(meta) = tree.get(SNAPSHOT_META).map_err(|e| err(&e))? else { return Ok(None) };
+    let mut data = Vec::new();
+    for chunk in tree.scan_prefix(SNAPSHOT_DATA).values() {
+        data.extend_from_slice(&chunk.map_err(|e| err(&e))?);
     }
+    Ok(Some(StoredSnapshot { meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?, data }))
+}
+
+/// The key of chunk `n`: fixed width, so sled's key order is chunk order.
+fn chunk_key(n: usize) -> String {
+    format!("{SNAPSHOT_DATA}{n:08}")
 }
 
 /// Reads the stored snapshot of a running node, for backups.
