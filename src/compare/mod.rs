@@ -15,7 +15,7 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names and on one hot name.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
-//! - `plots.rs` — SVG latency CDFs and throughput vs clients.
+//! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
 //! - `safety.rs` — `leasehold bench --safety`: every system under faults
 //!   (paused holder, clock jump, failover, paused leader), judged by the
 //!   [`history`](crate::history) checker; `holder.rs` — the holder process
