@@ -211,9 +211,16 @@ impl EventStream {
 /// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
 /// it succeeded and returns its JSON output.
 pub async fn leasehold_cli(args: &[&str]) -> serde_json::Value {
+    let out = leasehold_run(args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("leasehold {args:?} printed no JSON ({e}): {stderr}"))
+}
+
+/// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
+/// it succeeded and returns what it printed.
+pub async fn leasehold_run(args: &[&str]) -> std::process::Output {
     let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold")).args(args).kill_on_drop(true).output();
     let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("CLI within 60 s").expect("CLI runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "leasehold {args:?} failed: {stderr}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("leasehold {args:?} printed no JSON ({e}): {stderr}"))
+    assert!(out.status.success(), "leasehold {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
 }
