@@ -187,8 +187,10 @@ impl ChaosReport {
             "grants/s",
         );
         for i in 0..=4 {
+            // Whole seconds, so that each label stands where its second is.
+            let second = seconds * i / 4;
+            chart.tick_x(second as f64 / seconds as f64, &second.to_string());
             let f = i as f64 / 4.0;
-            chart.tick_x(f, &format!("{:.0}", seconds as f64 * f));
             chart.tick_y(f, &format!("{:.0}", y_max * f));
         }
         for f in self.faults.iter().filter(|f| f.record.injected) {
