@@ -29,6 +29,7 @@ fn main() {
     let options = CompareOptions {
         systems: env_list("LEASEHOLD_BENCH_SYSTEMS", &all),
         endpoints: Vec::new(),
+        credentials: Default::default(),
         binary: PathBuf::from(env!("CARGO_BIN_EXE_leasehold")),
         workloads: vec![Workload::Distinct, Workload::Hot],
         clients: env_list("LEASEHOLD_BENCH_CLIENTS", "1,16,64"),

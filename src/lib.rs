@@ -10,7 +10,8 @@
 //!   `chaos`).
 //! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
 //!   on real servers it starts by PID; one adapter per system behind the
-//!   `LockSystem`/`LockSession` traits, workloads, report and SVG plots;
+//!   `LockSystem`/`LockSession` traits, workloads, report and its plots
+//!   (throughput, latency CDFs; drawn with [`plot`]);
 //!   `bench --safety` runs every system under faults with holder processes
 //!   (hidden `safety-holder` subcommand) and the history checker.
 //! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
@@ -22,7 +23,8 @@
 //!   the table per fault and the timeline.
 //! - [`history`] — independent of leasehold's client: the harness clock, the
 //!   history recorder, the fenced resource (HTTP) and the pure checker.
-//! - [`plot`] — the SVG frame shared by the bench and chaos plots.
+//! - [`plot`] — the one SVG chart (title, axes, ticks, lines, shaded bands,
+//!   legend; log axes) that the bench and chaos plots are drawn with.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
 //! - [`local`] — starts and stops a local cluster of `leasehold serve`

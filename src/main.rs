@@ -200,6 +200,13 @@ struct Target {
         default_value = "127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703"
     )]
     endpoints: Vec<String>,
+    #[command(flatten)]
+    credentials: CredentialFiles,
+}
+
+/// What a client presents to a cluster with auth or TLS on.
+#[derive(Args)]
+struct CredentialFiles {
     /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
     #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
     ca_file: Option<PathBuf>,
@@ -208,8 +215,8 @@ struct Target {
     token_file: Option<PathBuf>,
 }
 
-impl Target {
-    fn credentials(&self) -> Result<Credentials> {
+impl CredentialFiles {
+    fn load(&self) -> Result<Credentials> {
         Ok(Credentials {
             token: Secret::load(self.token_file.as_deref(), "LEASEHOLD_TOKEN", "token")?,
             ca: self.ca_file.as_deref().map(security::load_ca).transpose()?,
@@ -319,9 +326,13 @@ struct BenchArgs {
     /// leasehold-<--nodes> alone when only --nodes is given.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<SystemKind>,
-    /// Benchmark an existing leasehold cluster (system `leasehold`) instead.
+    /// Benchmark an existing leasehold cluster (system `leasehold`) instead;
+    /// with auth or TLS on, give it --token-file and --ca-file.
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<String>,
+    // Used for --endpoints only: the clusters the bench starts have no auth.
+    #[command(flatten)]
+    credentials: CredentialFiles,
     /// Nodes of the local leasehold cluster, when --systems is not given.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=7))]
     nodes: Option<u64>,
@@ -535,7 +546,7 @@ fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
 }
 
 fn client(target: &Target) -> Result<Client> {
-    Ok(Client::with_credentials(&target.endpoints, &target.credentials()?)?)
+    Ok(Client::with_credentials(&target.endpoints, &target.credentials.load()?)?)
 }
 
 /// Prints `value` as JSON. A closed stdout (`leasehold list | head`) is not
@@ -645,7 +656,7 @@ fn try_curl(security: &SecurityFiles, endpoint: &str) -> String {
 
 /// `leasehold run`; returns the exit status.
 async fn run_locked(args: RunArgs) -> i32 {
-    let credentials = match args.target.credentials() {
+    let credentials = match args.target.credentials.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("leasehold run: {e}");
@@ -703,9 +714,13 @@ async fn run_bench(args: BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
+    // Loaded only for an existing cluster: a token in the environment must
+    // not stop a run against the bench's own clusters.
+    let credentials = if args.endpoints.is_empty() { Credentials::default() } else { args.credentials.load()? };
     let options = CompareOptions {
         systems,
         endpoints: args.endpoints,
+        credentials,
         binary: std::env::current_exe().context("locating the leasehold binary")?,
         workloads: args.workloads,
         clients: args.clients,

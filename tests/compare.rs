@@ -23,6 +23,7 @@ async fn every_installed_system_completes_cycles_and_the_report_is_written() {
     let options = CompareOptions {
         systems: SystemKind::ALL.to_vec(),
         endpoints: Vec::new(),
+        credentials: Default::default(),
         binary: env!("CARGO_BIN_EXE_leasehold").into(),
         workloads: vec![Workload::Distinct, Workload::Hot],
         clients: vec![1, 4],

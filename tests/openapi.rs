@@ -1,13 +1,14 @@
 //! `GET /openapi.json` is kept true: the document served by a real node lists
 //! exactly the routes of the router (read from the `.route(..)` calls in
 //! `src/api/`), and every documented method answers on the live node while
-//! every other method on a documented path is refused as not allowed.
+//! every other method on a documented path is refused as not allowed; and the
+//! refusals of a token-secured node are documented.
 
 mod common;
 
 use std::collections::BTreeSet;
 
-use common::{bounded, start_cluster, step};
+use common::{bounded, start_cluster, start_secured_cluster, step, Material};
 use serde_json::Value;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
@@ -200,6 +201,67 @@ async fn openapi_document_matches_the_router() {
         for reference in references(&doc) {
             let name = reference.strip_prefix("#/components/schemas/").expect("a schema reference");
             assert!(doc["components"]["schemas"][name].is_object(), "dangling reference {reference}");
+        }
+    })
+    .await;
+}
+
+// Ensures the document lists the refusals that come before any handler:
+// every operation behind a token lists 401 and 403 and names its token, every
+// operation lists 408 (the request deadline) and all but Raft RPC 503 (the
+// in-flight bound); and that on a real token-secured node a request without
+// a token gets a status the document lists for that operation (401 where it
+// names a token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_lists_the_refusals_of_a_secured_node() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(1, material.secrets(), &[]).await;
+        let endpoint = cluster.endpoint(1);
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let doc: Value =
+            http.get(format!("http://{endpoint}/openapi.json")).send().await.unwrap().json().await.unwrap();
+        let schemes = doc["components"]["securitySchemes"].as_object().expect("security schemes");
+
+        step("every operation lists the refusals of the layers in front of it, with the error body");
+        let mut secured = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let responses = op["responses"].as_object().unwrap();
+                let lists = |status: &str| responses.contains_key(status);
+                let tokens: Vec<&String> = op["security"]
+                    .as_array()
+                    .map(|s| s.iter().flat_map(|r| r.as_object().unwrap().keys()).collect())
+                    .unwrap_or_default();
+                if !tokens.is_empty() {
+                    secured += 1;
+                    assert!(lists("401") && lists("403"), "{method} {path} names a token but not 401 and 403");
+                    for token in tokens {
+                        assert_eq!(schemes[token]["scheme"], "bearer", "{method} {path}: scheme {token}");
+                    }
+                }
+                assert!(lists("408"), "{method} {path}: the request deadline (408)");
+                assert_eq!(lists("503"), !path.starts_with("/raft/"), "{method} {path}: the in-flight bound (503)");
+                for (status, response) in responses.iter().filter(|(s, _)| s.as_str() >= "400") {
+                    let schema = &response["content"]["application/json"]["schema"]["$ref"];
+                    assert_eq!(schema, "#/components/schemas/Error", "{method} {path} {status}: the error body");
+                }
+            }
+        }
+        assert!(secured > 20, "the client, admin and Raft operations name their token ({secured})");
+
+        step("without a token, the secured node answers each operation with a status it lists");
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let url = format!("http://{endpoint}{}", concrete(path));
+                let reply = http.request(method.to_uppercase().parse().unwrap(), &url).send().await.unwrap();
+                let status = reply.status().as_u16();
+                let listed = op["responses"].as_object().unwrap().contains_key(&status.to_string());
+                assert!(listed, "{method} {path} answered {status}, which the document does not list");
+                if op["security"].is_array() {
+                    assert_eq!(status, 401, "{method} {path} without a token");
+                }
+            }
         }
     })
     .await;

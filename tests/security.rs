@@ -5,71 +5,18 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::{bounded, start_cluster_with, start_secured_cluster, step, EventStream, ELECTION_BOUND};
+use common::{
+    bounded, leasehold_run, start_cluster_with, start_secured_cluster, step, EventStream, Material, ADMIN_TOKEN,
+    CLIENT_TOKEN, CLUSTER_SECRET, ELECTION_BOUND, WRONG_TOKEN,
+};
 use leasehold::client::{AcquireOptions, Client, Credentials};
-use leasehold::security::{Secret, SecurityFiles};
+use leasehold::security::Secret;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const CLIENT_TOKEN: &str = "client-token-5f1d9c2e7a";
-const ADMIN_TOKEN: &str = "admin-token-0b8e4a61d3";
-const CLUSTER_SECRET: &str = "cluster-secret-93c7e25f08";
-const WRONG_TOKEN: &str = "not-the-token-4d2a7e9b1c";
-
-/// Secret and certificate files of a test cluster, in their own folder.
-struct Material {
-    dir: tempfile::TempDir,
-}
-
-impl Material {
-    fn new() -> Material {
-        Material { dir: tempfile::tempdir().expect("temp dir") }
-    }
-
-    fn write(&self, name: &str, contents: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, contents).expect("write test material");
-        path
-    }
-
-    /// The three secrets, each in a file (with a trailing newline, as
-    /// `echo` writes them).
-    fn secrets(&self) -> SecurityFiles {
-        SecurityFiles {
-            client_token_file: Some(self.write("client-token", &format!("{CLIENT_TOKEN}\n"))),
-            admin_token_file: Some(self.write("admin-token", &format!("{ADMIN_TOKEN}\n"))),
-            cluster_secret_file: Some(self.write("cluster-secret", &format!("{CLUSTER_SECRET}\n"))),
-            ..SecurityFiles::default()
-        }
-    }
-
-    /// A fresh CA and one certificate for 127.0.0.1 and localhost signed by
-    /// it, shared by all nodes. Private keys exist only in the temp folder.
-    fn tls(&self, mut files: SecurityFiles) -> SecurityFiles {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, "leasehold test CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
-        let node_key = KeyPair::generate().expect("node key");
-        let node = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).expect("params");
-        let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).expect("node certificate");
-        files.ca_file = Some(self.write("ca.pem", &ca_cert.pem()));
-        files.tls_cert_file = Some(self.write("node.pem", &node_cert.pem()));
-        files.tls_key_file = Some(self.write("node-key.pem", &node_key.serialize_pem()));
-        files
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
 
 fn secret(s: &str) -> Option<Secret> {
     Some(Secret::new(s, "test").unwrap())
@@ -307,6 +254,51 @@ async fn https_with_a_test_ca() {
         assert!(client.get("cli-no-token").await.unwrap().is_none());
         client.release("tls-lock", lease.token()).await.expect("release over https");
         client.release("cli-lock", cli_token).await.expect("release the CLI's lock");
+    })
+    .await;
+}
+
+// Ensures `leasehold bench --endpoints` measures a token-secured cluster when
+// given --token-file: a one-second run completes cycles without an error
+// (without the token every acquire would be refused 401).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_measures_a_token_secured_cluster() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(3, material.secrets(), &[]).await;
+        let out = tempfile::tempdir().expect("temp dir");
+        let (endpoints, token_file) = (cluster.endpoints().join(","), material.path("client-token"));
+
+        step("a one-second bench --endpoints with --token-file");
+        let args = [
+            "bench",
+            "--endpoints",
+            &endpoints,
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--workloads",
+            "distinct",
+            "--clients",
+            "2",
+            "--runs",
+            "1",
+            "--warmup-ms",
+            "200",
+            "--duration-secs",
+            "1",
+            "--out",
+            out.path().to_str().unwrap(),
+        ];
+        leasehold_run(&args).await;
+
+        step("it completed cycles, with no error");
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(out.path().join("latest.json")).expect("latest.json")).unwrap();
+        let rows = report["rows"].as_array().expect("rows");
+        assert_eq!(rows.len(), 1, "one measurement: {rows:?}");
+        assert_eq!(rows[0]["system"], "leasehold");
+        assert!(rows[0]["cycles"].as_u64().is_some_and(|n| n > 0), "no cycle completed: {}", rows[0]);
+        assert_eq!(rows[0]["errors"], 0, "{}", rows[0]);
     })
     .await;
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::nemesis::{FaultKind, FaultRecord};
 use crate::history::{CheckReport, OpKind, OpResult, Operation, ResourceWrite};
-use crate::plot::Frame;
+use crate::plot::{Chart, LineStyle};
 
 /// One fault instance with what happened from its start to the next fault's.
 #[derive(Debug, Clone, Serialize)]
@@ -169,8 +169,8 @@ impl ChaosReport {
         out
     }
 
-    /// Grants per second over the run, with every fault shaded from its
-    /// start to its heal.
+    /// Grants per second over the run, with every injected fault shaded
+    /// from its start to its heal.
     pub fn timeline_svg(&self, operations: &[Operation]) -> String {
         let seconds = self.seconds.ceil().max(1.0) as usize;
         let mut per_second = vec![0usize; seconds + 1];
@@ -179,37 +179,26 @@ impl ChaosReport {
                 *slot += 1;
             }
         }
-        let frame = Frame::new(per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15);
-        let x = |us: u64| frame.left + us as f64 / 1e6 / seconds as f64 * frame.inner_width();
-        let mut svg = frame.open("leasehold under faults: grants per second", "grants/s");
-        for f in self.faults.iter().filter(|f| f.record.injected) {
-            let (x0, x1) = (x(f.record.started_us), x(f.record.healed_us).max(x(f.record.started_us) + 2.0));
-            // Labels run upwards along each band's left edge, so that the
-            // dozens of faults of a long run do not write over each other.
-            let (lx, ly) = (x0 + 8.0, frame.height - frame.bottom - 4.0);
-            svg.push_str(&format!(
-                "<rect x=\"{x0:.1}\" y=\"{}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#e8a0a0\" opacity=\"0.5\"/>\n\
-                 <text x=\"{lx:.1}\" y=\"{ly:.1}\" transform=\"rotate(-90 {lx:.1} {ly:.1})\" font-size=\"8\">{}</text>\n",
-                frame.top,
-                x1 - x0,
-                frame.height - frame.bottom - frame.top,
-                f.record.kind.label()
-            ));
+        let y_max = per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15;
+        let fx = |us: u64| us as f64 / 1e6 / seconds as f64;
+        let mut chart = Chart::new(
+            "leasehold under faults: grants per second",
+            "seconds since the start (shaded: a fault, from its start to its heal)",
+            "grants/s",
+        );
+        for i in 0..=4 {
+            // Whole seconds, so that each label stands where its second is.
+            let second = seconds * i / 4;
+            chart.tick_x(second as f64 / seconds as f64, &second.to_string());
+            let f = i as f64 / 4.0;
+            chart.tick_y(f, &format!("{:.0}", y_max * f));
         }
-        let points: Vec<String> = per_second
-            .iter()
-            .enumerate()
-            .map(|(s, n)| format!("{:.1},{:.1}", x(s as u64 * 1_000_000), frame.y(*n as f64)))
-            .collect();
-        svg.push_str(&format!(
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"#4a7ebb\" stroke-width=\"1.5\"/>\n",
-            points.join(" ")
-        ));
-        svg.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">seconds (0–{seconds})</text>\n</svg>\n",
-            frame.left + frame.inner_width() / 2.0,
-            frame.height - 15.0
-        ));
-        svg
+        for f in self.faults.iter().filter(|f| f.record.injected) {
+            chart.band(fx(f.record.started_us), fx(f.record.healed_us), f.record.kind.label());
+        }
+        let points: Vec<(f64, f64)> =
+            per_second.iter().enumerate().map(|(s, n)| (fx(s as u64 * 1_000_000), *n as f64 / y_max)).collect();
+        chart.line("grants/s", &points, LineStyle::Trace);
+        chart.finish()
     }
 }

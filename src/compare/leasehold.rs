@@ -6,19 +6,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
-use crate::client::{AcquireOptions, Client, ClientError};
+use crate::client::{AcquireOptions, Client, ClientError, Credentials};
 
 /// A leasehold cluster at these endpoints.
 pub struct LeaseholdSystem {
     endpoints: Vec<String>,
+    credentials: Credentials,
     sessions: AtomicU64,
 }
 
 impl LeaseholdSystem {
+    /// A cluster without auth or TLS.
     pub fn new(endpoints: &[String]) -> Result<Self, ClientError> {
+        LeaseholdSystem::with_credentials(endpoints, Credentials::default())
+    }
+
+    /// A cluster whose every session presents `credentials`.
+    pub fn with_credentials(endpoints: &[String], credentials: Credentials) -> Result<Self, ClientError> {
         // Refuse bad endpoints here rather than at the first session.
-        Client::new(endpoints)?;
-        Ok(LeaseholdSystem { endpoints: endpoints.to_vec(), sessions: AtomicU64::new(0) })
+        Client::with_credentials(endpoints, &credentials)?;
+        Ok(LeaseholdSystem { endpoints: endpoints.to_vec(), credentials, sessions: AtomicU64::new(0) })
     }
 }
 
@@ -26,7 +33,7 @@ impl LockSystem for LeaseholdSystem {
     fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
         Box::pin(async move {
             // A Client of its own: its own keep-alive connection pool.
-            let client = Client::new(&self.endpoints)?;
+            let client = Client::with_credentials(&self.endpoints, &self.credentials)?;
             let n = self.sessions.fetch_add(1, Ordering::Relaxed);
             let owner = format!("bench-{}-{n}", std::process::id());
             Ok(Box::new(LeaseholdSession { client, owner }) as Box<dyn LockSession>)

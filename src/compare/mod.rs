@@ -15,7 +15,7 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names and on one hot name.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
-//! - `plots.rs` — SVG latency CDFs and throughput vs clients.
+//! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
 //! - `safety.rs` — `leasehold bench --safety`: every system under faults
 //!   (paused holder, clock jump, failover, paused leader), judged by the
 //!   [`history`](crate::history) checker; `holder.rs` — the holder process
@@ -48,7 +48,7 @@ pub use redlock::RedlockSystem;
 pub use workload::Workload;
 
 use crate::bench::BenchRow;
-use crate::client::ClientError;
+use crate::client::{ClientError, Credentials};
 use crate::local::LocalClusterError;
 use report::{Placement, Report};
 use resp::RespError;
@@ -268,6 +268,8 @@ pub struct CompareOptions {
     /// Instead of `systems`: an existing leasehold cluster, reported as
     /// system `leasehold`.
     pub endpoints: Vec<String>,
+    /// The token and CA sent to the `endpoints` cluster.
+    pub credentials: Credentials,
     /// The `leasehold` binary for local clusters.
     pub binary: PathBuf,
     pub workloads: Vec<Workload>,
@@ -319,7 +321,7 @@ pub async fn run(options: &CompareOptions) -> Result<Report, CompareError> {
     let contenders = if options.endpoints.is_empty() {
         start_contenders(options, &server_dir, &mut fleet, &mut report).await?
     } else {
-        let system = LeaseholdSystem::new(&options.endpoints)?;
+        let system = LeaseholdSystem::with_credentials(&options.endpoints, options.credentials.clone())?;
         vec![Contender { name: "leasehold".into(), system: Box::new(system), pids: Vec::new() }]
     };
     report.placement.extend(contenders.iter().map(|c| Placement::of(&c.name, &c.pids)));

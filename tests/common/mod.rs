@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold::local::{LocalCluster, NodeLogs};
@@ -34,6 +35,62 @@ impl std::ops::Deref for TestCluster {
 impl std::ops::DerefMut for TestCluster {
     fn deref_mut(&mut self) -> &mut LocalCluster {
         &mut self.cluster
+    }
+}
+
+pub const CLIENT_TOKEN: &str = "client-token-5f1d9c2e7a";
+pub const ADMIN_TOKEN: &str = "admin-token-0b8e4a61d3";
+pub const CLUSTER_SECRET: &str = "cluster-secret-93c7e25f08";
+pub const WRONG_TOKEN: &str = "not-the-token-4d2a7e9b1c";
+
+/// Secret and certificate files of a test cluster, in their own folder.
+pub struct Material {
+    dir: tempfile::TempDir,
+}
+
+impl Material {
+    pub fn new() -> Material {
+        Material { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).expect("write test material");
+        path
+    }
+
+    /// The three secrets, each in a file (with a trailing newline, as
+    /// `echo` writes them).
+    pub fn secrets(&self) -> SecurityFiles {
+        SecurityFiles {
+            client_token_file: Some(self.write("client-token", &format!("{CLIENT_TOKEN}\n"))),
+            admin_token_file: Some(self.write("admin-token", &format!("{ADMIN_TOKEN}\n"))),
+            cluster_secret_file: Some(self.write("cluster-secret", &format!("{CLUSTER_SECRET}\n"))),
+            ..SecurityFiles::default()
+        }
+    }
+
+    /// A fresh CA and one certificate for 127.0.0.1 and localhost signed by
+    /// it, shared by all nodes. Private keys exist only in the temp folder.
+    pub fn tls(&self, mut files: SecurityFiles) -> SecurityFiles {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "leasehold test CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+        let node_key = KeyPair::generate().expect("node key");
+        let node = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).expect("params");
+        let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).expect("node certificate");
+        files.ca_file = Some(self.write("ca.pem", &ca_cert.pem()));
+        files.tls_cert_file = Some(self.write("node.pem", &node_cert.pem()));
+        files.tls_key_file = Some(self.write("node-key.pem", &node_key.serialize_pem()));
+        files
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 }
 
@@ -154,9 +211,16 @@ impl EventStream {
 /// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
 /// it succeeded and returns its JSON output.
 pub async fn leasehold_cli(args: &[&str]) -> serde_json::Value {
+    let out = leasehold_run(args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("leasehold {args:?} printed no JSON ({e}): {stderr}"))
+}
+
+/// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
+/// it succeeded and returns what it printed.
+pub async fn leasehold_run(args: &[&str]) -> std::process::Output {
     let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold")).args(args).kill_on_drop(true).output();
     let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("CLI within 60 s").expect("CLI runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "leasehold {args:?} failed: {stderr}");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("leasehold {args:?} printed no JSON ({e}): {stderr}"))
+    assert!(out.status.success(), "leasehold {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
 }
