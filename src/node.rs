@@ -17,7 +17,7 @@ use crate::api::RequestLimits;
 use crate::lock::{Command, LockTable};
 use crate::metrics::Metrics;
 use crate::raft::{
-    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotExport, StoreStats, Ticker,
+    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotStore, StoreStats, Ticker,
 };
 use crate::security::Secrets;
 use crate::server::ConnectionLimits;
@@ -99,7 +99,7 @@ pub struct Node {
     request_limits: RequestLimits,
     tick_ms: u64,
     data_dir: PathBuf,
-    snapshots: SnapshotExport,
+    snapshots: SnapshotStore,
     metrics: Arc<Metrics>,
 }
 

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use openraft::{Membership, SnapshotMeta, StoredMembership};
 use serde::Deserialize;
 
-use super::state_machine::{SnapshotExport, SnapshotImage, StoredSnapshot};
+use super::snapshot_store::{SnapshotStore, StoredSnapshot};
+use super::state_machine::SnapshotImage;
 use super::{open_stores, LogId, Node, NodeId, StorageError};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +50,7 @@ struct Backup {
     data: SnapshotImage,
 }
 
-impl SnapshotExport {
+impl SnapshotStore {
     /// The stored snapshot as a backup document, or `None` before the first
     /// snapshot. The data is JSON already, so it is spliced in unparsed.
     pub fn backup(&self) -> Result<Option<Vec<u8>>, StorageError> {

@@ -1,5 +1,6 @@
 //! Everything that knows openraft and sled: the type configuration, the log
-//! store (segment files of its own), the state-machine store (sled),
+//! store (segment files of its own), the state-machine store (snapshots in
+//! sled, a database per snapshot),
 //! the proposer that batches client commands into entries, the registry
 //! that wakes each waiting acquire only for its own events,
 //! the reqwest network to the other nodes, the leader's ticker, and the
@@ -15,6 +16,7 @@ mod log_store;
 mod network;
 pub mod observer;
 mod proposer;
+mod snapshot_store;
 mod state_machine;
 mod ticker;
 mod turns;
@@ -28,7 +30,8 @@ pub use compaction::{snapshot_by_size, SNAPSHOT_LOG_BYTES};
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotChunkHead, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
 pub use proposer::{ProposeError, Proposer};
-pub use state_machine::{LockState, SnapshotExport, StateMachineStore, StoreStats};
+pub use snapshot_store::SnapshotStore;
+pub use state_machine::{LockState, StateMachineStore, StoreStats};
 pub use ticker::Ticker;
 pub use turns::Turn;
 
@@ -53,27 +56,18 @@ pub type Raft = openraft::Raft<TypeConfig>;
 pub type LogId = openraft::LogId<NodeId>;
 pub type StorageError = openraft::StorageError<NodeId>;
 
-/// sled's page cache per node.
-const SLED_CACHE_BYTES: u64 = 64 << 20;
-
-/// The folder of the Raft log inside a node's data folder (the rest is sled's).
+/// The folders of a node's data folder: the Raft log, and the snapshots
+/// (sled databases).
 const LOG_DIR: &str = "raft-log";
+const SNAPSHOT_DIR: &str = "snapshots";
 
 /// Opens (or creates) a node's stores under `dir`: the Raft log in its own
-/// files under `raft-log/`, the state machine in sled; both report to `metrics`.
+/// files, the state machine's snapshots in sled; both report to `metrics`.
 pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, StateMachineStore), StorageError> {
-    let db = sled::Config::new()
-        .path(dir)
-        // Durability comes from explicit flushes when a snapshot is saved,
-        // not from sled's background timer.
-        .flush_every_ms(None)
-        // sled's page cache defaults to 1 GiB per process; the lock table is
-        // already in memory and sled only holds snapshots, so a small cache
-        // keeps a node's memory to the table plus this.
-        .cache_capacity(SLED_CACHE_BYTES)
-        .open()
-        .map_err(|e| storage_error(openraft::ErrorSubject::Store, openraft::ErrorVerb::Read, e))?;
-    Ok((LogStore::open(&dir.join(LOG_DIR), metrics.clone())?, StateMachineStore::open(&db, dir, metrics)?))
+    Ok((
+        LogStore::open(&dir.join(LOG_DIR), metrics.clone())?,
+        StateMachineStore::open(&dir.join(SNAPSHOT_DIR), metrics)?,
+    ))
 }
 
 fn storage_error(

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use tokio::sync::broadcast;
 
+use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use super::turns::{Turn, Turns};
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
 use crate::lock::{LockEvent, LockTable, TableImage};
@@ -29,16 +30,6 @@ const EVENT_BUFFER: usize = 4096;
 
 /// Tick apply times kept for [`StoreStats`].
 const RECENT_TICKS: usize = 64;
-
-const SNAPSHOT_META: &[u8] = b"meta";
-/// The snapshot's data is stored in chunks under `data/<8-digit number>`.
-const SNAPSHOT_DATA: &str = "data/";
-/// Below sled's threshold for storing a value as a separate blob file. sled
-/// deletes a replaced blob only once the segment that recorded the
-/// replacement fills up, and with only snapshots written, segments hardly
-/// fill: whole-snapshot blobs piled up, one per snapshot. Chunks go through
-/// sled's own log segments, which it cleans as it writes.
-const SNAPSHOT_CHUNK_BYTES: usize = 32 << 10;
 
 /// The applied state, shared between the state machine (writer) and the API
 /// (readers).
@@ -149,34 +140,17 @@ pub(super) struct SnapshotImage {
     pub table: TableImage,
 }
 
-/// A snapshot as stored in sled: the meta as JSON and the data as raw bytes,
-/// under two keys written in one batch.
-pub(super) struct StoredSnapshot {
-    pub meta: SnapshotMeta<NodeId, Node>,
-    pub data: Vec<u8>,
-}
-
 pub struct StateMachineStore {
     state: LockState,
     metrics: Arc<Metrics>,
     snapshots: SnapshotStore,
 }
 
-/// Where snapshots are kept: one tree of the sled `Db` in `dir`.
-#[derive(Clone)]
-struct SnapshotStore {
-    db: sled::Db,
-    dir: PathBuf,
-    tree: sled::Tree,
-}
-
 impl StateMachineStore {
-    /// Opens the store on `db`, which lives in `dir`, and restores the state
-    /// from the last snapshot, if any.
-    pub(super) fn open(db: &sled::Db, dir: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
-        let snapshots =
-            db.open_tree("snapshot").map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        let snapshots = SnapshotStore { db: db.clone(), dir: dir.to_owned(), tree: snapshots };
+    /// Opens the store with its snapshots under `dir`, and restores the
+    /// state from the last snapshot, if any.
+    pub(super) fn open(dir: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
+        let snapshots = SnapshotStore::open(dir)?;
         let store = StateMachineStore { state: LockState::default(), metrics, snapshots };
         if let Some(stored) = store.read_snapshot()? {
             store.restore(&stored.data)?;
@@ -190,12 +164,12 @@ impl StateMachineStore {
     }
 
     /// A handle for exporting the stored snapshot while openraft owns this store.
-    pub fn exporter(&self) -> SnapshotExport {
-        SnapshotExport { snapshots: self.snapshots.tree.clone() }
+    pub fn exporter(&self) -> SnapshotStore {
+        self.snapshots.clone()
     }
 
     fn read_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        read_stored(&self.snapshots.tree)
+        self.snapshots.read()
     }
 
     /// Stores `stored` as the snapshot of a node that has none yet (restore).
@@ -215,91 +189,8 @@ impl StateMachineStore {
     }
 }
 
-impl SnapshotStore {
-    /// Saves `stored` as the current snapshot and makes it durable: logs it
-    /// covers may be purged as soon as this returns.
-    async fn save(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
-        let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Write, e);
-        // One batch: sled applies it atomically, so a crash leaves the old
-        // snapshot or the new one, never a mix of their chunks.
-        let mut batch = sled::Batch::default();
-        batch.insert(SNAPSHOT_META, serde_json::to_vec(&stored.meta).map_err(|e| err(&e))?);
-        let chunks = stored.data.chunks(SNAPSHOT_CHUNK_BYTES);
-        let count = chunks.len();
-        for (n, chunk) in chunks.enumerate() {
-            batch.insert(chunk_key(n).as_bytes(), chunk);
-        }
-        for stale in self.tree.scan_prefix(SNAPSHOT_DATA).keys().skip(count) {
-            batch.remove(stale.map_err(|e| err(&e))?);
-        }
-        self.tree.apply_batch(batch).map_err(|e| err(&e))?;
-        self.db.flush_async().await.map_err(|e| err(&e))?;
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || fsync_sled_files(&dir)).await.map_err(|e| err(&e))?.map_err(|e| err(&e))
-    }
-}
-
-/// fsyncs sled's files and folders under `dir`. sled's own flush ends with
-/// `sync_file_range`, which leaves the disk's write cache and the files'
-/// metadata unflushed, and it never syncs its blob files (large values, such
-/// as snapshots) at all. A snapshot is what lets the log be purged, so it must
-/// be durable before that happens.
-fn fsync_sled_files(dir: &Path) -> std::io::Result<()> {
-    let blobs = dir.join("blobs");
-    let mut files = vec![dir.join("db"), dir.join("conf")];
-    match std::fs::read_dir(&blobs) {
-        Ok(entries) => {
-            for entry in entries {
-                files.push(entry?.path());
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    for file in files.iter().chain([&blobs, &dir.to_path_buf()]) {
-        match std::fs::File::open(file) {
-            Ok(f) => f.sync_all()?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// The snapshot stored in `tree`, if any.
-pub(super) fn read_stored(tree: &sled::Tree) -> Result<Option<StoredSnapshot>, StorageError> {
-    let err = |e: &dyn std::error::Error| snapshot_error(ErrorVerb::Read, e);
-    let Some(meta) = tree.get(SNAPSHOT_META).map_err(|e| err(&e))? else { return Ok(None) };
-    let mut data = Vec::new();
-    for chunk in tree.scan_prefix(SNAPSHOT_DATA).values() {
-        data.extend_from_slice(&chunk.map_err(|e| err(&e))?);
-    }
-    Ok(Some(StoredSnapshot { meta: serde_json::from_slice(&meta).map_err(|e| err(&e))?, data }))
-}
-
-/// The key of chunk `n`: fixed width, so sled's key order is chunk order.
-fn chunk_key(n: usize) -> String {
-    format!("{SNAPSHOT_DATA}{n:08}")
-}
-
-/// Reads the stored snapshot of a running node, for backups.
-#[derive(Clone)]
-pub struct SnapshotExport {
-    snapshots: sled::Tree,
-}
-
-impl SnapshotExport {
-    pub(super) fn read(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        read_stored(&self.snapshots)
-    }
-}
-
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-fn snapshot_error(verb: ErrorVerb, e: &dyn std::error::Error) -> StorageError {
-    openraft::StorageIOError::new(ErrorSubject::Snapshot(None), verb, openraft::AnyError::error(e.to_string())).into()
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachineStore {
