@@ -41,7 +41,7 @@ use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use super::{storage_error, LogId, NodeId, StorageError, TypeConfig};
+use super::{storage_error, sync_dir, LogId, NodeId, StorageError, TypeConfig};
 use crate::metrics::Metrics;
 
 type Entry = openraft::Entry<TypeConfig>;
@@ -74,8 +74,6 @@ struct Meta {
 /// The in-memory view of the log, kept in step with what is queued for the
 /// writer (not with what is on disk: that is what the callbacks report).
 struct LogIndex {
-    /// `positions[i]` is the entry at index `first + i`.
-    first: u64,
     positions: VecDeque<Position>,
     /// The newest entries, contiguous up to the last one. Every entry not yet
     /// written to its segment is here.
@@ -93,8 +91,17 @@ impl LogIndex {
         self.positions.back().map(|p| p.log_id).or(self.meta.last_purged)
     }
 
+    /// The index of the oldest entry kept (where the next one goes when
+    /// none is): `positions[i]` is the entry at `first() + i`.
+    fn first(&self) -> u64 {
+        match self.positions.front() {
+            Some(p) => p.log_id.index,
+            None => self.meta.last_purged.map_or(0, |l| l.index + 1),
+        }
+    }
+
     fn position(&self, index: u64) -> Option<Position> {
-        let i = index.checked_sub(self.first)?;
+        let i = index.checked_sub(self.first())?;
         self.positions.get(usize::try_from(i).ok()?).copied()
     }
 
@@ -223,7 +230,6 @@ impl LogStore {
     pub(super) fn mark_purged_through(&self, last: LogId) -> Result<(), StorageError> {
         let mut index = self.lock();
         index.meta.last_purged = Some(last);
-        index.first = last.index + 1;
         index.positions.clear();
         index.recent.clear();
         self.save_meta(&index.meta)
@@ -248,11 +254,6 @@ fn write_meta(dir: &Path, meta: &Meta) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// Makes the folder's entries (created, renamed, deleted files) durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// The segments under `dir`, by first index.
 fn segments(dir: &Path) -> io::Result<Vec<u64>> {
     let mut found = Vec::new();
@@ -271,7 +272,6 @@ fn segments(dir: &Path) -> io::Result<Vec<u64>> {
 fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
     let purged_through = meta.last_purged.map(|l| l.index);
     let mut index = LogIndex {
-        first: purged_through.map_or(0, |i| i + 1),
         positions: VecDeque::new(),
         recent: VecDeque::new(),
         active: purged_through.map_or(0, |i| i + 1),
@@ -303,9 +303,7 @@ fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
             if purged_through.is_some_and(|p| log_id.index <= p) {
                 continue;
             }
-            if index.positions.is_empty() {
-                index.first = log_id.index;
-            } else if log_id.index != index.first + index.positions.len() as u64 {
+            if !index.positions.is_empty() && log_id.index != index.first() + index.positions.len() as u64 {
                 return Err(corrupt(format!("{}: entry {} does not follow the log", path.display(), log_id.index)));
             }
             index.positions.push_back(Position { log_id, segment, offset: (offset - len) as u64, len: len as u32 });
@@ -483,7 +481,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
                 Bound::Excluded(i) => i.saturating_add(1),
                 Bound::Unbounded => 0,
             }
-            .max(index.first);
+            .max(index.first());
             let end = match range.end_bound() {
                 Bound::Included(i) => *i,
                 Bound::Excluded(i) => match i.checked_sub(1) {
@@ -582,9 +580,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let start = frames.len();
             write_frame(&entry, &mut frames).map_err(|e| log_error(ErrorVerb::Write, e))?;
             let len = (frames.len() - start) as u32;
-            if index.positions.is_empty() {
-                index.first = entry.log_id.index;
-            }
             let position = Position { log_id: entry.log_id, segment, offset: offset + start as u64, len };
             index.positions.push_back(position);
             index.recent.push_back(entry);
@@ -607,7 +602,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         {
             let mut index = self.lock();
             let Some(at) = index.position(log_id.index) else { return Ok(()) };
-            let keep = (log_id.index - index.first) as usize;
+            let keep = (log_id.index - index.first()) as usize;
             index.positions.truncate(keep);
             while index.recent.back().is_some_and(|e| e.log_id.index >= log_id.index) {
                 index.recent.pop_back();
@@ -631,7 +626,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         while index.recent.front().is_some_and(|e| e.log_id.index <= log_id.index) {
             index.recent.pop_front();
         }
-        index.first = index.first.max(log_id.index + 1);
         let oldest_kept = index.positions.front().map_or(index.active, |p| p.segment);
         let segments = segments(&self.dir).map_err(|e| log_error(ErrorVerb::Delete, e))?;
         let purged: Vec<u64> = segments.into_iter().filter(|s| *s < oldest_kept && *s != index.active).collect();

@@ -70,6 +70,11 @@ pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, State
     ))
 }
 
+/// Makes a folder's entries (files created, renamed or deleted in it) durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 fn storage_error(
     subject: openraft::ErrorSubject<NodeId>,
     verb: openraft::ErrorVerb,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta};
 
-use super::{Node, NodeId, StorageError};
+use super::{sync_dir, Node, NodeId, StorageError};
 
 const META: &[u8] = b"meta";
 /// Chunks are stored under `data/<8-digit number>`.
@@ -128,10 +128,6 @@ impl SnapshotStore {
 fn open_db(path: &Path) -> sled::Result<sled::Db> {
     // Durability comes from the explicit flush and fsyncs in `save`.
     sled::Config::new().path(path).flush_every_ms(None).cache_capacity(CACHE_BYTES).open()
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    fs::File::open(dir)?.sync_all()
 }
 
 /// fsyncs sled's files and folders under `dir`. sled's own flush ends with
