@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold::compare::{self, CompareOptions, SystemKind, Workload};
+use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

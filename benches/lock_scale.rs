@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold::lock::{Command, LockTable, TableImage};
+use leasehold_core::{Command, LockTable, TableImage};
 
 const TICK_MS: u64 = 100;
 const LONG_TTL_MS: u64 = 3_600_000;

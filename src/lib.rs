@@ -59,19 +59,8 @@
 //!     openraft or axum; time enters as Tick commands.
 
 pub mod api;
-pub mod bench;
-pub mod chaos;
-pub mod client;
-pub mod compare;
-pub mod demo;
-pub mod history;
-pub mod local;
-pub mod lock;
 pub mod metrics;
 pub mod node;
-pub mod plot;
 pub mod raft;
-pub mod run;
-pub mod scale;
 pub mod security;
 pub mod server;

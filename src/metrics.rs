@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
-use crate::lock::{EventKind, FencingToken, LockEvent};
+use leasehold_core::{EventKind, FencingToken, LockEvent};
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which
 /// Prometheus scrapes natively).

@@ -1,26 +1,24 @@
-//! One leasehold node: wires the stores, openraft, the proposer, the ticker and the HTTP
-//! listener together, and offers the API layer the few operations it needs
-//! (propose a command, read linearizably, report status, change membership).
+//! One leasehold node: wires the stores, openraft, the proposer and the
+//! ticker together, and offers the API layer the few operations it needs
+//! (propose a command, acquire with or without waiting, read linearizably,
+//! report status, change membership). It knows nothing of HTTP serving: the
+//! listener and its settings are [`crate::server`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken};
 use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
-use serde::Serialize;
 
-use crate::api::RequestLimits;
-use crate::lock::{Command, LockTable};
 use crate::metrics::Metrics;
 use crate::raft::{
-    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotStore, StoreStats, Ticker,
+    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotStore, Ticker,
 };
-use crate::security::Secrets;
-use crate::server::ConnectionLimits;
+use leasehold_client::Secret;
+use leasehold_core::{Command, LockTable};
 
 /// Raft heartbeat period. Election timeouts are several of these.
 const HEARTBEAT_MS: u64 = 100;
@@ -37,13 +35,13 @@ const QUORUM_WAIT: Duration = Duration::from_secs(3);
 /// leases take about a second to encode).
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
 
-/// Everything a node needs to start.
+/// Everything a node needs to start: its Raft identity, its storage, and how
+/// it reaches its peers. (Where and how it serves clients is
+/// [`crate::server::ServeConfig`].)
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
-    /// Address to bind the HTTP listener to.
-    pub listen: SocketAddr,
-    /// Address peers and clients use to reach this node (defaults to `listen`).
+    /// Address peers and clients use to reach this node.
     pub advertise: String,
     pub data_dir: PathBuf,
     /// The leader's tick period.
@@ -54,14 +52,18 @@ pub struct NodeConfig {
     /// Entries between snapshots; the log keeps a fiftieth of that behind
     /// each snapshot for followers that are only a little behind.
     pub snapshot_every: u64,
-    /// Tokens this node checks, and the cluster secret it also sends.
-    pub secrets: Secrets,
-    /// Serve https only, with this configuration.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub peers: PeerTransport,
+}
+
+/// How a node calls the others (Raft RPC, forwarding to the leader, probes).
+#[derive(Debug, Clone, Default)]
+pub struct PeerTransport {
+    /// The nodes serve https (all of them or none).
+    pub tls: bool,
     /// CA the other nodes' certificates chain to (else the built-in roots).
-    pub peer_ca: Option<reqwest::Certificate>,
-    pub connection_limits: ConnectionLimits,
-    pub request_limits: RequestLimits,
+    pub ca: Option<reqwest::Certificate>,
+    /// Sent on every Raft RPC; the others refuse Raft RPC without it.
+    pub cluster_secret: Option<Secret>,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -95,75 +97,10 @@ pub struct Node {
     http: reqwest::Client,
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
-    secrets: Secrets,
-    request_limits: RequestLimits,
     tick_ms: u64,
     data_dir: PathBuf,
     snapshots: SnapshotStore,
     metrics: Arc<Metrics>,
-}
-
-/// `POST /v1/cluster/snapshot`: the snapshot this node now has.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct SnapshotTaken {
-    pub snapshot_index: u64,
-    pub snapshot_bytes: Option<u64>,
-    pub snapshot_build_ms: Option<u64>,
-}
-
-/// A member as `/v1/cluster/status` shows it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct Member {
-    pub id: NodeId,
-    pub addr: String,
-    pub voter: bool,
-}
-
-/// `GET /v1/cluster/status`: this node's view of the cluster.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct ClusterStatus {
-    pub id: NodeId,
-    pub role: String,
-    pub leader: Option<NodeId>,
-    pub leader_addr: Option<String>,
-    pub term: u64,
-    pub last_log_index: Option<u64>,
-    pub applied_index: Option<u64>,
-    pub snapshot_index: Option<u64>,
-    pub purged_index: Option<u64>,
-    /// Committed ticks applied on this node.
-    pub tick: u64,
-    pub tick_ms: u64,
-    pub millis_since_quorum_ack: Option<u64>,
-    pub locks_held: usize,
-    pub members: Vec<Member>,
-    /// Tick apply time and snapshot costs on this node.
-    #[serde(default)]
-    pub storage: StoreStats,
-    /// Bytes under this node's data folder (sled: log, snapshot, meta).
-    #[serde(default)]
-    pub data_dir_bytes: u64,
-    /// Leader only: the highest log index known replicated to each member
-    /// (`null` while unknown).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
-}
-
-/// The shared HTTP client: no system proxy (peers are addressed directly),
-/// bounded connect time, kept-alive connections. With `ca`, https servers are
-/// trusted when their certificate chains to it (and only then).
-pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(1))
-        .tcp_nodelay(true)
-        // Below the nodes' default header-read timeout, which also closes
-        // idle connections: the client drops one before the node does.
-        .pool_idle_timeout(Duration::from_secs(5));
-    if let Some(ca) = ca {
-        builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
-    }
-    builder.build().expect("reqwest client builds with static settings")
 }
 
 impl Node {
@@ -190,9 +127,9 @@ impl Node {
         }
         .validate()
         .map_err(|e| NodeError::Internal(e.to_string()))?;
-        let http = http_client(config.peer_ca.clone());
-        let scheme = if config.tls.is_some() { "https" } else { "http" };
-        let network = Network::new(http.clone(), scheme, config.secrets.cluster_secret.clone());
+        let http = leasehold_client::http_client(config.peers.ca.clone());
+        let scheme = if config.peers.tls { "https" } else { "http" };
+        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone());
         let log_size = log_store.clone();
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await
@@ -216,8 +153,6 @@ impl Node {
             locks,
             http,
             scheme,
-            secrets: config.secrets.clone(),
-            request_limits: config.request_limits.clone(),
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
             snapshots,
@@ -255,14 +190,6 @@ impl Node {
     /// The URL of `path` on the node at `addr`, in the scheme the nodes serve.
     pub fn url_of(&self, addr: &str, path: &str) -> String {
         format!("{}://{addr}{path}", self.scheme)
-    }
-
-    pub fn secrets(&self) -> &Secrets {
-        &self.secrets
-    }
-
-    pub fn request_limits(&self) -> &RequestLimits {
-        &self.request_limits
     }
 
     /// The leader this node knows of, with its address.
@@ -505,19 +432,6 @@ impl Node {
     pub fn locks(&self) -> &LockState {
         &self.locks
     }
-}
-
-/// Runs a node until `shutdown` resolves: starts it, serves HTTP, stops Raft.
-pub async fn run(config: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| NodeError::Internal(format!("bind {}: {e}", config.listen)))?;
-    let node = Node::start(&config).await?;
-    tracing::info!(id = config.id, addr = %config.listen, tls = config.tls.is_some(), "serving");
-    let router = crate::api::router(node.clone());
-    crate::server::serve(listener, router, config.tls.clone(), config.connection_limits.clone(), shutdown).await;
-    node.shutdown().await;
-    Ok(())
 }
 
 /// Total size of the files under `dir` (unreadable entries count as 0: this

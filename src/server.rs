@@ -10,6 +10,8 @@
 //! header (slowloris) holds each for at most that long, and never more than
 //! `max_connections` at once.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +24,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+
+use crate::api::ApiConfig;
+use crate::node::{Node, NodeConfig, NodeError};
 
 /// Default time a client has to send a whole request head.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,6 +56,37 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// Where and how a node serves: the listener's address, TLS and limits, and
+/// what the API checks on each request. (What the node is, its Raft and
+/// storage settings, is [`NodeConfig`].)
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address to bind the listener to.
+    pub listen: SocketAddr,
+    /// Serve https only, with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub connection_limits: ConnectionLimits,
+    pub api: ApiConfig,
+}
+
+/// Runs a node until `shutdown` resolves: binds the listener, starts the
+/// node, serves the API, then stops Raft.
+pub async fn run(
+    node: NodeConfig,
+    serve_config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    let listener = TcpListener::bind(serve_config.listen)
+        .await
+        .map_err(|e| NodeError::Internal(format!("bind {}: {e}", serve_config.listen)))?;
+    let started = Node::start(&node).await?;
+    tracing::info!(id = node.id, addr = %serve_config.listen, tls = serve_config.tls.is_some(), "serving");
+    let router = crate::api::router(started.clone(), &serve_config.api);
+    serve(listener, router, serve_config.tls, serve_config.connection_limits, shutdown).await;
+    started.shutdown().await;
+    Ok(())
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open
 /// connections finish for a few seconds. With `tls`, only TLS connections are
 /// served; a plain HTTP request is answered 400 `tls_required` and closed.
@@ -59,7 +95,7 @@ pub async fn serve(
     router: Router,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ConnectionLimits,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
 ) {
     let tls = tls.map(TlsAcceptor::from);
     let open = Arc::new(Semaphore::new(limits.max_connections));

@@ -1,21 +1,24 @@
 //! The admin API: cluster status, initialization and membership, and health.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath};
-use crate::node::{ClusterStatus, Member, Node, SnapshotTaken};
-use crate::raft::NodeId;
+use crate::node::Node;
+use leasehold_proto::cluster::{
+    ClusterStatus, Health, InitRequest, InitResponse, Member, MembershipRequest, MembershipResponse, NewMember,
+    SnapshotTaken,
+};
+use leasehold_proto::ErrorCode;
+use leasehold_proto::NodeId;
 
 /// How long adding a learner may wait for it to catch up (a client that
 /// gives up sooner closes the connection, which ends the wait).
@@ -46,27 +49,6 @@ pub fn open_routes() -> Router<Arc<Node>> {
     Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz))
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InitRequest {
-    /// The initial voters; this node alone when absent or empty.
-    #[serde(default)]
-    pub members: Vec<NewMember>,
-}
-
-#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewMember {
-    pub id: NodeId,
-    pub addr: String,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MembershipRequest {
-    pub voters: BTreeSet<NodeId>,
-}
-
 /// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
 /// tick, members).
 async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
@@ -74,8 +56,8 @@ async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
 }
 
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
-async fn healthz(State(node): State<Arc<Node>>) -> Json<Value> {
-    Json(json!({ "status": "ok", "id": node.id(), "leader": node.leader().map(|(id, _)| id) }))
+async fn healthz(State(node): State<Arc<Node>>) -> Json<Health> {
+    Json(Health { status: "ok".into(), id: node.id(), leader: node.leader().map(|(id, _)| id) })
 }
 
 /// `POST /v1/cluster/snapshot`: this node builds a snapshot of everything it
@@ -96,14 +78,17 @@ async fn take_snapshot(
 /// before its first one.
 async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     match node.backup()? {
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "no_snapshot", "this node has no snapshot yet")),
+        None => Err(ApiError::new(ErrorCode::NoSnapshot, "this node has no snapshot yet")),
         Some(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
     }
 }
 
 /// `POST /v1/cluster/init`: 200; 409 `already_initialized`; 400 when this
 /// node is not among the members.
-async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>) -> Result<Json<Value>, ApiError> {
+async fn init(
+    State(node): State<Arc<Node>>,
+    ApiJson(req): ApiJson<InitRequest>,
+) -> Result<Json<InitResponse>, ApiError> {
     let mut members = BTreeMap::new();
     for m in req.members {
         check_addr(&m.addr)?;
@@ -112,7 +97,7 @@ async fn init(State(node): State<Arc<Node>>, ApiJson(req): ApiJson<InitRequest>)
         }
     }
     node.init(members).await?;
-    Ok(Json(json!({ "initialized": true })))
+    Ok(Json(InitResponse { initialized: true }))
 }
 
 /// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
@@ -121,14 +106,14 @@ async fn add_learner(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
     ApiJson(req): ApiJson<NewMember>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MembershipResponse>, ApiError> {
     check_addr(&req.addr)?;
     if let Some(Extension(slot)) = slot {
         // Catching up on a long log may take longer than a request may.
         slot.park(CATCH_UP_WAIT);
     }
     let log_index = node.add_learner(req.id, req.addr).await?;
-    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+    Ok(Json(MembershipResponse { log_index, members: members(&node) }))
 }
 
 /// `POST /v1/cluster/membership` `{"voters":[ids]}`: makes exactly these
@@ -136,24 +121,30 @@ async fn add_learner(
 async fn change_membership(
     State(node): State<Arc<Node>>,
     ApiJson(req): ApiJson<MembershipRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MembershipResponse>, ApiError> {
     let log_index = node.change_membership(req.voters).await?;
-    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+    Ok(Json(MembershipResponse { log_index, members: members(&node) }))
 }
 
 /// `POST /v1/cluster/members/{id}/promote`: makes learner `id` a voter. 404
 /// `not_member`; 409 `would_lose_quorum`.
-async fn promote(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<NodeId>) -> Result<Json<Value>, ApiError> {
+async fn promote(
+    State(node): State<Arc<Node>>,
+    ApiPath(id): ApiPath<NodeId>,
+) -> Result<Json<MembershipResponse>, ApiError> {
     let log_index = node.promote(id).await?;
-    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+    Ok(Json(MembershipResponse { log_index, members: members(&node) }))
 }
 
 /// `DELETE /v1/cluster/members/{id}`: removes a voter or learner. 404
 /// `not_member`; 409 `would_lose_quorum` when the remaining voters could not
 /// form a quorum now.
-async fn remove_member(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<NodeId>) -> Result<Json<Value>, ApiError> {
+async fn remove_member(
+    State(node): State<Arc<Node>>,
+    ApiPath(id): ApiPath<NodeId>,
+) -> Result<Json<MembershipResponse>, ApiError> {
     let log_index = node.remove_member(id).await?;
-    Ok(Json(json!({ "log_index": log_index, "members": members(&node) })))
+    Ok(Json(MembershipResponse { log_index, members: members(&node) }))
 }
 
 fn members(node: &Node) -> Vec<Member> {

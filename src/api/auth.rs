@@ -12,12 +12,14 @@
 //! the leader checks the forwarded caller's token again.
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
-use crate::security::{Secret, Secrets};
+use crate::security::Secrets;
+use leasehold_client::Secret;
+use leasehold_proto::ErrorCode;
 
 /// The part of the API a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +67,7 @@ impl Guard {
         };
         let Some(token) = bearer(headers) else {
             return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthenticated",
+                ErrorCode::Unauthenticated,
                 format!("{what} needs an 'authorization: Bearer <token>' header"),
             ));
         };
@@ -76,7 +77,7 @@ impl Guard {
         if matched {
             Ok(())
         } else {
-            Err(ApiError::new(StatusCode::FORBIDDEN, "permission_denied", format!("this token does not open {what}")))
+            Err(ApiError::new(ErrorCode::PermissionDenied, format!("this token does not open {what}")))
         }
     }
 }
@@ -101,6 +102,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
+    use axum::http::StatusCode;
 
     fn secret(s: &str) -> Option<Secret> {
         Some(Secret::new(s, "test").unwrap())
@@ -113,7 +115,7 @@ mod tests {
     }
 
     fn status(guard: &Guard, headers: &HeaderMap) -> Option<StatusCode> {
-        guard.check(headers).err().map(|e| e.status)
+        guard.check(headers).err().map(|e| e.status())
     }
 
     // Ensures each part accepts exactly its tokens: missing → 401, wrong → 403.

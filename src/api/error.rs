@@ -5,44 +5,48 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use crate::lock::{InvalidCommand, LockError};
 use crate::node::NodeError;
+use leasehold_core::{InvalidCommand, LockError};
+use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: u64 = 1;
 /// How a 401 says which credentials it wants (RFC 6750).
 const AUTHENTICATE: &str = "Bearer realm=\"leasehold\"";
 
-/// An API error: status, a stable machine-readable `code`, a message, and
-/// optional details merged into the body
-/// `{"error": {"code": .., "message": .., ..details}}`.
+/// An API error: a stable machine-readable [`ErrorCode`] (which fixes the
+/// status), a message, and optional details merged into the body
+/// `{"error": {"code": .., "message": .., ..details}}` ([`ErrorBody`]).
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     pub details: Map<String, Value>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), details: Map::new() }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), details: Map::new() }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+        Self::new(ErrorCode::InvalidArgument, message)
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(ErrorCode::Unavailable, message)
     }
 
     /// A fault of ours: logged with its detail, answered without it.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(%detail, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        Self::new(ErrorCode::Internal, "internal error")
     }
 
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
@@ -53,15 +57,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = Map::new();
-        error.insert("code".into(), self.code.into());
-        error.insert("message".into(), self.message.into());
-        error.extend(self.details);
-        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        let status = self.status();
+        let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message, details: self.details } };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         }
-        if self.status == StatusCode::UNAUTHORIZED {
+        if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(AUTHENTICATE));
         }
         response
@@ -72,45 +74,33 @@ impl From<LockError> for ApiError {
     fn from(e: LockError) -> Self {
         let message = e.to_string();
         match e {
-            LockError::HeldByOther { name, holder, token, expires_in_ms } => {
-                ApiError::new(StatusCode::CONFLICT, "held", message)
-                    .with("name", name)
-                    .with("holder", holder)
-                    .with("token", token)
-                    .with("expires_in_ms", expires_in_ms)
-            }
-            LockError::NotHeld { name } => ApiError::new(StatusCode::NOT_FOUND, "not_held", message).with("name", name),
-            LockError::StaleToken { name, given, current } => {
-                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
-                    .with("name", name)
-                    .with("token", given)
-                    .with("current_token", current)
-            }
-            LockError::NotCurrent { lock, given, current } => {
-                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
-                    .with("lock", lock)
-                    .with("token", given)
-                    .with("current_token", current)
-            }
-            LockError::GateRejected { resource, given, highest } => {
-                ApiError::new(StatusCode::CONFLICT, "stale_token", message)
-                    .with("resource", resource)
-                    .with("token", given)
-                    .with("highest", highest)
-            }
+            LockError::HeldByOther { name, holder, token, expires_in_ms } => ApiError::new(ErrorCode::Held, message)
+                .with("name", name)
+                .with("holder", holder)
+                .with("token", token)
+                .with("expires_in_ms", expires_in_ms),
+            LockError::NotHeld { name } => ApiError::new(ErrorCode::NotHeld, message).with("name", name),
+            LockError::StaleToken { name, given, current } => ApiError::new(ErrorCode::StaleToken, message)
+                .with("name", name)
+                .with("token", given)
+                .with("current_token", current),
+            LockError::NotCurrent { lock, given, current } => ApiError::new(ErrorCode::StaleToken, message)
+                .with("lock", lock)
+                .with("token", given)
+                .with("current_token", current),
+            LockError::GateRejected { resource, given, highest } => ApiError::new(ErrorCode::StaleToken, message)
+                .with("resource", resource)
+                .with("token", given)
+                .with("highest", highest),
             LockError::GateLockMismatch { resource, lock } => {
-                ApiError::new(StatusCode::CONFLICT, "lock_mismatch", message)
-                    .with("resource", resource)
-                    .with("lock", lock)
+                ApiError::new(ErrorCode::LockMismatch, message).with("resource", resource).with("lock", lock)
             }
             LockError::Full { what, limit } => {
-                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "full", message).with("what", what).with("limit", limit)
+                ApiError::new(ErrorCode::Full, message).with("what", what).with("limit", limit)
             }
-            LockError::WaitTimeout { name } => {
-                ApiError::new(StatusCode::CONFLICT, "wait_timeout", message).with("name", name)
-            }
+            LockError::WaitTimeout { name } => ApiError::new(ErrorCode::WaitTimeout, message).with("name", name),
             LockError::RequestIdReused { request_id } => {
-                ApiError::new(StatusCode::CONFLICT, "request_id_reused", message).with("request_id", request_id)
+                ApiError::new(ErrorCode::RequestIdReused, message).with("request_id", request_id)
             }
             LockError::Invalid(invalid) => invalid.into(),
         }
@@ -127,7 +117,7 @@ impl From<NodeError> for ApiError {
     fn from(e: NodeError) -> Self {
         match e {
             NodeError::NotLeader { leader } => {
-                let error = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_leader", "leadership changed; retry");
+                let error = ApiError::new(ErrorCode::NotLeader, "leadership changed; retry");
                 match leader {
                     Some((id, addr)) => error.with("leader", id).with("leader_addr", addr),
                     None => error,
@@ -135,14 +125,14 @@ impl From<NodeError> for ApiError {
             }
             NodeError::Unavailable(m) => ApiError::unavailable(m),
             NodeError::AlreadyInitialized => {
-                ApiError::new(StatusCode::CONFLICT, "already_initialized", "cluster already initialized")
+                ApiError::new(ErrorCode::AlreadyInitialized, "cluster already initialized")
             }
             NodeError::InvalidMembership(m) => ApiError::bad_request(m),
             NodeError::NotMember(id) => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_member", format!("node {id} is not a member")).with("id", id)
+                ApiError::new(ErrorCode::NotMember, format!("node {id} is not a member")).with("id", id)
             }
             e @ NodeError::WouldLoseQuorum { reachable, needed } => {
-                ApiError::new(StatusCode::CONFLICT, "would_lose_quorum", e.to_string())
+                ApiError::new(ErrorCode::WouldLoseQuorum, e.to_string())
                     .with("reachable", reachable)
                     .with("needed", needed)
             }
@@ -154,8 +144,8 @@ impl From<NodeError> for ApiError {
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         match r.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(r.status(), "body_too_large", r.body_text()),
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(r.status(), "unsupported_media_type", r.body_text()),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(ErrorCode::BodyTooLarge, r.body_text()),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(ErrorCode::UnsupportedMediaType, r.body_text()),
             // Syntax errors, wrong types, missing and unknown fields.
             _ => ApiError::bad_request(r.body_text()),
         }

@@ -21,8 +21,8 @@ use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tokio_stream::{Stream, StreamExt};
 
 use super::{ApiError, ApiPath};
-use crate::lock::{Limits, LockEvent};
 use crate::node::Node;
+use leasehold_core::{Limits, LockEvent};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/v1/locks/{name}/events", get(lock_events)).route("/v1/events", get(all_events))

@@ -8,74 +8,22 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::{post, put};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath};
-use crate::lock::{Command, FencingToken, Limits, Outcome, Record};
 use crate::node::Node;
+use leasehold_core::{Command, Limits, Outcome};
+use leasehold_proto::fence::{
+    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
+};
+use leasehold_proto::ErrorCode;
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/fence/check", post(check))
         .route("/v1/fence/gate/{resource}", post(gate))
         .route("/v1/records/{key}", put(put_record).get(get_record))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CheckRequest {
-    pub lock: String,
-    pub token: FencingToken,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CheckResponse {
-    pub lock: String,
-    /// Whether `token` is the current holder's token.
-    pub current: bool,
-    /// The current holder's token; `null` when the lock is free.
-    pub token: Option<FencingToken>,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PutRecordRequest {
-    pub lock: String,
-    pub token: FencingToken,
-    pub value: Value,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PutRecordResponse {
-    pub key: String,
-    pub lock: String,
-    pub token: FencingToken,
-    /// Index of the log entry that wrote the record.
-    pub index: u64,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GateRequest {
-    pub lock: String,
-    pub token: FencingToken,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct GateResponse {
-    pub resource: String,
-    pub lock: String,
-    pub admitted: bool,
-    /// The highest token admitted so far (this one).
-    pub highest: FencingToken,
 }
 
 /// `POST /v1/fence/check {"lock","token"}`: linearizable; 200
@@ -97,8 +45,9 @@ async fn put_record(
     ApiPath(key): ApiPath<String>,
     ApiJson(req): ApiJson<PutRecordRequest>,
 ) -> Result<Json<PutRecordResponse>, ApiError> {
-    let command =
-        Command::PutRecord { key, lock: req.lock, token: req.token, value: req.value, request_id: req.request_id };
+    // The core keeps the value as JSON text; serde_json writes it canonically.
+    let value = req.value.to_string();
+    let command = Command::PutRecord { key, lock: req.lock, token: req.token, value, request_id: req.request_id };
     match propose(&node, command).await? {
         Outcome::RecordWritten { key, lock, token, index } => Ok(Json(PutRecordResponse { key, lock, token, index })),
         other => Err(unexpected(other)),
@@ -110,8 +59,12 @@ async fn put_record(
 async fn get_record(State(node): State<Arc<Node>>, ApiPath(key): ApiPath<String>) -> Result<Json<Record>, ApiError> {
     Limits::DEFAULT.check_name("key", &key)?;
     match node.read(|t| t.record(&key).cloned()).await? {
-        Some(record) => Ok(Json(record)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "no_record", format!("no record {key:?}")).with("key", key)),
+        Some(record) => {
+            // Written by the API from a parsed value, so it always parses back.
+            let value = serde_json::from_str(&record.value).map_err(ApiError::internal)?;
+            Ok(Json(Record { key: record.key, value, lock: record.lock, token: record.token, index: record.index }))
+        }
+        None => Err(ApiError::new(ErrorCode::NoRecord, format!("no record {key:?}")).with("key", key)),
     }
 }
 

@@ -21,9 +21,8 @@ use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
 use crate::raft::NodeId;
+use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
-pub const LEADER_HEADER: &str = "x-leasehold-leader";
-pub const LEADER_ADDR_HEADER: &str = "x-leasehold-leader-addr";
 /// Marks a request a node forwarded, so it is never forwarded twice (two
 /// nodes that each believe the other leads would otherwise bounce it).
 const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
@@ -32,7 +31,7 @@ const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
 /// leader's own quorum wait. A client that gives up sooner closes its
 /// connection, which drops the forwarded request with it.
 const FORWARD_TIMEOUT: std::time::Duration =
-    std::time::Duration::from_millis(crate::lock::Limits::DEFAULT.max_wait_ms + 15_000);
+    std::time::Duration::from_millis(leasehold_core::Limits::DEFAULT.max_wait_ms + 15_000);
 
 /// Middleware: run the handler on the leader, forward elsewhere.
 pub async fn to_leader(
@@ -55,7 +54,7 @@ pub async fn to_leader(
                 r
             }
             Err(e) => {
-                node.metrics().forwarded(e.code);
+                node.metrics().forwarded(e.code.as_str());
                 e.into_response()
             }
         }
@@ -78,9 +77,9 @@ async fn forward(
     slot: Option<RequestSlot>,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body too large")
-    })?;
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::BodyTooLarge, "request body too large"))?;
     // The whole request is here; from now on the leader bounds it (and
     // counts it in flight), this node only waits for the answer.
     if let Some(slot) = slot {

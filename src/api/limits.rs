@@ -16,13 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::ApiError;
+use leasehold_proto::ErrorCode;
 
 /// Default time to receive a request and answer it (waits excepted).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,8 +104,7 @@ impl RequestSlot {
 pub async fn admit(State(admission): State<Admission>, mut request: Request, next: Next) -> Response {
     let permit = match admission.in_flight.map(Semaphore::try_acquire_owned) {
         Some(Err(_)) => {
-            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "too many requests in flight; retry")
-                .into_response();
+            return ApiError::new(ErrorCode::Overloaded, "too many requests in flight; retry").into_response();
         }
         Some(Ok(permit)) => Some(permit),
         None => None,
@@ -120,9 +119,7 @@ pub async fn admit(State(admission): State<Admission>, mut request: Request, nex
             response = &mut response => return response,
             _ = tokio::time::sleep_until(deadline) => {
                 if slot.deadline() <= Instant::now() {
-                    return ApiError::new(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "request_timeout",
+                    return ApiError::new(ErrorCode::RequestTimeout,
                         format!(
                             "request not received and answered within {} ms; a write may still take effect",
                             admission.timeout.as_millis()

@@ -9,13 +9,16 @@ use std::time::Duration;
 use axum::extract::{Extension, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
 
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::lock::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, Outcome};
 use crate::node::Node;
 use crate::raft::Turn;
+use leasehold_core::{Command, EventKind, FencingToken, Grant, LeaseView, Limits, LockError, Outcome};
+use leasehold_proto::locks::{
+    AcquireRequest, LeaseResponse, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
+};
 
 /// How much longer than its `wait_ms` a waiting request may go unanswered
 /// (the cluster decides the wait's end on its ticks) before it is told 503
@@ -24,10 +27,6 @@ const WAIT_SLACK: Duration = Duration::from_secs(10);
 /// Time to propose the acquire before the wait and to answer after it.
 const QUEUE_ANSWER_SLACK: Duration = Duration::from_secs(10);
 
-/// Default and largest page of `GET /v1/locks`.
-pub const DEFAULT_LIST_LIMIT: usize = 100;
-pub const MAX_LIST_LIMIT: usize = 1000;
-
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/locks", get(list))
@@ -35,68 +34,6 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/v1/locks/{name}/acquire", post(acquire))
         .route("/v1/locks/{name}/renew", post(renew))
         .route("/v1/locks/{name}/release", post(release))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AcquireRequest {
-    pub owner: String,
-    pub ttl_ms: u64,
-    #[serde(default)]
-    pub wait_ms: Option<u64>,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RenewRequest {
-    pub token: FencingToken,
-    #[serde(default)]
-    pub ttl_ms: Option<u64>,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReleaseRequest {
-    pub token: FencingToken,
-    #[serde(default)]
-    pub request_id: Option<String>,
-}
-
-/// The answer to acquire and renew.
-#[derive(Debug, Serialize)]
-pub struct LeaseResponse {
-    #[serde(flatten)]
-    pub grant: Grant,
-    /// True when the owner already held the lock (same token, lease restarted).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reacquired: Option<bool>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ReleaseResponse {
-    pub name: String,
-    pub token: FencingToken,
-    pub released: bool,
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// Only locks whose names start with this.
-    #[serde(default)]
-    pub prefix: String,
-    /// At most this many locks (1–1000, default 100).
-    pub limit: Option<usize>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ListResponse {
-    pub locks: Vec<LeaseView>,
 }
 
 /// `POST /v1/locks/{name}/acquire`: 200 with the grant; 409 `held` with the
@@ -162,7 +99,7 @@ async fn grant_or_queue(
 
 /// The `result` label of an answer: `ok` when it succeeded, its error code otherwise.
 fn result_label<T>(answer: &Result<T, ApiError>, ok: &'static str) -> &'static str {
-    answer.as_ref().map_or_else(|e| e.code, |_| ok)
+    answer.as_ref().map_or_else(|e| e.code.as_str(), |_| ok)
 }
 
 /// Waits, without polling, for the state machine to hand `name` to `owner`

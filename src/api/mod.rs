@@ -14,7 +14,7 @@ mod error;
 mod events;
 mod fence;
 mod forward;
-pub use forward::{LEADER_ADDR_HEADER, LEADER_HEADER};
+
 mod limits;
 pub use limits::{RequestLimits, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT};
 mod locks;
@@ -27,13 +27,14 @@ mod ui;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
-use axum::http::StatusCode;
 use axum::{middleware, Router};
+use leasehold_proto::ErrorCode;
 
 pub use error::ApiError;
 
-use crate::lock::{Command, Limits, Outcome};
 use crate::node::Node;
+use crate::security::Secrets;
+use leasehold_core::{Command, Limits, Outcome};
 
 /// Largest client or admin request body.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -55,15 +56,23 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
+/// What the API checks on every request: the tokens of each part, and the
+/// request limits.
+#[derive(Debug, Clone, Default)]
+pub struct ApiConfig {
+    pub secrets: Secrets,
+    pub request_limits: RequestLimits,
+}
+
 /// The whole HTTP surface of a node.
 ///
 /// Each part checks its token ([`auth`]) before anything else, on the node
 /// asked, so a follower forwards only requests it would itself accept.
 /// `/healthz` and `/v1/cluster/status` stay open, like Consul's
 /// `/v1/status/*`: load balancers and the cluster tooling read them.
-pub fn router(node: Arc<Node>) -> Router {
+pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let to_leader = || middleware::from_fn_with_state(node.clone(), forward::to_leader);
-    let guard = |part| middleware::from_fn_with_state(auth::Guard::new(node.secrets(), part), auth::require);
+    let guard = |part| middleware::from_fn_with_state(auth::Guard::new(&config.secrets, part), auth::require);
     let client = locks::routes()
         .merge(fence::routes())
         .route_layer(to_leader())
@@ -73,7 +82,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route_layer(to_leader())
         .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));
-    let limits = node.request_limits();
+    let limits = &config.request_limits;
     let api = client
         .merge(admin)
         .merge(admin::open_routes())
@@ -85,10 +94,8 @@ pub fn router(node: Arc<Node>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES))
         .layer(middleware::from_fn_with_state(limits::Admission::deadline_only(limits), limits::admit));
     api.merge(raft)
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed here")
-        })
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed here") })
         .with_state(node)
 }
 

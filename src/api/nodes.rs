@@ -11,8 +11,9 @@ use axum::{Json, Router};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::node::{ClusterStatus, Member, Node};
+use crate::node::Node;
 use crate::raft::NodeId;
+use leasehold_proto::cluster::{ClusterStatus, Member};
 
 /// How long a member may take to answer before it is shown unreachable.
 const ASK_TIMEOUT: Duration = Duration::from_secs(1);

@@ -20,11 +20,13 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required, Schema};
 use utoipa::{IntoParams, OpenApi as _, PartialSchema};
 
-use super::admin::{InitRequest, MembershipRequest, NewMember};
 use super::auth::Part;
-use super::fence::{CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse};
-use super::locks::{AcquireRequest, ListQuery, ReleaseRequest, ReleaseResponse, RenewRequest};
 use crate::node::Node;
+use leasehold_proto::cluster::{InitRequest, MembershipRequest, NewMember};
+use leasehold_proto::fence::{
+    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse,
+};
+use leasehold_proto::locks::{AcquireRequest, ListQuery, ReleaseRequest, ReleaseResponse, RenewRequest};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/openapi.json", get(|| async { Json(document()) }))

@@ -35,8 +35,8 @@ pub use state_machine::{LockState, StateMachineStore, StoreStats};
 pub use ticker::Ticker;
 pub use turns::Turn;
 
-use crate::lock::{Batch, LockError, Outcome};
 use crate::metrics::Metrics;
+use leasehold_core::{Batch, LockError, Outcome};
 
 /// What applying one command answers its proposer.
 pub type LockResult = Result<Outcome, LockError>;
@@ -50,7 +50,7 @@ openraft::declare_raft_types!(
         R = Vec<LockResult>,
 );
 
-pub type NodeId = u64;
+pub use leasehold_proto::NodeId;
 pub type Node = openraft::BasicNode;
 pub type Raft = openraft::Raft<TypeConfig>;
 pub type LogId = openraft::LogId<NodeId>;

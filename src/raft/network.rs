@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{Node, NodeId, TypeConfig};
-use crate::security::Secret;
+use leasehold_client::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";

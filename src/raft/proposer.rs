@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use super::{LockResult, Node, NodeId, Raft};
-use crate::lock::{Batch, Command};
 use crate::metrics::Metrics;
+use leasehold_core::{Batch, Command};
 
 /// Why a proposal was not answered with its result.
 pub type ProposeError = RaftError<NodeId, ClientWriteError<NodeId, Node>>;

@@ -22,8 +22,8 @@ use tokio::sync::broadcast;
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use super::turns::{Turn, Turns};
 use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
-use crate::lock::{LockEvent, LockTable, TableImage};
 use crate::metrics::Metrics;
+use leasehold_core::{LockEvent, LockTable, TableImage};
 
 /// Events buffered per subscriber before it is told it lagged.
 const EVENT_BUFFER: usize = 4096;
@@ -51,24 +51,7 @@ struct SnapshotStats {
     install_ms: Option<u64>,
 }
 
-/// Costs of this replica's state machine, for `/v1/cluster/status`: Tick
-/// apply time must follow the number of leases expiring, not the number
-/// live, and snapshot size and time grow with the table; operators and the
-/// scale benchmark read both here.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Median apply time of the last 64 Tick entries on this node, in µs.
-    pub tick_apply_p50_us: u64,
-    /// Slowest of those, in µs.
-    pub tick_apply_max_us: u64,
-    /// Size of the current snapshot's data.
-    pub snapshot_bytes: Option<u64>,
-    /// Time to encode and durably store the last snapshot this node built.
-    pub snapshot_build_ms: Option<u64>,
-    /// Time to decode and durably store the last snapshot this node installed
-    /// from its leader.
-    pub snapshot_install_ms: Option<u64>,
-}
+pub use leasehold_proto::cluster::StoreStats;
 
 /// A read handle on the applied lock table and its event stream, for the API.
 #[derive(Clone)]

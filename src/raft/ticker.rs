@@ -23,8 +23,8 @@ use openraft::ServerState;
 use tokio::time::sleep;
 
 use super::{LockState, Raft};
-use crate::lock::{Batch, Command};
 use crate::metrics::Metrics;
+use leasehold_core::{Batch, Command};
 
 pub struct Ticker {
     raft: Raft,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use crate::lock::LockEvent;
+use leasehold_core::LockEvent;
 
 /// The registered waiters of one node, by lock name.
 #[derive(Default)]
@@ -86,7 +86,7 @@ impl Drop for Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lock::EventKind;
+    use leasehold_core::EventKind;
 
     fn event(name: &str, owner: &str) -> LockEvent {
         LockEvent { index: 1, name: name.into(), kind: EventKind::WaitTimeout { owner: owner.into() } }

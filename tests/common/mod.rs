@@ -10,8 +10,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold::local::{LocalCluster, NodeLogs};
-use leasehold::security::SecurityFiles;
+use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
 
 pub const TICK_MS: u64 = 100;
 /// Upper bound on any one test.
@@ -61,18 +60,18 @@ impl Material {
 
     /// The three secrets, each in a file (with a trailing newline, as
     /// `echo` writes them).
-    pub fn secrets(&self) -> SecurityFiles {
-        SecurityFiles {
+    pub fn secrets(&self) -> NodeSecurity {
+        NodeSecurity {
             client_token_file: Some(self.write("client-token", &format!("{CLIENT_TOKEN}\n"))),
             admin_token_file: Some(self.write("admin-token", &format!("{ADMIN_TOKEN}\n"))),
             cluster_secret_file: Some(self.write("cluster-secret", &format!("{CLUSTER_SECRET}\n"))),
-            ..SecurityFiles::default()
+            ..NodeSecurity::default()
         }
     }
 
     /// A fresh CA and one certificate for 127.0.0.1 and localhost signed by
     /// it, shared by all nodes. Private keys exist only in the temp folder.
-    pub fn tls(&self, mut files: SecurityFiles) -> SecurityFiles {
+    pub fn tls(&self, mut files: NodeSecurity) -> NodeSecurity {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
@@ -101,22 +100,22 @@ pub async fn start_cluster(n: usize) -> TestCluster {
 
 /// Starts an `n`-node cluster whose nodes get `serve_args` too.
 pub async fn start_cluster_with(n: usize, serve_args: &[&str]) -> TestCluster {
-    start_nodes(n, n, serve_args, SecurityFiles::default()).await
+    start_nodes(n, n, serve_args, NodeSecurity::default()).await
 }
 
 /// Starts an `n`-node cluster with these token and TLS files; its
 /// `client()` trusts the CA and sends the client token.
-pub async fn start_secured_cluster(n: usize, security: SecurityFiles, serve_args: &[&str]) -> TestCluster {
+pub async fn start_secured_cluster(n: usize, security: NodeSecurity, serve_args: &[&str]) -> TestCluster {
     start_nodes(n, n, serve_args, security).await
 }
 
 /// A cluster of nodes 1..=`initial`, with room for nodes up to `total` that
 /// are not started: they join later through the admin API.
 pub async fn start_growable_cluster(total: usize, initial: usize) -> TestCluster {
-    start_nodes(total, initial, &[], SecurityFiles::default()).await
+    start_nodes(total, initial, &[], NodeSecurity::default()).await
 }
 
-async fn start_nodes(total: usize, initial: usize, serve_args: &[&str], security: SecurityFiles) -> TestCluster {
+async fn start_nodes(total: usize, initial: usize, serve_args: &[&str], security: NodeSecurity) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
     let addrs = LocalCluster::free_addrs(total).expect("free ports");
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
@@ -162,7 +161,7 @@ pub async fn bounded<F: Future<Output = ()>>(body: F) {
 }
 
 /// Waits (bounded) until `name` is free, polling linearizable reads.
-pub async fn wait_until_free(client: &leasehold::client::Client, name: &str, bound: Duration) {
+pub async fn wait_until_free(client: &leasehold_client::Client, name: &str, bound: Duration) {
     let give_up = std::time::Instant::now() + bound;
     while client.get(name).await.expect("get").is_some() {
         assert!(std::time::Instant::now() < give_up, "{name} still held after {bound:?}");

@@ -1,0 +1,511 @@
+//! The Rust client library: talks HTTP/JSON to any node of a cluster.
+//!
+//! A [`Client`] holds a list of endpoints. It sends each request to the node
+//! it believes leads (learned from the `x-leasehold-leader-addr` header), moves
+//! to the next endpoint when a node is unreachable, and retries 503 answers
+//! with back-off until its retry budget is spent. Other answers (409, 404,
+//! 400, ...) are returned at once as [`ClientError::Api`].
+//!
+//! Every mutation carries a request id, the same on every retry of one call,
+//! so a retry the cluster already applied returns the original result (the
+//! same token), also when it reaches a new leader.
+//!
+//! [`Lock`] (`guard.rs`) holds a lock for as long as it lives: a watchdog
+//! task renews it and fires [`Lock::lost`] by the client's safe deadline.
+//!
+//! For a cluster with auth or TLS on, [`Client::with_credentials`] sends a
+//! bearer token on every request and trusts a custom CA; endpoints without a
+//! scheme are then `https`.
+//!
+//! Request and answer bodies are the wire types of [`leasehold_proto`], the
+//! same the server parses and writes; error codes are its [`ErrorCode`].
+//!
+//! # Layout
+//!
+//! - this file — [`Client`]: endpoints, leader following, retries, request ids.
+//! - `guard.rs` — [`Lock`]: the watchdog that renews, and the `lost` signal.
+//! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
+//! - `secret.rs` — [`Secret`] and CA files: what a client presents.
+//!
+//! ```no_run
+#![doc = include_str!("../examples/lock.rs")]
+//! ```
+
+mod guard;
+pub mod run;
+mod secret;
+pub mod signals;
+
+pub use guard::{default_owner, Lock, LockOptions, LostReason};
+pub use leasehold_proto as proto;
+pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
+pub use secret::{load_ca, Secret, SecretError};
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use leasehold_proto::cluster::{ClusterStatus, MembershipResponse, NewMember, SnapshotTaken};
+use leasehold_proto::fence::{
+    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
+};
+use leasehold_proto::locks::{
+    AcquireRequest, LeaseResponse, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+};
+use leasehold_proto::{ErrorBody, LEADER_ADDR_HEADER};
+
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
+const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
+/// A learner catching up on a long log, or a membership change, may take
+/// longer than an ordinary request.
+const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
+/// Taking or downloading a snapshot of a large table (a million leases is
+/// about 90 MB) takes seconds.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
+const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The cluster answered with an error: its status and error body.
+    #[error("{status} {}: {}", .error.code, .error.message)]
+    Api { status: u16, error: ErrorDetail },
+    /// No node gave a usable answer within the retry budget.
+    #[error("cluster unavailable: {0}")]
+    Unavailable(String),
+    #[error("invalid endpoint {0:?}")]
+    InvalidEndpoint(String),
+    #[error("unexpected response: {0}")]
+    Decode(String),
+    /// The client refused the call before sending anything (e.g. a lock
+    /// guard's ttl or drift margin out of range).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl ClientError {
+    /// The API error code (`held`, `stale_token`, `not_held`, ...), if any.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Api { error, .. } => Some(error.code),
+            _ => None,
+        }
+    }
+
+    /// The API error body, if the cluster answered with one.
+    pub fn detail(&self) -> Option<&ErrorDetail> {
+        match self {
+            ClientError::Api { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A lease the client holds, with the instant its request was sent.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub grant: Grant,
+    /// Send time of the request that produced this grant or renewal (of its
+    /// first attempt, when it was retried), on this process's monotonic
+    /// clock: the anchor of the lease.
+    pub sent_at: Instant,
+}
+
+impl Lease {
+    pub fn token(&self) -> FencingToken {
+        self.grant.token
+    }
+
+    /// Until when the holder may act on this lease: its send time + ttl −
+    /// `margin`. The cluster cannot expire it earlier (no early expiry); the
+    /// margin covers drift between this process's clock and the leader's.
+    pub fn valid_until(&self, margin: Duration) -> Instant {
+        (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
+    }
+}
+
+/// Options of [`Client::acquire_with`].
+#[derive(Debug, Clone, Default)]
+pub struct AcquireOptions {
+    /// Wait up to this long in the lock's FIFO queue when another owner
+    /// holds it (the cluster answers `wait_timeout` when it runs out).
+    pub wait: Option<Duration>,
+    /// Request id for de-duplication; generated when absent.
+    pub request_id: Option<String>,
+}
+
+/// A request id unique to this process run: pid, a per-process counter and
+/// the start time, so two processes (or two runs) never share one.
+pub fn new_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static STARTED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let started = STARTED
+        .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!("{:x}-{:x}-{:x}", std::process::id(), started, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What a client presents to a cluster with auth or TLS on.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// Sent as `authorization: Bearer <token>` on every request.
+    pub token: Option<Secret>,
+    /// Trusted (alone) for https endpoints; endpoints without a scheme are
+    /// `https` when it is set.
+    pub ca: Option<reqwest::Certificate>,
+}
+
+/// A client of one cluster.
+pub struct Client {
+    http: reqwest::Client,
+    token: Option<Secret>,
+    endpoints: Vec<Url>,
+    /// Index of the endpoint tried first: the last one that answered.
+    preferred: AtomicUsize,
+    retry_budget: Duration,
+}
+
+impl Client {
+    /// `endpoints` are `host:port` or `http://host:port`, any nodes of the cluster.
+    pub fn new<S: AsRef<str>>(endpoints: &[S]) -> Result<Client, ClientError> {
+        Client::with_credentials(endpoints, &Credentials::default())
+    }
+
+    /// A client that presents `credentials`. `endpoints` are `host:port`
+    /// (`https` when a CA is given, else `http`) or `scheme://host:port`.
+    pub fn with_credentials<S: AsRef<str>>(endpoints: &[S], credentials: &Credentials) -> Result<Client, ClientError> {
+        let scheme = if credentials.ca.is_some() { "https" } else { "http" };
+        let endpoints = endpoints
+            .iter()
+            .map(|e| {
+                let e = e.as_ref().trim();
+                let with_scheme = if e.contains("://") { e.to_string() } else { format!("{scheme}://{e}") };
+                Url::parse(&with_scheme)
+                    .ok()
+                    .filter(|u| u.has_host())
+                    .ok_or_else(|| ClientError::InvalidEndpoint(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err(ClientError::InvalidEndpoint(String::new()));
+        }
+        Ok(Client {
+            http: http_client(credentials.ca.clone()),
+            token: credentials.token.clone(),
+            endpoints,
+            preferred: AtomicUsize::new(0),
+            retry_budget: DEFAULT_RETRY_BUDGET,
+        })
+    }
+
+    /// How long one call keeps retrying unavailable answers (default 10 s).
+    pub fn with_retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// Acquires `name` for `owner` without waiting: `409 held` when another
+    /// owner holds it.
+    pub async fn acquire(&self, name: &str, owner: &str, ttl_ms: u64) -> Result<Lease, ClientError> {
+        self.acquire_with(name, owner, ttl_ms, &AcquireOptions::default()).await
+    }
+
+    /// Acquires `name` for `owner`, waiting in the queue when asked to.
+    pub async fn acquire_with(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        options: &AcquireOptions,
+    ) -> Result<Lease, ClientError> {
+        let wait = options.wait.unwrap_or_default();
+        let body = AcquireRequest {
+            owner: owner.to_owned(),
+            ttl_ms,
+            wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
+            request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
+        };
+        let path = ["v1", "locks", name, "acquire"];
+        let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;
+        Ok(Lease { grant: reply.grant, sent_at })
+    }
+
+    /// Restarts the lease held under `token`, with `ttl_ms` or the grant's ttl.
+    pub async fn renew(&self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
+        let body = RenewRequest { token, ttl_ms, request_id: Some(new_request_id()) };
+        let path = ["v1", "locks", name, "renew"];
+        let (reply, sent_at): (LeaseResponse, _) =
+            self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
+        Ok(Lease { grant: reply.grant, sent_at })
+    }
+
+    /// Releases the lock held under `token`.
+    pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
+        let body = ReleaseRequest { token, request_id: Some(new_request_id()) };
+        let path = ["v1", "locks", name, "release"];
+        let _: (ReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
+        Ok(())
+    }
+
+    /// The lease of `name` (linearizable), or `None` when free.
+    pub async fn get(&self, name: &str) -> Result<Option<LeaseView>, ClientError> {
+        match self.call(Method::GET, &["v1", "locks", name], &[], NO_BODY, Duration::ZERO).await {
+            Ok((view, _)) => Ok(Some(view)),
+            Err(e) if e.code() == Some(ErrorCode::NotHeld) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Held locks whose names start with `prefix`, at most `limit`.
+    pub async fn list(&self, prefix: &str, limit: usize) -> Result<Vec<LeaseView>, ClientError> {
+        let limit = limit.to_string();
+        let query = [("prefix", prefix), ("limit", limit.as_str())];
+        let (listed, _): (ListResponse, _) =
+            self.call(Method::GET, &["v1", "locks"], &query, NO_BODY, Duration::ZERO).await?;
+        Ok(listed.locks)
+    }
+
+    /// Whether `token` is the current token of `lock` (linearizable); also
+    /// returns the current token, `None` when the lock is free.
+    pub async fn check(&self, lock: &str, token: FencingToken) -> Result<(bool, Option<FencingToken>), ClientError> {
+        let body = CheckRequest { lock: lock.to_owned(), token };
+        let (reply, _): (CheckResponse, _) =
+            self.call(Method::POST, &["v1", "fence", "check"], &[], Some(&body), Duration::ZERO).await?;
+        Ok((reply.current, reply.token))
+    }
+
+    /// Writes `value` under record `key` if `token` is the current token of
+    /// `lock`; `409 stale_token` (with `current_token`) otherwise. Returns
+    /// the index of the entry that wrote it.
+    pub async fn put_record(
+        &self,
+        key: &str,
+        lock: &str,
+        token: FencingToken,
+        value: &serde_json::Value,
+    ) -> Result<u64, ClientError> {
+        let body =
+            PutRecordRequest { lock: lock.to_owned(), token, value: value.clone(), request_id: Some(new_request_id()) };
+        let (reply, _): (PutRecordResponse, _) =
+            self.call(Method::PUT, &["v1", "records", key], &[], Some(&body), Duration::ZERO).await?;
+        Ok(reply.index)
+    }
+
+    /// The record `key` (`{"key","value","lock","token","index"}`), or `None`.
+    pub async fn get_record(&self, key: &str) -> Result<Option<Record>, ClientError> {
+        match self.call(Method::GET, &["v1", "records", key], &[], NO_BODY, Duration::ZERO).await {
+            Ok((record, _)) => Ok(Some(record)),
+            Err(e) if e.code() == Some(ErrorCode::NoRecord) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Passes `token` of `lock` through gate `resource`: admitted when it is
+    /// at least the highest admitted so far, `409 stale_token` otherwise.
+    pub async fn gate(&self, resource: &str, lock: &str, token: FencingToken) -> Result<(), ClientError> {
+        let body = GateRequest { lock: lock.to_owned(), token, request_id: Some(new_request_id()) };
+        let path = ["v1", "fence", "gate", resource];
+        let _: (GateResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
+        Ok(())
+    }
+
+    /// The status of whichever node answers first (its own view).
+    pub async fn status(&self) -> Result<ClusterStatus, ClientError> {
+        Ok(self.call(Method::GET, &["v1", "cluster", "status"], &[], NO_BODY, Duration::ZERO).await?.0)
+    }
+
+    /// Adds node `id` at `addr` as a learner; returns once it has caught up.
+    pub async fn add_learner(&self, id: u64, addr: &str) -> Result<u64, ClientError> {
+        let body = NewMember { id, addr: addr.to_owned() };
+        self.membership_call(Method::POST, &["v1", "cluster", "learners"], Some(&body)).await
+    }
+
+    /// Makes learner `id` a voter. `409 would_lose_quorum` when refused.
+    pub async fn promote(&self, id: u64) -> Result<u64, ClientError> {
+        let id = id.to_string();
+        self.membership_call(Method::POST, &["v1", "cluster", "members", &id, "promote"], NO_BODY).await
+    }
+
+    /// Removes node `id` (voter or learner). `409 would_lose_quorum` when refused.
+    pub async fn remove_member(&self, id: u64) -> Result<u64, ClientError> {
+        let id = id.to_string();
+        self.membership_call(Method::DELETE, &["v1", "cluster", "members", &id], NO_BODY).await
+    }
+
+    /// A membership change; returns the index of the entry that made it.
+    async fn membership_call(
+        &self,
+        method: Method,
+        path: &[&str],
+        body: Option<&impl Serialize>,
+    ) -> Result<u64, ClientError> {
+        let (reply, _): (MembershipResponse, _) = self.call(method, path, &[], body, MEMBERSHIP_WAIT).await?;
+        Ok(reply.log_index)
+    }
+
+    /// The status of the node at `endpoint` (an index into the endpoint list),
+    /// without retries: it describes that node only.
+    pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
+        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?).await
+    }
+
+    /// Has the node at `endpoint` take a snapshot now, then downloads it as a
+    /// backup document (`leasehold restore` seeds a new cluster from it).
+    pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
+        let taken = self.snapshot_of(endpoint).await?;
+        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await?;
+        Ok((taken, backup))
+    }
+
+    /// Has the node at `endpoint` take a snapshot of everything it applied.
+    pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
+        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await
+    }
+
+    /// One request to one node, without retries.
+    async fn send_to(
+        &self,
+        endpoint: usize,
+        method: Method,
+        segments: &[&str],
+        timeout: Duration,
+    ) -> Result<reqwest::Response, ClientError> {
+        let url = self.url(endpoint, segments, &[])?;
+        self.request(method, url).timeout(timeout).send().await.map_err(|e| ClientError::Unavailable(e.to_string()))
+    }
+
+    /// Number of endpoints.
+    pub fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    fn url(&self, endpoint: usize, segments: &[&str], query: &[(&str, &str)]) -> Result<Url, ClientError> {
+        let base = &self.endpoints[endpoint];
+        let mut url = base.clone();
+        url.path_segments_mut().map_err(|_| ClientError::InvalidEndpoint(base.to_string()))?.clear().extend(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        Ok(url)
+    }
+
+    /// Sends one request, following the leader and retrying unavailability.
+    /// `wait` is how long the server may legitimately hold the request (a
+    /// queued acquire); it extends the attempt timeout and the retry budget.
+    /// Returns the decoded answer and the send time of the *first* attempt:
+    /// a retry may be answered from the request-id record of an earlier
+    /// attempt, whose commit came after the first send, never before it.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&impl Serialize>,
+        wait: Duration,
+    ) -> Result<(T, Instant), ClientError> {
+        let first_sent = Instant::now();
+        let give_up = first_sent + self.retry_budget + wait;
+        let mut backoff = Duration::from_millis(25);
+        loop {
+            let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
+            let url = self.url(endpoint, segments, query)?;
+            let mut request = self.request(method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let failure = match request.send().await {
+                Ok(reply) => {
+                    let unavailable = reply.status() == StatusCode::SERVICE_UNAVAILABLE;
+                    let leader = self.named_leader(&reply);
+                    if !unavailable {
+                        self.preferred.store(leader.unwrap_or(endpoint), Ordering::Relaxed);
+                        return decode(reply).await.map(|v| (v, first_sent));
+                    }
+                    // A node that names itself leader yet cannot commit may be
+                    // cut off from the others (openraft has no CheckQuorum):
+                    // follow a leader named elsewhere, else try the next node.
+                    match leader.filter(|l| *l != endpoint) {
+                        Some(other) => self.preferred.store(other, Ordering::Relaxed),
+                        None => self.move_on_from(endpoint),
+                    }
+                    decode::<serde_json::Value>(reply).await.err().map_or_else(|| "503".to_string(), |e| e.to_string())
+                }
+                Err(e) => {
+                    // Unreachable or timed out: try the next node.
+                    self.move_on_from(endpoint);
+                    e.to_string()
+                }
+            };
+            if Instant::now() + backoff > give_up {
+                return Err(ClientError::Unavailable(failure));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// A request to `url` carrying the client's token, if it has one.
+    fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.expose()),
+            None => request,
+        }
+    }
+
+    /// The endpoint the answer names as leader, when it is one of ours.
+    fn named_leader(&self, reply: &reqwest::Response) -> Option<usize> {
+        let addr = reply.headers().get(LEADER_ADDR_HEADER)?.to_str().ok()?;
+        self.endpoints.iter().position(|u| u.host_str().zip(u.port()).is_some_and(|(h, p)| format!("{h}:{p}") == addr))
+    }
+
+    /// Prefers the endpoint after `endpoint`, unless another call already
+    /// moved the preference elsewhere.
+    fn move_on_from(&self, endpoint: usize) {
+        let next = (endpoint + 1) % self.endpoints.len();
+        let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
+async fn decode<T: DeserializeOwned>(reply: reqwest::Response) -> Result<T, ClientError> {
+    serde_json::from_slice(&body(reply).await?).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+/// The body of a 2xx answer, or its error body as [`ClientError::Api`].
+async fn body(reply: reqwest::Response) -> Result<Vec<u8>, ClientError> {
+    let status = reply.status();
+    let bytes = reply.bytes().await.map_err(|e| ClientError::Unavailable(e.to_string()))?;
+    if status.is_success() {
+        return Ok(bytes.to_vec());
+    }
+    let error = match serde_json::from_slice::<ErrorBody>(&bytes) {
+        Ok(body) => body.error,
+        // Not a leasehold error body (a proxy in between, say): keep the status.
+        Err(_) => {
+            ErrorDetail::new(ErrorCode::Unknown, String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>())
+        }
+    };
+    Err(ClientError::Api { status: status.as_u16(), error })
+}
+
+/// No request body (for `GET`s and body-less `POST`s).
+const NO_BODY: Option<&()> = None;
+
+/// The shared HTTP client: no system proxy (nodes are addressed directly),
+/// bounded connect time, kept-alive connections. With `ca`, https servers are
+/// trusted when their certificate chains to it (and only then).
+pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(1))
+        .tcp_nodelay(true)
+        // Below the nodes' default header-read timeout, which also closes
+        // idle connections: the client drops one before the node does.
+        .pool_idle_timeout(Duration::from_secs(5));
+    if let Some(ca) = ca {
+        builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
+    }
+    builder.build().expect("reqwest client builds with static settings")
+}

@@ -1,0 +1,267 @@
+//! `leasehold run`: runs a command while holding a lock.
+//!
+//! It acquires the lock (waiting in its queue when asked to) through a
+//! [`Lock`] guard, starts the command with `LEASEHOLD_LOCK`,
+//! `LEASEHOLD_TOKEN` and `LEASEHOLD_OWNER` in its environment, and lets the
+//! guard's watchdog renew the lease while the command runs.
+//!
+//! - The command exits: the lock is released and `leasehold run` exits with
+//!   the command's status (128 + signal number when a signal ended it).
+//! - The lock is lost (see [`Lock::lost`]; it fires by the client's safe
+//!   deadline, before the cluster can give the lock to anyone else): the
+//!   command gets SIGTERM, SIGKILL after the grace period, and `leasehold
+//!   run` exits with [`EXIT_LOCK_LOST`]. The command should still pass
+//!   `LEASEHOLD_TOKEN` with its writes: a paused or slow process can outlive
+//!   any lease, and only the fencing token stops its late writes.
+//! - `leasehold run` gets SIGTERM, SIGINT or SIGHUP: the signal is forwarded
+//!   to the command, which decides when to exit (then as above).
+//!
+//! The command runs in a process group of its own (like `timeout(1)`), and
+//! signals go to that whole group, so helpers the command started (`sh -c
+//! 'a | b'`) are stopped too. A consequence: the command is not the
+//! terminal's foreground job, so it cannot read from the terminal; Ctrl-C
+//! reaches it once, through `leasehold run`.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::signals::Signals;
+use crate::{Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason};
+
+/// Exit status when the lock could not be acquired (held, wait timeout,
+/// cluster unavailable, bad arguments).
+pub const EXIT_ACQUIRE_FAILED: i32 = 2;
+/// Exit status when the lock was lost while the command ran.
+pub const EXIT_LOCK_LOST: i32 = 3;
+/// Exit status when the command could not be started (as in shells).
+pub const EXIT_CANNOT_RUN: i32 = 126;
+/// Exit status when the command was not found (as in shells).
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// How long a best-effort release may take after the lock was lost.
+const RELEASE_AFTER_LOSS_BOUND: Duration = Duration::from_secs(2);
+
+/// What `leasehold run` does.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub endpoints: Vec<String>,
+    /// Token and CA for a cluster with auth or TLS on.
+    pub credentials: Credentials,
+    pub lock: String,
+    pub ttl: Duration,
+    /// Wait up to this long for the lock; `None` fails at once when held.
+    pub wait: Option<Duration>,
+    /// Holder identity; a fresh `hostname-pid-random` when absent.
+    pub owner: Option<String>,
+    /// `None`: the guard's default (ttl / 10).
+    pub drift_margin: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    pub grace: Duration,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("{message}")]
+    Acquire { message: String, source: ClientError },
+    #[error("no command given")]
+    NoCommand,
+    #[error("cannot run {program:?}: {source}")]
+    Spawn { program: OsString, source: std::io::Error },
+    #[error("signal handling: {0}")]
+    Signals(std::io::Error),
+    #[error("waiting for the command: {0}")]
+    Wait(std::io::Error),
+    #[error("{signal} received while acquiring lock {lock:?}; the command was not started")]
+    Interrupted { lock: String, signal: Signal },
+    #[error("lost lock {lock:?} (token {token}): {reason}; the command was stopped ({status})")]
+    Lost { lock: String, token: FencingToken, reason: LostReason, status: String },
+}
+
+impl RunError {
+    /// The exit status `leasehold run` ends with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Client(_) | RunError::Acquire { .. } | RunError::NoCommand => EXIT_ACQUIRE_FAILED,
+            RunError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+            RunError::Spawn { .. } | RunError::Signals(_) | RunError::Wait(_) => EXIT_CANNOT_RUN,
+            RunError::Interrupted { signal, .. } => 128 + *signal as i32,
+            RunError::Lost { .. } => EXIT_LOCK_LOST,
+        }
+    }
+}
+
+/// Runs `leasehold run` and returns its exit status, after printing any
+/// error to stderr.
+pub async fn run(options: &RunOptions) -> i32 {
+    match execute(options).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("leasehold run: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// Runs `leasehold run`: `Ok` with the command's exit status when it ended
+/// on its own while the lock was held.
+pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
+    let (program, args) = options.command.split_first().ok_or(RunError::NoCommand)?;
+    let client = Arc::new(Client::with_credentials(&options.endpoints, &options.credentials)?);
+    let mut lock_options = LockOptions::new(options.ttl);
+    lock_options.wait = options.wait;
+    lock_options.drift_margin = options.drift_margin;
+    if let Some(owner) = &options.owner {
+        lock_options.owner = owner.clone();
+    }
+    // Handlers first: from here on these signals no longer end this process.
+    let mut signals = Signals::new().map_err(RunError::Signals)?;
+    let guard = tokio::select! {
+        acquired = client.lock(&options.lock, lock_options) => {
+            acquired.map_err(|source| acquire_error(&options.lock, options.wait, source))?
+        }
+        signal = signals.recv() => {
+            return Err(RunError::Interrupted { lock: options.lock.clone(), signal });
+        }
+    };
+    let token = guard.token();
+    let mut child = match tokio::process::Command::new(program)
+        .args(args)
+        .env("LEASEHOLD_LOCK", &options.lock)
+        .env("LEASEHOLD_TOKEN", token.to_string())
+        .env("LEASEHOLD_OWNER", guard.owner())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(source) => {
+            release(guard).await;
+            return Err(RunError::Spawn { program: program.clone(), source });
+        }
+    };
+    // Its own process group, led by the command itself.
+    let group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
+    let status = loop {
+        tokio::select! {
+            biased;
+            reason = guard.lost() => {
+                eprintln!(
+                    "leasehold run: lost lock {:?} (token {token}): {reason}; sending SIGTERM to the command (SIGKILL after {:?})",
+                    options.lock, options.grace
+                );
+                let status = stop(&mut child, group, options.grace).await;
+                if matches!(reason, LostReason::Expired { .. }) {
+                    // The lease may still be held: free it early if the cluster answers.
+                    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_BOUND, guard.release()).await;
+                }
+                let status = status.map_or_else(|e| format!("wait failed: {e}"), describe);
+                return Err(RunError::Lost { lock: options.lock.clone(), token, reason, status });
+            }
+            status = child.wait() => break status.map_err(RunError::Wait)?,
+            signal = signals.recv() => {
+                if let Some(group) = group {
+                    send(group, signal);
+                }
+            }
+        }
+    };
+    release(guard).await;
+    Ok(exit_code(status))
+}
+
+/// The message for a failed acquire.
+fn acquire_error(lock: &str, wait: Option<Duration>, source: ClientError) -> RunError {
+    let message = match source.detail() {
+        Some(e) if e.code == ErrorCode::Held => {
+            let number = |key| e.number(key).map_or_else(|| "?".to_string(), |n| n.to_string());
+            let holder = e.holder().unwrap_or("?");
+            let (token, expires) = (number("token"), number("expires_in_ms"));
+            format!("lock {lock:?} is held by {holder:?} (token {token}, expires in {expires} ms); add --wait to queue for it")
+        }
+        Some(e) if e.code == ErrorCode::WaitTimeout => {
+            format!("lock {lock:?} was still held after waiting {:?}", wait.unwrap_or_default())
+        }
+        _ => format!("could not acquire lock {lock:?}: {source}"),
+    };
+    RunError::Acquire { message, source }
+}
+
+/// Releases, reporting a failure on stderr (the lease then runs out).
+async fn release(guard: Lock) {
+    let lock = guard.name().to_string();
+    if let Err(e) = guard.release().await {
+        eprintln!("leasehold run: could not release lock {lock:?} (it runs out after its ttl): {e}");
+    }
+}
+
+/// SIGTERM (and SIGCONT, so a stopped command can act on it) to the
+/// command's group; SIGKILL after `grace`. Returns the command's status.
+async fn stop(child: &mut tokio::process::Child, group: Option<Pid>, grace: Duration) -> std::io::Result<ExitStatus> {
+    let Some(group) = group else {
+        // Already reaped.
+        return child.wait().await;
+    };
+    send(group, Signal::SIGTERM);
+    send(group, Signal::SIGCONT);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            eprintln!("leasehold run: the command is still running after {grace:?}; sending SIGKILL");
+            send(group, Signal::SIGKILL);
+            child.wait().await
+        }
+    }
+}
+
+/// Sends `signal` to the command's process group, or to the command alone
+/// when the group is gone (it moved to a group of its own).
+fn send(group: Pid, signal: Signal) {
+    if killpg(group, signal).is_err() {
+        let _ = kill(group, signal);
+    }
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => match Signal::try_from(signal) {
+            Ok(s) => format!("killed by {s}"),
+            Err(_) => format!("killed by signal {signal}"),
+        },
+        (None, None) => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_distinct() {
+        let body = r#"{"error":{"code":"held","message":"","holder":"a","token":7,"expires_in_ms":900}}"#;
+        let error = serde_json::from_str::<crate::proto::ErrorBody>(body).unwrap().error;
+        let held = ClientError::Api { status: 409, error };
+        let e = acquire_error("x", None, held);
+        assert_eq!(e.exit_code(), EXIT_ACQUIRE_FAILED);
+        assert!(e.to_string().contains("held by \"a\" (token 7"), "{e}");
+        let lost =
+            RunError::Lost { lock: "x".into(), token: 1, reason: LostReason::Ended, status: "exit status 0".into() };
+        assert_eq!(lost.exit_code(), EXIT_LOCK_LOST);
+        let interrupted = RunError::Interrupted { lock: "x".into(), signal: Signal::SIGINT };
+        assert_eq!(interrupted.exit_code(), 130);
+    }
+}

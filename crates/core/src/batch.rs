@@ -1,0 +1,154 @@
+//! The payload of one Raft log entry: the commands the leader proposes
+//! together.
+//!
+//! Concurrent requests share an entry so that they share its Raft write, its
+//! fsync and its replication round, instead of paying for one each. A grant's
+//! fencing token is the index of the entry that grants it, so an entry must
+//! never grant one lock twice, or two holders would get the same token:
+//! - a Tick, which can expire and hand over any number of locks, always
+//!   travels alone;
+//! - a lock granted in an entry can only be freed again by a later one: a
+//!   renew or release naming a token granted in the entry being applied is
+//!   refused ([`LockTable::apply`](super::LockTable::apply)), so a lock
+//!   changes hands at most once per entry, whatever else the entry holds.
+
+use serde::{Deserialize, Serialize};
+
+use super::Command;
+
+/// Commands applied in order under one log index. Built only through
+/// [`Batch::single`] and [`Batch::try_push`], which keep the rules above.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Batch {
+    commands: Vec<Command>,
+}
+
+impl Batch {
+    /// Most commands in one entry: bounds the entry's size (every command is
+    /// itself bounded by [`Limits`](super::Limits)) and the wait of its last
+    /// command behind the others when it is applied.
+    pub const MAX_COMMANDS: usize = 256;
+
+    pub fn single(command: Command) -> Batch {
+        Batch { commands: vec![command] }
+    }
+
+    /// Adds `command` to this entry, or hands it back when it may not share
+    /// it: the entry is full, or either side is a Tick.
+    pub fn try_push(&mut self, command: Command) -> Result<(), Command> {
+        let tick = |c: &Command| matches!(c, Command::Tick { .. });
+        if tick(&command) || self.is_tick() || self.commands.len() >= Self::MAX_COMMANDS {
+            return Err(command);
+        }
+        self.commands.push(command);
+        Ok(())
+    }
+
+    pub fn commands(&self) -> &[Command] {
+        &self.commands
+    }
+
+    pub fn len(&self) -> usize {
+        self.commands.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+
+    /// True for the entry of one Tick (the only place a Tick can be).
+    pub fn is_tick(&self) -> bool {
+        matches!(self.commands.as_slice(), [Command::Tick { .. }])
+    }
+}
+
+impl std::fmt::Display for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, command) in self.commands.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{command}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EventKind, LockError, LockTable, Outcome};
+
+    fn acquire(name: &str, owner: &str, wait: bool) -> Command {
+        let wait_ms = wait.then_some(60_000);
+        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms: 10_000, wait_ms, request_id: None }
+    }
+
+    fn release(name: &str, token: u64) -> Command {
+        Command::Release { name: name.into(), token, request_id: None }
+    }
+
+    // Ensures a Tick never shares an entry, in either direction, and a batch
+    // stops at its size bound.
+    #[test]
+    fn ticks_travel_alone_and_batches_are_bounded() {
+        let mut batch = Batch::single(acquire("a", "x", false));
+        assert!(batch.try_push(release("a", 1)).is_ok(), "commands on one lock may share an entry");
+        let tick = Command::Tick { period_ms: 100 };
+        assert_eq!(batch.try_push(tick.clone()), Err(tick.clone()));
+        let mut alone = Batch::single(tick);
+        assert!(alone.is_tick());
+        assert!(alone.try_push(acquire("c", "x", false)).is_err());
+
+        let mut full = Batch::single(acquire("0", "x", false));
+        for i in 1..Batch::MAX_COMMANDS {
+            assert!(full.try_push(acquire(&i.to_string(), "x", false)).is_ok());
+        }
+        assert!(full.try_push(acquire("last", "x", false)).is_err());
+        assert_eq!(full.len(), Batch::MAX_COMMANDS);
+    }
+
+    fn grants(events: Vec<crate::LockEvent>) -> Vec<(String, u64)> {
+        events
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => Some((e.name, token)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // Ensures the reason for the rules holds: whatever commands share an
+    // entry, it grants each lock at most once, so each lock's tokens still
+    // strictly increase from entry to entry.
+    #[test]
+    fn an_entry_grants_each_lock_at_most_once() {
+        let mut table = LockTable::new();
+        assert!(matches!(table.apply(&acquire("a", "x", false), 1).result, Ok(Outcome::Granted { .. })));
+        for waiter in ["y", "z"] {
+            assert!(matches!(table.apply(&acquire("a", waiter, true), 2).result, Ok(Outcome::Queued { .. })));
+        }
+
+        // Entry 3: x's release hands "a" to y; y's release of that grant (a
+        // guessed token: y has not been told yet) must not hand it on to z.
+        let batch = [release("a", 1), release("a", 3), acquire("b", "w", false)];
+        let mut events = Vec::new();
+        let mut results = Vec::new();
+        for command in &batch {
+            let applied = table.apply(command, 3);
+            events.extend(applied.events);
+            results.push(applied.result);
+        }
+        assert!(matches!(results[1], Err(LockError::Invalid(_))), "{:?}", results[1]);
+        // w's retried acquire in the same entry gets its grant back, not a new one.
+        let retried = table.apply(&acquire("b", "w", false), 3);
+        assert!(matches!(retried.result, Ok(Outcome::Granted { reacquired: true, .. })), "{:?}", retried.result);
+        assert_eq!(grants(events), vec![("a".to_string(), 3), ("b".to_string(), 3)]);
+        assert_eq!(table.get("a").map(|l| l.owner), Some("y".to_string()));
+        // In the next entry the same release is y's to make, and z gets "a".
+        let next = table.apply(&release("a", 3), 4);
+        assert!(next.result.is_ok());
+        assert_eq!(grants(next.events), vec![("a".to_string(), 4)]);
+    }
+}

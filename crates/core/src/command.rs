@@ -1,0 +1,306 @@
+//! The commands that go through the Raft log, and the limits every command
+//! must respect before it is proposed (and, defensively, when it is applied).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use super::FencingToken;
+
+/// One state-machine command, the payload of a Raft log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Command {
+    /// Take lock `name` for `owner` for `ttl_ms`.
+    ///
+    /// - Free lock: granted; the token is the index of this log entry.
+    /// - Held by the same `owner`: the existing grant is returned with the same
+    ///   token and its lease restarts with `ttl_ms`, as a renew would. A retried
+    ///   acquire therefore never fails and never mints a second token, and the
+    ///   caller may anchor its lease at the send time of this request.
+    /// - Held by another owner, no `wait_ms`: [`LockError::HeldByOther`]
+    ///   naming the holder.
+    /// - Held by another owner, with `wait_ms`: the owner joins the lock's
+    ///   FIFO queue ([`Outcome::Queued`]); an owner already queued keeps its
+    ///   place. The lock passes to the first waiter in the entry that frees
+    ///   it (release or expiry), whose index is the new token. A wait that
+    ///   runs out is removed by a Tick (event `wait_timeout`).
+    ///
+    /// `request_id` de-duplicates retries (see [`Requests`]) and is recorded
+    /// on the lease.
+    ///
+    /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
+    /// [`Outcome::Queued`]: super::Outcome::Queued
+    /// [`Requests`]: super::Requests
+    Acquire {
+        name: String,
+        owner: String,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Restart the lease of `name` held under `token`, with `ttl_ms` or, when
+    /// absent, the ttl of the grant. The token does not change.
+    ///
+    /// Errors: [`LockError::NotHeld`] when the lock is free,
+    /// [`LockError::StaleToken`] when `token` is not the current holder's.
+    ///
+    /// [`LockError::NotHeld`]: super::LockError::NotHeld
+    /// [`LockError::StaleToken`]: super::LockError::StaleToken
+    Renew {
+        name: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Free lock `name` held under `token`, handing it to the first waiter if
+    /// any. Same errors as `Renew`.
+    Release {
+        name: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Remove `owner` from the queue of `name` (its waiting client went
+    /// away). A no-op when `owner` is not waiting; never releases a lock.
+    Cancel { name: String, owner: String },
+    /// Write `value` under record `key` if `token` is the current token of
+    /// lock `lock` when this entry applies. Errors: `NotCurrent` (with the
+    /// current token), `Full`.
+    PutRecord {
+        key: String,
+        lock: String,
+        token: FencingToken,
+        /// The value as JSON text: opaque to the core, which only bounds
+        /// its size (the API parses and re-encodes it canonically).
+        value: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Admit `token` of `lock` at gate `resource` if it is at least the
+    /// highest token admitted there. Errors: `GateRejected` (with the
+    /// highest), `GateLockMismatch`, `Full`, `Invalid` for a token above
+    /// this entry's index (no such grant can exist yet).
+    Gate {
+        resource: String,
+        lock: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// One period of the leader's monotonic clock has passed. `period_ms` is the
+    /// real time the leader waited since its previous Tick completed; every
+    /// lease whose deadline this Tick reaches expires in this entry.
+    Tick { period_ms: u64 },
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Command::Acquire { name, owner, ttl_ms, .. } => {
+                write!(f, "acquire({name}, owner={owner}, ttl={ttl_ms}ms)")
+            }
+            Command::Renew { name, token, .. } => write!(f, "renew({name}, token={token})"),
+            Command::Release { name, token, .. } => write!(f, "release({name}, token={token})"),
+            Command::Cancel { name, owner } => write!(f, "cancel({name}, owner={owner})"),
+            Command::PutRecord { key, lock, token, .. } => write!(f, "put_record({key}, lock={lock}, token={token})"),
+            Command::Gate { resource, lock, token, .. } => write!(f, "gate({resource}, lock={lock}, token={token})"),
+            Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
+        }
+    }
+}
+
+/// The bounds a command must respect. One value is shared by the API (which
+/// rejects bad input before proposing it) and the state machine (which rejects
+/// it again, deterministically, should it ever reach the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_name_bytes: usize,
+    pub max_owner_bytes: usize,
+    pub max_request_id_bytes: usize,
+    /// Several election timeouts: a shorter lease could expire during one
+    /// leader election, before its holder had any chance to renew it.
+    pub min_ttl_ms: u64,
+    pub max_ttl_ms: u64,
+    pub max_wait_ms: u64,
+    /// A record's value, as JSON text.
+    pub max_value_bytes: usize,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits {
+        max_name_bytes: 256,
+        max_owner_bytes: 128,
+        max_request_id_bytes: 128,
+        min_ttl_ms: 3_000,
+        max_ttl_ms: 3_600_000,
+        max_wait_ms: 3_600_000,
+        max_value_bytes: 4096,
+    };
+}
+
+impl Limits {
+    /// Checks a lock name, record key or gate resource given outside a
+    /// command (reads, event streams), with the rules of lock names.
+    pub fn check_name(&self, field: &'static str, value: &str) -> Result<(), InvalidCommand> {
+        check_text(field, value, self.max_name_bytes)
+    }
+}
+
+/// Why a command was refused before it changed anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidCommand {
+    pub field: String,
+    pub reason: String,
+}
+
+impl InvalidCommand {
+    fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        InvalidCommand { field: field.to_owned(), reason: reason.into() }
+    }
+}
+
+impl Command {
+    /// The lock this command acts on; `None` for a Tick, which acts on all.
+    pub fn lock(&self) -> Option<&str> {
+        match self {
+            Command::Acquire { name, .. }
+            | Command::Renew { name, .. }
+            | Command::Release { name, .. }
+            | Command::Cancel { name, .. } => Some(name),
+            Command::PutRecord { lock, .. } | Command::Gate { lock, .. } => Some(lock),
+            Command::Tick { .. } => None,
+        }
+    }
+
+    /// Checks the command against `limits`. Ticks are always valid.
+    pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
+        match self {
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                if wait_ms.is_some_and(|w| w > limits.max_wait_ms) {
+                    return Err(InvalidCommand::new("wait_ms", format!("must be at most {}", limits.max_wait_ms)));
+                }
+                check_ttl(*ttl_ms, limits)
+            }
+            Command::Renew { name, ttl_ms, request_id, .. } => {
+                check_name(name, limits)?;
+                check_request_id(request_id, limits)?;
+                ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
+            }
+            Command::Release { name, request_id, .. } => {
+                check_name(name, limits)?;
+                check_request_id(request_id, limits)
+            }
+            Command::Cancel { name, owner } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)
+            }
+            Command::PutRecord { key, lock, value, request_id, .. } => {
+                check_text("key", key, limits.max_name_bytes)?;
+                check_text("lock", lock, limits.max_name_bytes)?;
+                check_request_id(request_id, limits)?;
+                let size = value.len();
+                if size > limits.max_value_bytes {
+                    return Err(InvalidCommand::new(
+                        "value",
+                        format!("is {size} bytes of JSON, at most {} allowed", limits.max_value_bytes),
+                    ));
+                }
+                Ok(())
+            }
+            Command::Gate { resource, lock, request_id, .. } => {
+                check_text("resource", resource, limits.max_name_bytes)?;
+                check_text("lock", lock, limits.max_name_bytes)?;
+                check_request_id(request_id, limits)
+            }
+            Command::Tick { .. } => Ok(()),
+        }
+    }
+}
+
+fn check_request_id(id: &Option<String>, limits: &Limits) -> Result<(), InvalidCommand> {
+    id.as_deref().map_or(Ok(()), |id| check_text("request_id", id, limits.max_request_id_bytes))
+}
+
+fn check_name(name: &str, limits: &Limits) -> Result<(), InvalidCommand> {
+    check_text("name", name, limits.max_name_bytes)
+}
+
+/// Non-empty, at most `max` bytes, printable: no control characters, so names
+/// and owners can be logged, listed and put in URLs and headers safely.
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), InvalidCommand> {
+    if value.is_empty() {
+        return Err(InvalidCommand::new(field, "must not be empty"));
+    }
+    if value.len() > max {
+        return Err(InvalidCommand::new(field, format!("is {} bytes, at most {max} allowed", value.len())));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(InvalidCommand::new(field, "must be printable (no control characters)"));
+    }
+    Ok(())
+}
+
+fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), InvalidCommand> {
+    if !(limits.min_ttl_ms..=limits.max_ttl_ms).contains(&ttl_ms) {
+        return Err(InvalidCommand::new(
+            "ttl_ms",
+            format!("is {ttl_ms}, must be between {} and {}", limits.min_ttl_ms, limits.max_ttl_ms),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(name: &str, owner: &str, ttl_ms: u64) -> Command {
+        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None }
+    }
+
+    // Ensures every limit is enforced at its boundary and names the field.
+    #[test]
+    fn limits_are_enforced_at_their_boundaries() {
+        let l = Limits::DEFAULT;
+        assert!(acquire(&"n".repeat(256), &"o".repeat(128), l.min_ttl_ms).validate(&l).is_ok());
+        assert!(acquire("n", "o", l.max_ttl_ms).validate(&l).is_ok());
+        let field = |c: Command| c.validate(&l).unwrap_err().field;
+        assert_eq!(field(acquire(&"n".repeat(257), "o", 5000)), "name");
+        assert_eq!(field(acquire("", "o", 5000)), "name");
+        assert_eq!(field(acquire("a\nb", "o", 5000)), "name");
+        assert_eq!(field(acquire("n", &"o".repeat(129), 5000)), "owner");
+        assert_eq!(field(acquire("n", "", 5000)), "owner");
+        assert_eq!(field(acquire("n", "o", l.min_ttl_ms - 1)), "ttl_ms");
+        assert_eq!(field(acquire("n", "o", l.max_ttl_ms + 1)), "ttl_ms");
+        let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1), request_id: None };
+        assert_eq!(field(renew), "ttl_ms");
+        let release = Command::Release { name: "\u{7f}".into(), token: 1, request_id: Some(String::new()) };
+        assert_eq!(field(release), "name");
+        let release = Command::Release { name: "n".into(), token: 1, request_id: Some("r".repeat(129)) };
+        assert_eq!(field(release), "request_id");
+        let waiting = Command::Acquire {
+            name: "n".into(),
+            owner: "o".into(),
+            ttl_ms: 5000,
+            wait_ms: Some(l.max_wait_ms + 1),
+            request_id: None,
+        };
+        assert_eq!(field(waiting), "wait_ms");
+    }
+
+    // Ensures multi-byte names are measured in bytes, as documented.
+    #[test]
+    fn name_limit_counts_bytes_not_chars() {
+        let l = Limits::DEFAULT;
+        let name = "é".repeat(129); // 258 bytes, 129 chars
+        assert_eq!(acquire(&name, "o", 5000).validate(&l).unwrap_err().field, "name");
+    }
+}

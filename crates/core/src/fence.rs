@@ -1,0 +1,96 @@
+//! Fencing served by the cluster, for resources that cannot check tokens
+//! themselves (Chubby's CheckSequencer idea):
+//!
+//! - **Fenced records**: small values written only by the current holder of a
+//!   lock. The token check and the write happen in the same log entry, so no
+//!   stale holder can slip a write in between.
+//! - **Gates**: a per-resource high-water mark of admitted tokens. A resource
+//!   that only sees tokens asks the gate; the gate admits a token at least as
+//!   high as every token it admitted before (the storage-side check from
+//!   Kleppmann's critique of Redlock), and refuses lower ones.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{FencingToken, LockError, Outcome};
+
+/// At most this many records, and this many gates: leasehold keeps payment
+/// states and idempotency keys, it is not a general database.
+pub const MAX_RECORDS: usize = 100_000;
+pub const MAX_GATES: usize = 100_000;
+
+/// A fenced record as stored and as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub key: String,
+    /// JSON text, as the API encoded it.
+    pub value: String,
+    /// The lock whose holder wrote it, and the holder's token.
+    pub lock: String,
+    pub token: FencingToken,
+    /// Index of the log entry that wrote it.
+    pub index: u64,
+}
+
+/// A gate's state: which lock's tokens it admits, and the highest admitted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct GateState {
+    lock: String,
+    highest: FencingToken,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fences {
+    records: BTreeMap<String, Record>,
+    gates: BTreeMap<String, GateState>,
+}
+
+impl Fences {
+    pub fn record(&self, key: &str) -> Option<&Record> {
+        self.records.get(key)
+    }
+
+    /// Writes `value` under `key` if `token` is `current`, the token of the
+    /// holder of `lock` when this entry applies. Errors: `NotCurrent` (with
+    /// the current token, if the lock is held), `Full`.
+    pub fn put(
+        &mut self,
+        key: &str,
+        lock: &str,
+        token: FencingToken,
+        value: &str,
+        current: Option<FencingToken>,
+        index: u64,
+    ) -> Result<Outcome, LockError> {
+        if current != Some(token) {
+            return Err(LockError::NotCurrent { lock: lock.to_owned(), given: token, current });
+        }
+        if !self.records.contains_key(key) && self.records.len() >= MAX_RECORDS {
+            return Err(LockError::Full { what: "records".into(), limit: MAX_RECORDS });
+        }
+        let record = Record { key: key.to_owned(), value: value.to_owned(), lock: lock.to_owned(), token, index };
+        self.records.insert(key.to_owned(), record);
+        Ok(Outcome::RecordWritten { key: key.to_owned(), lock: lock.to_owned(), token, index })
+    }
+
+    /// Admits `token` of `lock` at gate `resource` if it is at least the
+    /// highest token admitted there before. A gate serves one lock: its first
+    /// admission fixes which. Errors: `GateRejected` (with the highest),
+    /// `GateLockMismatch`, `Full`.
+    pub fn pass(&mut self, resource: &str, lock: &str, token: FencingToken) -> Result<Outcome, LockError> {
+        if !self.gates.contains_key(resource) && self.gates.len() >= MAX_GATES {
+            return Err(LockError::Full { what: "gates".into(), limit: MAX_GATES });
+        }
+        let gate =
+            self.gates.entry(resource.to_owned()).or_insert_with(|| GateState { lock: lock.to_owned(), highest: 0 });
+        if gate.lock != lock {
+            return Err(LockError::GateLockMismatch { resource: resource.to_owned(), lock: gate.lock.clone() });
+        }
+        if token < gate.highest {
+            return Err(LockError::GateRejected { resource: resource.to_owned(), given: token, highest: gate.highest });
+        }
+        gate.highest = token;
+        Ok(Outcome::GateAdmitted { resource: resource.to_owned(), lock: lock.to_owned(), token })
+    }
+}

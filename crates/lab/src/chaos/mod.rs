@@ -1,0 +1,168 @@
+//! `leasehold chaos`: the fault suite. A 3- or 5-node cluster, each node its
+//! own host (network namespace) when the machine allows, under a workload
+//! of concurrent clients, while a nemesis injects one fault after another;
+//! then the [`history`](crate::history) checker judges the recorded history
+//! and the fenced resource's log.
+//!
+//! - [`hosts`] — namespaces, bridge, veths and iptables faults.
+//! - [`workload`] — the clients: acquire → write → read → renew → write → release.
+//! - [`nemesis`] — the faults and their healing.
+//! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
+
+pub mod hosts;
+pub mod nemesis;
+pub mod report;
+pub mod workload;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::history::{self, FencedResource, HarnessClock, History, ResourceMode};
+use crate::local::{LocalCluster, NodeLogs};
+use hosts::Hosts;
+use leasehold_client::Client;
+use leasehold_proto::NodeId;
+use nemesis::{FaultKind, FaultRecord, Nemesis};
+use report::{ChaosReport, RunSetup};
+use workload::{Target, Workload};
+
+/// Node slots: a 3-node cluster keeps two spare ones for the membership fault.
+const SLOTS: usize = 5;
+const TICK_MS: u64 = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChaosError {
+    #[error("{0}")]
+    Cluster(#[from] crate::local::LocalClusterError),
+    #[error("{0}")]
+    Resource(#[from] history::ResourceError),
+    #[error("{0}")]
+    Client(#[from] leasehold_client::ClientError),
+    #[error("writing results: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What to run.
+pub struct ChaosOptions {
+    /// 3 or 5 voters.
+    pub nodes: usize,
+    /// Keep injecting faults until this much time has passed (one full round
+    /// at least); the fault under way then is finished.
+    pub duration: Duration,
+    /// The faults of a round, in order.
+    pub faults: Vec<FaultKind>,
+    pub clients: usize,
+    /// How long each fault lasts.
+    pub hold: Duration,
+    /// Quiet time after each fault.
+    pub quiet: Duration,
+    /// Use network namespaces when possible (else loopback, process faults only).
+    pub network: bool,
+    /// The `leasehold` binary the nodes run.
+    pub binary: PathBuf,
+    /// Folder for chaos.md, chaos.json, timeline.svg, history.json and the
+    /// nodes' data and logs.
+    pub out: PathBuf,
+}
+
+/// Runs the suite, printing progress to stderr, and writes the results
+/// into `options.out`.
+pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
+    let data = options.out.join("cluster");
+    if data.exists() {
+        std::fs::remove_dir_all(&data)?;
+    }
+    std::fs::create_dir_all(&data)?;
+    let clock = HarnessClock::new();
+    let history = History::new(clock);
+    let (hosts, described) = match options.network.then(|| Hosts::create(SLOTS)) {
+        Some(Ok(hosts)) => {
+            let described = hosts.describe();
+            (Some(hosts), described)
+        }
+        Some(Err(e)) => (None, format!("loopback, process-level faults only ({e})")),
+        None => (None, "loopback, process-level faults only (--loopback)".to_string()),
+    };
+    eprintln!("chaos: nodes on {described}");
+    let addrs = match &hosts {
+        Some(h) => h.node_addrs(),
+        None => LocalCluster::free_addrs(SLOTS)?,
+    };
+    let mut cluster =
+        LocalCluster::new(&options.binary, &data, &addrs, TICK_MS, NodeLogs::Files).with_initial_members(options.nodes);
+    if let Some(h) = &hosts {
+        for id in cluster.ids() {
+            cluster.set_launcher(id, h.launcher(id));
+        }
+    }
+    let members: BTreeSet<NodeId> = (1..=options.nodes as NodeId).collect();
+    for id in &members {
+        cluster.start(*id)?;
+    }
+    cluster.wait_for_leader(Duration::from_secs(60)).await?;
+    eprintln!("chaos: {}-node cluster up, data and logs in {}", options.nodes, data.display());
+    let resource = FencedResource::start(SocketAddr::from(([127, 0, 0, 1], 0)), ResourceMode::Fenced, clock).await?;
+    let target = Target {
+        client: Arc::new(Client::new(&cluster.endpoints())?),
+        resource_url: resource.url(),
+        http: leasehold_client::http_client(None),
+        history: history.clone(),
+    };
+    let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
+    let workload = Workload::start(&target, options.clients);
+    tokio::time::sleep(options.quiet).await;
+    let records = inject_rounds(&mut nemesis, options, clock).await;
+    workload.stop().await;
+    let end_us = clock.now_us();
+    nemesis.stop_cluster(Duration::from_secs(5));
+    drop(nemesis);
+
+    let operations = history.operations();
+    let writes = resource.writes();
+    eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
+    let check = history::check(&operations, &writes);
+    let setup = RunSetup { nodes: options.nodes, clients: options.clients, hosts: described, end_us };
+    let report = ChaosReport::build(setup, &operations, &writes, &records, &check);
+    std::fs::write(options.out.join("chaos.md"), report.markdown())?;
+    std::fs::write(options.out.join("chaos.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
+    std::fs::write(options.out.join("timeline.svg"), report.timeline_svg(&operations))?;
+    let saved = serde_json::json!({ "operations": operations, "writes": writes, "violations": check.violations });
+    std::fs::write(options.out.join("history.json"), serde_json::to_vec(&saved).expect("history serializes"))?;
+    Ok(report)
+}
+
+/// Faults in rounds until the duration has passed, one full round at least.
+/// A fault that fails (no leader in time, a refused membership change) is
+/// recorded as not injected, and the run goes on.
+async fn inject_rounds(nemesis: &mut Nemesis, options: &ChaosOptions, clock: HarnessClock) -> Vec<FaultRecord> {
+    let began = Instant::now();
+    let mut records = Vec::new();
+    let round_length = options.faults.len();
+    for (n, kind) in options.faults.iter().cycle().enumerate() {
+        if n >= round_length && began.elapsed() >= options.duration {
+            break;
+        }
+        eprintln!(
+            "chaos: [round {}, {}/{round_length}, {:.0}s] {} ...",
+            n / round_length + 1,
+            n % round_length + 1,
+            began.elapsed().as_secs_f64(),
+            kind.label()
+        );
+        let now_us = clock.now_us();
+        let record = nemesis.inject(*kind).await.unwrap_or_else(|e| FaultRecord {
+            kind: *kind,
+            injected: false,
+            started_us: now_us,
+            healed_us: now_us,
+            note: format!("failed: {e}"),
+        });
+        eprintln!("chaos:   {}", record.note);
+        records.push(record);
+        tokio::time::sleep(options.quiet).await;
+    }
+    records
+}

@@ -1,0 +1,90 @@
+//! leasehold through its own Rust [`Client`]: acquire (waiting in the lock's
+//! queue when asked) and release by token. The grant's token is the fencing
+//! token; its anchor is the client's send time of the acquire.
+
+use leasehold_client::ErrorCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
+use leasehold_client::{AcquireOptions, Client, ClientError, Credentials};
+
+/// A leasehold cluster at these endpoints.
+pub struct LeaseholdSystem {
+    endpoints: Vec<String>,
+    credentials: Credentials,
+    sessions: AtomicU64,
+}
+
+impl LeaseholdSystem {
+    /// A cluster without auth or TLS.
+    pub fn new(endpoints: &[String]) -> Result<Self, ClientError> {
+        LeaseholdSystem::with_credentials(endpoints, Credentials::default())
+    }
+
+    /// A cluster whose every session presents `credentials`.
+    pub fn with_credentials(endpoints: &[String], credentials: Credentials) -> Result<Self, ClientError> {
+        // Refuse bad endpoints here rather than at the first session.
+        Client::with_credentials(endpoints, &credentials)?;
+        Ok(LeaseholdSystem { endpoints: endpoints.to_vec(), credentials, sessions: AtomicU64::new(0) })
+    }
+}
+
+impl LockSystem for LeaseholdSystem {
+    fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
+        Box::pin(async move {
+            // A Client of its own: its own keep-alive connection pool.
+            let client = Client::with_credentials(&self.endpoints, &self.credentials)?;
+            let n = self.sessions.fetch_add(1, Ordering::Relaxed);
+            let owner = format!("bench-{}-{n}", std::process::id());
+            Ok(Box::new(LeaseholdSession { client, owner }) as Box<dyn LockSession>)
+        })
+    }
+}
+
+struct LeaseholdSession {
+    client: Client,
+    /// Unique per session: one owner holding a lock re-acquires it.
+    owner: String,
+}
+
+impl LockSession for LeaseholdSession {
+    fn acquire<'a>(
+        &'a mut self,
+        name: &'a str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
+        Box::pin(async move {
+            let options = AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None };
+            let lease = self.client.acquire_with(name, &self.owner, ttl.as_millis() as u64, &options).await;
+            let lease = match lease {
+                Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::WaitTimeout)) => {
+                    return Err(AdapterError::NotAcquired { name: name.to_string(), waited: wait })
+                }
+                other => other?,
+            };
+            Ok(Grant {
+                name: name.to_string(),
+                token: Some(lease.token()),
+                anchor: lease.sent_at,
+                valid_until: lease.valid_until(drift_margin(ttl)),
+                release_key: String::new(),
+                own_lease: None,
+            })
+        })
+    }
+
+    fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            let token =
+                grant.token.ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))?;
+            match self.client.release(&grant.name, token).await {
+                Err(e) if matches!(e.code(), Some(ErrorCode::StaleToken | ErrorCode::NotHeld)) => {
+                    Err(AdapterError::NotHeld { name: grant.name.clone() })
+                }
+                other => Ok(other?),
+            }
+        })
+    }
+}

@@ -1,0 +1,513 @@
+//! `leasehold bench`: the head-to-head benchmark of leasehold against Redis
+//! (volatile and `appendfsync always`), Redlock over five Redis instances and
+//! an etcd cluster, on real servers this harness starts and stops by PID on
+//! 127.0.0.1.
+//!
+//! Every system sits behind the same two traits: a [`LockSystem`] makes
+//! [`LockSession`]s (one client with its own keep-alive connections), and a
+//! session acquires and releases locks, returning a [`Grant`] with the
+//! system's fencing token (if it has one) and the client's validity anchor.
+//! The workloads (`workload.rs`) and any later harness drive every system
+//! through these traits only.
+//!
+//! - `servers.rs` — launchers for redis-server and etcd (by PID, free ports).
+//! - `resp.rs` — a minimal Redis protocol connection.
+//! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
+//! - `workload.rs` — lock cycles on distinct names and on one hot name.
+//! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
+//! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
+//! - `safety.rs` — `leasehold bench --safety`: every system under faults
+//!   (paused holder, clock jump, failover, paused leader), judged by the
+//!   [`history`](crate::history) checker; `holder.rs` — the holder process
+//!   (`leasehold safety-holder`) it starts and SIGSTOPs.
+
+mod etcd;
+pub mod holder;
+mod leasehold;
+mod plots;
+mod redis;
+mod redlock;
+pub mod report;
+pub mod resp;
+pub mod safety;
+pub mod servers;
+pub mod workload;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+pub use etcd::EtcdSystem;
+pub use leasehold::LeaseholdSystem;
+pub use redis::RedisSystem;
+pub use redlock::RedlockSystem;
+pub use workload::Workload;
+
+use crate::bench::BenchRow;
+use crate::local::LocalClusterError;
+use leasehold_client::{ClientError, Credentials};
+use report::{Placement, Report};
+use resp::RespError;
+use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A lock service under test.
+pub trait LockSystem: Send + Sync {
+    /// Opens one client: its own connections, kept alive across cycles.
+    fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>>;
+}
+
+/// One client of a [`LockSystem`].
+pub trait LockSession: Send {
+    /// Acquires `name` for `ttl`. When another client holds it, waits up to
+    /// `wait` the way the system offers (leasehold and etcd in their queues,
+    /// Redis and Redlock by retrying with jittered back-off), then fails
+    /// with [`AdapterError::NotAcquired`].
+    fn acquire<'a>(
+        &'a mut self,
+        name: &'a str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>>;
+
+    /// Releases `grant`; [`AdapterError::NotHeld`] when the system no longer
+    /// had it for this client (it expired, or another client took it).
+    fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>>;
+}
+
+/// A lock a session was told it holds.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub name: String,
+    /// The system's fencing token: leasehold's token, etcd's revision of the
+    /// lock response; Redis and Redlock have none.
+    pub token: Option<u64>,
+    /// The client's monotonic time the validity counts from: the send time
+    /// of the request that started the lease (for an etcd session lease, of
+    /// its last keep-alive).
+    pub anchor: Instant,
+    /// Until when the client may act as holder: anchor + ttl − drift margin
+    /// (Redlock: minus the elapsed acquire time too, as its algorithm says).
+    pub valid_until: Instant,
+    /// What the system needs to release it: the random value (Redis,
+    /// Redlock) or the lock key (etcd).
+    release_key: String,
+    /// The etcd lease created for this grant alone, revoked on release.
+    own_lease: Option<i64>,
+}
+
+/// The clock-drift allowance subtracted from every lease's validity, for
+/// every system alike: Redlock's ttl × 1 % + 2 ms.
+pub fn drift_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error(transparent)]
+    Redis(#[from] RespError),
+    #[error("etcd: {0}")]
+    Etcd(String),
+    #[error(transparent)]
+    Leasehold(#[from] ClientError),
+    #[error("{name} not acquired within {waited:?}")]
+    NotAcquired { name: String, waited: Duration },
+    #[error("{name} was no longer held by this client at release")]
+    NotHeld { name: String },
+    #[error("unexpected reply: {0}")]
+    Unexpected(String),
+}
+
+/// A lock service with no queue to wait in (Redis, Redlock): a client
+/// polls. Every such session is a [`LockSession`] that waits by retrying.
+trait TryAcquire: Send {
+    /// One attempt: `None` when another client holds `name`.
+    fn try_acquire<'a>(
+        &'a mut self,
+        name: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<Grant>, AdapterError>>;
+
+    /// Deletes the grant's key if it is still this grant's: whether it was.
+    fn try_release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<bool, AdapterError>>;
+}
+
+impl<T: TryAcquire> LockSession for T {
+    fn acquire<'a>(
+        &'a mut self,
+        name: &'a str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
+        Box::pin(acquire_with_retry(self, name, ttl, wait))
+    }
+
+    fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            match self.try_release(grant).await? {
+                true => Ok(()),
+                false => Err(AdapterError::NotHeld { name: grant.name.clone() }),
+            }
+        })
+    }
+}
+
+/// Attempts until one succeeds or `wait` is spent, pausing between attempts
+/// for a random time in [cap/2, cap], the cap doubling from 1 ms to 50 ms:
+/// the jitter keeps waiting clients from retrying in lockstep.
+async fn acquire_with_retry(
+    session: &mut dyn TryAcquire,
+    name: &str,
+    ttl: Duration,
+    wait: Duration,
+) -> Result<Grant, AdapterError> {
+    let began = Instant::now();
+    let mut cap = Duration::from_millis(1);
+    loop {
+        if let Some(grant) = session.try_acquire(name, ttl).await? {
+            return Ok(grant);
+        }
+        let pause = cap.mul_f64(0.5 + fastrand::f64() / 2.0);
+        if began.elapsed() + pause > wait {
+            return Err(AdapterError::NotAcquired { name: name.to_string(), waited: began.elapsed() });
+        }
+        tokio::time::sleep(pause).await;
+        cap = (cap * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// A value no other grant shares, so a release deletes only its own key.
+fn random_value() -> String {
+    format!("{:032x}", fastrand::u128(..))
+}
+
+/// A system `leasehold bench` can start and measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SystemKind {
+    /// A local leasehold cluster of this many nodes (durable).
+    Leasehold(usize),
+    /// One Redis, no persistence (`--save "" --appendonly no`).
+    Redis,
+    /// One Redis, `--appendonly yes --appendfsync always`.
+    RedisAof,
+    /// Redlock over five independent volatile Redis instances.
+    Redlock,
+    /// A 3-node etcd cluster, one lease per lock cycle.
+    Etcd,
+    /// The same etcd cluster, one lease per client session.
+    EtcdSession,
+}
+
+impl SystemKind {
+    /// Every system, in the order the report lists them.
+    pub const ALL: [SystemKind; 7] = [
+        SystemKind::Leasehold(3),
+        SystemKind::Leasehold(5),
+        SystemKind::Redis,
+        SystemKind::RedisAof,
+        SystemKind::Redlock,
+        SystemKind::Etcd,
+        SystemKind::EtcdSession,
+    ];
+}
+
+impl fmt::Display for SystemKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SystemKind::Leasehold(nodes) => write!(f, "leasehold-{nodes}"),
+            SystemKind::Redis => f.write_str("redis"),
+            SystemKind::RedisAof => f.write_str("redis-aof"),
+            SystemKind::Redlock => f.write_str("redlock"),
+            SystemKind::Etcd => f.write_str("etcd"),
+            SystemKind::EtcdSession => f.write_str("etcd-session"),
+        }
+    }
+}
+
+impl FromStr for SystemKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(nodes) = s.strip_prefix("leasehold-") {
+            return match nodes.parse::<usize>() {
+                Ok(n @ 1..=7) => Ok(SystemKind::Leasehold(n)),
+                _ => Err(format!("{s:?}: leasehold-N takes 1 to 7 nodes")),
+            };
+        }
+        SystemKind::ALL.into_iter().find(|k| k.to_string() == s).ok_or_else(|| {
+            format!("unknown system {s:?}; one of leasehold-N, redis, redis-aof, redlock, etcd, etcd-session")
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    #[error("local leasehold cluster: {0}")]
+    Cluster(#[from] LocalClusterError),
+    #[error("{system}: opening a client: {source}")]
+    Connect { system: String, source: AdapterError },
+    #[error("{system}: opening {clients} clients took longer than {bound:?}")]
+    ConnectTimeout { system: String, clients: usize, bound: Duration },
+    #[error("leasehold client: {0}")]
+    Client(#[from] ClientError),
+    #[error("results folder: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What to measure, and where.
+pub struct CompareOptions {
+    /// Systems to start and measure (skipped when their server is missing).
+    pub systems: Vec<SystemKind>,
+    /// Instead of `systems`: an existing leasehold cluster, reported as
+    /// system `leasehold`.
+    pub endpoints: Vec<String>,
+    /// The token and CA sent to the `endpoints` cluster.
+    pub credentials: Credentials,
+    /// The `leasehold` binary for local clusters.
+    pub binary: PathBuf,
+    pub workloads: Vec<Workload>,
+    /// Concurrent clients on distinct names.
+    pub clients: Vec<usize>,
+    /// Concurrent clients on the hot name.
+    pub hot_clients: Vec<usize>,
+    pub runs: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub ttl: Duration,
+    /// Results folder: `latest.json`, `README.md`, SVG plots; server data
+    /// goes to `servers/` inside it while the benchmark runs.
+    pub out: PathBuf,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+/// A system that runs, with the processes that serve it.
+struct Contender {
+    name: String,
+    system: Box<dyn LockSystem>,
+    pids: Vec<u32>,
+}
+
+/// Everything the benchmark started; dropped (killed by PID) at the end.
+#[derive(Default)]
+struct Fleet {
+    processes: Vec<ServerProcess>,
+    clusters: Vec<crate::local::LocalCluster>,
+    etcd: Option<EtcdCluster>,
+}
+
+/// How long opening all clients of one measurement may take.
+const CONNECT_BOUND: Duration = Duration::from_secs(30);
+
+/// Starts the systems, runs every (run, workload, clients) with the systems
+/// alternating inside it, stops the servers and writes the report into
+/// `options.out`. Progress goes to stderr.
+pub async fn run(options: &CompareOptions) -> Result<Report, CompareError> {
+    std::fs::create_dir_all(&options.out)?;
+    let server_dir = options.out.join("servers");
+    if server_dir.exists() {
+        std::fs::remove_dir_all(&server_dir)?;
+    }
+    eprintln!("bench: probing fsync latency in {}", options.out.display());
+    let mut report = Report::new(options, report::fsync_probe(&options.out)?);
+    let mut fleet = Fleet::default();
+    let contenders = if options.endpoints.is_empty() {
+        start_contenders(options, &server_dir, &mut fleet, &mut report).await?
+    } else {
+        let system = LeaseholdSystem::with_credentials(&options.endpoints, options.credentials.clone())?;
+        vec![Contender { name: "leasehold".into(), system: Box::new(system), pids: Vec::new() }]
+    };
+    report.placement.extend(contenders.iter().map(|c| Placement::of(&c.name, &c.pids)));
+    let measured = measure(options, &contenders, &mut report.rows).await;
+    for mut cluster in fleet.clusters.drain(..) {
+        cluster.stop_all(Duration::from_secs(5));
+    }
+    drop(fleet);
+    if server_dir.exists() {
+        std::fs::remove_dir_all(&server_dir)?;
+    }
+    measured?;
+    report.write(&options.out)?;
+    eprintln!("bench: results in {}", options.out.display());
+    Ok(report)
+}
+
+/// Every (workload, clients) pair of one run, in order.
+fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
+    let mut pairs = Vec::new();
+    for &workload in &options.workloads {
+        let clients = match workload {
+            Workload::Distinct => &options.clients,
+            Workload::Hot => &options.hot_clients,
+        };
+        pairs.extend(clients.iter().map(|&c| (workload, c)));
+    }
+    pairs
+}
+
+async fn measure(
+    options: &CompareOptions,
+    contenders: &[Contender],
+    rows: &mut Vec<BenchRow>,
+) -> Result<(), CompareError> {
+    let pairs = pairs(options);
+    let total = options.runs * pairs.len() * contenders.len();
+    let each = options.warmup + options.duration;
+    eprintln!("bench: {total} measurements of {each:?} each, about {:?} in all", each * total as u32);
+    for run in 1..=options.runs {
+        for &(workload, clients) in &pairs {
+            // A B A B ...: every system is measured once per pair before
+            // the next pair, so drift on a shared machine hits all of them;
+            // the order rotates with the run so none is always first.
+            for k in 0..contenders.len() {
+                let contender = &contenders[(k + run - 1) % contenders.len()];
+                let plan = workload::Plan {
+                    system: contender.name.clone(),
+                    workload,
+                    clients,
+                    run,
+                    warmup: options.warmup,
+                    duration: options.duration,
+                    ttl: options.ttl,
+                };
+                eprintln!(
+                    "bench: [{}/{total}] run {run}, {}, {}, {clients} clients, {:?} ...",
+                    rows.len() + 1,
+                    contender.name,
+                    workload.label(),
+                    options.duration
+                );
+                let sessions = connect(contender, clients).await?;
+                let row = workload::run_cycles(sessions, &plan).await;
+                eprintln!(
+                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}{}",
+                    row.ops_per_sec,
+                    row.p50_us,
+                    row.p99_us,
+                    row.errors,
+                    row.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+                );
+                rows.push(row);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens `clients` sessions, bounded by [`CONNECT_BOUND`].
+async fn connect(contender: &Contender, clients: usize) -> Result<Vec<Box<dyn LockSession>>, CompareError> {
+    let open = async {
+        let mut sessions = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            let session = contender
+                .system
+                .connect()
+                .await
+                .map_err(|source| CompareError::Connect { system: contender.name.clone(), source })?;
+            sessions.push(session);
+        }
+        Ok(sessions)
+    };
+    tokio::time::timeout(CONNECT_BOUND, open).await.unwrap_or_else(|_| {
+        Err(CompareError::ConnectTimeout { system: contender.name.clone(), clients, bound: CONNECT_BOUND })
+    })
+}
+
+/// Starts the servers of every requested system. A system whose server
+/// binary is missing is skipped with a message saying how to install it.
+async fn start_contenders(
+    options: &CompareOptions,
+    server_dir: &std::path::Path,
+    fleet: &mut Fleet,
+    report: &mut Report,
+) -> Result<Vec<Contender>, CompareError> {
+    let mut contenders = Vec::new();
+    for &kind in &options.systems {
+        let name = kind.to_string();
+        let dir = server_dir.join(&name);
+        eprintln!("bench: starting {name}");
+        let started = match kind {
+            SystemKind::Leasehold(nodes) => start_leasehold(options, &dir, nodes, fleet).await,
+            SystemKind::Redis | SystemKind::RedisAof => {
+                let durability = if kind == SystemKind::Redis { Durability::Volatile } else { Durability::FsyncAlways };
+                start_redis_set(&dir, 1, durability, fleet)
+                    .await
+                    .map(|addrs| (Box::new(RedisSystem::new(addrs[0])) as Box<dyn LockSystem>, pids_of(fleet, 1)))
+            }
+            SystemKind::Redlock => start_redis_set(&dir, 5, Durability::Volatile, fleet)
+                .await
+                .map(|addrs| (Box::new(RedlockSystem::new(addrs)) as Box<dyn LockSystem>, pids_of(fleet, 5))),
+            SystemKind::Etcd | SystemKind::EtcdSession => {
+                start_etcd(&server_dir.join("etcd"), fleet).await.map(|(leader, pids)| {
+                    let session = kind == SystemKind::EtcdSession;
+                    (Box::new(EtcdSystem::new(leader, options.ttl, session)) as Box<dyn LockSystem>, pids)
+                })
+            }
+        };
+        match started {
+            Ok((system, pids)) => contenders.push(Contender { name, system, pids }),
+            Err(CompareError::Server(ServerError::Missing { binary, package })) => {
+                let why =
+                    format!("{binary} not found; install it with `apt-get install {package}` (skipping only {name})");
+                eprintln!("bench: {why}");
+                report.skipped.push((name, why));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(contenders)
+}
+
+/// PIDs of the last `n` processes started.
+fn pids_of(fleet: &Fleet, n: usize) -> Vec<u32> {
+    fleet.processes[fleet.processes.len() - n..].iter().map(|p| p.pid()).collect()
+}
+
+async fn start_leasehold(
+    options: &CompareOptions,
+    dir: &std::path::Path,
+    nodes: usize,
+    fleet: &mut Fleet,
+) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
+    let addrs = crate::local::LocalCluster::free_addrs(nodes)?;
+    let mut cluster = crate::local::LocalCluster::new(&options.binary, dir, &addrs, 100, crate::local::NodeLogs::Files);
+    cluster.start_all()?;
+    cluster.wait_for_leader(servers::START_BOUND).await?;
+    let system = LeaseholdSystem::new(&cluster.endpoints())?;
+    let pids = cluster.ids().iter().filter_map(|id| cluster.pid(*id)).collect();
+    fleet.clusters.push(cluster);
+    Ok((Box::new(system), pids))
+}
+
+/// Starts `n` independent Redis instances; returns their addresses.
+async fn start_redis_set(
+    dir: &std::path::Path,
+    n: usize,
+    durability: Durability,
+    fleet: &mut Fleet,
+) -> Result<Vec<SocketAddr>, CompareError> {
+    let mut addrs = Vec::with_capacity(n);
+    for i in 1..=n {
+        let server = servers::start_redis(&dir.join(format!("redis{i}")), durability).await?;
+        addrs.push(server.addr());
+        fleet.processes.push(server);
+    }
+    Ok(addrs)
+}
+
+/// Starts the 3-node etcd cluster once (both etcd variants share it);
+/// returns its leader's client URL and the members' PIDs.
+async fn start_etcd(dir: &std::path::Path, fleet: &mut Fleet) -> Result<(String, Vec<u32>), CompareError> {
+    if fleet.etcd.is_none() {
+        fleet.etcd = Some(EtcdCluster::start(dir, 3).await?);
+    }
+    let etcd = fleet.etcd.as_ref().expect("started just above");
+    Ok((etcd.leader_url().await?, etcd.pids()))
+}

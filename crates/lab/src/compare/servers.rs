@@ -1,0 +1,229 @@
+//! The other systems' servers, started from their Debian packages on free
+//! 127.0.0.1 ports with data in a folder of the results directory. Each
+//! process is tracked by PID and killed (SIGKILL, then reaped) when its
+//! [`ServerProcess`] is dropped; only those PIDs are ever signalled.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+use super::resp::{Reply, RespConnection};
+use crate::local::LocalCluster;
+
+/// How long a server or cluster may take to start serving.
+pub const START_BOUND: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{binary} not found in PATH (apt-get install {package})")]
+    Missing { binary: &'static str, package: &'static str },
+    #[error("starting {what}: {source}")]
+    Spawn { what: String, source: std::io::Error },
+    #[error("{what} did not serve within {bound:?}; see {log}")]
+    NotReady { what: String, bound: Duration, log: String },
+    #[error("etcd: {0}")]
+    Etcd(String),
+}
+
+/// One server process, killed by PID on drop.
+pub struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The client address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn spawn(what: &str, command: &mut Command, log: &Path, addr: SocketAddr) -> Result<Self, ServerError> {
+        let spawn_error = |source| ServerError::Spawn { what: what.to_string(), source };
+        let log = std::fs::File::create(log).map_err(spawn_error)?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(spawn_error)?)
+            .stderr(log)
+            .spawn()
+            .map_err(spawn_error)?;
+        Ok(ServerProcess { child, addr })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// `binary` from PATH, or [`ServerError::Missing`] naming its package.
+pub fn find_binary(binary: &'static str, package: &'static str) -> Result<PathBuf, ServerError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(binary))
+        .find(|candidate| candidate.is_file())
+        .ok_or(ServerError::Missing { binary, package })
+}
+
+/// How a single Redis keeps its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// No RDB snapshots, no AOF: a restart forgets every lock.
+    Volatile,
+    /// AOF with an fsync before every write is acknowledged.
+    FsyncAlways,
+}
+
+/// Starts one redis-server in `dir` and waits until it answers PING.
+pub async fn start_redis(dir: &Path, durability: Durability) -> Result<ServerProcess, ServerError> {
+    let binary = find_binary("redis-server", "redis-server")?;
+    let persistence: &[&str] = match durability {
+        Durability::Volatile => &["--save", "", "--appendonly", "no"],
+        Durability::FsyncAlways => &["--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+    };
+    start_redis_with(dir, &binary, persistence, &[]).await
+}
+
+/// Starts `binary` as a redis-server in `dir` with `args` after the
+/// address ones and `env` added (e.g. libfaketime's), and waits until it
+/// answers PING.
+pub async fn start_redis_with(
+    dir: &Path,
+    binary: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+) -> Result<ServerProcess, ServerError> {
+    let spawn_error = |source| ServerError::Spawn { what: "redis-server".into(), source };
+    std::fs::create_dir_all(dir).map_err(spawn_error)?;
+    let addr = free_addr().map_err(spawn_error)?;
+    let mut command = Command::new(binary);
+    command
+        .args(["--bind", "127.0.0.1", "--port", &addr.port().to_string(), "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let log = dir.join("redis.log");
+    let server = ServerProcess::spawn("redis-server", &mut command, &log, addr)?;
+    let give_up = Instant::now() + START_BOUND;
+    while Instant::now() < give_up {
+        if let Ok(mut connection) = RespConnection::connect(addr).await {
+            let pong = connection.command(&[b"PING"], Duration::from_secs(1)).await;
+            if matches!(pong, Ok(Reply::Simple(ref s)) if s == "PONG") {
+                return Ok(server);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(ServerError::NotReady {
+        what: format!("redis-server on {addr}"),
+        bound: START_BOUND,
+        log: log.display().to_string(),
+    })
+}
+
+fn free_addr() -> std::io::Result<SocketAddr> {
+    Ok(LocalCluster::free_addrs(1)?[0])
+}
+
+/// A local etcd cluster (Debian's etcd-server), each member with its own
+/// data folder, client and peer port. Clients use the v3 JSON gateway.
+pub struct EtcdCluster {
+    members: Vec<ServerProcess>,
+    http: reqwest::Client,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until every one reports healthy.
+    pub async fn start(dir: &Path, n: usize) -> Result<EtcdCluster, ServerError> {
+        let binary = find_binary("etcd", "etcd-server")?;
+        let spawn_error = |source| ServerError::Spawn { what: "etcd".into(), source };
+        std::fs::create_dir_all(dir).map_err(spawn_error)?;
+        let ports = LocalCluster::free_addrs(2 * n).map_err(spawn_error)?;
+        let (clients, peers) = ports.split_at(n);
+        let initial_cluster =
+            peers.iter().enumerate().map(|(i, p)| format!("e{}=http://{p}", i + 1)).collect::<Vec<_>>().join(",");
+        let token = format!("leasehold-bench-{}", std::process::id());
+        let mut members = Vec::with_capacity(n);
+        for (i, (client, peer)) in clients.iter().zip(peers).enumerate() {
+            let name = format!("e{}", i + 1);
+            let mut command = Command::new(&binary);
+            command
+                .args(["--name", &name])
+                .arg("--data-dir")
+                .arg(dir.join(&name))
+                .args(["--listen-client-urls", &format!("http://{client}")])
+                .args(["--advertise-client-urls", &format!("http://{client}")])
+                .args(["--listen-peer-urls", &format!("http://{peer}")])
+                .args(["--initial-advertise-peer-urls", &format!("http://{peer}")])
+                .args(["--initial-cluster", &initial_cluster])
+                .args(["--initial-cluster-state", "new", "--initial-cluster-token", &token]);
+            let log = dir.join(format!("{name}.log"));
+            members.push(ServerProcess::spawn(&format!("etcd {name}"), &mut command, &log, *client)?);
+        }
+        let cluster = EtcdCluster { members, http: leasehold_client::http_client(None) };
+        cluster.wait_healthy(dir).await?;
+        Ok(cluster)
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().map(|m| m.pid()).collect()
+    }
+
+    async fn wait_healthy(&self, dir: &Path) -> Result<(), ServerError> {
+        let give_up = Instant::now() + START_BOUND;
+        for member in &self.members {
+            loop {
+                let reply = self.http.get(format!("http://{}/health", member.addr())).send().await;
+                let healthy = match reply {
+                    Ok(r) => r.json::<Value>().await.is_ok_and(|v| v["health"] == "true"),
+                    Err(_) => false,
+                };
+                if healthy {
+                    break;
+                }
+                if Instant::now() > give_up {
+                    return Err(ServerError::NotReady {
+                        what: format!("etcd member {}", member.addr()),
+                        bound: START_BOUND,
+                        log: dir.display().to_string(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The client URL of the current leader: the benchmark sends every etcd
+    /// client there, sparing etcd the forwarding hop a follower would add.
+    pub async fn leader_url(&self) -> Result<String, ServerError> {
+        for member in &self.members {
+            let url = format!("http://{}", member.addr());
+            let status: Value = self
+                .http
+                .post(format!("{url}/v3/maintenance/status"))
+                .json(&json!({}))
+                .send()
+                .await
+                .map_err(|e| ServerError::Etcd(e.to_string()))?
+                .json()
+                .await
+                .map_err(|e| ServerError::Etcd(e.to_string()))?;
+            if status["leader"].is_string() && status["leader"] == status["header"]["member_id"] {
+                return Ok(url);
+            }
+        }
+        Err(ServerError::Etcd("no member says it leads".into()))
+    }
+}

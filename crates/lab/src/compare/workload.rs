@@ -1,0 +1,162 @@
+//! Lock cycles: each client is one tokio task with its own session, looping
+//! acquire → release, either on a lock name of its own
+//! ([`Workload::Distinct`]) or all on one hot name ([`Workload::Hot`]: every
+//! cycle after the first is a hand-off from one client to the next).
+//!
+//! Cycles that end between the warm-up and the stop time count, wherever
+//! they began (on a hot name a cycle's wait can be longer than the window);
+//! their cycle and acquire latencies go into HDR histograms in microseconds.
+//! After the stop time each client finishes the cycle it is in (so it
+//! releases what it holds), bounded by [`DRAIN`].
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use super::{AdapterError, LockSession};
+use crate::bench::{histogram, BenchRow, CDF_QUANTILES};
+
+/// What the clients contend for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// A lock name per client: no contention, measures the write path.
+    Distinct,
+    /// One lock name for all clients, waiting for it: hand-offs.
+    Hot,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 2] = [Workload::Distinct, Workload::Hot];
+
+    /// The workload's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Distinct => "distinct",
+            Workload::Hot => "hot",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Workload::Distinct => "cycle-distinct",
+            Workload::Hot => "hot-handoff",
+        }
+    }
+}
+
+/// How long a hot-name client waits for the lock before giving up a cycle.
+const HOT_WAIT: Duration = Duration::from_secs(60);
+/// How long after the stop time a client may take to finish its cycle.
+pub const DRAIN: Duration = Duration::from_secs(10);
+/// A failed cycle pauses its client this long, so a client whose lock
+/// outlived a failed release does not spin against the server.
+const AFTER_ERROR: Duration = Duration::from_millis(10);
+
+/// One measurement.
+pub struct Plan {
+    pub system: String,
+    pub workload: Workload,
+    pub clients: usize,
+    pub run: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub ttl: Duration,
+}
+
+impl Plan {
+    /// Lock names are new for every measurement, so nothing left by an
+    /// earlier one (a lease whose release failed) is in the way.
+    fn lock_name(&self, client: usize) -> String {
+        match self.workload {
+            Workload::Distinct => format!("bench/{}/{}/{}", self.run, self.clients, client),
+            Workload::Hot => format!("bench/hot/{}/{}", self.run, self.clients),
+        }
+    }
+}
+
+struct ClientResult {
+    cycles: Histogram<u64>,
+    acquires: Histogram<u64>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+/// Runs one client per session for `plan`, all together.
+pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> BenchRow {
+    let measure_from = Instant::now() + plan.warmup;
+    let stop_at = measure_from + plan.duration;
+    let wait = if plan.workload == Workload::Hot { HOT_WAIT } else { Duration::ZERO };
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, mut session) in sessions.into_iter().enumerate() {
+        let name = plan.lock_name(i);
+        let ttl = plan.ttl;
+        tasks.spawn(async move {
+            let mut result = ClientResult { cycles: histogram(), acquires: histogram(), errors: 0, first_error: None };
+            while Instant::now() < stop_at {
+                let began = Instant::now();
+                let cycle = async {
+                    let grant = session.acquire(&name, ttl, wait).await?;
+                    let acquired = began.elapsed();
+                    session.release(&grant).await?;
+                    Ok::<_, AdapterError>(acquired)
+                };
+                match tokio::time::timeout_at((stop_at + DRAIN).into(), cycle).await {
+                    Err(_) => break,
+                    Ok(Ok(acquired)) => {
+                        let done = Instant::now();
+                        if (measure_from..=stop_at).contains(&done) {
+                            let _ = result.acquires.record(micros(acquired));
+                            let _ = result.cycles.record(micros(began.elapsed()));
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        result.errors += 1;
+                        result.first_error.get_or_insert_with(|| e.to_string());
+                        tokio::time::sleep(AFTER_ERROR).await;
+                    }
+                }
+            }
+            result
+        });
+    }
+    let mut cycles = histogram();
+    let mut acquires = histogram();
+    let (mut errors, mut first_error) = (0, None);
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(r) => {
+                cycles.add(&r.cycles).expect("same bounds");
+                acquires.add(&r.acquires).expect("same bounds");
+                errors += r.errors;
+                first_error = first_error.or(r.first_error);
+            }
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert_with(|| format!("client task failed: {e}"));
+            }
+        }
+    }
+    let ops_per_sec = cycles.len() as f64 / plan.duration.as_secs_f64();
+    BenchRow {
+        system: plan.system.clone(),
+        workload: plan.workload.label().into(),
+        clients: plan.clients,
+        run: plan.run,
+        cycles: cycles.len(),
+        errors,
+        first_error,
+        ops_per_sec,
+        handoffs_per_sec: (plan.workload == Workload::Hot).then_some(ops_per_sec),
+        p50_us: cycles.value_at_quantile(0.5),
+        p99_us: cycles.value_at_quantile(0.99),
+        p999_us: cycles.value_at_quantile(0.999),
+        acquire_p50_us: acquires.value_at_quantile(0.5),
+        acquire_p99_us: acquires.value_at_quantile(0.99),
+        acquire_p999_us: acquires.value_at_quantile(0.999),
+        cycle_cdf_us: CDF_QUANTILES.iter().map(|&q| cycles.value_at_quantile(q)).collect(),
+    }
+}

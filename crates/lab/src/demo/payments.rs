@@ -1,0 +1,629 @@
+//! The coordinator of `leasehold demo payments`.
+//!
+//! It starts a local 3-node cluster (unless given `--endpoints`), serves the
+//! bank on a task of its own process, starts the workers as processes of
+//! this binary, and prints progress once a second. A few seconds in, it
+//! picks a worker, asks it to announce its next held pair of locks, stops it
+//! with SIGSTOP right then (between its read and its write), keeps it
+//! stopped for twice the lease ttl so the leases expire and other workers
+//! take the accounts, then continues it: the worker writes the balances it
+//! read before the pause. At the end it prints the result table; the exit
+//! status is 0 when the invariant holds (the money is all there, no update
+//! was lost, no transfer was applied twice), 1 otherwise, 2 when the demo
+//! itself failed.
+//!
+//! Every process it starts is tracked by PID and killed and reaped on every
+//! path, by drop guards (`WorkerProcess`, [`LocalCluster`]); SIGTERM and
+//! SIGINT end the run through those same guards.
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold_client::signals::Signals;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::sync::mpsc;
+
+use super::bank::{BankServer, Snapshot, INITIAL_BALANCE};
+use super::{say, DemoError, PaymentsOptions, WorkerReport};
+use crate::local::{LocalCluster, NodeLogs};
+
+/// When the fault is injected, counted from the workers' start: late enough
+/// for every worker to be busy.
+const FAULT_AFTER: Duration = Duration::from_secs(3);
+/// Run time left after the paused worker is continued, for its late write.
+const FAULT_TAIL: Duration = Duration::from_secs(2);
+/// How long the chosen worker has to report that it holds two locks.
+const HOLDING_BOUND: Duration = Duration::from_secs(10);
+/// How long workers may take to finish after `--seconds` (their queue waits
+/// end by then; this bounds a hang) before they are killed.
+const WORKER_GRACE: Duration = Duration::from_secs(20);
+const LEADER_BOUND: Duration = Duration::from_secs(30);
+const NODES: usize = 3;
+const TICK_MS: u64 = 100;
+/// The cluster's ttl limits; outside them every acquire would be refused.
+const MIN_TTL: Duration = Duration::from_secs(3);
+const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// Runs the demo; prints progress and the result, returns the exit status.
+pub async fn run(args: &PaymentsOptions) -> i32 {
+    match payments(args).await {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            eprintln!("leasehold demo payments: {e}");
+            2
+        }
+    }
+}
+
+/// What happened to the paused worker.
+#[derive(Debug, Clone, Default)]
+pub struct FaultRecord {
+    pub worker: u32,
+    /// The worker's own description of the locks it held when stopped.
+    pub holding: String,
+    pub stopped_for: Duration,
+    /// What became of its late write, as the worker reported it.
+    pub late_write: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub fencing: bool,
+    pub total_before: u64,
+    pub bank: Snapshot,
+    pub fault: Option<FaultRecord>,
+    pub workers: Vec<WorkerReport>,
+}
+
+impl Outcome {
+    /// The money is all there, every balance is its opening balance plus
+    /// the transfers applied to it (no update was lost), and no transfer was
+    /// applied twice.
+    pub fn invariant_holds(&self) -> bool {
+        self.bank.total == self.total_before
+            && self.bank.accounts_off_journal == 0
+            && self.bank.counters.transfers_applied_twice == 0
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        if self.invariant_holds() {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+fn validate(args: &PaymentsOptions) -> Result<(), DemoError> {
+    let invalid = |m: String| Err(DemoError::InvalidArgument(m));
+    if args.workers < 2 {
+        return invalid("--workers must be at least 2: one is paused, the others take its locks".into());
+    }
+    if args.accounts < 2 {
+        return invalid("--accounts must be at least 2: a transfer touches two".into());
+    }
+    if args.ttl < MIN_TTL || args.ttl > MAX_TTL {
+        return invalid(format!("--ttl must be between {MIN_TTL:?} and {MAX_TTL:?} (the cluster's limits)"));
+    }
+    let needed = FAULT_AFTER + 2 * args.ttl + FAULT_TAIL;
+    if Duration::from_secs(args.seconds) < needed {
+        return invalid(format!(
+            "--seconds must be at least {} with --ttl {:?}: the pause starts after {FAULT_AFTER:?}, \
+             lasts 2 × ttl, and the paused worker must write before the end",
+            needed.as_secs_f64().ceil(),
+            args.ttl
+        ));
+    }
+    Ok(())
+}
+
+async fn payments(args: &PaymentsOptions) -> Result<Outcome, DemoError> {
+    validate(args)?;
+    let fencing = !args.no_fencing;
+    // Handlers first: from here on SIGTERM and SIGINT end the run through
+    // the drop guards, which stop every process it started.
+    let mut signals = Signals::new()?;
+
+    let mut local = None;
+    let endpoints = if args.endpoints.is_empty() {
+        let nodes = tokio::select! {
+            nodes = LocalNodes::start() => nodes?,
+            signal = signals.recv() => return Err(DemoError::Interrupted(signal.as_str())),
+        };
+        say(&format!(
+            "cluster: started {NODES} local nodes at {} (data in {})",
+            nodes.cluster.endpoints().join(","),
+            nodes.dir.path().display()
+        ));
+        let endpoints = nodes.cluster.endpoints();
+        local = Some(nodes);
+        endpoints
+    } else {
+        args.endpoints.clone()
+    };
+
+    let bank = BankServer::start(args.accounts, fencing).await?;
+    let total_before = args.accounts as u64 * INITIAL_BALANCE;
+    say(&format!(
+        "bank: {} accounts of {INITIAL_BALANCE} (total {total_before}) at {}, fencing {}",
+        args.accounts,
+        bank.url(),
+        if fencing { "ON: writes and reads with a token below an account's fence are refused" } else { "OFF" }
+    ));
+    say(&format!(
+        "workers: {} for {}s, lease ttl {:?}; after {FAULT_AFTER:?} one is stopped for {:?} while it holds two locks",
+        args.workers,
+        args.seconds,
+        args.ttl,
+        2 * args.ttl
+    ));
+
+    let binary = std::env::current_exe()?;
+    let (line_tx, lines) = mpsc::unbounded_channel();
+    let mut workers = Vec::with_capacity(args.workers);
+    for id in 1..=args.workers as u32 {
+        let spec = WorkerSpec { binary: &binary, bank: bank.url(), endpoints: &endpoints, args, id };
+        workers.push(WorkerProcess::spawn(&spec, line_tx.clone())?);
+    }
+    drop(line_tx);
+
+    let mut run =
+        RunState { args, bank: &bank, workers, lines, rng: fastrand::Rng::new(), fault: None, reports: Vec::new() };
+    run.drive(&mut signals).await?;
+    run.reap().await;
+    let outcome = Outcome {
+        fencing,
+        total_before,
+        bank: bank.bank.snapshot(),
+        fault: run.fault.take(),
+        workers: std::mem::take(&mut run.reports),
+    };
+    drop(run);
+    drop(bank);
+    if let Some(mut nodes) = local {
+        nodes.cluster.stop_all(Duration::from_secs(5));
+    }
+    print_outcome(&outcome);
+    Ok(outcome)
+}
+
+/// A folder under the system's temp folder, removed when dropped.
+struct TempFolder(PathBuf);
+
+impl TempFolder {
+    fn create() -> std::io::Result<TempFolder> {
+        let name = format!("leasehold-demo-{}-{:08x}", std::process::id(), fastrand::u32(..));
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path)?;
+        Ok(TempFolder(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The local cluster and its data folder. Fields drop in order: the nodes
+/// are killed before their folder is removed.
+struct LocalNodes {
+    cluster: LocalCluster,
+    dir: TempFolder,
+}
+
+impl LocalNodes {
+    async fn start() -> Result<LocalNodes, DemoError> {
+        let dir = TempFolder::create()?;
+        let binary = std::env::current_exe()?;
+        let addrs = LocalCluster::free_addrs(NODES)?;
+        // Declared after `dir`, so on an early return it is dropped (its
+        // nodes killed) before the folder goes.
+        let mut cluster = LocalCluster::new(&binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files);
+        cluster.start_all()?;
+        cluster.wait_for_leader(LEADER_BOUND).await?;
+        Ok(LocalNodes { cluster, dir })
+    }
+}
+
+/// What a worker process needs to be started.
+struct WorkerSpec<'a> {
+    binary: &'a Path,
+    bank: &'a str,
+    endpoints: &'a [String],
+    args: &'a PaymentsOptions,
+    id: u32,
+}
+
+enum WorkerLine {
+    Line(String),
+    /// stdout closed: the worker exited (or closed it, which it never does).
+    Closed,
+}
+
+/// A worker process, killed (SIGKILL by PID) and reaped when dropped unless
+/// it was reaped before.
+struct WorkerProcess {
+    id: u32,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    status: Option<ExitStatus>,
+    running: bool,
+}
+
+impl WorkerProcess {
+    fn spawn(spec: &WorkerSpec<'_>, lines: mpsc::UnboundedSender<(u32, WorkerLine)>) -> Result<Self, DemoError> {
+        let id = spec.id;
+        let mut command = Command::new(spec.binary);
+        command
+            .args(["demo", "payments-worker", "--bank", spec.bank])
+            .args(["--endpoints", &spec.endpoints.join(",")])
+            .args(["--seconds", &spec.args.seconds.to_string()])
+            .args(["--ttl", &format!("{}ms", spec.args.ttl.as_millis())])
+            .args(["--worker-id", &id.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if spec.args.no_fencing {
+            command.arg("--no-fencing");
+        }
+        let mut child = command.spawn().map_err(|source| DemoError::SpawnWorker { worker: id, source })?;
+        let stdin = child.stdin.take();
+        if let Some(stdout) = child.stdout.take() {
+            // A plain thread per worker: the pipe is read with blocking reads
+            // and the thread ends at EOF, when the worker exits.
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if lines.send((id, WorkerLine::Line(line))).is_err() {
+                        return;
+                    }
+                }
+                let _ = lines.send((id, WorkerLine::Closed));
+            });
+        }
+        Ok(WorkerProcess { id, child, stdin, status: None, running: true })
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Writes one command line to the worker's stdin; false if it is gone.
+    fn send(&mut self, command: &str) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else { return false };
+        writeln!(stdin, "{command}").and_then(|()| stdin.flush()).is_ok()
+    }
+
+    fn try_reap(&mut self) -> bool {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status.is_some()
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if self.try_reap() {
+            return;
+        }
+        // Until reaped, the PID is still this child's (a zombie keeps it), so
+        // the signals cannot reach another process. SIGCONT first: a worker
+        // stopped by the fault would otherwise stay stopped until SIGKILL.
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = kill(self.pid(), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether every thread of `pid` is in the stopped state (`T`), per /proc.
+/// On a system without /proc this stays false and the caller's bound ends
+/// the wait.
+fn is_stopped(pid: Pid) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and
+        // may itself contain spaces or parentheses.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+        if state != Some(Some('T')) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// Where the fault stands.
+enum Fault {
+    Scheduled {
+        at: Instant,
+    },
+    /// The victim was asked to announce its next held pair of locks.
+    Requested {
+        victim: u32,
+        give_up: Instant,
+    },
+    Stopped {
+        victim: u32,
+        since: Instant,
+        resume_at: Instant,
+    },
+    Over,
+}
+
+struct RunState<'a> {
+    args: &'a PaymentsOptions,
+    bank: &'a BankServer,
+    workers: Vec<WorkerProcess>,
+    lines: mpsc::UnboundedReceiver<(u32, WorkerLine)>,
+    rng: fastrand::Rng,
+    fault: Option<FaultRecord>,
+    reports: Vec<WorkerReport>,
+}
+
+impl RunState<'_> {
+    fn worker(&mut self, id: u32) -> Option<&mut WorkerProcess> {
+        self.workers.iter_mut().find(|w| w.id == id)
+    }
+
+    /// Runs until every worker has closed its stdout, printing progress and
+    /// injecting the fault.
+    async fn drive(&mut self, signals: &mut Signals) -> Result<(), DemoError> {
+        let started = Instant::now();
+        let give_up = started + Duration::from_secs(self.args.seconds) + WORKER_GRACE;
+        let mut state = Fault::Scheduled { at: started + FAULT_AFTER };
+        let mut progress = tokio::time::interval_at((started + Duration::from_secs(1)).into(), Duration::from_secs(1));
+        // One line per second even after a slow moment, not a burst.
+        progress.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        while self.workers.iter().any(|w| w.running) {
+            let timer = match state {
+                Fault::Scheduled { at } => Some(at),
+                Fault::Requested { give_up, .. } => Some(give_up),
+                Fault::Stopped { resume_at, .. } => Some(resume_at),
+                Fault::Over => None,
+            };
+            tokio::select! {
+                _ = progress.tick() => self.print_progress(started, &state),
+                line = self.lines.recv() => match line {
+                    Some((id, WorkerLine::Line(line))) => state = self.on_line(id, &line, state).await,
+                    Some((id, WorkerLine::Closed)) => {
+                        if let Some(w) = self.worker(id) {
+                            w.running = false;
+                        }
+                    }
+                    // Every reader thread has ended: nothing more will come.
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(timer.unwrap_or(give_up).into()), if timer.is_some() => {
+                    state = self.on_timer(state);
+                }
+                _ = tokio::time::sleep_until(give_up.into()) => {
+                    eprintln!("demo: workers still running {WORKER_GRACE:?} after the end; killing them");
+                    break;
+                }
+                signal = signals.recv() => return Err(DemoError::Interrupted(signal.as_str())),
+            }
+        }
+        if let Fault::Stopped { victim, .. } = state {
+            // Only on the give-up path: let the victim be killed normally.
+            if let Some(w) = self.worker(victim) {
+                let _ = kill(w.pid(), Signal::SIGCONT);
+            }
+        }
+        Ok(())
+    }
+
+    fn print_progress(&self, started: Instant, state: &Fault) {
+        let c = self.bank.bank.snapshot().counters;
+        let note = match state {
+            Fault::Stopped { victim, since, .. } => {
+                format!("  (worker {victim} stopped for {}s)", since.elapsed().as_secs())
+            }
+            _ => String::new(),
+        };
+        say(&format!(
+            "[{:>3}s] transfers applied {:>5}, stale writes rejected {}, stale reads rejected {}{note}",
+            started.elapsed().as_secs(),
+            c.transfers_applied,
+            c.stale_writes_rejected,
+            c.stale_reads_rejected,
+        ));
+    }
+
+    async fn on_line(&mut self, id: u32, line: &str, state: Fault) -> Fault {
+        if line.starts_with('{') {
+            match serde_json::from_str::<WorkerReport>(line) {
+                Ok(report) => self.reports.push(report),
+                Err(e) => eprintln!("demo: worker {id} printed an unreadable report ({e}): {line}"),
+            }
+            return state;
+        }
+        if let Some(holding) = line.strip_prefix("holding ") {
+            return match state {
+                Fault::Requested { victim, .. } if victim == id => self.stop(id, holding).await,
+                other => {
+                    // Not (or no longer) wanted: release the worker at once.
+                    if let Some(w) = self.worker(id) {
+                        w.send("stopped");
+                    }
+                    other
+                }
+            };
+        }
+        if let Some(result) = line.strip_prefix("after-pause ") {
+            say(&format!("fault: worker {id} resumed; its {result}"));
+            if let Some(fault) = self.fault.as_mut().filter(|f| f.worker == id) {
+                fault.late_write = Some(result.to_string());
+            }
+            return state;
+        }
+        say(&format!("[worker {id}] {line}"));
+        state
+    }
+
+    /// SIGSTOPs the victim, which is waiting with its locks held, and tells
+    /// it so once the stop has taken effect: it only reads that message after
+    /// SIGCONT, so the pause falls exactly between its read and its write.
+    async fn stop(&mut self, victim: u32, holding: &str) -> Fault {
+        let ttl = self.args.ttl;
+        let Some(worker) = self.worker(victim) else { return Fault::Over };
+        let pid = worker.pid();
+        if let Err(e) = kill(pid, Signal::SIGSTOP) {
+            say(&format!("fault: cannot stop worker {victim} (pid {pid}): {e}; no pause this run"));
+            worker.send("stopped");
+            return Fault::Over;
+        }
+        let bound = Instant::now() + Duration::from_secs(1);
+        while !is_stopped(pid) && Instant::now() < bound {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        worker.send("stopped");
+        let since = Instant::now();
+        say(&format!(
+            "fault: SIGSTOP worker {victim} (pid {pid}) while it holds {holding}; SIGCONT in {:?} (ttl {ttl:?})",
+            2 * ttl
+        ));
+        self.fault = Some(FaultRecord { worker: victim, holding: holding.to_string(), ..FaultRecord::default() });
+        Fault::Stopped { victim, since, resume_at: since + 2 * ttl }
+    }
+
+    fn on_timer(&mut self, state: Fault) -> Fault {
+        match state {
+            Fault::Scheduled { .. } => {
+                let running: Vec<u32> = self.workers.iter().filter(|w| w.running).map(|w| w.id).collect();
+                if running.is_empty() {
+                    return Fault::Over;
+                }
+                let victim = running[self.rng.u64(0..running.len() as u64) as usize];
+                let asked = self.worker(victim).is_some_and(|w| w.send("pause"));
+                if !asked {
+                    say(&format!("fault: worker {victim} is gone; no pause this run"));
+                    return Fault::Over;
+                }
+                say(&format!("fault: picked worker {victim}; it will be stopped once it holds two locks"));
+                Fault::Requested { victim, give_up: Instant::now() + HOLDING_BOUND }
+            }
+            Fault::Requested { victim, .. } => {
+                say(&format!("fault: worker {victim} did not report holding locks in {HOLDING_BOUND:?}; no pause"));
+                Fault::Over
+            }
+            Fault::Stopped { victim, since, .. } => {
+                if let Some(w) = self.worker(victim) {
+                    let _ = kill(w.pid(), Signal::SIGCONT);
+                }
+                if let Some(fault) = self.fault.as_mut() {
+                    fault.stopped_for = since.elapsed();
+                }
+                say(&format!(
+                    "fault: SIGCONT worker {victim} after {:.1}s; it now writes the balances it read before the pause",
+                    since.elapsed().as_secs_f64()
+                ));
+                Fault::Over
+            }
+            Fault::Over => Fault::Over,
+        }
+    }
+
+    /// Waits (bounded) for every worker to exit; the drop guards kill what
+    /// is left.
+    async fn reap(&mut self) {
+        let bound = Instant::now() + Duration::from_secs(5);
+        for w in &mut self.workers {
+            while !w.try_reap() && Instant::now() < bound {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            match w.status {
+                Some(status) if !status.success() => eprintln!("demo: worker {} exited with {status}", w.id),
+                Some(_) => {}
+                None => eprintln!("demo: worker {} did not exit; killing it", w.id),
+            }
+        }
+    }
+}
+
+fn print_outcome(outcome: &Outcome) {
+    let c = &outcome.bank.counters;
+    let holds = outcome.invariant_holds();
+    let rows: [(&str, String); 8] = [
+        ("transfers applied", c.transfers_applied.to_string()),
+        ("stale writes rejected", c.stale_writes_rejected.to_string()),
+        ("stale reads rejected", c.stale_reads_rejected.to_string()),
+        ("transfers applied twice", c.transfers_applied_twice.to_string()),
+        ("accounts with lost updates", outcome.bank.accounts_off_journal.to_string()),
+        ("total before", outcome.total_before.to_string()),
+        ("total after", outcome.bank.total.to_string()),
+        ("invariant holds", if holds { "yes" } else { "NO" }.to_string()),
+    ];
+    let mut table = String::new();
+    table.push_str(&format!("\nresult (fencing {}):\n", if outcome.fencing { "on" } else { "off" }));
+    table.push_str(&format!("| {:<26} | {:>8} |\n", "", "value"));
+    table.push_str(&format!("|{:-<28}|{:->9}:|\n", "", ""));
+    for (name, value) in rows {
+        table.push_str(&format!("| {name:<26} | {value:>8} |\n"));
+    }
+    say(&table);
+    let mut workers = outcome.workers.clone();
+    workers.sort_by_key(|w| w.worker);
+    for w in &workers {
+        say(&format!(
+            "worker {}: applied {}, stale writes rejected {}, stale reads rejected {}, \
+             acquire failures {}, releases refused {}, errors {}",
+            w.worker,
+            w.transfers_applied,
+            w.stale_writes_rejected,
+            w.stale_reads_rejected,
+            w.acquire_failures,
+            w.releases_refused,
+            w.errors
+        ));
+    }
+    let balances: Vec<String> =
+        outcome
+            .bank
+            .accounts
+            .iter()
+            .map(|a| {
+                if a.matches_journal() {
+                    a.balance.to_string()
+                } else {
+                    format!("{} (journal {})", a.balance, a.journal)
+                }
+            })
+            .collect();
+    say(&format!("balances: {}", balances.join(", ")));
+    let delta = outcome.bank.total as i128 - outcome.total_before as i128;
+    let damage = match delta {
+        0 => format!("{} accounts lost updates, the total happens to be intact", outcome.bank.accounts_off_journal),
+        d if d > 0 => format!("{d:+} money created"),
+        d => format!("{} money destroyed", -d),
+    };
+    let verdict = match (outcome.fencing, holds) {
+        (true, true) if c.stale_writes_rejected > 0 => {
+            "invariant holds: the paused worker's late write carried a stale token and the bank refused it".to_string()
+        }
+        (true, true) => "invariant holds (no stale write reached the bank this run)".to_string(),
+        (false, false) => format!(
+            "invariant broken, as expected without fencing: the paused worker's late write replaced newer \
+             balances ({damage})"
+        ),
+        (false, true) if outcome.fault.is_none() => "invariant holds: no worker could be paused this run".to_string(),
+        (false, true) => {
+            "invariant holds this time, by luck: nobody changed the paused worker's accounts while it was stopped"
+                .to_string()
+        }
+        (true, false) => format!(
+            "invariant BROKEN with fencing on ({damage}, {} applied twice): this is a bug",
+            c.transfers_applied_twice
+        ),
+    };
+    say(&verdict);
+}

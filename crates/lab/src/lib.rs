@@ -1,0 +1,31 @@
+//! leasehold-lab: everything that drives `leasehold serve` processes from the
+//! outside — through the client library and the wire types only, never
+//! server internals — to measure, break and demonstrate them.
+//!
+//! # Layout
+//!
+//! - [`local`] — starts and stops a local cluster of `leasehold serve`
+//!   processes by PID (used by `up`, the tests and the benchmark).
+//! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
+//!   on real servers it starts by PID; one adapter per system behind the
+//!   `LockSystem`/`LockSession` traits, workloads, report and its plots;
+//!   `bench --safety` runs every system under faults with holder processes
+//!   and judges them with the [`history`] checker.
+//! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
+//! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases.
+//! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
+//!   namespaces (loopback fallback), a recorded workload, the nemesis, the
+//!   table per fault and the timeline.
+//! - [`history`] — the harness clock, the history recorder, the fenced
+//!   resource (HTTP) and the pure checker.
+//! - [`plot`] — the one SVG chart the bench and chaos plots are drawn with.
+//! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
+
+pub mod bench;
+pub mod chaos;
+pub mod compare;
+pub mod demo;
+pub mod history;
+pub mod local;
+pub mod plot;
+pub mod scale;

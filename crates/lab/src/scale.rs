@@ -1,0 +1,313 @@
+//! `leasehold bench --bulk N`: a real cluster holding N live leases.
+//!
+//! Creates the leases through the client API with many concurrent clients,
+//! and at each checkpoint (1k, 10k, 100k, 1M, then N) lets 64 Ticks pass and
+//! reads every node's status: Tick apply time (p50 and max of the last 64
+//! Ticks, which now all ran over this many leases), resident memory
+//! (`VmRSS`) against the empty cluster's, hence bytes per lease, the data
+//! folder's size and the log's length; then has the leader take a snapshot
+//! and reports its size and build time. Finally a new node joins as a
+//! learner: it catches up by installing that snapshot, and its install time
+//! is reported. Writes `scale.json` and `scale.md` into the results folder.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_client::{Client, ClientError};
+use leasehold_proto::cluster::ClusterStatus;
+use leasehold_proto::NodeId;
+
+/// Longest ttl a lease may have: the leases must outlive the whole run.
+const BULK_TTL_MS: u64 = 3_600_000;
+/// Enough Ticks (at 100 ms) for the status's Tick window to cover only the
+/// current lease count.
+const SETTLE: Duration = Duration::from_millis(7_000);
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// Whole acquires of one lease before it counts as failed.
+const ACQUIRE_ATTEMPTS: usize = 5;
+/// How long a new learner may take to apply what it was sent.
+const CATCH_UP_BOUND: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    #[error("local cluster: {0}")]
+    Cluster(#[from] LocalClusterError),
+    #[error("client: {0}")]
+    Client(#[from] ClientError),
+    #[error("writing results: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("node {0} is not running")]
+    NodeDown(NodeId),
+    #[error("{failed} of {wanted} acquires failed, last: {last}")]
+    Acquires { failed: u64, wanted: u64, last: String },
+}
+
+pub struct ScaleOptions {
+    pub binary: PathBuf,
+    pub nodes: usize,
+    pub leases: u64,
+    /// Concurrent acquiring clients.
+    pub clients: usize,
+    pub out: PathBuf,
+}
+
+/// The cluster's figures at one live-lease count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checkpoint {
+    pub leases: u64,
+    pub acquires_per_sec: f64,
+    pub tick_apply_p50_us: u64,
+    pub tick_apply_max_us: u64,
+    /// Mean over the voters of (RSS now − RSS of the empty cluster) / leases.
+    pub bytes_per_lease: u64,
+    pub rss_mb: Vec<u64>,
+    pub data_dir_mb: Vec<u64>,
+    /// Entries in the longest log (last index − purged index).
+    pub max_log_entries: u64,
+    pub snapshot_bytes: u64,
+    pub snapshot_build_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleReport {
+    pub nodes: usize,
+    pub checkpoints: Vec<Checkpoint>,
+    /// The joining learner: time from being added to having caught up, and
+    /// its snapshot install time.
+    pub learner_catch_up_ms: u64,
+    pub learner_install_ms: Option<u64>,
+    pub learner_locks_held: usize,
+}
+
+/// Runs the scale measurement; prints progress to stderr.
+pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
+    std::fs::create_dir_all(&options.out)?;
+    let data = options.out.join("scale-cluster");
+    if data.exists() {
+        std::fs::remove_dir_all(&data)?;
+    }
+    let addrs = LocalCluster::free_addrs(options.nodes + 1)?;
+    let mut cluster =
+        LocalCluster::new(&options.binary, &data, &addrs, 100, NodeLogs::Files).with_initial_members(options.nodes);
+    for id in 1..=options.nodes as NodeId {
+        cluster.start(id)?;
+    }
+    let leader = cluster.wait_for_leader(Duration::from_secs(30)).await?;
+    let voters: Vec<NodeId> = (1..=options.nodes as NodeId).collect();
+    let client = Arc::new(Client::new(&cluster.endpoints()[..options.nodes])?);
+    let empty_rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
+
+    let mut checkpoints = Vec::new();
+    let mut created = 0;
+    for target in checkpoint_targets(options.leases) {
+        eprintln!("bulk: creating leases {created}..{target} with {} clients", options.clients);
+        let started = Instant::now();
+        create_leases(&client, created, target, options.clients).await?;
+        let rate = (target - created) as f64 / started.elapsed().as_secs_f64();
+        created = target;
+        tokio::time::sleep(SETTLE).await;
+        let statuses = statuses(&client, &voters).await?;
+        let rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
+        let grown: u64 = rss.iter().zip(&empty_rss).map(|(now, empty)| now.saturating_sub(*empty)).sum();
+        let taken = client.snapshot_of((leader - 1) as usize).await?;
+        let leader_status = &statuses[(leader - 1) as usize];
+        let checkpoint = Checkpoint {
+            leases: target,
+            acquires_per_sec: rate,
+            tick_apply_p50_us: leader_status.storage.tick_apply_p50_us,
+            tick_apply_max_us: leader_status.storage.tick_apply_max_us,
+            bytes_per_lease: grown / voters.len() as u64 / target,
+            rss_mb: rss.iter().map(|b| b >> 20).collect(),
+            data_dir_mb: statuses.iter().map(|s| s.data_dir_bytes >> 20).collect(),
+            max_log_entries: statuses.iter().map(log_entries).max().unwrap_or(0),
+            snapshot_bytes: taken.snapshot_bytes.unwrap_or(0),
+            snapshot_build_ms: taken.snapshot_build_ms.unwrap_or(0),
+        };
+        eprintln!("bulk: {checkpoint:?}");
+        checkpoints.push(checkpoint);
+    }
+
+    let learner = options.nodes as NodeId + 1;
+    eprintln!("bulk: node {learner} joins as a learner and installs the snapshot");
+    cluster.start(learner)?;
+    let started = Instant::now();
+    let added_at = client.add_learner(learner, &cluster.endpoint(learner)).await?;
+    let joined = applied_through(&Client::new(&[cluster.endpoint(learner)])?, added_at).await?;
+    let learner_catch_up_ms = started.elapsed().as_millis() as u64;
+    let report = ScaleReport {
+        nodes: options.nodes,
+        checkpoints,
+        learner_catch_up_ms,
+        learner_install_ms: joined.storage.snapshot_install_ms,
+        learner_locks_held: joined.locks_held,
+    };
+    cluster.stop_all(Duration::from_secs(10));
+    std::fs::write(options.out.join("scale.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
+    std::fs::write(options.out.join("scale.md"), markdown(&report))?;
+    Ok(report)
+}
+
+/// 1k, 10k, 100k, 1M … below `leases`, then `leases` itself.
+fn checkpoint_targets(leases: u64) -> Vec<u64> {
+    let mut targets: Vec<u64> =
+        std::iter::successors(Some(1_000u64), |t| t.checked_mul(10)).take_while(|t| *t < leases).collect();
+    targets.push(leases);
+    targets
+}
+
+/// Acquires `bulk/{i}` for every i in `from..to`, `clients` at a time.
+async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize) -> Result<(), ScaleError> {
+    let next = Arc::new(AtomicU64::new(from));
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let (client, next, done) = (client.clone(), next.clone(), done.clone());
+            tokio::spawn(async move {
+                let (mut failed, mut last) = (0u64, String::new());
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= to {
+                        return (failed, last);
+                    }
+                    // A lease's acquire is retried as a whole when the client's
+                    // own retries run out (a snapshot of a million leases or an
+                    // election can stall commits for seconds): the same owner
+                    // re-acquiring its own lock is idempotent.
+                    let name = format!("bulk/{i:08}");
+                    let mut outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                    for _ in 1..ACQUIRE_ATTEMPTS {
+                        if outcome.is_ok() {
+                            break;
+                        }
+                        outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                    }
+                    match outcome {
+                        Ok(_) => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => (failed, last) = (failed + 1, e.to_string()),
+                    }
+                }
+            })
+        })
+        .collect();
+    let progress = tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(PROGRESS_EVERY).await;
+            let n = done.load(Ordering::Relaxed);
+            eprintln!("bulk:   {} / {} leases, {:.0}/s", from + n, to, n as f64 / started.elapsed().as_secs_f64());
+        }
+    });
+    let (mut failed, mut last) = (0, String::new());
+    for worker in workers {
+        let (f, l) = worker.await.expect("acquire worker does not panic");
+        failed += f;
+        if f > 0 {
+            last = l;
+        }
+    }
+    progress.abort();
+    match failed {
+        0 => Ok(()),
+        _ => Err(ScaleError::Acquires { failed, wanted: to - from, last }),
+    }
+}
+
+/// Waits (bounded) until the one node `client` talks to has applied `index`.
+async fn applied_through(client: &Client, index: u64) -> Result<ClusterStatus, ScaleError> {
+    let give_up = Instant::now() + CATCH_UP_BOUND;
+    loop {
+        let status = client.status_of(0).await?;
+        if status.applied_index >= Some(index) || Instant::now() > give_up {
+            return Ok(status);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn statuses(client: &Client, voters: &[NodeId]) -> Result<Vec<ClusterStatus>, ClientError> {
+    let mut statuses = Vec::with_capacity(voters.len());
+    for id in voters {
+        statuses.push(client.status_of((*id - 1) as usize).await?);
+    }
+    Ok(statuses)
+}
+
+fn log_entries(status: &ClusterStatus) -> u64 {
+    status.last_log_index.unwrap_or(0).saturating_sub(status.purged_index.unwrap_or(0))
+}
+
+/// Resident memory of node `id`'s process, from `/proc/PID/status`.
+fn rss_bytes(cluster: &LocalCluster, id: NodeId) -> Result<u64, ScaleError> {
+    let pid = cluster.pid(id).ok_or(ScaleError::NodeDown(id))?;
+    proc_rss(&Path::new("/proc").join(pid.to_string()).join("status"))
+}
+
+fn proc_rss(path: &Path) -> Result<u64, ScaleError> {
+    let status = std::fs::read_to_string(path)?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no VmRSS in {}", path.display())))?;
+    Ok(kb * 1024)
+}
+
+pub fn markdown(report: &ScaleReport) -> String {
+    let mut out = format!(
+        "# leasehold lock scale: {}-node cluster\n\n\
+         | live leases | acquires/s | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | snapshot MB | snapshot build ms |\n\
+         |---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
+        report.nodes
+    );
+    for c in &report.checkpoints {
+        out.push_str(&format!(
+            "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {} | {:.1} | {} |\n",
+            c.leases,
+            c.acquires_per_sec,
+            c.tick_apply_p50_us,
+            c.tick_apply_max_us,
+            c.bytes_per_lease,
+            c.rss_mb,
+            c.data_dir_mb,
+            c.max_log_entries,
+            c.snapshot_bytes as f64 / 1e6,
+            c.snapshot_build_ms
+        ));
+    }
+    out.push_str(&format!(
+        "\nA new learner caught up in {} ms (snapshot install {} ms) and holds {} locks.\n",
+        report.learner_catch_up_ms,
+        report.learner_install_ms.map_or("n/a".to_string(), |ms| ms.to_string()),
+        report.learner_locks_held
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures checkpoints grow by tens and always end at the requested count.
+    #[test]
+    fn checkpoints_grow_by_tens_up_to_the_count() {
+        assert_eq!(checkpoint_targets(1_000_000), vec![1_000, 10_000, 100_000, 1_000_000]);
+        assert_eq!(checkpoint_targets(250_000), vec![1_000, 10_000, 100_000, 250_000]);
+        assert_eq!(checkpoint_targets(500), vec![500]);
+    }
+
+    // Ensures VmRSS is read in bytes from a /proc status file.
+    #[test]
+    fn reads_vm_rss() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status");
+        std::fs::write(&path, "Name:\tleasehold\nVmRSS:\t   12345 kB\nThreads:\t9\n").unwrap();
+        assert_eq!(proc_rss(&path).unwrap(), 12345 * 1024);
+    }
+}

@@ -1,0 +1,124 @@
+//! The admin API: `/v1/cluster/*` and `/healthz`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::NodeId;
+
+/// `POST /v1/cluster/init`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct InitRequest {
+    /// The initial voters; this node alone when absent or empty.
+    #[serde(default)]
+    pub members: Vec<NewMember>,
+}
+
+/// `POST /v1/cluster/learners`: a node to add, as a learner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewMember {
+    pub id: NodeId,
+    /// `host:port` as the other nodes dial it.
+    pub addr: String,
+}
+
+/// `POST /v1/cluster/membership`: exactly these members become voters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MembershipRequest {
+    pub voters: BTreeSet<NodeId>,
+}
+
+/// The answer to `POST /v1/cluster/init`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitResponse {
+    pub initialized: bool,
+}
+
+/// The answer to every membership change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembershipResponse {
+    /// Index of the entry that made the change.
+    pub log_index: u64,
+    /// The members after it.
+    pub members: Vec<Member>,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `"ok"`: the process serves.
+    pub status: String,
+    pub id: NodeId,
+    pub leader: Option<NodeId>,
+}
+
+/// `POST /v1/cluster/snapshot`: the snapshot this node now has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotTaken {
+    pub snapshot_index: u64,
+    pub snapshot_bytes: Option<u64>,
+    pub snapshot_build_ms: Option<u64>,
+}
+
+/// A member as `/v1/cluster/status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Member {
+    pub id: NodeId,
+    pub addr: String,
+    pub voter: bool,
+}
+
+/// `GET /v1/cluster/status`: one node's own view of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub id: NodeId,
+    /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub role: String,
+    pub leader: Option<NodeId>,
+    pub leader_addr: Option<String>,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    /// Committed ticks applied on this node.
+    pub tick: u64,
+    pub tick_ms: u64,
+    pub millis_since_quorum_ack: Option<u64>,
+    pub locks_held: usize,
+    pub members: Vec<Member>,
+    /// Tick apply time and snapshot costs on this node.
+    #[serde(default)]
+    pub storage: StoreStats,
+    /// Bytes under this node's data folder (Raft log, snapshot, meta).
+    #[serde(default)]
+    pub data_dir_bytes: u64,
+    /// Leader only: the highest log index known replicated to each member
+    /// (`null` while unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
+}
+
+/// Costs of one replica's state machine: Tick apply time must follow the
+/// number of leases expiring, not the number live, and snapshot size and
+/// time grow with the table; operators and the scale benchmark read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Median apply time of the last 64 Tick entries on this node, in µs.
+    pub tick_apply_p50_us: u64,
+    /// Slowest of those, in µs.
+    pub tick_apply_max_us: u64,
+    /// Size of the current snapshot's data.
+    pub snapshot_bytes: Option<u64>,
+    /// Time to encode and durably store the last snapshot this node built.
+    pub snapshot_build_ms: Option<u64>,
+    /// Time to decode and durably store the last snapshot this node installed
+    /// from its leader.
+    pub snapshot_install_ms: Option<u64>,
+}

@@ -1,0 +1,234 @@
+//! The error body every non-2xx answer carries:
+//! `{"error": {"code": "...", "message": "...", ..details}}`.
+//!
+//! [`ErrorCode`] is the stable, machine-readable part; each code has exactly
+//! one HTTP status ([`ErrorCode::status`]), so a client can rely on either.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::FencingToken;
+
+/// Every error code the API answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: a field is missing, malformed or out of range (`field` names it).
+    InvalidArgument,
+    /// 401: the part of the API asked for needs a bearer token.
+    Unauthenticated,
+    /// 403: the token presented does not open this part of the API.
+    PermissionDenied,
+    /// 404: no such endpoint.
+    NotFound,
+    /// 404: the lock is free (renew, release, get).
+    NotHeld,
+    /// 404: no fenced record under this key.
+    NoRecord,
+    /// 404: this node has no snapshot yet.
+    NoSnapshot,
+    /// 404: no member with this id.
+    NotMember,
+    /// 405: the path exists, the method does not.
+    MethodNotAllowed,
+    /// 408: the request was not answered within the node's request timeout.
+    RequestTimeout,
+    /// 409: another owner holds the lock (`holder`, `token`, `expires_in_ms`).
+    Held,
+    /// 409: the token is not the current one (`current_token`, or a gate's `highest`).
+    StaleToken,
+    /// 409: the wait in the lock's queue ran out before the lock passed to this owner.
+    WaitTimeout,
+    /// 409: a gate serves another lock.
+    LockMismatch,
+    /// 409: this request id was used for a different request.
+    RequestIdReused,
+    /// 409: the cluster is initialized already.
+    AlreadyInitialized,
+    /// 409: the membership change would leave no reachable quorum.
+    WouldLoseQuorum,
+    /// 413: the request body is too large.
+    BodyTooLarge,
+    /// 415: the request body is not `application/json`.
+    UnsupportedMediaType,
+    /// 500: a fault of the node (logged there with its detail).
+    Internal,
+    /// 503: no quorum, no leader, or shutting down; retry after `Retry-After`.
+    Unavailable,
+    /// 503: leadership changed while the request was served; retry.
+    NotLeader,
+    /// 503: too many requests in flight on this node; retry after `Retry-After`.
+    Overloaded,
+    /// 400: plain http sent to a node that serves https only.
+    TlsRequired,
+    /// 507: no room for more records, gates or request records.
+    Full,
+    /// A code this client does not know (a newer server): read `status`.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// The HTTP status this code is always answered with.
+    pub fn status(self) -> u16 {
+        use ErrorCode::*;
+        match self {
+            InvalidArgument | TlsRequired => 400,
+            Unauthenticated => 401,
+            PermissionDenied => 403,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NotMember => 404,
+            MethodNotAllowed => 405,
+            RequestTimeout => 408,
+            Held | StaleToken | WaitTimeout | LockMismatch | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => {
+                409
+            }
+            BodyTooLarge => 413,
+            UnsupportedMediaType => 415,
+            Internal | Unknown => 500,
+            Unavailable | NotLeader | Overloaded => 503,
+            Full => 507,
+        }
+    }
+
+    /// The code as it appears on the wire (`"held"`, `"stale_token"`, ...).
+    pub fn as_str(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            InvalidArgument => "invalid_argument",
+            Unauthenticated => "unauthenticated",
+            PermissionDenied => "permission_denied",
+            NotFound => "not_found",
+            NotHeld => "not_held",
+            NoRecord => "no_record",
+            NoSnapshot => "no_snapshot",
+            NotMember => "not_member",
+            MethodNotAllowed => "method_not_allowed",
+            RequestTimeout => "request_timeout",
+            Held => "held",
+            StaleToken => "stale_token",
+            WaitTimeout => "wait_timeout",
+            LockMismatch => "lock_mismatch",
+            RequestIdReused => "request_id_reused",
+            AlreadyInitialized => "already_initialized",
+            WouldLoseQuorum => "would_lose_quorum",
+            BodyTooLarge => "body_too_large",
+            UnsupportedMediaType => "unsupported_media_type",
+            Internal => "internal",
+            Unavailable => "unavailable",
+            NotLeader => "not_leader",
+            Overloaded => "overloaded",
+            TlsRequired => "tls_required",
+            Full => "full",
+            Unknown => "unknown",
+        }
+    }
+
+    /// Every code but [`ErrorCode::Unknown`], for documents and tests.
+    pub const ALL: [ErrorCode; 25] = {
+        use ErrorCode::*;
+        [
+            InvalidArgument,
+            Unauthenticated,
+            PermissionDenied,
+            NotFound,
+            NotHeld,
+            NoRecord,
+            NoSnapshot,
+            NotMember,
+            MethodNotAllowed,
+            RequestTimeout,
+            Held,
+            StaleToken,
+            WaitTimeout,
+            LockMismatch,
+            RequestIdReused,
+            AlreadyInitialized,
+            WouldLoseQuorum,
+            BodyTooLarge,
+            UnsupportedMediaType,
+            Internal,
+            Unavailable,
+            NotLeader,
+            Overloaded,
+            TlsRequired,
+            Full,
+        ]
+    };
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of every error answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong: the code, a message for people, and the code's details
+/// (`name`, `holder`, `token`, `current_token`, `field`, ...) beside them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+}
+
+impl ErrorDetail {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorDetail { code, message: message.into(), details: Map::new() }
+    }
+
+    /// The detail `key` as text.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.details.get(key)?.as_str()
+    }
+
+    /// The detail `key` as a number (tokens, limits, indexes).
+    pub fn number(&self, key: &str) -> Option<u64> {
+        self.details.get(key)?.as_u64()
+    }
+
+    /// `held`: who holds the lock.
+    pub fn holder(&self) -> Option<&str> {
+        self.text("holder")
+    }
+
+    /// `stale_token`: the lock's current token (`None` when it is free, or for a gate).
+    pub fn current_token(&self) -> Option<FencingToken> {
+        self.number("current_token")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures every code's wire name is what serde writes, and reads back.
+    #[test]
+    fn codes_round_trip_by_their_wire_names() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&json).unwrap(), code);
+        }
+        assert_eq!(serde_json::from_str::<ErrorCode>("\"from_the_future\"").unwrap(), ErrorCode::Unknown);
+    }
+
+    // Ensures details sit beside code and message, as the API has always written them.
+    #[test]
+    fn details_are_flattened_into_the_error_object() {
+        let text = r#"{"error":{"code":"held","message":"m","holder":"w1","token":7}}"#;
+        let body: ErrorBody = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            (body.error.code, body.error.holder(), body.error.number("token")),
+            (ErrorCode::Held, Some("w1"), Some(7))
+        );
+        assert_eq!(serde_json::to_string(&body).unwrap(), text);
+    }
+}

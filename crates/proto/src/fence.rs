@@ -1,0 +1,86 @@
+//! The fence API: `POST /v1/fence/check`, `PUT|GET /v1/records/{key}`,
+//! `POST /v1/fence/gate/{resource}`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::FencingToken;
+
+/// `POST /v1/fence/check`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    pub lock: String,
+    pub token: FencingToken,
+}
+
+/// The answer to a fence check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CheckResponse {
+    pub lock: String,
+    /// Whether `token` is the current holder's token.
+    pub current: bool,
+    /// The current holder's token; `null` when the lock is free.
+    pub token: Option<FencingToken>,
+}
+
+/// `PUT /v1/records/{key}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PutRecordRequest {
+    pub lock: String,
+    pub token: FencingToken,
+    /// Any JSON value, at most 4 KiB as JSON text.
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// The answer to a record write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PutRecordResponse {
+    pub key: String,
+    pub lock: String,
+    pub token: FencingToken,
+    /// Index of the log entry that wrote the record.
+    pub index: u64,
+}
+
+/// `GET /v1/records/{key}`: a fenced record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Record {
+    pub key: String,
+    pub value: Value,
+    /// The lock whose holder wrote it, and the holder's token.
+    pub lock: String,
+    pub token: FencingToken,
+    /// Index of the log entry that wrote it.
+    pub index: u64,
+}
+
+/// `POST /v1/fence/gate/{resource}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GateRequest {
+    pub lock: String,
+    pub token: FencingToken,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// The answer to a gate pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GateResponse {
+    pub resource: String,
+    pub lock: String,
+    pub admitted: bool,
+    /// The highest token admitted so far (this one).
+    pub highest: FencingToken,
+}

@@ -1,0 +1,204 @@
+//! Application and script commands: take, renew and release locks, read
+//! them, use the fence API, and run a command under a lock.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use leasehold_client::run::{self, RunOptions};
+use leasehold_client::AcquireOptions;
+use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
+use leasehold_proto::locks::ReleaseResponse;
+
+use super::{duration, print, Target};
+
+#[derive(Subcommand)]
+pub enum ClientCmd {
+    /// Acquire a lock; prints the grant with its fencing token.
+    Acquire {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        /// Holder identity; must be unique per holder.
+        #[arg(long)]
+        owner: String,
+        #[arg(long, default_value_t = 10_000)]
+        ttl_ms: u64,
+        /// Wait up to this long in the lock's queue when it is held.
+        #[arg(long)]
+        wait_ms: Option<u64>,
+        #[arg(long)]
+        request_id: Option<String>,
+    },
+    /// Renew a lease under its token.
+    Renew {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        #[arg(long)]
+        token: u64,
+        #[arg(long)]
+        ttl_ms: Option<u64>,
+    },
+    /// Release a lock under its token.
+    Release {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+        #[arg(long)]
+        token: u64,
+    },
+    /// Show a lock (linearizable read); exits 1 when it is free.
+    Get {
+        #[command(flatten)]
+        target: Target,
+        name: String,
+    },
+    /// List held locks.
+    List {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value = "")]
+        prefix: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Ask whether a token is the current one of a lock (linearizable).
+    Check {
+        #[command(flatten)]
+        target: Target,
+        lock: String,
+        #[arg(long)]
+        token: u64,
+    },
+    /// Write a fenced record: applied only if the token is current for the lock.
+    PutRecord {
+        #[command(flatten)]
+        target: Target,
+        key: String,
+        #[arg(long)]
+        lock: String,
+        #[arg(long)]
+        token: u64,
+        /// The value, as JSON (e.g. '"settled"' or '{"amount":5}').
+        #[arg(long)]
+        value: String,
+    },
+    /// Read a fenced record; exits 1 when there is none.
+    GetRecord {
+        #[command(flatten)]
+        target: Target,
+        key: String,
+    },
+    /// Pass a token through a resource's gate (admitted if not lower than any before).
+    Gate {
+        #[command(flatten)]
+        target: Target,
+        resource: String,
+        #[arg(long)]
+        lock: String,
+        #[arg(long)]
+        token: u64,
+    },
+    /// Run a command while holding a lock; stop it if the lock is lost.
+    Run(RunArgs),
+}
+
+/// `leasehold run --lock NAME [--ttl 10s] [--wait 30s] -- CMD ARGS...`: the
+/// command gets LEASEHOLD_LOCK, LEASEHOLD_TOKEN and LEASEHOLD_OWNER. Exit
+/// status: the command's (128 + signal when killed), 2 when the lock could
+/// not be acquired, 3 when it was lost (the command is then stopped).
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Lock to hold while the command runs.
+    #[arg(long)]
+    lock: String,
+    /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m).
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    ttl: Duration,
+    /// Wait up to this long for the lock when it is held (default: fail at once).
+    #[arg(long, value_parser = duration::parse)]
+    wait: Option<Duration>,
+    /// Holder identity (default: hostname-pid-random).
+    #[arg(long)]
+    owner: Option<String>,
+    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    grace: Duration,
+    /// Safety margin subtracted from every lease for clock drift (default: ttl/10).
+    #[arg(long, value_parser = duration::parse)]
+    drift_margin: Option<Duration>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
+impl ClientCmd {
+    /// Runs the command; `Ok` carries the exit status (`run` passes its command's on).
+    pub async fn run(self) -> Result<i32> {
+        match self {
+            ClientCmd::Acquire { target, name, owner, ttl_ms, wait_ms, request_id } => {
+                let options = AcquireOptions { wait: wait_ms.map(Duration::from_millis), request_id };
+                print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
+            }
+            ClientCmd::Renew { target, name, token, ttl_ms } => {
+                print(&target.client()?.renew(&name, token, ttl_ms).await?.grant)?
+            }
+            ClientCmd::Release { target, name, token } => {
+                target.client()?.release(&name, token).await?;
+                print(&ReleaseResponse { name, token, released: true })?
+            }
+            ClientCmd::Get { target, name } => match target.client()?.get(&name).await? {
+                Some(view) => print(&view)?,
+                None => bail!("lock {name:?} is not held"),
+            },
+            ClientCmd::List { target, prefix, limit } => print(&target.client()?.list(&prefix, limit).await?)?,
+            ClientCmd::Check { target, lock, token } => {
+                let (current, token) = target.client()?.check(&lock, token).await?;
+                print(&CheckResponse { lock, current, token })?
+            }
+            ClientCmd::PutRecord { target, key, lock, token, value } => {
+                let value: serde_json::Value = serde_json::from_str(&value).context("--value is not JSON")?;
+                let index = target.client()?.put_record(&key, &lock, token, &value).await?;
+                print(&PutRecordResponse { key, lock, token, index })?
+            }
+            ClientCmd::GetRecord { target, key } => match target.client()?.get_record(&key).await? {
+                Some(record) => print(&record)?,
+                None => bail!("no record {key:?}"),
+            },
+            ClientCmd::Gate { target, resource, lock, token } => {
+                target.client()?.gate(&resource, &lock, token).await?;
+                print(&serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }))?
+            }
+            ClientCmd::Run(args) => return Ok(run_locked(args).await),
+        }
+        Ok(0)
+    }
+}
+
+/// `leasehold run`; returns the exit status.
+async fn run_locked(args: RunArgs) -> i32 {
+    let credentials = match args.target.credentials.load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("leasehold run: {e}");
+            return run::EXIT_ACQUIRE_FAILED;
+        }
+    };
+    let options = RunOptions {
+        credentials,
+        endpoints: args.target.endpoints,
+        lock: args.lock,
+        ttl: args.ttl,
+        wait: args.wait,
+        owner: args.owner,
+        drift_margin: args.drift_margin,
+        grace: args.grace,
+        command: args.command,
+    };
+    run::run(&options).await
+}

@@ -1,0 +1,374 @@
+//! Commands for people comparing and testing leasehold: the benchmark, the
+//! fault suite, the payment demo, and the hidden helper processes they start.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Subcommand};
+
+use leasehold_client::Credentials;
+use leasehold_lab::chaos::nemesis::FaultKind;
+use leasehold_lab::chaos::{self, ChaosOptions};
+use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
+use leasehold_lab::compare::safety::{self, SafetyOptions};
+use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
+use leasehold_lab::demo::{payments, worker, PaymentsOptions, WorkerOptions};
+use leasehold_lab::scale::{self, ScaleOptions};
+
+use super::{duration, this_binary, CredentialFiles};
+
+#[derive(Subcommand)]
+pub enum LabCmd {
+    /// Measure lock cycles/s and latency: leasehold against Redis, Redlock and etcd.
+    Bench(BenchArgs),
+    /// The fault suite: faults under load, judged by the history checker.
+    Chaos(ChaosArgs),
+    /// One lock holder of `bench --safety`, a process the harness can SIGSTOP.
+    #[command(hide = true)]
+    SafetyHolder(HolderArgs),
+    /// Demonstrations: `demo payments` (fencing tokens vs. a paused worker).
+    Demo {
+        #[command(subcommand)]
+        demo: DemoCmd,
+    },
+}
+
+/// `leasehold demo ...`.
+#[derive(Subcommand)]
+pub enum DemoCmd {
+    /// Payments by worker processes, one of them paused past its lease.
+    ///
+    /// With fencing tokens the bank refuses the paused worker's late write and
+    /// the total stays put; with --no-fencing the late write overwrites newer
+    /// balances. Exit status: 0 when the money adds up and no transfer was
+    /// applied twice, 1 when not, 2 when the demo itself failed.
+    Payments(PaymentsArgs),
+    /// One worker of `demo payments` (started by it).
+    #[command(hide = true)]
+    PaymentsWorker(WorkerArgs),
+}
+
+#[derive(Args)]
+pub struct PaymentsArgs {
+    /// Worker processes moving money (at least 2: one is paused, the others
+    /// take its expired locks).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Accounts; fewer accounts make the paused worker's accounts more
+    /// likely to change while it is stopped.
+    #[arg(long, default_value_t = 8)]
+    accounts: usize,
+    /// How long the workers run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Lease ttl of every account lock (the cluster accepts 3s to 1h); the
+    /// paused worker is stopped for twice this.
+    #[arg(long, default_value = "3s", value_parser = duration::parse)]
+    ttl: Duration,
+    /// Let the bank apply every write, whatever its token.
+    #[arg(long)]
+    no_fencing: bool,
+    /// Use this cluster instead of starting a local 3-node one.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Base URL of the bank, e.g. http://127.0.0.1:4000.
+    #[arg(long)]
+    bank: String,
+    #[arg(long, value_delimiter = ',', required = true)]
+    endpoints: Vec<String>,
+    #[arg(long)]
+    seconds: u64,
+    #[arg(long, value_parser = duration::parse)]
+    ttl: Duration,
+    #[arg(long)]
+    worker_id: u32,
+    /// Send no tokens to the bank.
+    #[arg(long)]
+    no_fencing: bool,
+}
+
+/// `leasehold bench`: starts every system's servers itself (by PID, on
+/// 127.0.0.1), alternates them inside each run, and writes `latest.json`,
+/// `README.md` and SVG plots into `--out`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Systems to compare: leasehold-N (a local N-node cluster), redis,
+    /// redis-aof, redlock, etcd, etcd-session. Default: all of them, or
+    /// leasehold-<--nodes> alone when only --nodes is given.
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<SystemKind>,
+    /// Benchmark an existing leasehold cluster (system `leasehold`) instead;
+    /// with auth or TLS on, give it --token-file and --ca-file.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
+    // Used for --endpoints only: the clusters the bench starts have no auth.
+    #[command(flatten)]
+    credentials: CredentialFiles,
+    /// Nodes of the local leasehold cluster, when --systems is not given.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=7))]
+    nodes: Option<u64>,
+    /// Concurrent clients on distinct names, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    /// Concurrent clients on the one hot name, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
+    hot_clients: Vec<usize>,
+    /// distinct: a lock per client; hot: all clients on one lock.
+    #[arg(long, value_delimiter = ',', default_value = "distinct,hot", value_parser = workload_parser())]
+    workloads: Vec<Workload>,
+    /// Measured seconds per (system, workload, clients, run).
+    #[arg(long, default_value_t = 10)]
+    duration_secs: u64,
+    /// Unmeasured warm-up before each measurement.
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u64,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    ttl_ms: u64,
+    /// Folder for latest.json, README.md and the SVG plots.
+    #[arg(long, default_value = "benches/results")]
+    out: PathBuf,
+    /// Instead of lock cycles: have a local cluster hold this many live
+    /// leases and report Tick apply time, memory per lease, disk, and
+    /// snapshot size and build/install time (scale.json, scale.md).
+    #[arg(long)]
+    bulk: Option<u64>,
+    /// Concurrent clients creating the --bulk leases.
+    #[arg(long, default_value_t = 128)]
+    bulk_clients: usize,
+    /// Instead of lock cycles: every system under faults (paused holder,
+    /// clock jump, failover, paused leader), counting safety violations
+    /// (safety.json, safety.md, a section of README.md).
+    #[arg(long, conflicts_with_all = ["bulk", "endpoints"])]
+    safety: bool,
+    /// The lock ttl of the --safety run (leasehold takes 3 s at least).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(3_000..=60_000))]
+    safety_ttl_ms: u64,
+}
+
+/// `leasehold safety-holder`: acquire → write to both resources → hold →
+/// write → release, reporting JSON lines on stdout.
+#[derive(Args)]
+pub struct HolderArgs {
+    /// KIND=ADDRESSES: leasehold=URL,..., redis=IP:PORT, redlock=IP:PORT,..., etcd=URL.
+    #[arg(long)]
+    system: SystemSpec,
+    #[arg(long)]
+    lock: String,
+    #[arg(long)]
+    client: String,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ttl_ms: u64,
+    #[arg(long, default_value_t = 0)]
+    wait_ms: u64,
+    #[arg(long, default_value_t = 0)]
+    hold_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    cycles: u32,
+    /// Base URL of the fenced resource.
+    #[arg(long)]
+    fenced: String,
+    /// Base URL of the unfenced resource.
+    #[arg(long)]
+    unfenced: String,
+}
+
+#[derive(Args)]
+pub struct ChaosArgs {
+    /// Keep injecting faults for this long (one full round at least).
+    #[arg(long, default_value_t = 5)]
+    minutes: u64,
+    /// Voters of the fault suite's cluster: 3 or 5.
+    #[arg(long, default_value = "3", value_parser = PossibleValuesParser::new(["3", "5"]).map(|n| n.parse::<usize>().unwrap_or(3)))]
+    nodes: usize,
+    /// Concurrent workload clients.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Faults of a round, comma-separated (default: all, in this order).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kill-leader,kill-follower,kill-all,pause-leader,partition-leader,lossy-links,paused-client,clock-forward,clock-back,membership",
+        value_parser = fault_parser()
+    )]
+    faults: Vec<FaultKind>,
+    /// How long each fault lasts.
+    #[arg(long, default_value = "4s", value_parser = duration::parse)]
+    hold: Duration,
+    /// Quiet time after each fault.
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    quiet: Duration,
+    /// Run on loopback even when network namespaces are available.
+    #[arg(long)]
+    loopback: bool,
+    /// Folder for chaos.md, chaos.json, timeline.svg, history.json and node data.
+    #[arg(long, default_value = "./chaos-results")]
+    out: PathBuf,
+}
+
+/// `--faults` values: the fault names, listed in `--help`.
+fn fault_parser() -> impl TypedValueParser<Value = FaultKind> {
+    PossibleValuesParser::new(FaultKind::ALL.map(FaultKind::name))
+        .map(|name| name.parse::<FaultKind>().expect("a listed fault name"))
+}
+
+/// `--workloads` values.
+fn workload_parser() -> impl TypedValueParser<Value = Workload> {
+    PossibleValuesParser::new(Workload::ALL.map(Workload::name))
+        .map(|name| Workload::ALL.into_iter().find(|w| w.name() == name).expect("a listed workload name"))
+}
+
+impl LabCmd {
+    /// Runs the command; `Ok` carries the exit status.
+    pub async fn run(self) -> Result<i32> {
+        match self {
+            LabCmd::Bench(args) => bench(args).await.map(|()| 0),
+            LabCmd::Chaos(args) => run_chaos(args).await.map(|()| 0),
+            LabCmd::SafetyHolder(args) => run_holder(args).await.map(|()| 0),
+            LabCmd::Demo { demo: DemoCmd::Payments(args) } => Ok(payments::run(&args.into()).await),
+            LabCmd::Demo { demo: DemoCmd::PaymentsWorker(args) } => Ok(worker::run(&args.into()).await),
+        }
+    }
+}
+
+impl From<PaymentsArgs> for PaymentsOptions {
+    fn from(a: PaymentsArgs) -> Self {
+        PaymentsOptions {
+            workers: a.workers,
+            accounts: a.accounts,
+            seconds: a.seconds,
+            ttl: a.ttl,
+            no_fencing: a.no_fencing,
+            endpoints: a.endpoints,
+        }
+    }
+}
+
+impl From<WorkerArgs> for WorkerOptions {
+    fn from(a: WorkerArgs) -> Self {
+        WorkerOptions {
+            bank: a.bank,
+            endpoints: a.endpoints,
+            seconds: a.seconds,
+            ttl: a.ttl,
+            worker_id: a.worker_id,
+            no_fencing: a.no_fencing,
+        }
+    }
+}
+
+/// The command line as typed, for reports: the binary by name only, so a
+/// committed report names no path of the machine it ran on.
+fn command_line() -> String {
+    let mut args = std::env::args();
+    let program = args
+        .next()
+        .map(|p| std::path::Path::new(&p).file_name().map_or(p.clone(), |name| name.to_string_lossy().into_owned()));
+    program.into_iter().chain(args).collect::<Vec<_>>().join(" ")
+}
+
+async fn bench(args: BenchArgs) -> Result<()> {
+    if let Some(leases) = args.bulk {
+        let options = ScaleOptions {
+            binary: this_binary()?,
+            nodes: args.nodes.unwrap_or(3) as usize,
+            leases,
+            clients: args.bulk_clients,
+            out: args.out,
+        };
+        let report = scale::run(&options).await?;
+        println!("{}", scale::markdown(&report));
+        eprintln!("bench: results in {}", options.out.display());
+        return Ok(());
+    }
+    let systems = match (args.systems.is_empty(), args.nodes) {
+        (false, _) => args.systems.clone(),
+        (true, Some(nodes)) => vec![SystemKind::Leasehold(nodes as usize)],
+        (true, None) => SystemKind::ALL.to_vec(),
+    };
+    if args.safety {
+        let options = SafetyOptions {
+            systems: match (args.systems.is_empty(), args.nodes) {
+                (true, None) => safety::DEFAULT_SYSTEMS.to_vec(),
+                _ => systems,
+            },
+            binary: this_binary()?,
+            ttl: Duration::from_millis(args.safety_ttl_ms),
+            out: args.out,
+            command: command_line(),
+        };
+        let report = safety::run(&options).await?;
+        println!("{}", report.markdown());
+        if report.leasehold_violations() > 0 {
+            bail!("leasehold: {} safety violations", report.leasehold_violations());
+        }
+        return Ok(());
+    }
+    // Loaded only for an existing cluster: a token in the environment must
+    // not stop a run against the bench's own clusters.
+    let credentials = if args.endpoints.is_empty() { Credentials::default() } else { args.credentials.load()? };
+    let options = CompareOptions {
+        systems,
+        endpoints: args.endpoints,
+        credentials,
+        binary: this_binary()?,
+        workloads: args.workloads,
+        clients: args.clients,
+        hot_clients: args.hot_clients,
+        runs: args.runs as usize,
+        warmup: Duration::from_millis(args.warmup_ms),
+        duration: Duration::from_secs(args.duration_secs),
+        ttl: Duration::from_millis(args.ttl_ms),
+        out: args.out,
+        command: command_line(),
+    };
+    let report = compare::run(&options).await?;
+    println!("{}", std::fs::read_to_string(options.out.join("README.md"))?);
+    if report.rows.is_empty() {
+        bail!("no system could be measured");
+    }
+    Ok(())
+}
+
+async fn run_holder(args: HolderArgs) -> Result<()> {
+    let options = HolderOptions {
+        system: args.system,
+        lock: args.lock,
+        client: args.client,
+        ttl: Duration::from_millis(args.ttl_ms),
+        wait: Duration::from_millis(args.wait_ms),
+        hold: Duration::from_millis(args.hold_ms),
+        cycles: args.cycles,
+        fenced_url: args.fenced,
+        unfenced_url: args.unfenced,
+    };
+    Ok(holder::run(&options).await?)
+}
+
+async fn run_chaos(args: ChaosArgs) -> Result<()> {
+    let options = ChaosOptions {
+        nodes: args.nodes,
+        duration: Duration::from_secs(args.minutes * 60),
+        faults: args.faults,
+        clients: args.clients,
+        hold: args.hold,
+        quiet: args.quiet,
+        network: !args.loopback,
+        binary: this_binary()?,
+        out: args.out,
+    };
+    let report = chaos::run(&options).await?;
+    println!("{}", report.markdown());
+    eprintln!("chaos: results in {}", options.out.display());
+    if report.violations() > 0 {
+        bail!("{} violations", report.violations());
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! The `leasehold` command line, grouped by who uses it:
+//!
+//! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`;
+//! - [`client`] — applications and scripts: `acquire` … `gate`, `run`;
+//! - [`lab`] — people comparing and testing: `bench`, `chaos`, `demo` (and the
+//!   hidden processes they start: `safety-holder`, `demo payments-worker`).
+//!
+//! Each module holds its clap types and turns them into the library's
+//! options; no library type derives a clap trait. [`duration`] is the one
+//! duration syntax of every duration flag.
+
+mod client;
+pub mod duration;
+mod lab;
+mod server;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use leasehold_client::{load_ca, Client, Credentials, Secret};
+
+#[derive(Parser)]
+#[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    #[command(flatten)]
+    Server(server::ServerCmd),
+    #[command(flatten)]
+    Client(client::ClientCmd),
+    #[command(flatten)]
+    Lab(lab::LabCmd),
+}
+
+impl Cli {
+    /// Runs the command; `Ok` carries the process exit status.
+    pub async fn run(self) -> Result<i32> {
+        match self.command {
+            Cmd::Server(command) => command.run().await.map(|()| 0),
+            Cmd::Client(command) => command.run().await,
+            Cmd::Lab(command) => command.run().await,
+        }
+    }
+}
+
+/// Which cluster a command talks to, and with which credentials.
+#[derive(Args)]
+struct Target {
+    /// Any nodes of the cluster, comma-separated host:port.
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703"
+    )]
+    endpoints: Vec<String>,
+    #[command(flatten)]
+    credentials: CredentialFiles,
+}
+
+impl Target {
+    fn client(&self) -> Result<Client> {
+        Ok(Client::with_credentials(&self.endpoints, &self.credentials.load()?)?)
+    }
+}
+
+/// What a client presents to a cluster with auth or TLS on.
+#[derive(Args)]
+struct CredentialFiles {
+    /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
+    #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// File holding the bearer token to send (or set $LEASEHOLD_TOKEN).
+    #[arg(long, global = true, env = "LEASEHOLD_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl CredentialFiles {
+    fn load(&self) -> Result<Credentials> {
+        Ok(Credentials {
+            token: Secret::load(self.token_file.as_deref(), "LEASEHOLD_TOKEN", "token")?,
+            ca: self.ca_file.as_deref().map(load_ca).transpose()?,
+        })
+    }
+}
+
+/// Prints `value` as JSON. A closed stdout (`leasehold list | head`) is not
+/// an error.
+fn print<T: Serialize>(value: &T) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{}", serde_json::to_string_pretty(value)?) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The path of this binary, which the lab and `up` start as node processes.
+fn this_binary() -> Result<PathBuf> {
+    use anyhow::Context;
+    std::env::current_exe().context("locating the leasehold binary")
+}
+
+/// Resolves at the first SIGTERM, SIGINT or SIGHUP: a server's shutdown.
+async fn stop_signal() {
+    match leasehold_client::signals::Signals::new() {
+        Ok(mut signals) => {
+            signals.recv().await;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot catch stop signals; Ctrl-C kills the process");
+            std::future::pending::<()>().await;
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Operator commands: run a node or a local cluster, change membership, back
+//! up and restore, show status.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use leasehold::api::{self, ApiConfig, RequestLimits};
+use leasehold::node::{self, NodeConfig, PeerTransport};
+use leasehold::security::SecurityFiles;
+use leasehold::server::{self, ConnectionLimits, ServeConfig};
+use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_proto::cluster::MembershipResponse;
+
+use super::{print, stop_signal, this_binary, Target};
+
+#[derive(Subcommand)]
+pub enum ServerCmd {
+    /// Run one node.
+    Serve(ServeArgs),
+    /// Run a local cluster on 127.0.0.1 (node i on port-base + i) until Ctrl-C.
+    Up(UpArgs),
+    /// Cluster membership: list, add (as learner), promote, remove.
+    Member {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        action: MemberAction,
+    },
+    /// Back up a node: it takes a snapshot now, written to --out (the first of --endpoints).
+    Backup {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Seed the empty data folder of a node of a NEW cluster from a backup.
+    /// Run it for every node with the same file and --peers, then start the
+    /// nodes (without --peers). See cluster/README.md.
+    Restore {
+        /// A file written by `leasehold backup`.
+        #[arg(long)]
+        from: PathBuf,
+        /// The new node's data folder (must be empty or absent).
+        #[arg(long)]
+        data: PathBuf,
+        /// The new cluster's voters, `id=host:port,...`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        peers: Vec<String>,
+        /// Continue log indexes (fencing tokens) above this, e.g. the highest
+        /// token any resource has seen, when the backup may miss grants.
+        #[arg(long, default_value_t = 0)]
+        min_index: u64,
+    },
+    /// Show every endpoint's view of the cluster.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum MemberAction {
+    /// Members with their roles, as the answering node sees them.
+    List,
+    /// Add a node as a learner; returns once it has caught up.
+    Add { id: u64, addr: String },
+    /// Make a learner a voter (refused if a quorum of the new voters is not reachable).
+    Promote { id: u64 },
+    /// Remove a voter or learner (refused if the remaining voters could not form a quorum).
+    Remove { id: u64 },
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// This node's id (a positive integer, unique in the cluster).
+    #[arg(long, env = "LEASEHOLD_ID")]
+    id: u64,
+    /// host:port that peers and clients use to reach this node.
+    #[arg(long, env = "LEASEHOLD_ADDR")]
+    addr: String,
+    /// Address to bind (defaults to --addr).
+    #[arg(long, env = "LEASEHOLD_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data folder (Raft log, snapshots).
+    #[arg(long, env = "LEASEHOLD_DATA")]
+    data: PathBuf,
+    /// Leader tick period in milliseconds.
+    #[arg(long, env = "LEASEHOLD_TICK_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    tick_ms: u64,
+    /// Initial cluster, `id=host:port,...`. The node with the lowest id
+    /// initializes the cluster on its first start.
+    #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Log entries between snapshots (the log is purged behind each one).
+    #[arg(long, env = "LEASEHOLD_SNAPSHOT_EVERY", default_value_t = node::DEFAULT_SNAPSHOT_EVERY,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    snapshot_every: u64,
+    #[command(flatten)]
+    security: SecurityArgs,
+    /// Time a client has to send a request head; also closes idle connections.
+    #[arg(long, env = "LEASEHOLD_HEADER_READ_TIMEOUT_MS",
+          default_value_t = server::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    header_read_timeout_ms: u64,
+    /// Time to receive a request and answer it (an acquire's wait_ms and event streams excepted).
+    #[arg(long, env = "LEASEHOLD_REQUEST_TIMEOUT_MS",
+          default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    request_timeout_ms: u64,
+    /// Connections open at once; more are closed at once.
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Client and admin requests served at once; more are answered 503 overloaded.
+    #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_in_flight: usize,
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=7))]
+    nodes: u16,
+    #[arg(long, default_value = "./data")]
+    data: PathBuf,
+    #[arg(long, default_value_t = 7700)]
+    port_base: u16,
+    #[arg(long, default_value_t = 100)]
+    tick_ms: u64,
+    #[command(flatten)]
+    security: SecurityArgs,
+}
+
+/// Where a node's secrets and TLS files are (`serve` and `up`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SecurityArgs {
+    /// File holding the client API bearer token (or set $LEASEHOLD_CLIENT_TOKEN).
+    #[arg(long, env = "LEASEHOLD_CLIENT_TOKEN_FILE")]
+    client_token_file: Option<PathBuf>,
+    /// File holding the admin bearer token for init and membership (or set $LEASEHOLD_ADMIN_TOKEN).
+    #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// File holding the secret every member sends on Raft RPC (or set $LEASEHOLD_CLUSTER_SECRET).
+    #[arg(long, env = "LEASEHOLD_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM). With --tls-key-file, the node serves https only.
+    #[arg(long, env = "LEASEHOLD_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// TLS private key (PEM) of --tls-cert-file.
+    #[arg(long, env = "LEASEHOLD_TLS_KEY_FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
+    /// CA certificate (PEM) the other nodes' certificates chain to.
+    #[arg(long, env = "LEASEHOLD_CA_FILE")]
+    ca_file: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    /// For a node of this process.
+    fn files(&self) -> SecurityFiles {
+        SecurityFiles {
+            client_token_file: self.client_token_file.clone(),
+            admin_token_file: self.admin_token_file.clone(),
+            cluster_secret_file: self.cluster_secret_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
+            ca_file: self.ca_file.clone(),
+        }
+    }
+
+    /// For the node processes `up` starts.
+    fn node_security(&self) -> NodeSecurity {
+        NodeSecurity {
+            client_token_file: self.client_token_file.clone(),
+            admin_token_file: self.admin_token_file.clone(),
+            cluster_secret_file: self.cluster_secret_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
+            ca_file: self.ca_file.clone(),
+        }
+    }
+}
+
+impl ServerCmd {
+    pub async fn run(self) -> Result<()> {
+        match self {
+            ServerCmd::Serve(args) => serve(args).await,
+            ServerCmd::Up(args) => up(args).await,
+            ServerCmd::Member { target, action } => {
+                let client = target.client()?;
+                let log_index = match action {
+                    MemberAction::List => return print(&client.status().await?.members),
+                    MemberAction::Add { id, addr } => client.add_learner(id, &addr).await?,
+                    MemberAction::Promote { id } => client.promote(id).await?,
+                    MemberAction::Remove { id } => client.remove_member(id).await?,
+                };
+                print(&MembershipResponse { log_index, members: client.status().await?.members })
+            }
+            ServerCmd::Backup { target, out } => {
+                let (taken, backup) = target.client()?.backup_of(0).await?;
+                std::fs::write(&out, &backup).with_context(|| format!("writing {}", out.display()))?;
+                print(&serde_json::json!({
+                    "node": target.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken
+                }))
+            }
+            ServerCmd::Restore { from, data, peers, min_index } => {
+                let backup = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
+                let last = leasehold::raft::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
+                print(&serde_json::json!({
+                    "data": data, "continues_after_index": last.index, "term": last.leader_id.term
+                }))
+            }
+            ServerCmd::Status { target } => {
+                let client = target.client()?;
+                let mut statuses = Vec::new();
+                for (i, endpoint) in target.endpoints.iter().enumerate() {
+                    statuses.push(match client.status_of(i).await {
+                        Ok(s) => serde_json::to_value(s)?,
+                        Err(e) => serde_json::json!({ "endpoint": endpoint, "error": e.to_string() }),
+                    });
+                }
+                print(&statuses)
+            }
+        }
+    }
+}
+
+/// `id=host:port` pairs as given to `--peers`.
+fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
+    let mut members = BTreeMap::new();
+    for peer in peers {
+        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
+        members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
+    }
+    Ok(members)
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let listen = match args.listen {
+        Some(l) => l,
+        None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,
+    };
+    let initial_members = parse_peers(&args.peers)?;
+    if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
+        bail!("--peers does not list this node's id {}", args.id);
+    }
+    let files = args.security.files();
+    let secrets = files.secrets()?;
+    if files.tls() && files.ca_file.is_none() {
+        tracing::warn!("TLS without --ca-file: the other nodes' certificates must chain to a built-in root");
+    }
+    let node = NodeConfig {
+        id: args.id,
+        advertise: args.addr,
+        data_dir: args.data,
+        tick_ms: args.tick_ms,
+        initial_members,
+        snapshot_every: args.snapshot_every,
+        peers: PeerTransport { tls: files.tls(), ca: files.ca()?, cluster_secret: secrets.cluster_secret.clone() },
+    };
+    let serve_config = ServeConfig {
+        listen,
+        tls: files.server_tls()?,
+        connection_limits: ConnectionLimits {
+            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            max_connections: args.max_connections,
+        },
+        api: ApiConfig {
+            secrets,
+            request_limits: RequestLimits {
+                timeout: Duration::from_millis(args.request_timeout_ms),
+                max_in_flight: args.max_in_flight,
+            },
+        },
+    };
+    server::run(node, serve_config, stop_signal()).await?;
+    Ok(())
+}
+
+async fn up(args: UpArgs) -> Result<()> {
+    let addrs: Vec<SocketAddr> =
+        (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
+    std::fs::create_dir_all(&args.data)?;
+    let mut cluster = LocalCluster::new(&this_binary()?, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed)
+        .with_security(args.security.node_security())?;
+    cluster.start_all()?;
+    let pids: Vec<String> = cluster.ids().iter().map(|id| format!("{id} {}", cluster.pid(*id).unwrap_or(0))).collect();
+    std::fs::write(args.data.join("pids"), pids.join("\n") + "\n")?;
+    let endpoints = cluster.endpoints().join(",");
+    match cluster.wait_for_leader(Duration::from_secs(30)).await {
+        Ok(leader) => {
+            println!("leasehold: {} nodes up, leader is node {leader}, data in {}", args.nodes, args.data.display());
+            println!("leasehold: endpoints {endpoints}");
+            println!("leasehold: try  {}", try_curl(&args.security, &cluster.endpoint(1)));
+        }
+        Err(e) => println!("leasehold: {e}; nodes keep running, see their logs"),
+    }
+    println!("leasehold: Ctrl-C stops the nodes");
+    stop_signal().await;
+    println!("leasehold: stopping nodes");
+    cluster.stop_all(Duration::from_secs(5));
+    Ok(())
+}
+
+/// A curl command line that acquires a lock on `endpoint`, with the CA and
+/// token options the cluster needs.
+fn try_curl(security: &SecurityArgs, endpoint: &str) -> String {
+    let tls = security.tls_cert_file.is_some();
+    let mut curl = String::from("curl -s");
+    let scheme = match &security.ca_file {
+        Some(ca) if tls => {
+            curl += &format!(" --cacert {}", ca.display());
+            "https"
+        }
+        _ if tls => "https",
+        _ => "http",
+    };
+    if let Some(file) = &security.client_token_file {
+        curl += &format!(" -H \"authorization: Bearer $(cat {})\"", file.display());
+    } else if std::env::var_os("LEASEHOLD_CLIENT_TOKEN").is_some() {
+        curl += " -H \"authorization: Bearer $LEASEHOLD_CLIENT_TOKEN\"";
+    }
+    curl + &format!(
+        " -XPOST {scheme}://{endpoint}/v1/locks/demo/acquire -d '{{\"owner\":\"me\",\"ttl_ms\":10000}}' -H 'content-type: application/json'"
+    )
+}

@@ -1,0 +1,30 @@
+//! The multi-process tests of one cluster's behaviour, as one test binary
+//! (linked once): real `leasehold serve` processes on loopback, started and
+//! killed by PID, every test bounded in time.
+//!
+//! - `cluster` — the lock API end to end, leader failure, full restart, quorum loss.
+//! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
+//! - `fencing` — the Kleppmann scenario, fenced records and gates.
+//! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
+//! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
+//! - `api_errors` — every input limit answered with its 4xx, changing nothing.
+//! - `security` — tokens, the cluster secret, TLS, slow clients.
+//! - `metrics`, `openapi`, `ui` — what operators see.
+//! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
+//! - `payments` — the payment demo with and without fencing.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod api_errors;
+mod client_guard;
+mod cluster;
+mod fencing;
+mod membership;
+mod metrics;
+mod openapi;
+mod payments;
+mod security;
+mod snapshots;
+mod ui;
+mod waiting;

@@ -1,0 +1,54 @@
+//! The CI-bounded fault suite: one round of every fault against a 3-node
+//! cluster under load (nodes in network namespaces when the machine allows),
+//! judged by the history checker.
+
+use std::time::Duration;
+
+use leasehold_lab::chaos::nemesis::FaultKind;
+use leasehold_lab::chaos::{self, ChaosOptions};
+
+/// Upper bound on the whole run (one round is a few minutes on a loaded machine).
+const RUN_BOUND: Duration = Duration::from_secs(900);
+
+// Every fault is injected once, grants resume after each, and the checker
+// finds no violation in the history or at the fenced resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_round_of_every_fault_has_no_violations() {
+    let _alone = crate::exclusive().await;
+    let out = tempfile::tempdir().expect("temp dir");
+    let options = ChaosOptions {
+        nodes: 3,
+        duration: Duration::ZERO,
+        faults: FaultKind::ALL.to_vec(),
+        clients: 6,
+        hold: Duration::from_secs(3),
+        quiet: Duration::from_secs(3),
+        network: true,
+        binary: std::path::Path::new(env!("CARGO_BIN_EXE_leasehold")).to_owned(),
+        out: out.path().to_owned(),
+    };
+    let report = tokio::time::timeout(RUN_BOUND, chaos::run(&options))
+        .await
+        .expect("the fault suite exceeded its time bound")
+        .expect("the fault suite runs");
+    eprintln!("{}", report.markdown());
+    let namespaces = report.hosts.starts_with("network namespaces");
+    if nix::unistd::geteuid().is_root() {
+        assert!(namespaces, "root, yet the nodes ran on {}", report.hosts);
+    }
+    assert_eq!(report.violations(), 0, "{:?}", report.violation_examples);
+    for fault in &report.faults {
+        let r = &fault.record;
+        if namespaces || !r.kind.needs_network() {
+            assert!(r.injected, "{:?} not injected: {}", r.kind, r.note);
+            assert!(fault.granted_after_heal, "no grant after {:?} was healed", r.kind);
+        }
+        if r.kind == FaultKind::PausedClient {
+            assert!(r.note.contains("late writes refused/refused"), "paused client: {}", r.note);
+        }
+    }
+    assert_eq!(report.faults.len(), FaultKind::ALL.len());
+    for file in ["chaos.md", "chaos.json", "timeline.svg", "history.json"] {
+        assert!(out.path().join(file).exists(), "{file} written");
+    }
+}
