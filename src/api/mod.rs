@@ -115,3 +115,6 @@ async fn propose(node: &Node, command: Command) -> Result<Outcome, ApiError> {
 fn unexpected(outcome: Outcome) -> ApiError {
     ApiError::internal(format!("unexpected outcome {outcome:?}"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -183,6 +183,18 @@ async fn five_nodes_need_a_quorum() {
         assert!(granted.token() > expiring.token());
         wait_until_free(&client, "short", Duration::from_secs(30)).await;
         let short = client.acquire("short", "y", TTL_MS).await.unwrap();
+        // A follower learns the commit of the last grant with the next
+        // heartbeat: wait for that, so the survivors' view below is current.
+        let caught_up = async {
+            loop {
+                let applied: Vec<Option<u64>> = cluster.statuses().await.values().map(|s| s.applied_index).collect();
+                if applied.len() == 3 && applied.windows(2).all(|w| w[0] == w[1]) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), caught_up).await.expect("the three live nodes catch up");
 
         step("kill -9 a third node: no quorum");
         let third = cluster.ids().into_iter().find(|id| !down.contains(id)).unwrap();

@@ -4,6 +4,10 @@
 //! report status, change membership). It knows nothing of HTTP serving: the
 //! listener and its settings are [`crate::server`]'s.
 
+mod acquire;
+
+pub use acquire::{AcquireRequest, Acquired, WAIT_SLACK};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

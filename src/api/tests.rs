@@ -1,0 +1,176 @@
+//! The API in process: `router().oneshot(..)` against a real one-node
+//! cluster (its own Raft log and state machine in a temp folder), no socket.
+//! The multi-process tests under `tests/` cover the same API across nodes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use super::{router, ApiConfig};
+use crate::node::{Node, NodeConfig, PeerTransport};
+
+/// One-node cluster, its router, and the folder it lives in.
+struct OneNode {
+    node: Arc<Node>,
+    router: Router,
+    _dir: tempfile::TempDir,
+}
+
+impl OneNode {
+    async fn start() -> OneNode {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = NodeConfig {
+            id: 1,
+            // Nothing dials it: a one-node cluster has no peers.
+            advertise: "127.0.0.1:9".into(),
+            data_dir: dir.path().to_owned(),
+            tick_ms: 100,
+            initial_members: BTreeMap::from([(1, "127.0.0.1:9".to_string())]),
+            snapshot_every: 10_000,
+            peers: PeerTransport::default(),
+        };
+        let node = Node::start(&config).await.expect("node starts");
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while node.status().role != "leader" {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the only node becomes leader");
+        let router = router(node.clone(), &ApiConfig::default());
+        OneNode { node, router, _dir: dir }
+    }
+
+    /// Sends one request; returns the status and the JSON body (`null` when empty).
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(path);
+        let body = match body {
+            Some(json) => {
+                request = request.header(header::CONTENT_TYPE, "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.send(request.body(body).expect("request builds")).await
+    }
+
+    async fn send(&self, request: Request<Body>) -> (StatusCode, Value) {
+        let response = self.router.clone().oneshot(request).await.expect("router answers");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for OneNode {
+    fn drop(&mut self) {
+        let node = self.node.clone();
+        tokio::spawn(async move { node.shutdown().await });
+    }
+}
+
+// Ensures the lock lifecycle through the router: grant with a token, 409
+// naming the holder, renew under the token, release, then 404 when free.
+#[tokio::test]
+async fn lifecycle_through_the_router() {
+    let api = OneNode::start().await;
+    let (status, grant) =
+        api.call("POST", "/v1/locks/orders/acquire", Some(json!({"owner": "alice", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK, "{grant}");
+    let token = grant["token"].as_u64().expect("a token");
+    assert_eq!(grant["reacquired"], false);
+
+    let (status, held) =
+        api.call("POST", "/v1/locks/orders/acquire", Some(json!({"owner": "bob", "ttl_ms": 5000}))).await;
+    assert_eq!(
+        (status, &held["error"]["code"], &held["error"]["holder"]),
+        (StatusCode::CONFLICT, &json!("held"), &json!("alice"))
+    );
+
+    let (status, renewed) = api.call("POST", "/v1/locks/orders/renew", Some(json!({"token": token}))).await;
+    assert_eq!((status, renewed["token"].as_u64()), (StatusCode::OK, Some(token)));
+    let (status, stale) = api.call("POST", "/v1/locks/orders/renew", Some(json!({"token": token + 1}))).await;
+    assert_eq!((status, &stale["error"]["code"]), (StatusCode::CONFLICT, &json!("stale_token")));
+
+    let (status, _) = api.call("POST", "/v1/locks/orders/release", Some(json!({"token": token}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, free) = api.call("GET", "/v1/locks/orders", None).await;
+    assert_eq!((status, &free["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_held")));
+}
+
+// Ensures a waiting acquire is handed the lock by the release, with the
+// release entry's (higher) index as its token, and that a waiter whose
+// request is dropped leaves the queue.
+#[tokio::test]
+async fn waiting_acquire_is_handed_the_lock_and_a_dropped_waiter_leaves() {
+    let api = Arc::new(OneNode::start().await);
+    let (_, first) = api.call("POST", "/v1/locks/job/acquire", Some(json!({"owner": "a", "ttl_ms": 5000}))).await;
+    let token = first["token"].as_u64().expect("a token");
+
+    let waiter = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            api.call("POST", "/v1/locks/job/acquire", Some(json!({"owner": "b", "ttl_ms": 5000, "wait_ms": 20000})))
+                .await
+        })
+    };
+    let abandoned = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            api.call("POST", "/v1/locks/job/acquire", Some(json!({"owner": "c", "ttl_ms": 5000, "wait_ms": 20000})))
+                .await
+        })
+    };
+    let queued = |view: &Value| view["waiters"].as_array().map_or(0, Vec::len);
+    let wait_for_waiters = |n: usize| {
+        let api = api.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while queued(&api.call("GET", "/v1/locks/job", None).await.1) != n {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{n} waiters in the queue"));
+        }
+    };
+    wait_for_waiters(2).await;
+    abandoned.abort();
+    wait_for_waiters(1).await;
+
+    let (status, _) = api.call("POST", "/v1/locks/job/release", Some(json!({"token": token}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, handed) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+    assert_eq!((status, &handed["owner"]), (StatusCode::OK, &json!("b")), "{handed}");
+    assert!(handed["token"].as_u64().expect("a token") > token, "hand-over tokens grow: {handed}");
+}
+
+// Ensures bad input gets its JSON error and changes nothing.
+#[tokio::test]
+async fn bad_input_is_refused_and_changes_nothing() {
+    let api = OneNode::start().await;
+    let cases = [
+        (json!({"owner": "a", "ttl_ms": 10}), StatusCode::BAD_REQUEST, "invalid_argument"),
+        (json!({"owner": "", "ttl_ms": 5000}), StatusCode::BAD_REQUEST, "invalid_argument"),
+        (json!({"owner": "a", "ttl_ms": 5000, "color": "red"}), StatusCode::BAD_REQUEST, "invalid_argument"),
+        (json!({"owner": "a"}), StatusCode::BAD_REQUEST, "invalid_argument"),
+    ];
+    for (body, status, code) in cases {
+        let (got, error) = api.call("POST", "/v1/locks/x/acquire", Some(body.clone())).await;
+        assert_eq!((got, &error["error"]["code"]), (status, &json!(code)), "{body}");
+    }
+    let no_type = Request::post("/v1/locks/x/acquire").body(Body::from(r#"{"owner":"a","ttl_ms":5000}"#)).unwrap();
+    let (status, error) = api.send(no_type).await;
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (StatusCode::UNSUPPORTED_MEDIA_TYPE, &json!("unsupported_media_type"))
+    );
+    let (status, listed) = api.call("GET", "/v1/locks", None).await;
+    assert_eq!((status, listed["locks"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)));
+}
