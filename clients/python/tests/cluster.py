@@ -6,6 +6,7 @@ ever signalled."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -167,10 +168,8 @@ class Cluster:
         give_up = time.monotonic() + grace
         for node in list(self.procs):
             proc = self.procs[node]
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, give_up - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             self.kill(node)
         self._http.close()
 
