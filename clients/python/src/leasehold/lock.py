@@ -443,12 +443,20 @@ class AsyncLock(_Base):
             name, ttl=ttl, wait=wait, owner=owner, drift_margin=drift_margin, on_lost=on_lost
         )
         self._client = client
-        #: Set when the lock can no longer be known to be held.
-        self.lost = asyncio.Event()
+        self._lost: Optional[asyncio.Event] = None
         self._task: Optional[asyncio.Task[None]] = None
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set when the lock can no longer be known to be held. (Made on
+        first use, inside the running event loop.)"""
+        if self._lost is None:
+            self._lost = asyncio.Event()
+        return self._lost
 
     async def acquire(self) -> AsyncLock:
         """As :meth:`Lock.acquire`."""
+        _ = self.lost  # bound to this loop before the watchdog can set it
         if self._token is not None:
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
