@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Lint, type-check and test the Python client. Exits non-zero on any failure.
+#
+# Creates a virtualenv in $VENV (default clients/python/.venv) with $PYTHON
+# (default python3, 3.9 or newer), installs the package with its test extras
+# (`pip install -e .[test]`), then runs ruff (lint and format check), mypy
+# --strict and pytest. The tests start real `leasehold serve` processes: the
+# binary comes from $LEASEHOLD_BIN, else ../../target/release/leasehold, else
+# ../../target/debug/leasehold (run `cargo build` first). Extra arguments go
+# to pytest, e.g. `./run-tests.sh -k lock -x`.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "== creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+fi
+echo "== pip install -e .[test]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+echo "== ruff check"
+"$VENV/bin/ruff" check .
+echo "== ruff format --check"
+"$VENV/bin/ruff" format --check .
+echo "== mypy --strict"
+"$VENV/bin/mypy"
+echo "== pytest"
+"$VENV/bin/pytest" "$@"

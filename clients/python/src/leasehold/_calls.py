@@ -1,0 +1,192 @@
+"""Each API operation as a :class:`Call`: what to send and how to read the
+answer. The sync and async clients only differ in how they run a Call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Optional, TypeVar
+
+from ._core import MEMBERSHIP_WAIT, new_request_id, path_of, to_ms
+from .errors import ApiError, DecodeError, NoRecord, NotHeld
+from .types import (
+    CheckResult,
+    GateResult,
+    Lease,
+    LeaseView,
+    Record,
+    RecordWritten,
+    Released,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    decode: Callable[[Any, float], T]
+    body: Optional[dict[str, Any]] = None
+    query: Optional[Mapping[str, str]] = None
+    #: How long the server may legitimately hold the request (seconds).
+    wait: float = 0.0
+    #: An error that means "nothing there": the call returns None instead.
+    none_on: Optional[type[ApiError]] = None
+
+
+def _dict(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise DecodeError(f"expected a JSON object, got {data!r}")
+    return data
+
+
+def _lease(data: Any, sent_at: float) -> Lease:
+    return Lease.from_json(_dict(data), sent_at)
+
+
+def _log_index(data: Any, _sent: float) -> int:
+    index = _dict(data).get("log_index")
+    if not isinstance(index, int):
+        raise DecodeError(f"no log_index in {data!r}")
+    return index
+
+
+def _raw(data: Any, _sent: float) -> Any:
+    return data
+
+
+def acquire(
+    name: str,
+    owner: str,
+    ttl_ms: int,
+    wait_ms: int = 0,
+    request_id: Optional[str] = None,
+) -> Call[Lease]:
+    body: dict[str, Any] = {
+        "owner": owner,
+        "ttl_ms": ttl_ms,
+        "request_id": request_id or new_request_id(),
+    }
+    if wait_ms > 0:
+        body["wait_ms"] = wait_ms
+    return Call("POST", path_of("v1", "locks", name, "acquire"), _lease, body, wait=wait_ms / 1000)
+
+
+def renew(
+    name: str, token: int, ttl_ms: Optional[int] = None, request_id: Optional[str] = None
+) -> Call[Lease]:
+    body: dict[str, Any] = {"token": token, "request_id": request_id or new_request_id()}
+    if ttl_ms is not None:
+        body["ttl_ms"] = ttl_ms
+    return Call("POST", path_of("v1", "locks", name, "renew"), _lease, body)
+
+
+def release(name: str, token: int, request_id: Optional[str] = None) -> Call[Released]:
+    body = {"token": token, "request_id": request_id or new_request_id()}
+    return Call(
+        "POST",
+        path_of("v1", "locks", name, "release"),
+        lambda d, _s: Released.from_json(_dict(d)),
+        body,
+    )
+
+
+def get(name: str) -> Call[Optional[LeaseView]]:
+    return Call(
+        "GET",
+        path_of("v1", "locks", name),
+        lambda d, _s: LeaseView.from_json(_dict(d)),
+        none_on=NotHeld,
+    )
+
+
+def list_locks(prefix: str = "", limit: int = 100) -> Call[list[LeaseView]]:
+    def decode(data: Any, _sent: float) -> list[LeaseView]:
+        locks = _dict(data).get("locks")
+        if not isinstance(locks, list):
+            raise DecodeError(f"no locks in {data!r}")
+        return [LeaseView.from_json(_dict(item)) for item in locks]
+
+    query = {"prefix": prefix, "limit": str(limit)}
+    return Call("GET", "/v1/locks", decode, query=query)
+
+
+def check(lock: str, token: int) -> Call[CheckResult]:
+    body = {"lock": lock, "token": token}
+    return Call(
+        "POST", "/v1/fence/check", lambda d, _s: CheckResult.from_json(_dict(d)), body
+    )  # fmt: skip
+
+
+def put_record(
+    key: str, lock: str, token: int, value: Any, request_id: Optional[str] = None
+) -> Call[RecordWritten]:
+    body = {
+        "lock": lock,
+        "token": token,
+        "value": value,
+        "request_id": request_id or new_request_id(),
+    }
+    return Call(
+        "PUT",
+        path_of("v1", "records", key),
+        lambda d, _s: RecordWritten.from_json(_dict(d)),
+        body,
+    )
+
+
+def get_record(key: str) -> Call[Optional[Record]]:
+    return Call(
+        "GET",
+        path_of("v1", "records", key),
+        lambda d, _s: Record.from_json(_dict(d)),
+        none_on=NoRecord,
+    )
+
+
+def gate(
+    resource: str, lock: str, token: int, request_id: Optional[str] = None
+) -> Call[GateResult]:
+    body = {"lock": lock, "token": token, "request_id": request_id or new_request_id()}
+    return Call(
+        "POST",
+        path_of("v1", "fence", "gate", resource),
+        lambda d, _s: GateResult.from_json(_dict(d)),
+        body,
+    )
+
+
+def status() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/cluster/status", lambda d, _s: _dict(d))
+
+
+def add_learner(node_id: int, addr: str) -> Call[int]:
+    body = {"id": node_id, "addr": addr}
+    return Call("POST", "/v1/cluster/learners", _log_index, body, wait=MEMBERSHIP_WAIT)
+
+
+def promote(node_id: int) -> Call[int]:
+    path = path_of("v1", "cluster", "members", str(node_id), "promote")
+    return Call("POST", path, _log_index, wait=MEMBERSHIP_WAIT)
+
+
+def remove_member(node_id: int) -> Call[int]:
+    path = path_of("v1", "cluster", "members", str(node_id))
+    return Call("DELETE", path, _log_index, wait=MEMBERSHIP_WAIT)
+
+
+def raw(
+    method: str,
+    path: str,
+    body: Optional[dict[str, Any]] = None,
+    query: Optional[Mapping[str, str]] = None,
+    wait: float = 0.0,
+) -> Call[Any]:
+    if not path.startswith("/"):
+        path = "/" + path
+    return Call(method.upper(), path, _raw, body, query, wait=wait)
+
+
+def seconds_to_ms(seconds: Optional[float], what: str) -> int:
+    return 0 if seconds is None else to_ms(seconds, what)

@@ -1,0 +1,296 @@
+"""The asyncio client: the same API as :class:`leasehold.Client`, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+
+import httpx
+
+from . import _calls as calls
+from ._core import (
+    DEFAULT_RETRY_BUDGET,
+    DEFAULT_TIMEOUT,
+    INITIAL_BACKOFF,
+    MAX_BACKOFF,
+    Core,
+    Retry,
+    ssl_context,
+    to_ms,
+    unreachable,
+)
+from .errors import LeaseholdError
+from .types import CheckResult, GateResult, Lease, LeaseView, Record, RecordWritten, Released
+
+if TYPE_CHECKING:
+    from .lock import AsyncLock, LostReason
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """An asyncio client of one leasehold cluster; see :class:`leasehold.Client`.
+
+    ``endpoints`` are any nodes of the cluster, as ``host:port`` or
+    ``http(s)://host:port`` (a list or a comma-separated string); without a
+    scheme they are ``https`` when ``ca_file`` is given, else ``http``.
+    ``token`` is sent as ``authorization: Bearer <token>`` on every request.
+    ``ca_file`` is the only CA trusted for https. ``timeout`` bounds one
+    attempt (seconds); ``retry_budget`` how long one call keeps retrying
+    unreachable nodes and 503 answers.
+
+    Every request goes to the node believed to lead (learned from the
+    ``x-leasehold-leader-addr`` header), moves to the next endpoint when a
+    node is unreachable, and retries 503 answers after the server's
+    ``Retry-After`` (plus jitter). Every mutation carries a request id, the
+    same on every retry of one call, so a retry the cluster already applied
+    returns the original result (the same token), also from a new leader.
+    Other errors are raised at once (see :mod:`leasehold.errors`).
+
+    Durations in arguments are seconds (floats); durations in results keep
+    the API's milliseconds (``ttl_ms``, ``expires_in_ms``).
+    """
+
+    def __init__(
+        self,
+        endpoints: Union[str, Sequence[str]],
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        retry_budget: float = DEFAULT_RETRY_BUDGET,
+        transport: Optional[httpx.AsyncBaseTransport] = None,
+    ) -> None:
+        self._core = Core(
+            endpoints, token=token, ca_file=ca_file, timeout=timeout, retry_budget=retry_budget
+        )
+        self._http = httpx.AsyncClient(
+            verify=ssl_context(ca_file), trust_env=False, transport=transport, timeout=timeout
+        )
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [e.base for e in self._core.endpoints]
+
+    # --- locks -----------------------------------------------------------------
+
+    async def acquire(
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> Lease:
+        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
+
+        Without ``wait``, raises :class:`~leasehold.errors.HeldByOther` when
+        another owner holds it; with ``wait`` (seconds) queues and returns
+        when the lock passes to ``owner``, or raises
+        :class:`~leasehold.errors.WaitTimeout`. The same owner acquiring
+        again gets its grant back (same token, ``reacquired``).
+        """
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        return await self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id)
+
+    async def _acquire_ms(
+        self,
+        name: str,
+        owner: str,
+        ttl_ms: int,
+        wait_ms: int = 0,
+        request_id: Optional[str] = None,
+    ) -> Lease:
+        return await self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id))
+
+    async def renew(
+        self,
+        name: str,
+        token: int,
+        ttl: Optional[float] = None,
+        *,
+        request_id: Optional[str] = None,
+    ) -> Lease:
+        """Restarts the lease held under ``token`` (for ``ttl`` seconds, or
+        the grant's ttl). Raises ``StaleToken`` or ``NotHeld`` when it ended."""
+        ttl_ms = None if ttl is None else to_ms(ttl, "ttl")
+        return await self._run(calls.renew(name, token, ttl_ms, request_id))
+
+    async def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:
+        return await self._run(calls.renew(name, token, ttl_ms), deadline=deadline)
+
+    async def release(self, name: str, token: int, *, request_id: Optional[str] = None) -> Released:
+        """Releases the lock held under ``token``."""
+        return await self._run(calls.release(name, token, request_id))
+
+    async def get(self, name: str) -> Optional[LeaseView]:
+        """The lease of ``name`` (linearizable), ``None`` when it is free."""
+        return await self._run(calls.get(name))
+
+    async def list(self, prefix: str = "", limit: int = 100) -> builtins.list[LeaseView]:
+        """Held locks whose names start with ``prefix`` (at most ``limit``,
+        1 to 1000), in name order."""
+        return await self._run(calls.list_locks(prefix, limit))
+
+    def lock(
+        self,
+        name: str,
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> AsyncLock:
+        """An :class:`~leasehold.lock.AsyncLock` on ``name``: acquired on
+        ``async with`` entry (or :meth:`AsyncLock.acquire`), renewed by a
+        watchdog task every ``ttl / 3``, released on exit."""
+        from .lock import AsyncLock
+
+        return AsyncLock(
+            self,
+            name,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
+        )
+
+    # --- fencing ---------------------------------------------------------------
+
+    async def check(self, lock: str, token: int) -> CheckResult:
+        """Whether ``token`` is the current token of ``lock`` (linearizable).
+        Good only for the moment it is answered."""
+        return await self._run(calls.check(lock, token))
+
+    async def put_record(
+        self,
+        key: str,
+        lock: str,
+        token: int,
+        value: Any,
+        *,
+        request_id: Optional[str] = None,
+    ) -> RecordWritten:
+        """Writes ``value`` (JSON, at most 4 KiB) under ``key`` if ``token`` is
+        the current token of ``lock``; raises ``StaleToken`` otherwise."""
+        return await self._run(calls.put_record(key, lock, token, value, request_id))
+
+    async def get_record(self, key: str) -> Optional[Record]:
+        """The record ``key`` (linearizable), ``None`` if never written."""
+        return await self._run(calls.get_record(key))
+
+    async def gate(
+        self, resource: str, lock: str, token: int, *, request_id: Optional[str] = None
+    ) -> GateResult:
+        """Passes ``token`` of ``lock`` through the gate ``resource``: admitted
+        when not lower than any admitted before, ``StaleToken`` otherwise."""
+        return await self._run(calls.gate(resource, lock, token, request_id))
+
+    # --- cluster ---------------------------------------------------------------
+
+    async def status(self, endpoint: Optional[int] = None) -> dict[str, Any]:
+        """``/v1/cluster/status`` of whichever node answers; with
+        ``endpoint`` (an index into the endpoints), of that node, no retries."""
+        if endpoint is None:
+            return await self._run(calls.status())
+        url = self._core.url(endpoint, "/v1/cluster/status")
+        try:
+            response = await self._http.get(url, headers=self._core.headers())
+        except httpx.TransportError as e:
+            raise unreachable(self._core.endpoints[endpoint], e) from e
+        result = self._core.outcome(endpoint, response)
+        if isinstance(result, Retry):
+            raise result.error
+        return result  # type: ignore[no-any-return]
+
+    async def add_learner(self, node_id: int, addr: str) -> int:
+        """Adds a non-voting member; returns the log index once it caught up."""
+        return await self._run(calls.add_learner(node_id, addr))
+
+    async def promote(self, node_id: int) -> int:
+        return await self._run(calls.promote(node_id))
+
+    async def remove_member(self, node_id: int) -> int:
+        return await self._run(calls.remove_member(node_id))
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        json: Optional[dict[str, Any]] = None,
+        params: Optional[Mapping[str, str]] = None,
+        *,
+        wait: float = 0.0,
+    ) -> Any:
+        """Any API request, with leader following and retries; returns the
+        decoded JSON answer or raises the error's class."""
+        return await self._run(calls.raw(method, path, json, params, wait))
+
+    # --- the retry loop --------------------------------------------------------
+
+    async def _run(self, call: calls.Call[T], deadline: Optional[float] = None) -> T:
+        try:
+            data, sent_at = await self._send(call, deadline)
+        except LeaseholdError as e:
+            if call.none_on is not None and isinstance(e, call.none_on):
+                return None  # type: ignore[return-value]
+            raise
+        return call.decode(data, sent_at)
+
+    async def _send(self, call: calls.Call[Any], deadline: Optional[float]) -> tuple[Any, float]:
+        """Sends ``call`` until it is answered (not 503) or the budget (or
+        ``deadline``, on ``time.monotonic()``) is spent. Returns the JSON
+        answer and the send time of the first attempt."""
+        core = self._core
+        first_sent = time.monotonic()
+        give_up = core.give_up_at(first_sent, call.wait, deadline)
+        backoff = INITIAL_BACKOFF
+        while True:
+            index = core.preferred()
+            retry: Optional[Retry] = None
+            try:
+                response = await self._http.request(
+                    call.method,
+                    core.url(index, call.path),
+                    json=call.body,
+                    params=call.query,
+                    headers=core.headers(),
+                    timeout=core.attempt_timeout(call.wait, give_up),
+                )
+            except httpx.TransportError as e:
+                # Unreachable, refused, reset or timed out: try the next node.
+                core.move_on_from(index)
+                failure = unreachable(core.endpoints[index], e)
+            else:
+                result = core.outcome(index, response)
+                if not isinstance(result, Retry):
+                    return result, first_sent
+                retry, failure = result, result.error
+            delay = core.next_delay(retry, backoff)
+            if time.monotonic() + delay > give_up:
+                raise failure
+            await asyncio.sleep(delay)
+            backoff = min(backoff * 2, MAX_BACKOFF)

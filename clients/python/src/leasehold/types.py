@@ -1,0 +1,254 @@
+"""Typed results of the API calls (plain dataclasses)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .errors import DecodeError
+
+#: Default drift margin as a fraction of the ttl (as the Rust client: ttl / 10).
+DEFAULT_MARGIN_FRACTION = 0.1
+
+
+def _int(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(f"expected an integer {key!r} in {data!r}")
+    return value
+
+
+def _opt_int(data: dict[str, Any], key: str) -> Optional[int]:
+    value = data.get(key)
+    return None if value is None else _int(data, key)
+
+
+def _str(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise DecodeError(f"expected a string {key!r} in {data!r}")
+    return value
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key)
+    if not isinstance(value, bool):
+        raise DecodeError(f"expected a boolean {key!r} in {data!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A grant or renewal, with the instant its request was sent.
+
+    ``sent_at`` is the send time of the call's *first* attempt on this
+    process's ``time.monotonic()`` clock: the anchor of the lease. A retry
+    may be answered from the request-id record of an earlier attempt, whose
+    commit came after the first send, never before it.
+    """
+
+    name: str
+    owner: str
+    token: int
+    ttl_ms: int
+    #: Real time the lease lasts from the *commit* of the entry (which this
+    #: process cannot observe): not a deadline for the client, see valid_until.
+    expires_in_ms: int
+    deadline_tick: int
+    sent_at: float
+    #: True when the owner already held the lock (same token, lease
+    #: restarted); ``None`` on a renewal.
+    reacquired: Optional[bool] = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], sent_at: float) -> Lease:
+        reacquired = data.get("reacquired")
+        return cls(
+            name=_str(data, "name"),
+            owner=_str(data, "owner"),
+            token=_int(data, "token"),
+            ttl_ms=_int(data, "ttl_ms"),
+            expires_in_ms=_int(data, "expires_in_ms"),
+            deadline_tick=_int(data, "deadline_tick"),
+            sent_at=sent_at,
+            reacquired=reacquired if isinstance(reacquired, bool) else None,
+        )
+
+    def valid_until(self, margin: Optional[float] = None) -> float:
+        """Until when (on ``time.monotonic()``) the holder may act on this lease:
+        ``sent_at + ttl - margin``. The cluster cannot expire it earlier; the
+        margin (seconds, default ttl / 10) covers clock-rate drift between
+        this machine and the leader."""
+        ttl = self.ttl_ms / 1000.0
+        if margin is None:
+            margin = ttl * DEFAULT_MARGIN_FRACTION
+        return max(self.sent_at, self.sent_at + ttl - margin)
+
+
+@dataclass(frozen=True)
+class Waiter:
+    owner: str
+    #: 1 = next in line.
+    position: int
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """A held lock as a (linearizable) read sees it."""
+
+    name: str
+    owner: str
+    token: int
+    ttl_ms: int
+    #: Lower bound on the real time left, in whole tick periods.
+    expires_in_ms: int
+    deadline_tick: int
+    request_id: Optional[str] = None
+    waiters: list[Waiter] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LeaseView:
+        waiters = data.get("waiters") or []
+        if not isinstance(waiters, list):
+            raise DecodeError(f"expected a list 'waiters' in {data!r}")
+        request_id = data.get("request_id")
+        return cls(
+            name=_str(data, "name"),
+            owner=_str(data, "owner"),
+            token=_int(data, "token"),
+            ttl_ms=_int(data, "ttl_ms"),
+            expires_in_ms=_int(data, "expires_in_ms"),
+            deadline_tick=_int(data, "deadline_tick"),
+            request_id=request_id if isinstance(request_id, str) else None,
+            waiters=[Waiter(owner=_str(w, "owner"), position=_int(w, "position")) for w in waiters],
+        )
+
+
+@dataclass(frozen=True)
+class Released:
+    name: str
+    token: int
+    released: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Released:
+        return cls(_str(data, "name"), _int(data, "token"), _bool(data, "released"))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Whether ``token`` was the current token of ``lock`` when answered."""
+
+    lock: str
+    current: bool
+    #: The current holder's token, ``None`` when the lock is free.
+    token: Optional[int]
+
+    def __bool__(self) -> bool:
+        return self.current
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckResult:
+        return cls(_str(data, "lock"), _bool(data, "current"), _opt_int(data, "token"))
+
+
+@dataclass(frozen=True)
+class RecordWritten:
+    key: str
+    lock: str
+    token: int
+    #: Index of the log entry that wrote the record.
+    index: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RecordWritten:
+        return cls(_str(data, "key"), _str(data, "lock"), _int(data, "token"), _int(data, "index"))
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str
+    value: Any
+    #: The lock whose holder wrote it, and the holder's token.
+    lock: str
+    token: int
+    index: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Record:
+        if "value" not in data:
+            raise DecodeError(f"expected 'value' in {data!r}")
+        return cls(
+            _str(data, "key"), data["value"], _str(data, "lock"), _int(data, "token"),
+            _int(data, "index"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GateResult:
+    resource: str
+    lock: str
+    admitted: bool
+    #: The highest token admitted so far (this one).
+    highest: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GateResult:
+        return cls(
+            _str(data, "resource"), _str(data, "lock"), _bool(data, "admitted"),
+            _int(data, "highest"),
+        )  # fmt: skip
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+@dataclass(frozen=True)
+class SqlFence:
+    """The pieces of a fenced SQL write (see ``fence_sql``).
+
+    ``predicate`` goes into the ``WHERE`` clause, ``assignment`` into ``SET``,
+    ``params`` into the driver's parameters (merge it with your own).
+    """
+
+    predicate: str
+    assignment: str
+    params: dict[str, int]
+
+
+def fence_sql(
+    token: int,
+    column: str = "fence",
+    *,
+    param: str = "token",
+    strict: bool = False,
+    style: str = "pyformat",
+) -> SqlFence:
+    """SQL text that makes a write conditional on ``token``.
+
+    ``column`` holds the highest token that wrote the row. The predicate is
+    ``column <= token`` (one holder may write several times under one token)
+    or, with ``strict``, ``column < token`` (each token writes once). ``style``
+    is the DB-API paramstyle: ``"pyformat"`` (``%(token)s``: psycopg, PyMySQL)
+    or ``"named"`` (``:token``: sqlite3, SQLAlchemy ``text()``, oracledb).
+    ``column`` and ``param`` must be plain identifiers (``table.column``
+    allowed); they are put into the SQL text, the token never is.
+    """
+    if not _IDENT.match(column):
+        raise ValueError(f"column {column!r} is not a plain SQL identifier")
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", param):
+        raise ValueError(f"param {param!r} is not a plain identifier")
+    if style == "pyformat":
+        placeholder = f"%({param})s"
+    elif style == "named":
+        placeholder = f":{param}"
+    else:
+        raise ValueError(f"style must be 'pyformat' or 'named', not {style!r}")
+    op = "<" if strict else "<="
+    bare = column.rsplit(".", 1)[-1]
+    return SqlFence(
+        predicate=f"{column} {op} {placeholder}",
+        assignment=f"{bare} = {placeholder}",
+        params={param: token},
+    )

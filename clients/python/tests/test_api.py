@@ -1,0 +1,248 @@
+"""The API against a real 3-node cluster: lifecycle, conflicts, waiting,
+fencing, and every error the cluster can be made to answer."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import httpx
+import pytest
+
+import leasehold
+
+pytestmark = pytest.mark.timeout(60)
+
+TTL = 5.0
+
+
+def test_lifecycle_acquire_get_renew_release(shared_cluster, unique):
+    client = shared_cluster.client()
+    name = unique()
+    before = time.monotonic()
+    lease = client.acquire(name, "alice", TTL)
+    assert (lease.name, lease.owner, lease.ttl_ms, lease.reacquired) == (name, "alice", 5000, False)
+    assert lease.token > 0
+    assert before <= lease.sent_at
+    assert lease.valid_until(0.5) <= lease.sent_at + TTL - 0.5
+
+    view = client.get(name)
+    assert view is not None
+    assert (view.owner, view.token, view.ttl_ms, view.waiters) == ("alice", lease.token, 5000, [])
+    assert view.request_id is not None
+    assert name in [v.name for v in client.list(prefix=unique(""))]
+
+    again = client.acquire(name, "alice", TTL)
+    assert (again.token, again.reacquired) == (lease.token, True), "same owner: same grant"
+
+    renewed = client.renew(name, lease.token, 8.0)
+    assert (renewed.token, renewed.ttl_ms, renewed.reacquired) == (lease.token, 8000, None)
+    assert renewed.sent_at > lease.sent_at
+
+    released = client.release(name, lease.token)
+    assert (released.name, released.token, released.released) == (name, lease.token, True)
+    assert client.get(name) is None
+    assert name not in [v.name for v in client.list(prefix=unique(""))]
+
+
+def test_second_owner_gets_held_by_other(shared_cluster, unique):
+    client = shared_cluster.client()
+    lease = client.acquire(unique(), "alice", TTL)
+    with pytest.raises(leasehold.HeldByOther) as caught:
+        client.acquire(unique(), "bob", TTL)
+    e = caught.value
+    assert (e.status, e.code, e.holder, e.token) == (409, "held", "alice", lease.token)
+    assert e.expires_in_ms is not None
+    client.release(unique(), lease.token)
+    assert client.acquire(unique(), "bob", TTL).token > lease.token
+
+
+def test_waiter_gets_the_lock_on_release(shared_cluster, unique):
+    client = shared_cluster.client()
+    name = unique()
+    first = client.acquire(name, "alice", TTL)
+    outcome: dict[str, object] = {}
+
+    def wait_for_it() -> None:
+        try:
+            outcome["lease"] = client.acquire(name, "bob", TTL, wait=20)
+        except Exception as e:
+            outcome["error"] = e
+
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    give_up = time.monotonic() + 10
+    while not any(w.owner == "bob" for w in client.get(name).waiters):
+        assert time.monotonic() < give_up, "bob never queued"
+        time.sleep(0.05)
+    assert "lease" not in outcome, "granted while alice held it"
+    client.release(name, first.token)
+    waiter.join(timeout=20)
+    assert not waiter.is_alive()
+    assert "error" not in outcome, outcome
+    handed = outcome["lease"]
+    assert isinstance(handed, leasehold.Lease)
+    assert handed.owner == "bob"
+    assert handed.token > first.token
+    view = client.get(name)
+    assert (view.owner, view.token) == ("bob", handed.token)
+
+
+def test_wait_runs_out(shared_cluster, unique):
+    client = shared_cluster.client()
+    lease = client.acquire(unique(), "alice", TTL)
+    with pytest.raises(leasehold.WaitTimeout) as caught:
+        client.acquire(unique(), "bob", TTL, wait=1)
+    assert (caught.value.status, caught.value.code) == (409, "wait_timeout")
+    view = client.get(unique())
+    assert (view.owner, view.token) == ("alice", lease.token)
+
+
+def test_through_a_follower_the_client_follows_the_leader(shared_cluster, unique):
+    leader = shared_cluster.wait_for_leader()
+    follower = shared_cluster.follower_of(leader)
+    # The follower first, then the leader: the follower forwards and names the leader.
+    endpoints = [shared_cluster.addrs[follower], shared_cluster.addrs[leader]]
+    client = leasehold.Client(endpoints)
+    lease = client.acquire(unique(), "alice", TTL)
+    assert client._core.preferred() == 1, "the leader named in the answer is preferred"
+    client.release(unique(), lease.token)
+    only_follower = leasehold.Client([shared_cluster.addrs[follower]])
+    lease = only_follower.acquire(unique(), "alice", TTL)
+    only_follower.release(unique(), lease.token)
+
+
+def test_fenced_records_gate_and_check(shared_cluster, unique):
+    client = shared_cluster.client()
+    lock, key, gate = unique("lock"), unique("record"), unique("gate")
+    a = client.acquire(lock, "alice", TTL)
+    assert client.check(lock, a.token) == leasehold.CheckResult(lock, True, a.token)
+    written = client.put_record(key, lock, a.token, {"state": "captured", "amount": 1200})
+    assert (written.key, written.lock, written.token) == (key, lock, a.token)
+    record = client.get_record(key)
+    assert record is not None
+    assert record.value == {"state": "captured", "amount": 1200}
+    assert (record.token, record.index) == (a.token, written.index)
+    assert client.get_record(unique("never")) is None
+    admitted = client.gate(gate, lock, a.token)
+    assert (admitted.admitted, admitted.highest) == (True, a.token)
+
+    client.release(lock, a.token)
+    b = client.acquire(lock, "bob", TTL)
+    assert b.token > a.token
+    check = client.check(lock, a.token)
+    assert (check.current, check.token, bool(check)) == (False, b.token, False)
+    with pytest.raises(leasehold.StaleToken) as stale:
+        client.put_record(key, lock, a.token, {"state": "refunded"})
+    assert stale.value.current_token == b.token
+    assert client.get_record(key).value["state"] == "captured", "the stale write changed nothing"
+    client.gate(gate, lock, b.token)
+    with pytest.raises(leasehold.StaleToken) as low:
+        client.gate(gate, lock, a.token)
+    assert low.value.highest == b.token
+    other = client.acquire(unique("other-lock"), "carol", TTL)
+    with pytest.raises(leasehold.LockMismatch):
+        client.gate(gate, unique("other-lock"), other.token)
+
+
+def test_fence_sql_refuses_a_stale_holders_write(shared_cluster, unique):
+    """The SQL pattern of the README, with sqlite3 (named paramstyle)."""
+    client = shared_cluster.client()
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER, fence INTEGER)")
+    db.execute("INSERT INTO accounts VALUES (1, 100, 0)")
+
+    def write(token_lease: leasehold.Lock, balance: int) -> int:
+        fence = token_lease.fence_sql("fence", style="named")
+        cursor = db.execute(
+            f"UPDATE accounts SET balance = :balance, {fence.assignment} "
+            f"WHERE id = :id AND {fence.predicate}",
+            {"balance": balance, "id": 1, **fence.params},
+        )
+        return cursor.rowcount
+
+    with client.lock(unique(), ttl=TTL, owner="alice") as a:
+        assert write(a, 150) == 1
+        stale = a
+    with client.lock(unique(), ttl=TTL, owner="bob") as b:
+        assert b.token > stale.token
+        assert write(b, 175) == 1
+        assert write(stale, 999) == 0, "a newer holder wrote: the old token is refused"
+        assert write(b, 180) == 1, "<=: one holder may write again"
+    assert db.execute("SELECT balance, fence FROM accounts").fetchone() == (180, b.token)
+
+
+def test_errors_the_cluster_answers(shared_cluster, unique):
+    client = shared_cluster.client(retry_budget=2)
+    name = unique()
+    with pytest.raises(leasehold.InvalidArgument) as invalid:
+        client.acquire(name, "alice", 1.0)
+    assert (invalid.value.status, invalid.value.field) == (400, "ttl_ms")
+    with pytest.raises(leasehold.NotHeld):
+        client.renew(name, 1)
+    with pytest.raises(leasehold.NotHeld):
+        client.release(name, 1)
+    lease = client.acquire(name, "alice", TTL, request_id=unique("request"))
+    with pytest.raises(leasehold.StaleToken) as stale:
+        client.renew(name, lease.token + 1000)
+    assert stale.value.current_token == lease.token
+    with pytest.raises(leasehold.StaleToken):
+        client.release(name, lease.token - 1)
+    with pytest.raises(leasehold.RequestIdReused) as reused:
+        client.acquire(unique("elsewhere"), "alice", TTL, request_id=unique("request"))
+    assert reused.value.request_id == unique("request")
+    with pytest.raises(leasehold.NoRecord):
+        client.request("GET", f"/v1/records/{unique('none')}")
+    with pytest.raises(leasehold.NotFound):
+        client.request("GET", "/v1/no-such-endpoint")
+    with pytest.raises(leasehold.MethodNotAllowed):
+        client.request("DELETE", f"/v1/locks/{name}/acquire")
+    with pytest.raises(leasehold.BodyTooLarge):
+        client.put_record(unique("big"), name, lease.token, "x" * 70_000)
+    with pytest.raises(leasehold.InvalidArgument) as too_big:
+        client.put_record(unique("big"), name, lease.token, "x" * 5_000)
+    assert too_big.value.field == "value"
+    with pytest.raises(leasehold.InvalidArgument):
+        client.list(limit=0)
+    with pytest.raises(leasehold.NotMember) as not_member:
+        client.remove_member(99)
+    assert not_member.value.id == 99
+    with pytest.raises(leasehold.AlreadyInitialized):
+        client.request("POST", "/v1/cluster/init", {})
+    with pytest.raises(leasehold.NoSnapshot):
+        client.request("GET", "/v1/cluster/snapshot")
+    leader = shared_cluster.wait_for_leader()
+    media = httpx.post(
+        f"{shared_cluster.url(leader)}/v1/locks/{name}/acquire",
+        content=b"owner=alice",
+        headers={"content-type": "text/plain"},
+    )
+    assert isinstance(
+        leasehold.errors.error_from_body(media.status_code, media.json()),
+        leasehold.UnsupportedMediaType,
+    )
+    client.release(name, lease.token)
+
+
+def test_async_client_lifecycle(shared_cluster, unique):
+    import asyncio
+
+    async def main() -> None:
+        async with shared_cluster.async_client() as client:
+            lease = await client.acquire(unique(), "alice", TTL)
+            with pytest.raises(leasehold.HeldByOther):
+                await client.acquire(unique(), "bob", TTL)
+            assert (await client.get(unique())).token == lease.token
+            await client.renew(unique(), lease.token)
+            assert (await client.check(unique(), lease.token)).current
+            await client.put_record(unique("r"), unique(), lease.token, [1, 2])
+            assert (await client.get_record(unique("r"))).value == [1, 2]
+            await client.release(unique(), lease.token)
+            assert await client.get(unique()) is None
+            other = await client.acquire(unique(), "carol", TTL)
+            with pytest.raises(leasehold.WaitTimeout):
+                await client.acquire(unique(), "dave", TTL, wait=1)
+            await client.release(unique(), other.token)
+
+    asyncio.run(main())

@@ -1,0 +1,285 @@
+"""The client's own logic against a mocked transport: every error code mapped
+to its exception, 503 retried after Retry-After with one request id, leader
+following, failover, the fencing SQL helper."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Callable
+
+import httpx
+import pytest
+
+import leasehold
+from leasehold import errors
+
+pytestmark = pytest.mark.timeout(30)
+
+GRANT = {
+    "name": "n",
+    "owner": "o",
+    "token": 57,
+    "ttl_ms": 10000,
+    "expires_in_ms": 10000,
+    "deadline_tick": 172,
+    "reacquired": False,
+}
+
+#: Every (status, code) the API can answer (src/api/error.rs, auth.rs,
+#: limits.rs, admin.rs, server.rs), and the class the client raises for it.
+CODES = [
+    (400, "invalid_argument", leasehold.InvalidArgument),
+    (400, "tls_required", leasehold.TlsRequired),
+    (401, "unauthenticated", leasehold.Unauthorized),
+    (403, "permission_denied", leasehold.Forbidden),
+    (404, "not_held", leasehold.NotHeld),
+    (404, "not_found", leasehold.NotFound),
+    (404, "no_record", leasehold.NoRecord),
+    (404, "not_member", leasehold.NotMember),
+    (404, "no_snapshot", leasehold.NoSnapshot),
+    (405, "method_not_allowed", leasehold.MethodNotAllowed),
+    (408, "request_timeout", leasehold.RequestTimeout),
+    (409, "held", leasehold.HeldByOther),
+    (409, "stale_token", leasehold.StaleToken),
+    (409, "lock_mismatch", leasehold.LockMismatch),
+    (409, "wait_timeout", leasehold.WaitTimeout),
+    (409, "request_id_reused", leasehold.RequestIdReused),
+    (409, "would_lose_quorum", leasehold.WouldLoseQuorum),
+    (409, "already_initialized", leasehold.AlreadyInitialized),
+    (413, "body_too_large", leasehold.BodyTooLarge),
+    (415, "unsupported_media_type", leasehold.UnsupportedMediaType),
+    (500, "internal", leasehold.InternalError),
+    (503, "unavailable", leasehold.Unavailable),
+    (503, "not_leader", leasehold.NotLeader),
+    (503, "overloaded", leasehold.Overloaded),
+    (507, "full", leasehold.Full),
+]
+
+
+def error(status: int, code: str, headers: dict[str, str] | None = None, **details: object):
+    body = {"error": {"code": code, "message": f"{code} happened", **details}}
+    return httpx.Response(status, json=body, headers=headers or {})
+
+
+def client_with(
+    handler: Callable[[httpx.Request], httpx.Response],
+    endpoints: tuple[str, ...] = ("127.0.0.1:7701",),
+    **kwargs: object,
+) -> leasehold.Client:
+    return leasehold.Client(list(endpoints), transport=httpx.MockTransport(handler), **kwargs)
+
+
+def test_every_code_is_registered():
+    assert {code for _, code, _ in CODES} == set(leasehold.ERRORS_BY_CODE)
+
+
+@pytest.mark.parametrize(("status", "code", "cls"), CODES)
+def test_error_code_maps_to_its_exception(status, code, cls):
+    client = client_with(lambda _r: error(status, code, field="f"), retry_budget=0)
+    with pytest.raises(cls) as caught:
+        client.request("POST", "/v1/anything", {"x": 1})
+    e = caught.value
+    assert isinstance(e, leasehold.LeaseholdError)
+    assert isinstance(e, leasehold.ApiError)
+    assert (e.status, e.code) == (status, code)
+    assert e.message == f"{code} happened"
+    assert e.details == {"field": "f"}
+    assert code in str(e)
+
+
+def test_error_details_become_attributes():
+    held = errors.error_from_body(
+        409,
+        {"error": {"code": "held", "message": "m", "holder": "alice", "token": 7,
+                   "expires_in_ms": 900, "name": "n"}},
+    )  # fmt: skip
+    assert isinstance(held, leasehold.HeldByOther)
+    assert (held.holder, held.token, held.expires_in_ms, held.name) == ("alice", 7, 900, "n")
+    stale = errors.error_from_body(
+        409, {"error": {"code": "stale_token", "message": "m", "token": 3, "current_token": 9}}
+    )
+    assert isinstance(stale, leasehold.StaleToken)
+    assert (stale.token, stale.current_token, stale.highest) == (3, 9, None)
+    invalid = errors.error_from_body(
+        400, {"error": {"code": "invalid_argument", "field": "ttl_ms"}}
+    )
+    assert isinstance(invalid, leasehold.InvalidArgument)
+    assert invalid.field == "ttl_ms"
+
+
+def test_unknown_code_and_non_json_error():
+    client = client_with(lambda _r: error(418, "teapot"))
+    with pytest.raises(leasehold.ApiError) as caught:
+        client.request("GET", "/x")
+    assert type(caught.value) is leasehold.ApiError
+    assert (caught.value.status, caught.value.code) == (418, "teapot")
+    client = client_with(lambda _r: httpx.Response(502, text="bad gateway"))
+    with pytest.raises(leasehold.ApiError) as caught:
+        client.request("GET", "/x")
+    assert caught.value.status == 502
+
+
+def test_503_is_retried_after_retry_after_with_the_same_request_id():
+    seen: list[dict[str, object]] = []
+    sent_at: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        sent_at.append(time.monotonic())
+        if len(seen) == 1:
+            return error(503, "unavailable", {"retry-after": "1"})
+        if len(seen) == 2:
+            return error(503, "overloaded", {"retry-after": "0"})
+        return httpx.Response(200, json=GRANT)
+
+    lease = client_with(handler).acquire("n", "o", 10)
+    assert lease.token == 57
+    assert len(seen) == 3
+    ids = {body["request_id"] for body in seen}
+    assert len(ids) == 1, "one request id on every retry of one call"
+    assert sent_at[1] - sent_at[0] >= 1.0, "Retry-After: 1 honoured"
+    assert lease.sent_at <= sent_at[0], "anchored at the first attempt"
+
+
+def test_every_call_gets_a_new_request_id_unique_to_this_run():
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["request_id"])
+        return httpx.Response(200, json=GRANT)
+
+    client = client_with(handler)
+    client.acquire("n", "o", 10)
+    client.acquire("n", "o", 10)
+    assert len(set(seen)) == 2
+    pid = f"{__import__('os').getpid():x}-"
+    assert all(s.startswith(pid) for s in seen)
+    assert client_with(handler).acquire("n", "o", 10, request_id="mine")
+    assert seen[-1] == "mine"
+
+
+def test_retry_budget_is_spent_then_the_503_error_is_raised():
+    calls = []
+
+    def handler(_r: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return error(503, "not_leader", {"retry-after": "0"})
+
+    with pytest.raises(leasehold.NotLeader):
+        client_with(handler, retry_budget=0.3).acquire("n", "o", 10)
+    assert len(calls) > 1
+
+
+def test_leader_header_is_followed():
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(f"{request.url.host}:{request.url.port}")
+        return httpx.Response(200, json=GRANT, headers={"x-leasehold-leader-addr": "127.0.0.1:3"})
+
+    client = client_with(handler, ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"))
+    client.acquire("n", "o", 10)
+    client.acquire("n", "o", 10)
+    assert hosts == ["127.0.0.1:1", "127.0.0.1:3"]
+
+
+def test_503_naming_another_leader_goes_there():
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(f"{request.url.host}:{request.url.port}")
+        if request.url.port == 1:
+            return error(503, "not_leader", {"x-leasehold-leader-addr": "127.0.0.1:2",
+                                             "retry-after": "1"})  # fmt: skip
+        return httpx.Response(200, json=GRANT)
+
+    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2")).acquire("n", "o", 10)
+    assert hosts == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+def test_unreachable_node_fails_over_to_the_next():
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(f"{request.url.host}:{request.url.port}")
+        if request.url.port == 1:
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(200, json=GRANT)
+
+    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2")).acquire("n", "o", 10)
+    assert hosts == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+def test_nobody_reachable_raises_client_side_unavailable():
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    with pytest.raises(leasehold.Unavailable) as caught:
+        client_with(handler, retry_budget=0.2).get("n")
+    assert caught.value.status is None
+
+
+def test_names_are_percent_encoded_and_token_sent():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return error(404, "not_held")
+
+    assert client_with(handler, token="secret-token-123456").get("orders/42 x") is None
+    assert seen[0].url.raw_path == b"/v1/locks/orders%2F42%20x"
+    assert seen[0].headers["authorization"] == "Bearer secret-token-123456"
+
+
+def test_async_client_retries_with_the_same_request_id():
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["request_id"])
+        if len(seen) < 3:
+            return error(503, "unavailable", {"retry-after": "0"})
+        return httpx.Response(200, json=GRANT)
+
+    async def main() -> leasehold.Lease:
+        async with leasehold.AsyncClient(
+            ["127.0.0.1:1"], transport=httpx.MockTransport(handler)
+        ) as client:
+            return await client.acquire("n", "o", 10)
+
+    assert asyncio.run(main()).token == 57
+    assert len(seen) == 3
+    assert len(set(seen)) == 1
+
+
+def test_endpoints_and_arguments_are_checked_before_sending():
+    with pytest.raises(leasehold.InvalidArgument):
+        leasehold.Client([])
+    with pytest.raises(leasehold.InvalidArgument):
+        leasehold.Client(["ftp://x:1"])
+    assert leasehold.Client("a:1, b:2").endpoints == ["http://a:1", "http://b:2"]
+    client = leasehold.Client(["a:1"])
+    with pytest.raises(leasehold.InvalidArgument):
+        client.lock("x", ttl=0)
+    with pytest.raises(leasehold.InvalidArgument):
+        client.lock("x", ttl=10, drift_margin=6)
+
+
+def test_lease_valid_until_is_send_time_plus_ttl_minus_margin():
+    lease = leasehold.Lease.from_json(GRANT, sent_at=100.0)
+    assert lease.valid_until(0.5) == pytest.approx(109.5)
+    assert lease.valid_until() == pytest.approx(109.0), "default margin ttl / 10"
+
+
+def test_fence_sql():
+    fence = leasehold.fence_sql(57)
+    assert fence.predicate == "fence <= %(token)s"
+    assert fence.assignment == "fence = %(token)s"
+    assert fence.params == {"token": 57}
+    named = leasehold.fence_sql(57, "accounts.fence", param="t", strict=True, style="named")
+    assert (named.predicate, named.assignment, named.params) == (
+        "accounts.fence < :t", "fence = :t", {"t": 57},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="identifier"):
+        leasehold.fence_sql(1, "fence; DROP TABLE x")
