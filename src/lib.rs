@@ -2,61 +2,45 @@
 //!
 //! # Layout
 //!
-//! Dependencies point down only.
+//! The workspace's crates, each a `Cargo.toml` boundary; dependencies point
+//! down only (`.ci/check-boundaries` checks the client's and the core's):
 //!
-//! - `main.rs` — the `leasehold` binary: clap subcommands (`serve`, `up`,
-//!   `acquire`/`renew`/`release`/`get`/`list`/`status`, `check`/`put-record`/
-//!   `get-record`/`gate`, `member`, `backup`/`restore`, `run`, `demo`, `bench`,
-//!   `chaos`).
-//! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
-//!   on real servers it starts by PID; one adapter per system behind the
-//!   `LockSystem`/`LockSession` traits, workloads, report and its plots
-//!   (throughput, latency CDFs; drawn with [`plot`]);
-//!   `bench --safety` runs every system under faults with holder processes
-//!   (hidden `safety-holder` subcommand) and the history checker.
-//! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
-//! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases
-//!   (Tick apply time, memory per lease, disk, snapshot costs).
-//! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
-//!   namespaces (loopback fallback), a recorded workload, the nemesis (kill,
-//!   pause, partition, packet loss, paused client, clock jumps, membership),
-//!   the table per fault and the timeline.
-//! - [`history`] — independent of leasehold's client: the harness clock, the
-//!   history recorder, the fenced resource (HTTP) and the pure checker.
-//! - [`plot`] — the one SVG chart (title, axes, ticks, lines, shaded bands,
-//!   legend; log axes) that the bench and chaos plots are drawn with.
-//! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
-//! - [`run`] — `leasehold run`: a command under a lock, stopped if it is lost.
-//! - [`local`] — starts and stops a local cluster of `leasehold serve`
-//!   processes by PID (used by `up`, the tests and the benchmark).
-//! - [`metrics`] — the node's Prometheus series (prometheus-client); the
-//!   api, raft stores and ticker report to it, it reads nothing itself.
-//! - [`client`] — the Rust client library (reqwest): endpoints, leader
-//!   discovery, retries with request ids, and the `Lock` guard (watchdog
-//!   renewal, `lost` signal).
-//! - [`security`] — secrets (client and admin tokens, cluster secret) from
-//!   files or the environment, constant-time comparison, TLS files.
-//! - [`node`] — one node: wires config, the stores, openraft, the ticker and
-//!   the HTTP listener; offers propose / linearizable read / membership.
-//!   - [`server`] — the listener: accept loop, TLS (rustls), connection
-//!     limit, header-read timeout (hyper).
-//!   - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE
-//!     events), fence API (`/v1/fence`, `/v1/records`), admin API
-//!     (`/v1/cluster`, `/healthz`), inbound Raft RPC (`/raft`), leader
-//!     forwarding, bearer-token checks, request deadlines and the in-flight
-//!     bound, and the one `ApiError` that decides every status code; for
-//!     operators `/metrics`, the status page (`/`, `/ui`, one static file),
-//!     `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
-//!   - [`raft`] — openraft type config; the log store (segment files with
-//!     fdatasync, group commit; vote in a meta file); the sled state-machine
-//!     store (snapshots, event broadcast, backup/restore); the proposer that
-//!     batches client commands into entries; the per-waiter wakeups
-//!     (`turns`); reqwest network, the leader's ticker, and the observer of
-//!     openraft's metrics.
-//!   - [`lock`] — PURE: commands and the batches log entries carry, leases,
-//!     waiting queues, the lock table, fencing tokens, fenced records and
-//!     gates, request de-duplication, events, limits. No tokio, sled,
-//!     openraft or axum; time enters as Tick commands.
+//! - `leasehold` (this crate, `src/`) — the server and the one `leasehold`
+//!   binary (`main.rs`, with its clap types by audience in `cli/`).
+//!   - `leasehold-lab` (`crates/lab`) — bench, chaos, history checker, demo,
+//!     scale, local clusters, plots; drives servers as processes through the
+//!     client and the wire types only.
+//!   - `leasehold-client` (`crates/client`) — the Rust client, the `Lock`
+//!     guard (watchdog, `lost`), `run`, secrets, the stop-signal helper.
+//!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and
+//!     response bodies, `ErrorCode` with each code's status, headers, `NodeId`.
+//!   - `leasehold-core` (`crates/core`) — PURE: commands, batches, the lock
+//!     table, leases, queues, tokens, records, gates, request de-duplication,
+//!     events; serde and thiserror only; time enters as Tick commands.
+//!
+//! This crate's modules:
+//!
+//! - [`server`] — wires a node and the listener (`server::run`): accept
+//!   loop, TLS (rustls), connection limit, header-read timeout (hyper);
+//!   [`ServeConfig`](server::ServeConfig) holds the listener's settings.
+//! - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE events),
+//!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
+//!   `/healthz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
+//!   checks, request deadlines and the in-flight bound, and the one
+//!   `ApiError` that decides every status code; for operators `/metrics`,
+//!   the status page, `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
+//! - [`node`] — one node: config (Raft, storage, peers), the stores, openraft,
+//!   the ticker; offers propose, acquire (with waiting: `node/acquire.rs`),
+//!   linearizable read, status and membership. Knows nothing of HTTP serving.
+//! - [`raft`] — the only code that knows openraft and the storage engines:
+//!   type config; the log store (segment files with fdatasync, group commit;
+//!   vote in a meta file); the sled state-machine store (snapshots, event
+//!   broadcast, backup/restore); the proposer that batches client commands
+//!   into entries; the per-waiter wakeups (`turns`); the peer network, the
+//!   leader's ticker, and the observer of openraft's metrics.
+//! - [`metrics`] — the node's Prometheus series; the api, raft stores and
+//!   ticker report to it, it reads nothing itself.
+//! - [`security`] — a node's secrets and TLS files, and its rustls config.
 
 pub mod api;
 pub mod metrics;

@@ -1,23 +1,26 @@
-//! Takes a lock, writes under its fencing token, and releases it.
-//!
+//! Takes a lock, works under its fencing token, and releases it.
 //! Against a local cluster (`leasehold up`): `cargo run -p leasehold-client --example lock`.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use leasehold_client::{Client, Lock, LockOptions};
+use leasehold_client::{Client, LockOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let client = Client::new(&["127.0.0.1:7701", "127.0.0.1:7702", "127.0.0.1:7703"])?;
+    let client = Arc::new(Client::new(&["127.0.0.1:7701", "127.0.0.1:7702", "127.0.0.1:7703"])?);
     // Waits up to 30 s in the lock's queue; a watchdog renews every ttl/3.
     let options = LockOptions::new(Duration::from_secs(10)).with_wait(Duration::from_secs(30));
-    let lock = Lock::acquire(client.into(), "payments:42", options).await?;
-    // Send the token with every write; the resource refuses lower ones.
-    println!("holding {} under token {}", lock.name(), lock.token());
+    let lock = client.lock("payments", options).await?;
+    let token = lock.token(); // send this with every write; the resource refuses lower ones
     tokio::select! {
-        reason = lock.lost() => return Err(format!("lost the lock: {reason}").into()),
-        () = tokio::time::sleep(Duration::from_millis(100)) => {} // the guarded work
+        reason = lock.lost() => return Err(format!("stop: lock lost: {reason}").into()),
+        () = do_work(token) => {}
     }
     lock.release().await?;
     Ok(())
+}
+
+/// The guarded work: every write it makes carries `token`.
+async fn do_work(token: u64) {
+    println!("working under fencing token {token}");
 }
