@@ -164,7 +164,7 @@ pub struct Applied {
     pub events: Vec<LockEvent>,
 }
 
-/// The serialized form of a [`LockTable`] (snapshots). The deadline indexes
+/// The serialized form of a [`LockTable`](super::LockTable) (snapshots). The deadline indexes
 /// are derived, so they are rebuilt on load instead of being stored twice.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TableImage {

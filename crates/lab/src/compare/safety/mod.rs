@@ -2,7 +2,7 @@
 //! the faults that break lease locks, judged by one checker.
 //!
 //! Each (system, fault) gets fresh servers, a fenced and an unfenced
-//! [`FencedResource`], and two holder processes ([`holder`](super::holder)):
+//! [`FencedResource`](crate::history::FencedResource), and two holder processes ([`holder`](super::holder)):
 //! holder `A` acquires and enters its critical section, the fault strikes,
 //! then holder `B` acquires the same lock, and both finish their writes and
 //! release. The faults:
