@@ -16,10 +16,12 @@
 //! - `workload.rs` — lock cycles on distinct names and on one hot name.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
-//! - `safety.rs` — `leasehold bench --safety`: every system under faults
+//! - `safety/` — `leasehold bench --safety`: every system under faults
 //!   (paused holder, clock jump, failover, paused leader), judged by the
-//!   [`history`](crate::history) checker; `holder.rs` — the holder process
-//!   (`leasehold safety-holder`) it starts and SIGSTOPs.
+//!   [`history`](crate::history) checker (`mod.rs`: the faults, options and
+//!   `run`; `scenarios.rs`: servers, faults and holders of one scenario;
+//!   `report.rs`: the counts, JSON and Markdown); `holder.rs` — the holder
+//!   process (`leasehold safety-holder`) it starts and SIGSTOPs.
 
 mod etcd;
 pub mod holder;

@@ -9,6 +9,8 @@
 //! - [`worker`] — one worker process (`leasehold demo payments-worker`).
 //! - [`payments`] — the coordinator: cluster, bank, workers, the fault, the
 //!   progress lines and the result table.
+//! - `processes` — the coordinator's handle on the worker processes:
+//!   spawning, the line protocol on their pipes, stopping and reaping.
 //!
 //! The processes talk over pipes with a tiny line protocol: the coordinator
 //! writes `pause` to a worker's stdin; that worker prints `holding ...` on
@@ -19,6 +21,7 @@
 
 pub mod bank;
 pub mod payments;
+mod processes;
 pub mod worker;
 
 use std::io::Write as _;

@@ -16,17 +16,15 @@
 //! path, by drop guards (`WorkerProcess`, [`LocalCluster`]); SIGTERM and
 //! SIGINT end the run through those same guards.
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use leasehold_client::signals::Signals;
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use tempfile::TempDir;
 use tokio::sync::mpsc;
 
 use super::bank::{BankServer, Snapshot, INITIAL_BALANCE};
+use super::processes::{is_stopped, WorkerLine, WorkerProcess, WorkerSpec};
 use super::{say, DemoError, PaymentsOptions, WorkerReport};
 use crate::local::{LocalCluster, NodeLogs};
 
@@ -190,38 +188,16 @@ async fn payments(args: &PaymentsOptions) -> Result<Outcome, DemoError> {
     Ok(outcome)
 }
 
-/// A folder under the system's temp folder, removed when dropped.
-struct TempFolder(PathBuf);
-
-impl TempFolder {
-    fn create() -> std::io::Result<TempFolder> {
-        let name = format!("leasehold-demo-{}-{:08x}", std::process::id(), fastrand::u32(..));
-        let path = std::env::temp_dir().join(name);
-        std::fs::create_dir(&path)?;
-        Ok(TempFolder(path))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempFolder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The local cluster and its data folder. Fields drop in order: the nodes
 /// are killed before their folder is removed.
 struct LocalNodes {
     cluster: LocalCluster,
-    dir: TempFolder,
+    dir: TempDir,
 }
 
 impl LocalNodes {
     async fn start() -> Result<LocalNodes, DemoError> {
-        let dir = TempFolder::create()?;
+        let dir = tempfile::Builder::new().prefix(&format!("leasehold-demo-{}-", std::process::id())).tempdir()?;
         let binary = std::env::current_exe()?;
         let addrs = LocalCluster::free_addrs(NODES)?;
         // Declared after `dir`, so on an early return it is dropped (its
@@ -231,115 +207,6 @@ impl LocalNodes {
         cluster.wait_for_leader(LEADER_BOUND).await?;
         Ok(LocalNodes { cluster, dir })
     }
-}
-
-/// What a worker process needs to be started.
-struct WorkerSpec<'a> {
-    binary: &'a Path,
-    bank: &'a str,
-    endpoints: &'a [String],
-    args: &'a PaymentsOptions,
-    id: u32,
-}
-
-enum WorkerLine {
-    Line(String),
-    /// stdout closed: the worker exited (or closed it, which it never does).
-    Closed,
-}
-
-/// A worker process, killed (SIGKILL by PID) and reaped when dropped unless
-/// it was reaped before.
-struct WorkerProcess {
-    id: u32,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    status: Option<ExitStatus>,
-    running: bool,
-}
-
-impl WorkerProcess {
-    fn spawn(spec: &WorkerSpec<'_>, lines: mpsc::UnboundedSender<(u32, WorkerLine)>) -> Result<Self, DemoError> {
-        let id = spec.id;
-        let mut command = Command::new(spec.binary);
-        command
-            .args(["demo", "payments-worker", "--bank", spec.bank])
-            .args(["--endpoints", &spec.endpoints.join(",")])
-            .args(["--seconds", &spec.args.seconds.to_string()])
-            .args(["--ttl", &format!("{}ms", spec.args.ttl.as_millis())])
-            .args(["--worker-id", &id.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if spec.args.no_fencing {
-            command.arg("--no-fencing");
-        }
-        let mut child = command.spawn().map_err(|source| DemoError::SpawnWorker { worker: id, source })?;
-        let stdin = child.stdin.take();
-        if let Some(stdout) = child.stdout.take() {
-            // A plain thread per worker: the pipe is read with blocking reads
-            // and the thread ends at EOF, when the worker exits.
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if lines.send((id, WorkerLine::Line(line))).is_err() {
-                        return;
-                    }
-                }
-                let _ = lines.send((id, WorkerLine::Closed));
-            });
-        }
-        Ok(WorkerProcess { id, child, stdin, status: None, running: true })
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
-    }
-
-    /// Writes one command line to the worker's stdin; false if it is gone.
-    fn send(&mut self, command: &str) -> bool {
-        let Some(stdin) = self.stdin.as_mut() else { return false };
-        writeln!(stdin, "{command}").and_then(|()| stdin.flush()).is_ok()
-    }
-
-    fn try_reap(&mut self) -> bool {
-        if self.status.is_none() {
-            self.status = self.child.try_wait().ok().flatten();
-        }
-        self.status.is_some()
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        if self.try_reap() {
-            return;
-        }
-        // Until reaped, the PID is still this child's (a zombie keeps it), so
-        // the signals cannot reach another process. SIGCONT first: a worker
-        // stopped by the fault would otherwise stay stopped until SIGKILL.
-        let _ = kill(self.pid(), Signal::SIGCONT);
-        let _ = kill(self.pid(), Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether every thread of `pid` is in the stopped state (`T`), per /proc.
-/// On a system without /proc this stays false and the caller's bound ends
-/// the wait.
-fn is_stopped(pid: Pid) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    let mut any = false;
-    for task in tasks.flatten() {
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // The state follows the command name, which is in parentheses and
-        // may itself contain spaces or parentheses.
-        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
-        if state != Some(Some('T')) {
-            return false;
-        }
-        any = true;
-    }
-    any
 }
 
 /// Where the fault stands.

@@ -24,13 +24,19 @@
 //! Recovery: a torn frame at the end of the last segment (a crash mid-write)
 //! is cut off, like any unflushed append; a bad frame anywhere else, or a gap
 //! between entries, is an error rather than a silently shorter log.
+//!
+//! Here: [`LogStore`], its openraft traits and its public API; the frame
+//! format and the recovery scan are in `frame.rs`, the writer thread (group
+//! commit, `fdatasync`) in `writer.rs`.
+
+mod frame;
+mod writer;
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::ops::{Bound, RangeBounds};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
@@ -41,6 +47,8 @@ use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use self::frame::{corrupt, read_entry, recover, segment_path, segments, write_frame};
+use self::writer::{WriteOp, Writer};
 use super::{storage_error, sync_dir, LogId, NodeId, StorageError, TypeConfig};
 use crate::metrics::Metrics;
 
@@ -52,7 +60,6 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 /// Newest entries kept decoded in memory: replication to a follower that
 /// keeps up reads only these. Older ones are read back from their segment.
 const CACHED_ENTRIES: usize = 1024;
-const FRAME_HEAD: usize = 8;
 const META: &str = "meta.json";
 
 /// Where one entry's frame is.
@@ -111,34 +118,6 @@ impl LogIndex {
     }
 }
 
-/// Work for the writer thread, done in the order it was queued.
-enum WriteOp {
-    Append {
-        segment: u64,
-        offset: u64,
-        frames: Vec<u8>,
-        end: u64,
-        callback: LogFlushed<TypeConfig>,
-        at: Instant,
-    },
-    /// Start segment `first`; the previous one is complete.
-    Rotate {
-        first: u64,
-    },
-    /// Cut the log back to `offset` in `segment`, deleting later segments,
-    /// and make that durable before answering.
-    Truncate {
-        segment: u64,
-        offset: u64,
-        end: u64,
-        done: oneshot::Sender<io::Result<()>>,
-    },
-    /// Delete these segments: every entry in them is purged.
-    Delete {
-        segments: Vec<u64>,
-    },
-}
-
 /// The log store. Cheap to clone: clones share the index and the writer.
 #[derive(Clone)]
 pub struct LogStore {
@@ -153,14 +132,6 @@ pub struct LogStore {
 
 fn log_error(verb: ErrorVerb, e: impl std::error::Error + 'static) -> StorageError {
     storage_error(ErrorSubject::Logs, verb, e)
-}
-
-fn segment_path(dir: &Path, first: u64) -> PathBuf {
-    dir.join(format!("{first:020}.seg"))
-}
-
-fn corrupt(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
 impl LogStore {
@@ -254,218 +225,6 @@ fn write_meta(dir: &Path, meta: &Meta) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// The segments under `dir`, by first index.
-fn segments(dir: &Path) -> io::Result<Vec<u64>> {
-    let mut found = Vec::new();
-    for dirent in fs::read_dir(dir)? {
-        let name = dirent?.file_name();
-        let name = name.to_string_lossy();
-        if let Some(first) = name.strip_suffix(".seg").and_then(|n| n.parse().ok()) {
-            found.push(first);
-        }
-    }
-    found.sort_unstable();
-    Ok(found)
-}
-
-/// Rebuilds the index from the segments.
-fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
-    let purged_through = meta.last_purged.map(|l| l.index);
-    let mut index = LogIndex {
-        positions: VecDeque::new(),
-        recent: VecDeque::new(),
-        active: purged_through.map_or(0, |i| i + 1),
-        end: 0,
-        segment_bytes: SEGMENT_BYTES,
-        meta,
-    };
-    let found = segments(dir)?;
-    for (n, &segment) in found.iter().enumerate() {
-        let path = segment_path(dir, segment);
-        let bytes = fs::read(&path)?;
-        let last_segment = n + 1 == found.len();
-        let mut offset = 0usize;
-        while offset < bytes.len() {
-            let entry = match read_frame(&bytes[offset..]) {
-                Ok(entry) => entry,
-                // A crash mid-write leaves a torn frame at the very end: it
-                // was never reported persisted, so it is not part of the log.
-                Err(e) if last_segment => {
-                    tracing::warn!(segment = %path.display(), offset, error = %e, "cutting off a torn log tail");
-                    OpenOptions::new().write(true).open(&path)?.set_len(offset as u64)?;
-                    break;
-                }
-                Err(e) => return Err(corrupt(format!("{}: offset {offset}: {e}", path.display()))),
-            };
-            let len = frame_len(&bytes[offset..]);
-            let log_id = entry.log_id;
-            offset += len;
-            if purged_through.is_some_and(|p| log_id.index <= p) {
-                continue;
-            }
-            if !index.positions.is_empty() && log_id.index != index.first() + index.positions.len() as u64 {
-                return Err(corrupt(format!("{}: entry {} does not follow the log", path.display(), log_id.index)));
-            }
-            index.positions.push_back(Position { log_id, segment, offset: (offset - len) as u64, len: len as u32 });
-            if index.recent.len() == CACHED_ENTRIES {
-                index.recent.pop_front();
-            }
-            index.recent.push_back(entry);
-        }
-        index.active = segment;
-        index.end = offset as u64;
-    }
-    Ok(index)
-}
-
-/// The length of the frame at the start of `bytes` (its head must be there).
-fn frame_len(bytes: &[u8]) -> usize {
-    FRAME_HEAD + u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize
-}
-
-/// Decodes the frame at the start of `bytes`, checking its length and crc.
-fn read_frame(bytes: &[u8]) -> io::Result<Entry> {
-    if bytes.len() < FRAME_HEAD {
-        return Err(corrupt("frame head cut short".into()));
-    }
-    let len = frame_len(bytes);
-    let json = bytes.get(FRAME_HEAD..len).ok_or_else(|| corrupt("frame cut short".into()))?;
-    let crc = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    if crc32fast::hash(json) != crc {
-        return Err(corrupt("frame checksum mismatch".into()));
-    }
-    serde_json::from_slice(json).map_err(|e| corrupt(format!("frame does not decode: {e}")))
-}
-
-/// Appends the frame of `entry` to `out`.
-fn write_frame(entry: &Entry, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-    let start = out.len();
-    out.extend_from_slice(&[0; FRAME_HEAD]);
-    serde_json::to_writer(&mut *out, entry)?;
-    let json = &out[start + FRAME_HEAD..];
-    let (len, crc) = ((json.len() as u32).to_be_bytes(), crc32fast::hash(json).to_be_bytes());
-    out[start..start + 4].copy_from_slice(&len);
-    out[start + 4..start + FRAME_HEAD].copy_from_slice(&crc);
-    Ok(())
-}
-
-/// The writer thread's state: the segment it appends to.
-struct Writer {
-    dir: PathBuf,
-    active: u64,
-    file: File,
-    written_end: Arc<AtomicU64>,
-    /// The first write error. After one, nothing more is reported persisted:
-    /// the log could have a hole (openraft stops the node on the error).
-    broken: Option<String>,
-}
-
-/// Appends written and not yet synced: each one's callback and start time.
-type Unsynced = Vec<(LogFlushed<TypeConfig>, Instant)>;
-
-impl Writer {
-    /// Takes every queued operation, does them in order, then syncs once and
-    /// reports the appends among them persisted.
-    fn run(mut self, ops: mpsc::Receiver<WriteOp>, metrics: &Metrics) {
-        while let Ok(first) = ops.recv() {
-            let mut unsynced = Unsynced::new();
-            for op in std::iter::once(first).chain(ops.try_iter()) {
-                let outcome = match op {
-                    WriteOp::Append { segment, offset, frames, end, callback, at } => {
-                        unsynced.push((callback, at));
-                        self.append(segment, offset, &frames, end)
-                    }
-                    WriteOp::Rotate { first } => self.rotate(first),
-                    WriteOp::Truncate { segment, offset, end, done } => {
-                        // Appends queued before the cut are settled first, so
-                        // none is reported persisted after it.
-                        self.sync_and_report(&mut unsynced, metrics);
-                        let cut = self.truncate(segment, offset, end);
-                        let _ = done.send(cut.as_ref().map(|_| ()).map_err(copy_error));
-                        cut
-                    }
-                    WriteOp::Delete { segments } => self.delete(&segments),
-                };
-                if let Err(e) = outcome {
-                    tracing::error!(error = %e, "raft log write failed");
-                    self.broken.get_or_insert(e.to_string());
-                }
-            }
-            self.sync_and_report(&mut unsynced, metrics);
-        }
-    }
-
-    fn append(&mut self, segment: u64, offset: u64, frames: &[u8], end: u64) -> io::Result<()> {
-        if segment != self.active {
-            return Err(io::Error::other(format!("append to segment {segment} while {} is active", self.active)));
-        }
-        self.file.write_all_at(frames, offset)?;
-        self.written_end.store(end, Ordering::Release);
-        Ok(())
-    }
-
-    /// Completes the active segment and starts segment `first`.
-    fn rotate(&mut self, first: u64) -> io::Result<()> {
-        self.file.sync_data()?;
-        self.file = OpenOptions::new().create(true).truncate(true).write(true).open(segment_path(&self.dir, first))?;
-        self.active = first;
-        sync_dir(&self.dir)
-    }
-
-    /// Cuts the log back to `offset` in `segment`. Later segments go first:
-    /// a crash in between then leaves a shorter log, never one with a gap.
-    fn truncate(&mut self, segment: u64, offset: u64, end: u64) -> io::Result<()> {
-        let later: Vec<u64> = segments(&self.dir)?.into_iter().filter(|s| *s > segment).collect();
-        self.delete(&later)?;
-        if segment != self.active {
-            self.file = OpenOptions::new().write(true).open(segment_path(&self.dir, segment))?;
-            self.active = segment;
-        }
-        self.file.set_len(offset)?;
-        self.file.sync_all()?;
-        self.written_end.store(end, Ordering::Release);
-        Ok(())
-    }
-
-    fn delete(&mut self, segments: &[u64]) -> io::Result<()> {
-        for &segment in segments {
-            match fs::remove_file(segment_path(&self.dir, segment)) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        if segments.is_empty() {
-            return Ok(());
-        }
-        sync_dir(&self.dir)
-    }
-
-    /// One `fdatasync` for every append in `unsynced`, then their callbacks.
-    fn sync_and_report(&mut self, unsynced: &mut Unsynced, metrics: &Metrics) {
-        if unsynced.is_empty() {
-            return;
-        }
-        let started = Instant::now();
-        let synced = match &self.broken {
-            Some(e) => Err(io::Error::other(format!("raft log unusable after an earlier error: {e}"))),
-            None => self.file.sync_data(),
-        };
-        let done = Instant::now();
-        metrics.flushed((done - started).as_secs_f64());
-        if let Err(e) = &synced {
-            self.broken.get_or_insert(e.to_string());
-        }
-        for (callback, at) in unsynced.drain(..) {
-            callback.log_io_completed(synced.as_ref().map(|_| ()).map_err(copy_error));
-            metrics.appended((done - at).as_secs_f64());
-        }
-    }
-}
-
-fn copy_error(e: &io::Error) -> io::Error {
-    io::Error::new(e.kind(), e.to_string())
-}
-
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,
@@ -504,13 +263,6 @@ impl RaftLogReader<TypeConfig> for LogStore {
             .map(|f| f.or_else(|position| read_entry(&self.dir, position).map_err(|e| log_error(ErrorVerb::Read, e))))
             .collect()
     }
-}
-
-/// Reads one written entry back from its segment.
-fn read_entry(dir: &Path, position: Position) -> io::Result<Entry> {
-    let mut frame = vec![0; position.len as usize];
-    File::open(segment_path(dir, position.segment))?.read_exact_at(&mut frame, position.offset)?;
-    read_frame(&frame)
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {

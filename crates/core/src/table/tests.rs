@@ -1,0 +1,494 @@
+//! Unit tests of the lock table, driven through a fake log.
+
+use super::*;
+use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
+
+const TICK: u64 = 100;
+
+/// A table fed by a fake log: every command gets the next index.
+struct Log {
+    table: LockTable,
+    index: u64,
+}
+
+impl Log {
+    /// A table that has applied one Tick of `TICK` ms, as a running cluster has.
+    fn new() -> Self {
+        let mut log = Log { table: LockTable::new(), index: 0 };
+        log.tick();
+        log
+    }
+    fn apply(&mut self, c: Command) -> Result<Outcome, LockError> {
+        self.apply_with_events(c).result
+    }
+    fn apply_with_events(&mut self, c: Command) -> Applied {
+        self.index += 1;
+        self.table.apply(&c, self.index)
+    }
+    fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
+        self.apply(Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None })
+    }
+    fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
+        match self.acquire(name, owner, ttl_ms) {
+            Ok(Outcome::Granted { grant, .. }) => grant.token,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+    fn renew(&mut self, name: &str, token: u64, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
+        self.apply(Command::Renew { name: name.into(), token, ttl_ms, request_id: None })
+    }
+    fn release(&mut self, name: &str, token: u64) -> Result<Outcome, LockError> {
+        self.apply(Command::Release { name: name.into(), token, request_id: None })
+    }
+    fn tick(&mut self) -> Vec<(String, FencingToken)> {
+        match self.apply(Command::Tick { period_ms: TICK }) {
+            Ok(Outcome::Ticked { expired, .. }) => expired,
+            other => panic!("tick failed: {other:?}"),
+        }
+    }
+    fn ticks(&mut self, n: u64) -> Vec<(String, FencingToken)> {
+        (0..n).flat_map(|_| self.tick()).collect()
+    }
+}
+
+// Ensures a free lock is granted with the index of the granting entry as token.
+#[test]
+fn free_lock_is_granted_with_entry_index_as_token() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3000);
+    assert_eq!(token, log.index);
+    let view = log.table.get("a").unwrap();
+    assert_eq!((view.owner.as_str(), view.token), ("alice", token));
+}
+
+// Ensures a same-owner acquire returns the same token and restarts the lease.
+#[test]
+fn same_owner_reacquire_keeps_token_and_restarts_lease() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3000);
+    log.ticks(10);
+    match log.acquire("a", "alice", 3000).unwrap() {
+        Outcome::Granted { grant, reacquired } => {
+            assert!(reacquired);
+            assert_eq!(grant.token, token);
+            assert_eq!(grant.ttl_ms, 3000);
+            assert_eq!(grant.deadline_tick, log.table.now_tick() + 30 + 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(log.table.len(), 1);
+    // The old deadline is gone from the index: nothing expires at it.
+    assert!(log.ticks(30).is_empty());
+    assert_eq!(log.tick(), vec![("a".to_string(), token)]);
+}
+
+// Ensures another owner is refused and told who holds the lock.
+#[test]
+fn other_owner_is_refused_with_the_holder() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3000);
+    let err = log.acquire("a", "bob", 3000).unwrap_err();
+    assert_eq!(err, LockError::HeldByOther { name: "a".into(), holder: "alice".into(), token, expires_in_ms: 3000 });
+    assert_eq!(log.table.get("a").unwrap().owner, "alice");
+}
+
+// Ensures expiry happens exactly at the deadline tick: ceil(ttl/tick) + 1 ticks later.
+#[test]
+fn lease_expires_exactly_at_deadline_tick() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3050); // ceil(3050/100) = 31 ticks, + 1
+    assert!(log.ticks(31).is_empty(), "expired before the deadline");
+    assert!(log.table.get("a").is_some());
+    assert_eq!(log.tick(), vec![("a".to_string(), token)]);
+    assert!(log.table.get("a").is_none());
+}
+
+// Ensures tokens grow over grant -> expire -> grant, and the old token is stale.
+#[test]
+fn tokens_increase_over_grant_expire_grant() {
+    let mut log = Log::new();
+    let first = log.token("a", "alice", 3000);
+    assert_eq!(log.ticks(31).len(), 1);
+    let second = log.token("a", "bob", 3000);
+    assert!(second > first);
+    assert!(matches!(
+        log.renew("a", first, None),
+        Err(LockError::StaleToken { given, current, .. }) if given == first && current == second
+    ));
+    log.release("a", second).unwrap();
+    let third = log.token("a", "alice", 3000);
+    assert!(third > second);
+}
+
+// Ensures renew keeps the token, moves the deadline, and may change the ttl.
+#[test]
+fn renew_keeps_token_and_moves_deadline() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3000);
+    log.ticks(15);
+    match log.renew("a", token, None).unwrap() {
+        Outcome::Renewed { grant } => {
+            assert_eq!(grant.token, token);
+            assert_eq!(grant.deadline_tick, log.table.now_tick() + 31);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(log.ticks(30).is_empty());
+    log.renew("a", token, Some(5000)).unwrap();
+    assert!(log.ticks(50).is_empty());
+    assert_eq!(log.tick().len(), 1);
+}
+
+// Ensures renew and release of a free lock say NotHeld, with a wrong token StaleToken,
+// and change nothing.
+#[test]
+fn renew_and_release_with_unknown_or_stale_token_fail_clearly() {
+    let mut log = Log::new();
+    assert_eq!(log.renew("a", 1, None), Err(LockError::NotHeld { name: "a".into() }));
+    assert_eq!(log.release("a", 1), Err(LockError::NotHeld { name: "a".into() }));
+    let token = log.token("a", "alice", 3000);
+    let before = log.table.clone();
+    assert!(matches!(log.renew("a", token + 1, None), Err(LockError::StaleToken { .. })));
+    assert!(matches!(log.release("a", token - 1), Err(LockError::StaleToken { .. })));
+    assert_eq!(log.table, before);
+    assert!(matches!(log.release("a", token), Ok(Outcome::Released { .. })));
+    assert!(log.table.is_empty());
+    assert_eq!(log.release("a", token), Err(LockError::NotHeld { name: "a".into() }));
+}
+
+// Ensures nothing expires without Ticks, however many other entries are applied.
+#[test]
+fn nothing_expires_without_ticks() {
+    let mut log = Log::new();
+    log.token("a", "alice", 3000);
+    for i in 0..1000 {
+        let _ = log.acquire(&format!("other{i}"), "bob", 3000);
+    }
+    assert_eq!(log.table.get("a").unwrap().owner, "alice");
+}
+
+// Ensures a Tick visits only the leases it expires (the deadline index stays in step).
+#[test]
+fn tick_expires_only_due_leases_in_deadline_order() {
+    let mut log = Log::new();
+    let t3 = log.token("c", "x", 4000);
+    let t2 = log.token("b", "x", 3000);
+    let t2b = log.token("a", "x", 3000);
+    let expired = log.ticks(31);
+    assert_eq!(expired, vec![("a".to_string(), t2b), ("b".to_string(), t2)]);
+    assert_eq!(log.table.len(), 1);
+    assert_eq!(log.ticks(10), vec![("c".to_string(), t3)]);
+    assert!(log.table.by_deadline.is_empty());
+}
+
+// Ensures a longer tick period only lengthens leases, and a shorter one is ignored.
+#[test]
+fn tick_period_only_grows() {
+    let mut log = Log::new();
+    log.apply(Command::Tick { period_ms: 50 }).unwrap();
+    assert_eq!(log.table.tick_ms(), TICK);
+    log.apply(Command::Tick { period_ms: 200 }).unwrap();
+    assert_eq!(log.table.tick_ms(), 200);
+    let token = log.token("a", "alice", 3000); // 15 ticks of 200 ms, + 1
+    assert!(log.ticks(15).is_empty());
+    assert_eq!(log.tick(), vec![("a".to_string(), token)]);
+}
+
+// Ensures a grant before the first Tick assumes the smallest period, so it can only run long.
+#[test]
+fn grant_before_first_tick_runs_long() {
+    let mut table = LockTable::new();
+    let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, wait_ms: None, request_id: None };
+    match table.apply(&c, 5).result.unwrap() {
+        Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
+        other => panic!("{other:?}"),
+    }
+}
+
+// Ensures invalid commands that reach the log are refused deterministically.
+#[test]
+fn invalid_command_in_log_changes_nothing() {
+    let mut log = Log::new();
+    let before = log.table.clone();
+    assert!(matches!(log.acquire("", "alice", 3000), Err(LockError::Invalid(_))));
+    assert!(matches!(log.acquire("a", "alice", 1), Err(LockError::Invalid(_))));
+    assert_eq!(log.table, before);
+}
+
+// Ensures list filters by prefix, keeps name order and honours the limit.
+#[test]
+fn list_by_prefix_and_limit() {
+    let mut log = Log::new();
+    for name in ["pay/2", "pay/1", "job/1", "pay/3", "pb"] {
+        log.token(name, "o", 3000);
+    }
+    let names = |v: Vec<LeaseView>| v.into_iter().map(|l| l.name).collect::<Vec<_>>();
+    assert_eq!(names(log.table.list("pay/", 10)), ["pay/1", "pay/2", "pay/3"]);
+    assert_eq!(names(log.table.list("pay/", 2)), ["pay/1", "pay/2"]);
+    assert_eq!(log.table.list("", 100).len(), 5);
+    assert!(log.table.list("zzz", 10).is_empty());
+}
+
+// Ensures a snapshot image round-trips, deadline index included.
+#[test]
+fn image_round_trip_rebuilds_deadline_index() {
+    let mut log = Log::new();
+    log.token("a", "alice", 3000);
+    log.token("b", "bob", 4000);
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let image: TableImage = serde_json::from_slice(&json).unwrap();
+    assert_eq!(LockTable::from(image), log.table);
+}
+
+impl Log {
+    fn wait(&mut self, name: &str, owner: &str, wait_ms: u64, request_id: Option<&str>) -> Applied {
+        self.apply_with_events(Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms: 3000,
+            wait_ms: Some(wait_ms),
+            request_id: request_id.map(Into::into),
+        })
+    }
+    fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
+        self.table.get(name).map(|v| (v.owner, v.token))
+    }
+}
+
+// Ensures waiters are granted in arrival order, each in the entry that frees
+// the lock, with that entry's index as token.
+#[test]
+fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
+    let mut log = Log::new();
+    let mut token = log.token("a", "w0", 3000);
+    for i in 1..=5 {
+        let queued = log.wait("a", &format!("w{i}"), 60_000, None).result.unwrap();
+        assert_eq!(queued, Outcome::Queued { name: "a".into(), owner: format!("w{i}"), position: i });
+    }
+    let view = log.table.get("a").unwrap();
+    assert_eq!(view.waiters.iter().map(|w| w.position).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    for i in 1..=5 {
+        let applied = log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None });
+        let handed = applied.events.last().unwrap().clone();
+        assert_eq!(
+            handed,
+            LockEvent {
+                index: log.index,
+                name: "a".into(),
+                kind: EventKind::HandedOver {
+                    owner: format!("w{i}"),
+                    token: log.index,
+                    from_owner: format!("w{}", i - 1),
+                    from_token: token
+                }
+            }
+        );
+        assert_eq!(log.holder("a"), Some((format!("w{i}"), log.index)));
+        assert!(log.index > token);
+        token = log.index;
+    }
+    log.release("a", token).unwrap();
+    assert!(log.table.get("a").is_none() && log.table.queues.is_empty() && log.table.by_wait_deadline.is_empty());
+}
+
+// Ensures an expiry hands the lock over in the Tick entry that expires it.
+#[test]
+fn expiry_hands_over_in_the_tick_entry() {
+    let mut log = Log::new();
+    let first = log.token("a", "holder", 3000);
+    log.wait("a", "next", 60_000, None);
+    assert!(log.ticks(30).is_empty());
+    assert_eq!(log.tick(), vec![("a".to_string(), first)]);
+    assert_eq!(log.holder("a"), Some(("next".to_string(), log.index)));
+}
+
+// Ensures a wait that runs out is removed on a Tick, answered wait_timeout
+// through its request id, and never becomes holder.
+#[test]
+fn wait_runs_out_on_a_tick() {
+    let mut log = Log::new();
+    let token = log.token("a", "holder", 60_000);
+    log.wait("a", "late", 1000, Some("req-1"));
+    let timed_out =
+        (0..10).flat_map(|_| log.apply_with_events(Command::Tick { period_ms: TICK }).events).collect::<Vec<_>>();
+    assert_eq!(timed_out.len(), 1);
+    assert_eq!(timed_out[0].kind, EventKind::WaitTimeout { owner: "late".into() });
+    assert!(!log.table.is_waiting("a", "late"));
+    assert_eq!(log.wait("a", "late", 1000, Some("req-1")).result, Err(LockError::WaitTimeout { name: "a".into() }));
+    log.release("a", token).unwrap();
+    assert!(log.table.get("a").is_none(), "a timed-out waiter became holder");
+}
+
+// Ensures a cancelled waiter leaves the queue, never becomes holder, and its
+// request id may be used again.
+#[test]
+fn cancelled_waiter_never_becomes_holder() {
+    let mut log = Log::new();
+    let token = log.token("a", "holder", 60_000);
+    log.wait("a", "gone", 60_000, Some("req-gone"));
+    log.wait("a", "stays", 60_000, None);
+    let cancel = log.apply(Command::Cancel { name: "a".into(), owner: "gone".into() }).unwrap();
+    assert_eq!(cancel, Outcome::Cancelled { name: "a".into(), owner: "gone".into(), removed: true });
+    let again = log.apply(Command::Cancel { name: "a".into(), owner: "gone".into() }).unwrap();
+    assert_eq!(again, Outcome::Cancelled { name: "a".into(), owner: "gone".into(), removed: false });
+    log.release("a", token).unwrap();
+    assert_eq!(log.holder("a").unwrap().0, "stays");
+    assert!(matches!(log.wait("b", "gone", 60_000, Some("req-gone")).result, Ok(Outcome::Granted { .. })));
+}
+
+// Ensures a queued owner that asks again keeps its place.
+#[test]
+fn queued_owner_keeps_its_place() {
+    let mut log = Log::new();
+    log.token("a", "holder", 60_000);
+    log.wait("a", "w1", 60_000, None);
+    log.wait("a", "w2", 60_000, None);
+    let again = log.wait("a", "w1", 60_000, None);
+    assert_eq!(again.result, Ok(Outcome::Queued { name: "a".into(), owner: "w1".into(), position: 1 }));
+    assert!(again.events.is_empty());
+}
+
+// Ensures a retried request id returns the original result without applying
+// again, including a queued acquire later granted.
+#[test]
+fn request_id_replays_the_original_result() {
+    let mut log = Log::new();
+    let acquire = |id: &str| Command::Acquire {
+        name: "a".into(),
+        owner: "alice".into(),
+        ttl_ms: 3000,
+        wait_ms: None,
+        request_id: Some(id.into()),
+    };
+    let first = log.apply(acquire("r1")).unwrap();
+    log.ticks(5);
+    let before = log.table.clone();
+    assert_eq!(log.apply(acquire("r1")).unwrap(), first);
+    assert_eq!(log.table, before, "a replay changed the table");
+    let token = log.holder("a").unwrap().1;
+    let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()) };
+    log.apply(release.clone()).unwrap();
+    assert_eq!(log.apply(release).unwrap(), Outcome::Released { name: "a".into(), token });
+    assert!(matches!(log.apply(acquire("r2")), Err(LockError::RequestIdReused { .. })));
+
+    let holder = log.token("b", "holder", 3000);
+    log.wait("b", "bob", 60_000, Some("r3"));
+    log.release("b", holder).unwrap();
+    let handed = log.index;
+    match log.wait("b", "bob", 60_000, Some("r3")).result.unwrap() {
+        Outcome::Granted { grant, .. } => assert_eq!(grant.token, handed),
+        other => panic!("{other:?}"),
+    }
+}
+
+// Ensures the de-duplication table forgets requests older than its age bound.
+#[test]
+fn request_records_age_out() {
+    let mut log = Log::new();
+    log.apply(Command::Acquire {
+        name: "a".into(),
+        owner: "o".into(),
+        ttl_ms: 3000,
+        wait_ms: None,
+        request_id: Some("old".into()),
+    })
+    .unwrap();
+    assert_eq!(log.table.remembered_requests(), 1);
+    log.ticks(MAX_REQUEST_AGE_MS / TICK);
+    assert_eq!(log.table.remembered_requests(), 0);
+}
+
+// Ensures every change emits its event with the entry index, in order.
+#[test]
+fn events_tell_the_story_in_log_order() {
+    let mut log = Log::new();
+    let kinds = |a: Applied| a.events.into_iter().map(|e| (e.index, e.kind)).collect::<Vec<_>>();
+    let acquired = kinds(log.apply_with_events(Command::Acquire {
+        name: "a".into(),
+        owner: "x".into(),
+        ttl_ms: 3000,
+        wait_ms: None,
+        request_id: None,
+    }));
+    let token = log.index;
+    assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
+    let renewed =
+        kinds(log.apply_with_events(Command::Renew { name: "a".into(), token, ttl_ms: None, request_id: None }));
+    assert_eq!(renewed, [(log.index, EventKind::Renewed { owner: "x".into(), token })]);
+    let released = kinds(log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None }));
+    assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token })]);
+    log.token("a", "y", 3000);
+    let expired: Vec<_> =
+        (0..31).flat_map(|_| kinds(log.apply_with_events(Command::Tick { period_ms: TICK }))).collect();
+    assert_eq!(expired, [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31 })]);
+}
+
+// Ensures queues and request records survive a snapshot image round trip.
+#[test]
+fn image_round_trip_keeps_queues_and_requests() {
+    let mut log = Log::new();
+    log.token("a", "holder", 3000);
+    log.wait("a", "w1", 60_000, Some("q1"));
+    log.wait("a", "w2", 5_000, None);
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored, log.table);
+}
+
+impl Log {
+    fn put(&mut self, key: &str, lock: &str, token: FencingToken, value: &str) -> Result<Outcome, LockError> {
+        let value = value.to_owned();
+        self.apply(Command::PutRecord { key: key.into(), lock: lock.into(), token, value, request_id: None })
+    }
+    fn gate(&mut self, resource: &str, lock: &str, token: FencingToken) -> Result<Outcome, LockError> {
+        self.apply(Command::Gate { resource: resource.into(), lock: lock.into(), token, request_id: None })
+    }
+}
+
+// Ensures a fenced record is written only under the current token of its
+// lock: after release, after expiry and with another lock's token it is refused.
+#[test]
+fn fenced_record_needs_the_current_token_of_its_lock() {
+    let mut log = Log::new();
+    let a = log.token("acct-1", "w1", 3000);
+    let b = log.token("acct-2", "w2", 3000);
+    assert!(matches!(log.put("balance-1", "acct-1", a, "100"), Ok(Outcome::RecordWritten { .. })));
+    let written = log.index;
+    let record = log.table.record("balance-1").unwrap().clone();
+    assert_eq!((record.token, record.index, record.value), (a, written, "100".to_string()));
+    // Another lock's (higher) token does not count for acct-1.
+    assert_eq!(
+        log.put("balance-1", "acct-1", b, "0"),
+        Err(LockError::NotCurrent { lock: "acct-1".into(), given: b, current: Some(a) })
+    );
+    log.release("acct-1", a).unwrap();
+    assert_eq!(
+        log.put("balance-1", "acct-1", a, "1"),
+        Err(LockError::NotCurrent { lock: "acct-1".into(), given: a, current: None })
+    );
+    log.ticks(31);
+    assert!(matches!(log.put("balance-2", "acct-2", b, "1"), Err(LockError::NotCurrent { .. })));
+    assert_eq!(log.table.record("balance-1").unwrap().value, "100", "refused writes changed nothing");
+    assert!(log.table.record("balance-2").is_none());
+}
+
+// Ensures a gate admits equal or higher tokens, refuses lower ones, serves one
+// lock, and refuses tokens that were never granted.
+#[test]
+fn gate_admits_tokens_that_never_go_down() {
+    let mut log = Log::new();
+    let first = log.token("job", "a", 3000);
+    log.release("job", first).unwrap();
+    let second = log.token("job", "b", 3000);
+    assert!(log.gate("printer", "job", first).is_ok());
+    assert!(log.gate("printer", "job", second).is_ok());
+    assert!(log.gate("printer", "job", second).is_ok(), "the same holder writes twice");
+    assert_eq!(
+        log.gate("printer", "job", first),
+        Err(LockError::GateRejected { resource: "printer".into(), given: first, highest: second })
+    );
+    assert!(matches!(log.gate("printer", "other-lock", second + 1), Err(LockError::GateLockMismatch { .. })));
+    assert!(matches!(log.gate("printer", "job", 1_000_000), Err(LockError::Invalid(_))));
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    assert_eq!(LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap()), log.table);
+}

@@ -1,0 +1,180 @@
+//! The lock table's value types: the answers it gives (grants, views,
+//! outcomes, errors), the fencing token, its snapshot image, and the leases
+//! and waiters it stores.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::super::event::LockEvent;
+use super::super::fence::Fences;
+use super::super::requests::Requests;
+use super::super::InvalidCommand;
+
+/// The Raft log index of the entry that granted a lock. Strictly increasing per
+/// lock name (log indexes only grow), not dense, and not unique across names.
+pub type FencingToken = u64;
+
+/// One held lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Lease {
+    pub(super) owner: String,
+    pub(super) token: FencingToken,
+    pub(super) ttl_ms: u64,
+    /// The lease expires when a Tick makes `now_tick >= deadline`.
+    pub(super) deadline: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) request_id: Option<String>,
+}
+
+/// One owner waiting in a lock's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Waiter {
+    pub(super) owner: String,
+    /// The ttl its lease gets when the lock passes to it.
+    pub(super) ttl_ms: u64,
+    /// The wait ends (unsuccessfully) when a Tick makes `now_tick >= wait_deadline`.
+    pub(super) wait_deadline: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) request_id: Option<String>,
+}
+
+/// A successful acquire or renew, as the holder sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub name: String,
+    pub owner: String,
+    pub token: FencingToken,
+    pub ttl_ms: u64,
+    /// Real time the lease is guaranteed to last from the commit of the entry
+    /// that produced this answer (longer if an election stalls the ticks).
+    pub expires_in_ms: u64,
+    /// The tick at which the lease expires.
+    pub deadline_tick: u64,
+}
+
+/// A waiter as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaiterView {
+    pub owner: String,
+    /// 1 = next in line.
+    pub position: usize,
+}
+
+/// A held lock as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseView {
+    pub name: String,
+    pub owner: String,
+    pub token: FencingToken,
+    pub ttl_ms: u64,
+    /// Lower bound on the real time left, counted in whole tick periods.
+    pub expires_in_ms: u64,
+    pub deadline_tick: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The queue, first in line first.
+    #[serde(default)]
+    pub waiters: Vec<WaiterView>,
+}
+
+/// What an applied command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A new grant, or the holder's own grant returned again (`reacquired`).
+    Granted {
+        grant: Grant,
+        reacquired: bool,
+    },
+    /// The owner waits in the queue at `position` (1 = next).
+    Queued {
+        name: String,
+        owner: String,
+        position: usize,
+    },
+    Renewed {
+        grant: Grant,
+    },
+    Released {
+        name: String,
+        token: FencingToken,
+    },
+    /// The owner left the queue (`false`: it was not waiting).
+    Cancelled {
+        name: String,
+        owner: String,
+        removed: bool,
+    },
+    /// A fenced record was written by the holder of `lock` under `token`.
+    RecordWritten {
+        key: String,
+        lock: String,
+        token: FencingToken,
+        index: u64,
+    },
+    /// A gate admitted `token`.
+    GateAdmitted {
+        resource: String,
+        lock: String,
+        token: FencingToken,
+    },
+    /// The clock advanced to `now_tick`; these leases expired in this entry.
+    Ticked {
+        now_tick: u64,
+        expired: Vec<(String, FencingToken)>,
+    },
+    /// A Raft entry with no command (leader blank entry, membership change).
+    Noop,
+}
+
+/// Why a command changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "error", rename_all = "snake_case")]
+pub enum LockError {
+    #[error("lock {name:?} is held by {holder:?} under token {token}")]
+    HeldByOther { name: String, holder: String, token: FencingToken, expires_in_ms: u64 },
+    #[error("lock {name:?} is not held")]
+    NotHeld { name: String },
+    #[error("token {given} is not the current token of lock {name:?} (current: {current})")]
+    StaleToken { name: String, given: FencingToken, current: FencingToken },
+    /// A fenced write whose token is not the lock's current one (`current`
+    /// is `None` when the lock is free).
+    #[error("token {given} is not the current token of lock {lock:?} (current: {current:?})")]
+    NotCurrent { lock: String, given: FencingToken, current: Option<FencingToken> },
+    #[error("gate {resource:?} already admitted token {highest}, higher than {given}")]
+    GateRejected { resource: String, given: FencingToken, highest: FencingToken },
+    #[error("gate {resource:?} admits tokens of lock {lock:?} only")]
+    GateLockMismatch { resource: String, lock: String },
+    #[error("no room for more {what} (at most {limit})")]
+    Full { what: String, limit: usize },
+    #[error("the wait for lock {name:?} ran out before it was granted")]
+    WaitTimeout { name: String },
+    #[error("request id {request_id:?} was already used for another request")]
+    RequestIdReused { request_id: String },
+    #[error("invalid command: {0}")]
+    Invalid(InvalidCommand),
+}
+
+/// The result of applying one entry: the answer for the proposer, and the
+/// events the entry caused, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub result: Result<Outcome, LockError>,
+    pub events: Vec<LockEvent>,
+}
+
+/// The serialized form of a [`LockTable`](super::LockTable) (snapshots). The deadline indexes
+/// are derived, so they are rebuilt on load instead of being stored twice.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TableImage {
+    pub(super) now_tick: u64,
+    pub(super) tick_ms: Option<u64>,
+    pub(super) leases: BTreeMap<String, Lease>,
+    #[serde(default)]
+    pub(super) queues: BTreeMap<String, VecDeque<Waiter>>,
+    #[serde(default)]
+    pub(super) requests: Requests,
+    #[serde(default)]
+    pub(super) fences: Fences,
+}

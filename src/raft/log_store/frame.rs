@@ -1,0 +1,122 @@
+//! The segment files' frame format (`[length][crc32][JSON]` per entry), and
+//! the scan that recovers the log index from the segments after a restart.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::{Entry, LogIndex, Meta, Position, CACHED_ENTRIES, SEGMENT_BYTES};
+
+pub(super) const FRAME_HEAD: usize = 8;
+
+pub(super) fn segment_path(dir: &Path, first: u64) -> PathBuf {
+    dir.join(format!("{first:020}.seg"))
+}
+
+pub(super) fn corrupt(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// The segments under `dir`, by first index.
+pub(super) fn segments(dir: &Path) -> io::Result<Vec<u64>> {
+    let mut found = Vec::new();
+    for dirent in fs::read_dir(dir)? {
+        let name = dirent?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(first) = name.strip_suffix(".seg").and_then(|n| n.parse().ok()) {
+            found.push(first);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+/// Rebuilds the index from the segments.
+pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
+    let purged_through = meta.last_purged.map(|l| l.index);
+    let mut index = LogIndex {
+        positions: VecDeque::new(),
+        recent: VecDeque::new(),
+        active: purged_through.map_or(0, |i| i + 1),
+        end: 0,
+        segment_bytes: SEGMENT_BYTES,
+        meta,
+    };
+    let found = segments(dir)?;
+    for (n, &segment) in found.iter().enumerate() {
+        let path = segment_path(dir, segment);
+        let bytes = fs::read(&path)?;
+        let last_segment = n + 1 == found.len();
+        let mut offset = 0usize;
+        while offset < bytes.len() {
+            let entry = match read_frame(&bytes[offset..]) {
+                Ok(entry) => entry,
+                // A crash mid-write leaves a torn frame at the very end: it
+                // was never reported persisted, so it is not part of the log.
+                Err(e) if last_segment => {
+                    tracing::warn!(segment = %path.display(), offset, error = %e, "cutting off a torn log tail");
+                    OpenOptions::new().write(true).open(&path)?.set_len(offset as u64)?;
+                    break;
+                }
+                Err(e) => return Err(corrupt(format!("{}: offset {offset}: {e}", path.display()))),
+            };
+            let len = frame_len(&bytes[offset..]);
+            let log_id = entry.log_id;
+            offset += len;
+            if purged_through.is_some_and(|p| log_id.index <= p) {
+                continue;
+            }
+            if !index.positions.is_empty() && log_id.index != index.first() + index.positions.len() as u64 {
+                return Err(corrupt(format!("{}: entry {} does not follow the log", path.display(), log_id.index)));
+            }
+            index.positions.push_back(Position { log_id, segment, offset: (offset - len) as u64, len: len as u32 });
+            if index.recent.len() == CACHED_ENTRIES {
+                index.recent.pop_front();
+            }
+            index.recent.push_back(entry);
+        }
+        index.active = segment;
+        index.end = offset as u64;
+    }
+    Ok(index)
+}
+
+/// The length of the frame at the start of `bytes` (its head must be there).
+pub(super) fn frame_len(bytes: &[u8]) -> usize {
+    FRAME_HEAD + u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize
+}
+
+/// Decodes the frame at the start of `bytes`, checking its length and crc.
+pub(super) fn read_frame(bytes: &[u8]) -> io::Result<Entry> {
+    if bytes.len() < FRAME_HEAD {
+        return Err(corrupt("frame head cut short".into()));
+    }
+    let len = frame_len(bytes);
+    let json = bytes.get(FRAME_HEAD..len).ok_or_else(|| corrupt("frame cut short".into()))?;
+    let crc = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    if crc32fast::hash(json) != crc {
+        return Err(corrupt("frame checksum mismatch".into()));
+    }
+    serde_json::from_slice(json).map_err(|e| corrupt(format!("frame does not decode: {e}")))
+}
+
+/// Appends the frame of `entry` to `out`.
+pub(super) fn write_frame(entry: &Entry, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEAD]);
+    serde_json::to_writer(&mut *out, entry)?;
+    let json = &out[start + FRAME_HEAD..];
+    let (len, crc) = ((json.len() as u32).to_be_bytes(), crc32fast::hash(json).to_be_bytes());
+    out[start..start + 4].copy_from_slice(&len);
+    out[start + 4..start + FRAME_HEAD].copy_from_slice(&crc);
+    Ok(())
+}
+
+/// Reads one written entry back from its segment.
+pub(super) fn read_entry(dir: &Path, position: Position) -> io::Result<Entry> {
+    let mut frame = vec![0; position.len as usize];
+    File::open(segment_path(dir, position.segment))?.read_exact_at(&mut frame, position.offset)?;
+    read_frame(&frame)
+}

@@ -1,0 +1,163 @@
+//! The writer thread: it writes queued appends to the active segment, rotates,
+//! truncates and deletes segments, and syncs once (`fdatasync`) per batch
+//! before reporting the appends in it persisted (group commit).
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use openraft::storage::LogFlushed;
+use tokio::sync::oneshot;
+
+use super::super::{sync_dir, TypeConfig};
+use super::frame::{segment_path, segments};
+use crate::metrics::Metrics;
+
+/// Work for the writer thread, done in the order it was queued.
+pub(super) enum WriteOp {
+    Append {
+        segment: u64,
+        offset: u64,
+        frames: Vec<u8>,
+        end: u64,
+        callback: LogFlushed<TypeConfig>,
+        at: Instant,
+    },
+    /// Start segment `first`; the previous one is complete.
+    Rotate {
+        first: u64,
+    },
+    /// Cut the log back to `offset` in `segment`, deleting later segments,
+    /// and make that durable before answering.
+    Truncate {
+        segment: u64,
+        offset: u64,
+        end: u64,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    /// Delete these segments: every entry in them is purged.
+    Delete {
+        segments: Vec<u64>,
+    },
+}
+
+/// The writer thread's state: the segment it appends to.
+pub(super) struct Writer {
+    pub(super) dir: PathBuf,
+    pub(super) active: u64,
+    pub(super) file: File,
+    pub(super) written_end: Arc<AtomicU64>,
+    /// The first write error. After one, nothing more is reported persisted:
+    /// the log could have a hole (openraft stops the node on the error).
+    pub(super) broken: Option<String>,
+}
+
+/// Appends written and not yet synced: each one's callback and start time.
+type Unsynced = Vec<(LogFlushed<TypeConfig>, Instant)>;
+
+impl Writer {
+    /// Takes every queued operation, does them in order, then syncs once and
+    /// reports the appends among them persisted.
+    pub(super) fn run(mut self, ops: mpsc::Receiver<WriteOp>, metrics: &Metrics) {
+        while let Ok(first) = ops.recv() {
+            let mut unsynced = Unsynced::new();
+            for op in std::iter::once(first).chain(ops.try_iter()) {
+                let outcome = match op {
+                    WriteOp::Append { segment, offset, frames, end, callback, at } => {
+                        unsynced.push((callback, at));
+                        self.append(segment, offset, &frames, end)
+                    }
+                    WriteOp::Rotate { first } => self.rotate(first),
+                    WriteOp::Truncate { segment, offset, end, done } => {
+                        // Appends queued before the cut are settled first, so
+                        // none is reported persisted after it.
+                        self.sync_and_report(&mut unsynced, metrics);
+                        let cut = self.truncate(segment, offset, end);
+                        let _ = done.send(cut.as_ref().map(|_| ()).map_err(copy_error));
+                        cut
+                    }
+                    WriteOp::Delete { segments } => self.delete(&segments),
+                };
+                if let Err(e) = outcome {
+                    tracing::error!(error = %e, "raft log write failed");
+                    self.broken.get_or_insert(e.to_string());
+                }
+            }
+            self.sync_and_report(&mut unsynced, metrics);
+        }
+    }
+
+    fn append(&mut self, segment: u64, offset: u64, frames: &[u8], end: u64) -> io::Result<()> {
+        if segment != self.active {
+            return Err(io::Error::other(format!("append to segment {segment} while {} is active", self.active)));
+        }
+        self.file.write_all_at(frames, offset)?;
+        self.written_end.store(end, Ordering::Release);
+        Ok(())
+    }
+
+    /// Completes the active segment and starts segment `first`.
+    fn rotate(&mut self, first: u64) -> io::Result<()> {
+        self.file.sync_data()?;
+        self.file = OpenOptions::new().create(true).truncate(true).write(true).open(segment_path(&self.dir, first))?;
+        self.active = first;
+        sync_dir(&self.dir)
+    }
+
+    /// Cuts the log back to `offset` in `segment`. Later segments go first:
+    /// a crash in between then leaves a shorter log, never one with a gap.
+    fn truncate(&mut self, segment: u64, offset: u64, end: u64) -> io::Result<()> {
+        let later: Vec<u64> = segments(&self.dir)?.into_iter().filter(|s| *s > segment).collect();
+        self.delete(&later)?;
+        if segment != self.active {
+            self.file = OpenOptions::new().write(true).open(segment_path(&self.dir, segment))?;
+            self.active = segment;
+        }
+        self.file.set_len(offset)?;
+        self.file.sync_all()?;
+        self.written_end.store(end, Ordering::Release);
+        Ok(())
+    }
+
+    fn delete(&mut self, segments: &[u64]) -> io::Result<()> {
+        for &segment in segments {
+            match fs::remove_file(segment_path(&self.dir, segment)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        if segments.is_empty() {
+            return Ok(());
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// One `fdatasync` for every append in `unsynced`, then their callbacks.
+    fn sync_and_report(&mut self, unsynced: &mut Unsynced, metrics: &Metrics) {
+        if unsynced.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let synced = match &self.broken {
+            Some(e) => Err(io::Error::other(format!("raft log unusable after an earlier error: {e}"))),
+            None => self.file.sync_data(),
+        };
+        let done = Instant::now();
+        metrics.flushed((done - started).as_secs_f64());
+        if let Err(e) = &synced {
+            self.broken.get_or_insert(e.to_string());
+        }
+        for (callback, at) in unsynced.drain(..) {
+            callback.log_io_completed(synced.as_ref().map(|_| ()).map_err(copy_error));
+            metrics.appended((done - at).as_secs_f64());
+        }
+    }
+}
+
+fn copy_error(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
+}
