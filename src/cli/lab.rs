@@ -9,12 +9,12 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 
 use leasehold_client::Credentials;
-use leasehold_lab::chaos::nemesis::FaultKind;
 use leasehold_lab::chaos::{self, ChaosOptions};
 use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
 use leasehold_lab::compare::safety::{self, SafetyOptions};
 use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
 use leasehold_lab::demo::{payments, worker, PaymentsOptions, WorkerOptions};
+use leasehold_lab::fault::FaultKind;
 use leasehold_lab::scale::{self, ScaleOptions};
 
 use super::{duration, this_binary, CredentialFiles};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use leasehold_lab::chaos::nemesis::FaultKind;
 use leasehold_lab::chaos::{self, ChaosOptions};
+use leasehold_lab::fault::FaultKind;
 
 /// Upper bound on the whole run (one round is a few minutes on a loaded machine).
 const RUN_BOUND: Duration = Duration::from_secs(900);

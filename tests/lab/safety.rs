@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use leasehold_lab::compare::safety::{self, SafetyFault, SafetyOptions};
+use leasehold_lab::compare::safety::{self, SafetyOptions, FAULTS};
 use leasehold_lab::compare::servers::find_binary;
 use leasehold_lab::compare::SystemKind;
+use leasehold_lab::fault::FaultKind;
 
 /// Upper bound on the whole smoke run: ten (system, fault) scenarios, each
 /// starting its own servers, on a loaded machine.
@@ -49,13 +50,13 @@ async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
             assert!(report.skipped.iter().any(|(s, _)| *s == system), "{system} reported as skipped");
             continue;
         }
-        for fault in SafetyFault::ALL.into_iter().filter(|f| f.applies_to(*kind)) {
+        for fault in FAULTS.into_iter().filter(|f| safety::applies(*f, *kind)) {
             let row = report
                 .rows
                 .iter()
                 .find(|r| r.system == system && r.fault == fault)
                 .unwrap_or_else(|| panic!("no row for {system} under {fault:?}"));
-            let may_skip = fault == SafetyFault::ClockJump && !matches!(kind, SystemKind::Leasehold(_));
+            let may_skip = fault == FaultKind::ClockForward && !matches!(kind, SystemKind::Leasehold(_));
             if row.skipped {
                 assert!(may_skip, "{system} skipped {fault:?}: {}", row.note);
                 assert!(row.note.contains("install"), "the skip says how to install what is missing: {}", row.note);
@@ -73,8 +74,8 @@ async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
         serde_json::from_slice(&std::fs::read(out.path().join("safety.json")).expect("safety.json")).expect("JSON");
     assert_eq!(json["rows"].as_array().expect("rows").len(), report.rows.len());
     let markdown = std::fs::read_to_string(out.path().join("safety.md")).expect("safety.md");
-    for fault in SafetyFault::ALL {
-        assert!(markdown.contains(fault.title()), "safety.md has a table for {fault:?}");
+    for fault in FAULTS {
+        assert!(markdown.contains(safety::title(fault)), "safety.md has a table for {fault:?}");
     }
     let readme = std::fs::read_to_string(out.path().join("README.md")).expect("README.md");
     assert!(readme.contains("## Safety under faults"), "README.md has the safety section");

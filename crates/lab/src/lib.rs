@@ -20,11 +20,13 @@
 //!   resource (HTTP) and the pure checker.
 //! - [`plot`] — the one SVG chart the bench and chaos plots are drawn with.
 //! - [`demo`] — `leasehold demo payments`: fencing tokens vs. a paused worker.
+//! - [`fault`] — the one fault vocabulary of `chaos` and `bench --safety`.
 
 pub mod bench;
 pub mod chaos;
 pub mod compare;
 pub mod demo;
+pub mod fault;
 pub mod history;
 pub mod local;
 pub mod plot;

@@ -380,6 +380,101 @@ fn check_writes(writes: &[ResourceWrite], violations: &mut Vec<Violation>) {
     }
 }
 
+/// What a two-holder hand-over (`bench --safety`: holder A, a fault, then
+/// holder B on the same lock) shows besides [`check`]'s violations. Both are
+/// judged on acknowledged grants of waiting acquires, on the harness clock,
+/// and hold only where the scenario makes B write before A writes again —
+/// so they are counts for that scenario, not properties of every history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HandOver {
+    /// Acknowledged grants.
+    pub grants: usize,
+    /// **Superseded write accepted**: the fenced resource accepted a write
+    /// from a client after another client's later grant was acknowledged
+    /// (and before the writer was granted again). Unlike
+    /// [`ViolationKind::StaleWriteAccepted`] this does not need tokens: it
+    /// is what fencing must prevent, stated in time.
+    pub superseded_writes_accepted: usize,
+    /// **Grant taken while valid**: another client was granted the lock, by
+    /// an acquire sent after the grant was acknowledged, before the grant
+    /// ran out (send time + ttl) or was released: the system forgot an
+    /// acknowledged grant.
+    pub grants_taken_while_valid: usize,
+}
+
+/// One acknowledged grant of a waiting acquire.
+struct GrantSpan<'a> {
+    client: &'a str,
+    /// Send time of the acquire that won it.
+    sent_us: u64,
+    received_us: u64,
+    /// When its client stopped counting on it: the end of its validity, or
+    /// the send of its release if earlier.
+    end_us: u64,
+}
+
+/// Counts [`HandOver`] for `operations` and the fenced resource's `writes`.
+pub fn check_hand_over(operations: &[Operation], fenced: &[ResourceWrite]) -> HandOver {
+    let grants = grant_spans(operations);
+    HandOver {
+        grants: grants.len(),
+        superseded_writes_accepted: superseded_writes_accepted(&grants, fenced),
+        grants_taken_while_valid: grants_taken_while_valid(&grants),
+    }
+}
+
+fn grant_spans(operations: &[Operation]) -> Vec<GrantSpan<'_>> {
+    operations
+        .iter()
+        .filter_map(|op| match op.result {
+            OpResult::Granted { token, ttl_ms } if op.kind == OpKind::AcquireWait => {
+                let released = operations
+                    .iter()
+                    .filter(|r| r.kind == OpKind::Release && r.client == op.client && r.token == Some(token))
+                    .map(|r| r.sent_us)
+                    .min();
+                let valid = op.sent_us + ttl_ms * 1000;
+                Some(GrantSpan {
+                    client: &op.client,
+                    sent_us: op.sent_us,
+                    received_us: op.received_us,
+                    end_us: released.map_or(valid, |r| r.min(valid)),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn superseded_writes_accepted(grants: &[GrantSpan], fenced: &[ResourceWrite]) -> usize {
+    fenced
+        .iter()
+        .filter(|w| w.accepted)
+        .filter(|w| {
+            // The writer's grant: its latest acknowledged before the write.
+            let own = grants
+                .iter()
+                .filter(|g| g.client == w.request.client && g.received_us <= w.received_us)
+                .map(|g| g.received_us)
+                .max();
+            own.is_some_and(|own| {
+                grants
+                    .iter()
+                    .any(|g| g.client != w.request.client && g.received_us > own && g.received_us < w.received_us)
+            })
+        })
+        .count()
+}
+
+fn grants_taken_while_valid(grants: &[GrantSpan]) -> usize {
+    grants
+        .iter()
+        .filter(|g| {
+            grants.iter().any(|h| h.client != g.client && h.sent_us > g.received_us && h.received_us < g.end_us)
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,5 +615,45 @@ mod tests {
         writes.push(write("c", 7, Phase::End, 95, true));
         let report = check(&ops, &writes);
         assert!(kinds(&report).contains(&ViolationKind::OverlappingSections), "{:?}", report.examples(3));
+    }
+
+    fn waited_grant(client: &str, sent: u64, received: u64, ttl_ms: u64) -> Operation {
+        Operation {
+            kind: OpKind::AcquireWait,
+            lock: "l".into(),
+            client: client.into(),
+            request_id: None,
+            token: None,
+            sent_us: sent,
+            received_us: received,
+            result: OpResult::Granted { token: 1, ttl_ms },
+        }
+    }
+
+    fn end_write(client: &str, at: u64, accepted: bool) -> ResourceWrite {
+        let request =
+            WriteRequest { resource: "l".into(), client: client.into(), lock: "l".into(), token: 0, phase: Phase::End };
+        ResourceWrite { request, accepted, received_us: at }
+    }
+
+    // Ensures A's write after B's later grant counts as a superseded write
+    // when accepted, not when refused, and B's own writes do not.
+    #[test]
+    fn writes_under_a_superseded_grant_are_counted() {
+        let ops = [waited_grant("A", 0, 10, 1_000), waited_grant("B", 20, 1_500_000, 1_000)];
+        let count = |writes: &[ResourceWrite]| check_hand_over(&ops, writes).superseded_writes_accepted;
+        assert_eq!(count(&[end_write("A", 100, true), end_write("B", 1_600_000, true)]), 0);
+        assert_eq!(count(&[end_write("A", 1_700_000, true)]), 1);
+        assert_eq!(count(&[end_write("A", 1_700_000, false)]), 0);
+    }
+
+    // Ensures a grant counts as taken while valid when another client,
+    // asking after it was acknowledged, gets the lock before it ran out; not after.
+    #[test]
+    fn a_grant_taken_while_valid_is_counted() {
+        let taken = [waited_grant("A", 0, 10, 1_000), waited_grant("B", 20, 500_000, 1_000)];
+        assert_eq!(check_hand_over(&taken, &[]).grants_taken_while_valid, 1);
+        let expired = [waited_grant("A", 0, 10, 1_000), waited_grant("B", 20, 1_000_100, 1_000)];
+        assert_eq!(check_hand_over(&expired, &[]), HandOver { grants: 2, ..HandOver::default() });
     }
 }

@@ -9,12 +9,13 @@
 //!   kind, lock, client, request id, result).
 //! - [`FencedResource`] — a small HTTP service that records every write, in
 //!   a fenced mode (stale tokens refused with 409) or an unfenced one.
-//! - [`check`] — the pure checker over (operations, resource writes).
+//! - [`check`] — the pure checker over (operations, resource writes), and
+//!   [`check_hand_over`], the counts of a two-holder hand-over (`bench --safety`).
 
 mod checker;
 mod recorder;
 mod resource;
 
-pub use checker::{check, CheckReport, Violation, ViolationKind};
+pub use checker::{check, check_hand_over, CheckReport, HandOver, Violation, ViolationKind};
 pub use recorder::{HarnessClock, History, OpKind, OpResult, Operation};
 pub use resource::{FencedResource, Phase, ResourceError, ResourceMode, ResourceWrite, WriteRequest};

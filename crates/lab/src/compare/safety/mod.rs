@@ -7,28 +7,28 @@
 //! then holder `B` acquires the same lock, and both finish their writes and
 //! release. The faults:
 //!
-//! - [`SafetyFault::PausedHolder`] — A is SIGSTOPped for 1.5 × ttl inside its
+//! - [`FaultKind::PausedClient`] — A is SIGSTOPped for 1.5 × ttl inside its
 //!   section, B acquires once A's lease runs out, A is resumed and writes.
-//! - [`SafetyFault::ClockJump`] — the wall clock jumps 1 h forward (libfaketime,
+//! - [`FaultKind::ClockForward`] — the wall clock jumps 1 h forward (libfaketime,
 //!   `DONT_FAKE_MONOTONIC=1`, read from a file so the running servers see
 //!   the jump) on the single Redis, on one of Redlock's five, and on every
 //!   leasehold node, while A holds the lock.
-//! - [`SafetyFault::Failover`] — Redis with an async replica: replication is
+//! - [`FaultKind::KillLeader`] — Redis with an async replica: replication is
 //!   cut (replica SIGSTOPped, its link killed by `CLIENT KILL TYPE replica`)
 //!   before A acquires on the master; the master is killed -9 right after
 //!   A's grant, the replica resumed and promoted (`REPLICAOF NO ONE`), and B
 //!   acquires there. For leasehold: kill -9 of the leader right after A's
 //!   grant.
-//! - [`SafetyFault::PausedLeader`] — leasehold's leader SIGSTOPped for longer
+//! - [`FaultKind::PauseLeader`] — leasehold's leader SIGSTOPped for longer
 //!   than the election timeout while A holds the lock, then resumed.
 //!
-//! The counts: double grants (the checker's overlapping grant windows),
-//! stale writes accepted by the fenced resource (a write under a grant that
-//! another client's later grant had superseded), overlapping critical
-//! sections at the unfenced resource (the checker's), and acknowledged
-//! grants lost (another client granted the lock, by an acquire sent after
-//! the grant was acknowledged, while the grant was still valid and not
-//! released).
+//! The faults are the lab's one vocabulary ([`FaultKind`]), the same the
+//! fault suite injects. The counts all come from the history checker:
+//! double grants ([`history::check`]'s overlapping grant windows),
+//! overlapping critical sections at the unfenced resource (also
+//! [`history::check`]'s), and [`history::check_hand_over`]'s writes
+//! accepted under a superseded grant and acknowledged grants taken while
+//! still valid.
 
 mod report;
 mod scenarios;
@@ -36,49 +36,39 @@ mod scenarios;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
-
 pub use self::report::{SafetyReport, SafetyRow};
 use self::scenarios::Scenario;
 use super::report::Machine;
 use super::servers::{self, find_binary, ServerError};
 use super::SystemKind;
+use crate::fault::FaultKind;
 use crate::history;
 use crate::local::LocalClusterError;
 
-/// The faults of the safety run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SafetyFault {
-    PausedHolder,
-    ClockJump,
-    Failover,
-    PausedLeader,
+/// The faults of the safety run, from the lab's one fault vocabulary, in
+/// the report's order.
+pub const FAULTS: [FaultKind; 4] =
+    [FaultKind::PausedClient, FaultKind::ClockForward, FaultKind::KillLeader, FaultKind::PauseLeader];
+
+/// What a fault does in the safety run: the report's heading for it.
+pub fn title(fault: FaultKind) -> &'static str {
+    match fault {
+        FaultKind::PausedClient => "(a) holder paused (SIGSTOP) longer than the ttl",
+        FaultKind::ClockForward => "(b) wall clock jumps 1 h forward",
+        FaultKind::KillLeader => "(c) kill -9 of the master / leader right after an acknowledged grant",
+        FaultKind::PauseLeader => "(d) leader paused (SIGSTOP) longer than the election timeout",
+        other => other.label(),
+    }
 }
 
-impl SafetyFault {
-    pub const ALL: [SafetyFault; 4] =
-        [SafetyFault::PausedHolder, SafetyFault::ClockJump, SafetyFault::Failover, SafetyFault::PausedLeader];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            SafetyFault::PausedHolder => "(a) holder paused (SIGSTOP) longer than the ttl",
-            SafetyFault::ClockJump => "(b) wall clock jumps 1 h forward",
-            SafetyFault::Failover => "(c) kill -9 of the master / leader right after an acknowledged grant",
-            SafetyFault::PausedLeader => "(d) leader paused (SIGSTOP) longer than the election timeout",
-        }
-    }
-
-    /// Whether the fault applies to `kind` (the others are not run).
-    pub fn applies_to(self, kind: SystemKind) -> bool {
-        match (self, kind) {
-            (SafetyFault::PausedHolder, _) => true,
-            (SafetyFault::ClockJump, k) => {
-                matches!(k, SystemKind::Leasehold(_) | SystemKind::Redis | SystemKind::Redlock)
-            }
-            (SafetyFault::Failover, k) => matches!(k, SystemKind::Leasehold(_) | SystemKind::Redis),
-            (SafetyFault::PausedLeader, k) => matches!(k, SystemKind::Leasehold(_)),
-        }
+/// Whether the safety run injects `fault` into `kind` (the others are not run).
+pub fn applies(fault: FaultKind, kind: SystemKind) -> bool {
+    match fault {
+        FaultKind::PausedClient => true,
+        FaultKind::ClockForward => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis | SystemKind::Redlock),
+        FaultKind::KillLeader => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis),
+        FaultKind::PauseLeader => matches!(kind, SystemKind::Leasehold(_)),
+        _ => false,
     }
 }
 
@@ -94,6 +84,8 @@ pub enum SafetyError {
     Redis(#[from] super::resp::RespError),
     #[error("holder {client}: {what}")]
     Holder { client: String, what: String },
+    #[error("{0:?} is not one of the safety run's faults")]
+    NotASafetyFault(FaultKind),
     #[error("{0} did not finish within its bound")]
     Timeout(String),
     #[error("results folder: {0}")]
@@ -154,9 +146,9 @@ pub async fn run(options: &SafetyOptions) -> Result<SafetyReport, SafetyError> {
             report.skipped.push((kind.to_string(), why));
             continue;
         }
-        for fault in SafetyFault::ALL.into_iter().filter(|f| f.applies_to(kind)) {
-            eprintln!("bench: safety, {kind}, {} ...", fault.title());
-            let dir = options.out.join("servers").join(format!("{kind}-{fault:?}"));
+        for fault in FAULTS.into_iter().filter(|f| applies(*f, kind)) {
+            eprintln!("bench: safety, {kind}, {} ...", title(fault));
+            let dir = options.out.join("servers").join(format!("{kind}-{}", fault.name()));
             let scenario = Scenario { kind, fault, options, dir: &dir };
             // A scenario that fails is reported as not run, with why, and
             // the others go on; its servers and holders die with it.
@@ -167,12 +159,12 @@ pub async fn run(options: &SafetyOptions) -> Result<SafetyReport, SafetyError> {
                 Err(_) => scenario.not_run(format!("failed: not done within {bound:?}")),
             };
             eprintln!(
-                "bench:   {} grants, {} double, {} stale writes accepted, {} overlapping sections, {} lost: {}",
+                "bench:   {} grants, {} double, {} superseded writes accepted, {} overlapping sections, {} taken while valid: {}",
                 row.grants,
                 row.double_grants,
-                row.stale_writes_accepted,
+                row.superseded_writes_accepted,
                 row.overlapping_sections,
-                row.lost_grants,
+                row.grants_taken_while_valid,
                 row.note
             );
             report.rows.push(row);

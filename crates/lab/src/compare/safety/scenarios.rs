@@ -12,13 +12,14 @@ use nix::unistd::Pid;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use super::report::{grants, lost_grants, stale_writes, SafetyRow};
-use super::{SafetyError, SafetyFault, SafetyOptions};
+use super::report::SafetyRow;
+use super::{SafetyError, SafetyOptions};
 use crate::chaos::nemesis::LIBFAKETIME;
 use crate::compare::holder::{monotonic_us, HolderEvent, SystemSpec};
 use crate::compare::resp::{Reply, RespConnection};
 use crate::compare::servers::{self, find_binary, EtcdCluster, ServerProcess};
 use crate::compare::SystemKind;
+use crate::fault::FaultKind;
 use crate::history::{self, FencedResource, HarnessClock, History, OpResult, Operation, ResourceMode};
 use crate::history::{ResourceWrite, ViolationKind};
 use crate::local::{LocalCluster, NodeLogs};
@@ -96,7 +97,7 @@ impl FakeClock {
 /// One (system, fault).
 pub(super) struct Scenario<'a> {
     pub(super) kind: SystemKind,
-    pub(super) fault: SafetyFault,
+    pub(super) fault: FaultKind,
     pub(super) options: &'a SafetyOptions,
     pub(super) dir: &'a Path,
 }
@@ -150,9 +151,9 @@ impl Scenario<'_> {
             fault: self.fault,
             grants: 0,
             double_grants: 0,
-            stale_writes_accepted: 0,
+            superseded_writes_accepted: 0,
             overlapping_sections: 0,
-            lost_grants: 0,
+            grants_taken_while_valid: 0,
             note: why,
             skipped: true,
         }
@@ -160,7 +161,7 @@ impl Scenario<'_> {
 
     /// Starts the servers; the inner `Err` says why the fault cannot run here.
     async fn start(&self) -> Result<Result<Stage, String>, SafetyError> {
-        let jump = self.fault == SafetyFault::ClockJump;
+        let jump = self.fault == FaultKind::ClockForward;
         let fake_clock = match jump {
             true => Some(FakeClock::new(self.dir)?),
             false => None,
@@ -204,7 +205,7 @@ impl Scenario<'_> {
                     let dir = self.dir.join(format!("redis{}", i + 1));
                     servers.redis.push(servers::start_redis_with(&dir, &binary, &volatile, &env).await?);
                 }
-                if self.fault == SafetyFault::Failover {
+                if self.fault == FaultKind::KillLeader {
                     let master = servers.redis[0].addr();
                     let port = master.port().to_string();
                     let replicaof = [&volatile[..], &["--replicaof", "127.0.0.1", &port]].concat();
@@ -235,17 +236,17 @@ impl Scenario<'_> {
         let ttl = self.options.ttl;
         let wait_long = ttl * 4;
         let a_hold = match self.fault {
-            SafetyFault::PausedHolder => ttl / 2,
+            FaultKind::PausedClient => ttl / 2,
             _ => ttl * 4 / 5,
         };
         let mut a = launch.holder("A", &stage.spec, ttl, a_hold).await?;
         a.wait_began(wait_long).await?;
         let (b_spec, note) = match self.fault {
-            SafetyFault::PausedHolder => {
+            FaultKind::PausedClient => {
                 a.signal(Signal::SIGSTOP);
                 (stage.spec.clone(), format!("A stopped for {:?}, then resumed", ttl * 3 / 2))
             }
-            SafetyFault::ClockJump => {
+            FaultKind::ClockForward => {
                 stage.fake_clock.as_ref().expect("started with a fake clock").jump()?;
                 let on = match self.kind {
                     SystemKind::Redlock => "one of the five Redis",
@@ -254,7 +255,7 @@ impl Scenario<'_> {
                 };
                 (stage.spec.clone(), format!("wall clock {JUMP} s on {on} while A held the lock"))
             }
-            SafetyFault::Failover => match (stage.replica, stage.servers.cluster.as_mut()) {
+            FaultKind::KillLeader => match (stage.replica, stage.servers.cluster.as_mut()) {
                 (Some(replica), _) => {
                     let promoted = promote(&mut stage.servers.redis, replica).await?;
                     (SystemSpec::Redis(promoted), "master killed -9 after A's grant, replica promoted".into())
@@ -268,22 +269,24 @@ impl Scenario<'_> {
                 }
                 (None, None) => unreachable!("failover runs on Redis and leasehold only"),
             },
-            SafetyFault::PausedLeader => {
+            FaultKind::PauseLeader => {
                 let cluster = stage.servers.cluster.as_ref().expect("leasehold only");
                 let leader = cluster.wait_for_leader(servers::START_BOUND).await?;
                 cluster.signal(leader, Signal::SIGSTOP);
                 (stage.spec.clone(), format!("leader {leader} stopped for {LEADER_PAUSE:?}, then resumed"))
             }
+            // `run` injects only the faults `applies` names.
+            other => return Err(SafetyError::NotASafetyFault(other)),
         };
         // B holds past A's resume in (a); elsewhere it only has to get in.
-        let b_hold = if self.fault == SafetyFault::PausedHolder { ttl * 4 / 5 } else { ttl / 5 };
+        let b_hold = if self.fault == FaultKind::PausedClient { ttl * 4 / 5 } else { ttl / 5 };
         let mut b = launch.holder("B", &b_spec, wait_long, b_hold).await?;
         match self.fault {
-            SafetyFault::PausedHolder => {
+            FaultKind::PausedClient => {
                 tokio::time::sleep(ttl * 3 / 2).await;
                 a.signal(Signal::SIGCONT);
             }
-            SafetyFault::PausedLeader => {
+            FaultKind::PauseLeader => {
                 tokio::time::sleep(LEADER_PAUSE).await;
                 let cluster = stage.servers.cluster.as_ref().expect("leasehold only");
                 // SIGCONT to the nodes that were not stopped changes nothing.
@@ -309,15 +312,15 @@ impl Scenario<'_> {
         let check = history::check(operations, unfenced);
         let counts = check.counts();
         let count = |kind| counts.get(&kind).copied().unwrap_or(0);
-        let grants = grants(operations);
+        let hand_over = history::check_hand_over(operations, fenced);
         SafetyRow {
             system: self.kind.to_string(),
             fault: self.fault,
-            grants: grants.len(),
+            grants: hand_over.grants,
             double_grants: count(ViolationKind::OverlappingGrants),
-            stale_writes_accepted: stale_writes(&grants, fenced),
+            superseded_writes_accepted: hand_over.superseded_writes_accepted,
             overlapping_sections: count(ViolationKind::OverlappingSections),
-            lost_grants: lost_grants(&grants),
+            grants_taken_while_valid: hand_over.grants_taken_while_valid,
             note,
             skipped: false,
         }
