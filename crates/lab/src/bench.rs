@@ -34,6 +34,12 @@ pub struct BenchRow {
     pub acquire_p999_us: u64,
     /// Cycle latency at each of [`CDF_QUANTILES`], for the CDF plots.
     pub cycle_cdf_us: Vec<u64>,
+    /// CPU time (user + system, from `/proc`) the system's servers used in
+    /// the measured window, per cycle counted; `None` when their processes
+    /// are not the benchmark's own.
+    pub server_cpu_us_per_cycle: Option<f64>,
+    /// The same for the harness process, which runs every client.
+    pub client_cpu_us_per_cycle: Option<f64>,
 }
 
 /// The quantiles `cycle_cdf_us` samples.
@@ -52,14 +58,19 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Every row as a Markdown table.
+/// A CPU-per-cycle figure for a table: whole µs, `–` when not measured.
+pub fn cpu_cell(us: Option<f64>) -> String {
+    us.map_or_else(|| "–".to_string(), |us| format!("{us:.0}"))
+}
+
 pub fn rows_table(rows: &[BenchRow]) -> String {
     let mut out = String::from(
-        "| system | workload | clients | run | cycles/s | p50 µs | p99 µs | p99.9 µs | acquire p50 µs | acquire p99 µs | acquire p99.9 µs | errors |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| system | workload | clients | run | cycles/s | p50 µs | p99 µs | p99.9 µs | acquire p50 µs | acquire p99 µs | acquire p99.9 µs | server CPU µs/cycle | client CPU µs/cycle | errors |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.system,
             r.workload,
             r.clients,
@@ -71,6 +82,8 @@ pub fn rows_table(rows: &[BenchRow]) -> String {
             r.acquire_p50_us,
             r.acquire_p99_us,
             r.acquire_p999_us,
+            cpu_cell(r.server_cpu_us_per_cycle),
+            cpu_cell(r.client_cpu_us_per_cycle),
             r.errors
         ));
     }

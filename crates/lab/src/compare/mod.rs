@@ -15,6 +15,7 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names and on one hot name.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
+//! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
 //! - `safety/` — `leasehold bench --safety`: every system under faults
 //!   (paused holder, clock jump, failover, paused leader), judged by the
@@ -23,6 +24,7 @@
 //!   `report.rs`: the counts, JSON and Markdown); `holder.rs` — the holder
 //!   process (`leasehold safety-holder`) it starts and SIGSTOPs.
 
+pub mod cpu;
 mod etcd;
 pub mod holder;
 mod leasehold;
@@ -378,6 +380,7 @@ async fn measure(
                     warmup: options.warmup,
                     duration: options.duration,
                     ttl: options.ttl,
+                    server_pids: contender.pids.clone(),
                 };
                 eprintln!(
                     "bench: [{}/{total}] run {run}, {}, {}, {clients} clients, {:?} ...",
@@ -388,11 +391,14 @@ async fn measure(
                 );
                 let sessions = connect(contender, clients).await?;
                 let row = workload::run_cycles(sessions, &plan).await;
+                let per_cycle = |cpu: Option<f64>| cpu.map_or("–".to_string(), |us| format!("{us:.0}"));
                 eprintln!(
-                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, errors {}{}",
+                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, errors {}{}",
                     row.ops_per_sec,
                     row.p50_us,
                     row.p99_us,
+                    per_cycle(row.server_cpu_us_per_cycle),
+                    per_cycle(row.client_cpu_us_per_cycle),
                     row.errors,
                     row.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
                 );

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use super::{AdapterError, LockSession};
+use super::{cpu, AdapterError, LockSession};
 use crate::bench::{histogram, BenchRow, CDF_QUANTILES};
 
 /// What the clients contend for.
@@ -61,6 +61,9 @@ pub struct Plan {
     pub warmup: Duration,
     pub duration: Duration,
     pub ttl: Duration,
+    /// The system's server processes, whose CPU time is measured (none for
+    /// a cluster the benchmark did not start).
+    pub server_pids: Vec<u32>,
 }
 
 impl Plan {
@@ -90,6 +93,20 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
     let measure_from = Instant::now() + plan.warmup;
     let stop_at = measure_from + plan.duration;
     let wait = if plan.workload == Workload::Hot { HOT_WAIT } else { Duration::ZERO };
+    // CPU time over exactly the measured window: the servers' and this
+    // process's (every client), read when the window opens and closes.
+    let cpu_window = {
+        let pids = plan.server_pids.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from.into()).await;
+            let start = (cpu::cpu_time_of(&pids), cpu::own_cpu_time());
+            tokio::time::sleep_until(stop_at.into()).await;
+            let end = (cpu::cpu_time_of(&pids), cpu::own_cpu_time());
+            let used = |a: Option<Duration>, b: Option<Duration>| Some(b?.saturating_sub(a?));
+            let servers = if pids.is_empty() { None } else { used(start.0, end.0) };
+            (servers, used(start.1, end.1))
+        })
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for (i, mut session) in sessions.into_iter().enumerate() {
         let name = plan.lock_name(i);
@@ -141,6 +158,10 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         }
     }
     let ops_per_sec = cycles.len() as f64 / plan.duration.as_secs_f64();
+    let (server_cpu, client_cpu) = cpu_window.await.unwrap_or((None, None));
+    let per_cycle = |cpu: Option<Duration>| {
+        cpu.filter(|_| !cycles.is_empty()).map(|cpu| cpu.as_secs_f64() * 1e6 / cycles.len() as f64)
+    };
     BenchRow {
         system: plan.system.clone(),
         workload: plan.workload.label().into(),
@@ -158,5 +179,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         acquire_p99_us: acquires.value_at_quantile(0.99),
         acquire_p999_us: acquires.value_at_quantile(0.999),
         cycle_cdf_us: CDF_QUANTILES.iter().map(|&q| cycles.value_at_quantile(q)).collect(),
+        server_cpu_us_per_cycle: per_cycle(server_cpu),
+        client_cpu_us_per_cycle: per_cycle(client_cpu),
     }
 }
