@@ -232,7 +232,7 @@ impl Report {
             out.push_str(&format!("\n**Skipped {system}**: {why}\n"));
         }
         if !self.targets.is_empty() {
-            out.push_str("\n## Targets for leasehold-3 (ratios from the same run)\n\n| target | measured | met |\n|---|---:|---|\n");
+            out.push_str("\n## Targets (ratios within one run, medians over runs; CPU per cycle as measured)\n\n| target | measured | met |\n|---|---:|---|\n");
             for t in &self.targets {
                 out.push_str(&format!("| {} | {:.2} | {} |\n", t.goal, t.measured, if t.met { "yes" } else { "no" }));
             }
