@@ -3,6 +3,12 @@
 
 mod cli;
 
+/// glibc's malloc took a fifth of the nodes' and the clients' CPU in the
+/// write-path profile (benches/results/profile.md); mimalloc is measured
+/// against it with benches/ab.sh.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::IsTerminal;
 
 use anyhow::Context;
