@@ -91,8 +91,30 @@ impl SecurityFiles {
                 .with_no_client_auth()
                 .with_single_cert(chain, key)
                 .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
-        // The client library and the nodes speak HTTP/1.1 only.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // Clients speak HTTP/1.1; the other nodes ask for the peer transport.
+        config.alpn_protocols = vec![b"http/1.1".to_vec(), crate::raft::peer::ALPN.to_vec()];
+        Ok(Some(Arc::new(config)))
+    }
+
+    /// The TLS client settings of the peer transport: the nodes' certificates
+    /// must chain to `--ca-file`. `None` without TLS, or without a CA file
+    /// (then Raft RPC goes over HTTP, which trusts the built-in roots).
+    pub fn peer_tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, SecurityError> {
+        let (true, Some(ca_file)) = (self.tls(), &self.ca_file) else { return Ok(None) };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(ca_file)
+            .map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?
+        {
+            let cert = cert.map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?;
+            roots.add(cert).map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?;
+        }
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| SecurityError::Tls(e.to_string()))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        config.alpn_protocols = vec![crate::raft::peer::ALPN.to_vec()];
         Ok(Some(Arc::new(config)))
     }
 

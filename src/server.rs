@@ -1,7 +1,9 @@
-//! The HTTP listener: accepts TCP connections (TLS only, when configured),
+//! The listener: accepts TCP connections (TLS only, when configured),
 //! bounds how many are open at once and how long a client may take to send a
 //! request head, and serves each connection with hyper (HTTP/1.1) and the
-//! axum router.
+//! axum router — or, when a connection opens with the peer transport's
+//! preface (or asks for its ALPN protocol under TLS), hands it to Raft
+//! ([`crate::raft::peer`]), outside the client connection limit.
 //!
 //! `axum::serve` exposes neither a header-read timeout nor a connection
 //! limit, hence this loop. The header-read timeout also closes a kept-alive
@@ -27,6 +29,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::api::ApiConfig;
 use crate::node::{Node, NodeConfig, NodeError};
+use crate::raft::peer::{self, Inbound};
 
 /// Default time a client has to send a whole request head.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,6 +45,9 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 const PLAIN_HTTP_DRAIN: Duration = Duration::from_secs(1);
 /// First byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
+/// Peer connections open at once: a few per member (replication, votes),
+/// for clusters of up to 7 nodes, with room for reconnects.
+const MAX_PEER_CONNECTIONS: usize = 64;
 
 /// Connection-level limits of the listener.
 #[derive(Debug, Clone)]
@@ -82,7 +88,10 @@ pub async fn run(
     let started = Node::start(&node).await?;
     tracing::info!(id = node.id, addr = %serve_config.listen, tls = serve_config.tls.is_some(), "serving");
     let router = crate::api::router(started.clone(), &serve_config.api);
-    serve(listener, router, serve_config.tls, serve_config.connection_limits, shutdown).await;
+    let header_read_timeout = serve_config.connection_limits.header_read_timeout;
+    let peers =
+        Inbound::new(started.raft().clone(), serve_config.api.secrets.cluster_secret.clone(), header_read_timeout);
+    serve(listener, router, peers, serve_config.tls, serve_config.connection_limits, shutdown).await;
     started.shutdown().await;
     Ok(())
 }
@@ -93,12 +102,14 @@ pub async fn run(
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    peers: Inbound,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
     let tls = tls.map(TlsAcceptor::from);
     let open = Arc::new(Semaphore::new(limits.max_connections));
+    let peer_slots = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     let graceful = GracefulShutdown::new();
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
@@ -125,15 +136,17 @@ pub async fn serve(
         let connection = Connection {
             http: http.clone(),
             router: router.clone(),
+            peers: peers.clone(),
+            peer_slots: peer_slots.clone(),
+            permit: Some(permit),
             watcher: graceful.watcher(),
             header_read_timeout: limits.header_read_timeout,
         };
         let tls = tls.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             match tls {
                 Some(acceptor) => connection.serve_tls(acceptor, stream).await,
-                None => connection.serve(stream).await,
+                None => connection.serve_plain(stream).await,
             }
         });
     }
@@ -147,11 +160,42 @@ pub async fn serve(
 struct Connection {
     http: http1::Builder,
     router: Router,
+    peers: Inbound,
+    peer_slots: Arc<Semaphore>,
+    /// Its place among the client connections, given back if it turns out
+    /// to be a peer's.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
     watcher: hyper_util::server::graceful::Watcher,
     header_read_timeout: Duration,
 }
 
 impl Connection {
+    /// A plain connection: the peer transport if it opens with its preface
+    /// (consumed here), else HTTP.
+    async fn serve_plain(self, mut stream: TcpStream) {
+        match tokio::time::timeout(self.header_read_timeout, opens_with_preface(&stream)).await {
+            Ok(Ok(true)) => {
+                let mut preface = [0u8; peer::PREFACE.len()];
+                if stream.read_exact(&mut preface).await.is_ok() {
+                    self.serve_peer(stream).await;
+                }
+            }
+            Ok(Ok(false)) => self.serve(stream).await,
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+
+    /// A peer connection: it leaves the client connection budget for the
+    /// peers' own, so client load cannot crowd Raft out.
+    async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin>(mut self, io: I) {
+        let Ok(_slot) = self.peer_slots.clone().try_acquire_owned() else {
+            tracing::warn!("peer connection limit reached; closing a new peer connection");
+            return;
+        };
+        self.permit = None;
+        self.peers.serve(io).await;
+    }
+
     async fn serve<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I) {
         let service = TowerToHyperService::new(self.router);
         let connection = self.http.serve_connection(TokioIo::new(io), service);
@@ -172,11 +216,29 @@ impl Connection {
             acceptor.accept(stream).await.map(Some)
         };
         match tokio::time::timeout(self.header_read_timeout, handshake).await {
+            Ok(Ok(Some(tls))) if tls.get_ref().1.alpn_protocol() == Some(peer::ALPN) => self.serve_peer(tls).await,
             Ok(Ok(Some(tls))) => self.serve(tls).await,
             Ok(Ok(None)) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
             Err(_) => tracing::debug!("TLS handshake timed out"),
         }
+    }
+}
+
+/// Whether the first bytes on `stream` are the peer preface (peeked, not
+/// consumed). Waits only while what arrived so far is a prefix of it.
+async fn opens_with_preface(stream: &TcpStream) -> std::io::Result<bool> {
+    let mut head = [0u8; peer::PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut head).await?;
+        if n == 0 || !peer::PREFACE.starts_with(&head[..n]) {
+            return Ok(false);
+        }
+        if n == head.len() {
+            return Ok(true);
+        }
+        // A prefix of the preface, split across segments: wait for the rest.
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

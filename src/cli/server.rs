@@ -260,7 +260,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tick_ms: args.tick_ms,
         initial_members,
         snapshot_every: args.snapshot_every,
-        peers: PeerTransport { tls: files.tls(), ca: files.ca()?, cluster_secret: secrets.cluster_secret.clone() },
+        peers: PeerTransport {
+            tls: files.tls(),
+            ca: files.ca()?,
+            cluster_secret: secrets.cluster_secret.clone(),
+            peer_tls: files.peer_tls()?,
+        },
     };
     let serve_config = ServeConfig {
         listen,

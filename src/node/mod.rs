@@ -18,6 +18,7 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, Raf
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 
 use crate::metrics::Metrics;
+use crate::raft::peer::Dialer;
 use crate::raft::{
     self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotStore, Ticker,
 };
@@ -68,6 +69,9 @@ pub struct PeerTransport {
     pub ca: Option<reqwest::Certificate>,
     /// Sent on every Raft RPC; the others refuse Raft RPC without it.
     pub cluster_secret: Option<Secret>,
+    /// TLS client settings of the peer transport (`tls` on and a CA file
+    /// given); without them, under TLS, Raft RPC goes over HTTP.
+    pub peer_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -133,7 +137,12 @@ impl Node {
         .map_err(|e| NodeError::Internal(e.to_string()))?;
         let http = leasehold_client::http_client(config.peers.ca.clone());
         let scheme = if config.peers.tls { "https" } else { "http" };
-        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone());
+        let dialer = (!config.peers.tls || config.peers.peer_tls.is_some()).then(|| Dialer {
+            from: config.id,
+            tls: config.peers.peer_tls.clone(),
+            cluster_secret: config.peers.cluster_secret.clone(),
+        });
+        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer);
         let log_size = log_store.clone();
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await

@@ -3,7 +3,8 @@
 //! sled, a database per snapshot),
 //! the proposer that batches client commands into entries, the registry
 //! that wakes each waiting acquire only for its own events,
-//! the reqwest network to the other nodes, the leader's ticker, and the
+//! the network to the other nodes (the binary peer transport, `peer.rs`,
+//! and HTTP for snapshots), the leader's ticker, and the
 //! observer that carries openraft's metrics into Prometheus series.
 
 // `StorageError` is openraft's own (large) error type, required by its storage
@@ -15,6 +16,7 @@ mod compaction;
 mod log_store;
 mod network;
 pub mod observer;
+pub mod peer;
 mod proposer;
 mod snapshot_store;
 mod state_machine;

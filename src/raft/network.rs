@@ -1,9 +1,10 @@
-//! Outbound Raft RPC over HTTP with one pooled reqwest client.
-//!
-//! Each RPC is a POST under `/raft/` on the target node. A 2xx answer carries
-//! the response as JSON; any other status carries the target's `RaftError` as
-//! JSON. Snapshot chunks travel as raw bytes after a small JSON head (see
-//! [`SnapshotChunkHead`]) because JSON would spell every byte as a number.
+//! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
+//! ([`super::peer`]): one persistent connection per peer, binary frames.
+//! Snapshot chunks go over HTTP, a POST under `/raft/` with one pooled
+//! reqwest client: a 2xx answer carries the response as JSON, any other
+//! status the target's `RaftError` as JSON, and the chunk travels as raw
+//! bytes after a small JSON head (see [`SnapshotChunkHead`]) because JSON
+//! would spell every byte as a number.
 
 use std::error::Error;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use openraft::{SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream};
 use super::{Node, NodeId, TypeConfig};
 use leasehold_client::Secret;
 
@@ -60,7 +62,7 @@ impl SnapshotChunkHead {
     }
 }
 
-/// Makes connections to peers; all share one HTTP connection pool.
+/// Makes connections to peers; snapshot chunks share one HTTP connection pool.
 #[derive(Clone)]
 pub struct Network {
     http: reqwest::Client,
@@ -68,11 +70,20 @@ pub struct Network {
     scheme: &'static str,
     /// Sent as a bearer token on every RPC: members prove membership with it.
     cluster_secret: Option<Secret>,
+    /// Dials peer connections; `None` when they cannot be made (TLS without
+    /// a CA file to check the peers' certificates against): then every RPC
+    /// goes over HTTP, as reqwest trusts the built-in roots.
+    dialer: Option<Dialer>,
 }
 
 impl Network {
-    pub fn new(http: reqwest::Client, scheme: &'static str, cluster_secret: Option<Secret>) -> Self {
-        Network { http, scheme, cluster_secret }
+    pub fn new(
+        http: reqwest::Client,
+        scheme: &'static str,
+        cluster_secret: Option<Secret>,
+        dialer: Option<Dialer>,
+    ) -> Self {
+        Network { http, scheme, cluster_secret, dialer }
     }
 }
 
@@ -83,8 +94,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             http: self.http.clone(),
             target,
+            addr: node.addr.clone(),
             base: format!("{}://{}", self.scheme, node.addr),
             cluster_secret: self.cluster_secret.clone(),
+            dialer: self.dialer.clone(),
+            stream: None,
         }
     }
 }
@@ -93,11 +107,65 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Connection {
     http: reqwest::Client,
     target: NodeId,
+    addr: String,
     base: String,
     cluster_secret: Option<Secret>,
+    dialer: Option<Dialer>,
+    /// The open peer connection, dialed on first use and after a failure.
+    stream: Option<Box<dyn PeerStream>>,
 }
 
 impl Connection {
+    /// One request and its answer over the peer connection, within
+    /// `timeout` (dialing included). A failed exchange drops the connection:
+    /// the next RPC dials a new one, so a half-read answer is never mistaken
+    /// for the next.
+    async fn exchange<E: Error>(
+        &mut self,
+        dialer: &Dialer,
+        request: &PeerRequest,
+        timeout: Duration,
+    ) -> Result<PeerResponse, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
+        let exchange = async {
+            let mut stream = match self.stream.take() {
+                Some(stream) => stream,
+                None => dialer.dial(&self.addr).await.map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
+            };
+            let network = |e: peer::FrameError| RPCError::Network(NetworkError::new(&e));
+            peer::write_frame(&mut stream, request).await.map_err(network)?;
+            match peer::read_frame(&mut stream).await.map_err(network)? {
+                Some(response) => Ok((stream, response)),
+                None => {
+                    let closed = std::io::Error::other("the peer closed the connection (wrong cluster secret?)");
+                    Err(RPCError::Network(NetworkError::new(&closed)))
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok((stream, response))) => {
+                self.stream = Some(stream);
+                Ok(response)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out");
+                Err(RPCError::Network(NetworkError::new(&late)))
+            }
+        }
+    }
+
+    fn remote<T, E: Error>(
+        &self,
+        answer: Result<T, RaftError<NodeId, E>>,
+    ) -> Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
+        answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
+    }
+
+    fn mismatched<E: Error>(&self) -> RPCError<NodeId, Node, RaftError<NodeId, E>> {
+        let e = std::io::Error::other(format!("node {} answered another kind of request", self.target));
+        RPCError::Network(NetworkError::new(&e))
+    }
+
     async fn post<Resp, E>(
         &self,
         body: reqwest::RequestBuilder,
@@ -143,7 +211,13 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
-        self.post(self.request(APPEND_PATH).json(&rpc), option.hard_ttl()).await
+        let Some(dialer) = self.dialer.clone() else {
+            return self.post(self.request(APPEND_PATH).json(&rpc), option.hard_ttl()).await;
+        };
+        match self.exchange(&dialer, &PeerRequest::Append(rpc), option.hard_ttl()).await? {
+            PeerResponse::Append(answer) => self.remote(answer),
+            PeerResponse::Vote(_) => Err(self.mismatched()),
+        }
     }
 
     async fn install_snapshot(
@@ -163,6 +237,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
-        self.post(self.request(VOTE_PATH).json(&rpc), option.hard_ttl()).await
+        let Some(dialer) = self.dialer.clone() else {
+            return self.post(self.request(VOTE_PATH).json(&rpc), option.hard_ttl()).await;
+        };
+        match self.exchange(&dialer, &PeerRequest::Vote(rpc), option.hard_ttl()).await? {
+            PeerResponse::Vote(answer) => self.remote(answer),
+            PeerResponse::Append(_) => Err(self.mismatched()),
+        }
     }
 }
