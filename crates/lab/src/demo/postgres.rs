@@ -120,7 +120,7 @@ impl PgServer {
             None => Ok(()),
         };
         owner(dir.path())?;
-        let password: String = std::iter::repeat_with(|| fastrand::alphanumeric()).take(32).collect();
+        let password: String = std::iter::repeat_with(fastrand::alphanumeric).take(32).collect();
         let pwfile = dir.path().join("pwfile");
         std::fs::write(&pwfile, &password)?;
         std::fs::set_permissions(&pwfile, std::fs::Permissions::from_mode(0o600))?;
