@@ -210,3 +210,21 @@ impl Ledger {
         Ok(rows.iter().map(|r| Refusal { at_s: r.get(0), kind: r.get(1), transfer_id: r.get(2) }).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures the README's "Fencing with PostgreSQL" quotes the statements
+    // and tables exactly as the demo runs them.
+    #[test]
+    fn readme_quotes_the_statements_as_run() {
+        let readme = include_str!("../../../../README.md");
+        for statement in [READ_FENCED, WRITE_FENCED, READ_UNFENCED, WRITE_UNFENCED, RECORD] {
+            assert!(readme.contains(statement), "README lacks {statement:?}");
+        }
+        for table in CREATE.split(";\n").filter(|t| !t.contains("refusals")) {
+            assert!(readme.contains(table.trim()), "README lacks {table}");
+        }
+    }
+}
