@@ -39,13 +39,19 @@ const STOP_BOUND: Duration = Duration::from_secs(10);
 
 /// The newest `/usr/lib/postgresql/N/bin` with `initdb` and `postgres`.
 pub fn find_bin_dir() -> Result<PathBuf, DemoError> {
+    find_bin_dir_in(Path::new(DEBIAN_ROOT))
+}
+
+/// The newest `ROOT/N/bin` (by version number) with `initdb` and `postgres`.
+fn find_bin_dir_in(root: &Path) -> Result<PathBuf, DemoError> {
     let missing = || {
         DemoError::PostgresMissing(format!(
-            "no {DEBIAN_ROOT}/*/bin/postgres: install PostgreSQL (apt-get install postgresql), \
-             or give --postgres URL of a database you have"
+            "no {}/*/bin/postgres: install PostgreSQL (apt-get install postgresql), \
+             or give --postgres URL of a database you have",
+            root.display()
         ))
     };
-    let entries = std::fs::read_dir(DEBIAN_ROOT).map_err(|_| missing())?;
+    let entries = std::fs::read_dir(root).map_err(|_| missing())?;
     entries
         .flatten()
         .filter_map(|e| {
@@ -265,13 +271,25 @@ fn log_tail(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    // Ensures the newest installed major version is picked when PostgreSQL
-    // is installed, and a missing install says what to install.
+    // Ensures the newest major version with both programs is picked (by
+    // number, not by name), and a missing install says what to install.
     #[test]
     fn bin_dir_is_the_newest_or_says_what_to_install() {
-        match find_bin_dir() {
-            Ok(bin) => assert!(bin.join("postgres").is_file() && bin.starts_with(DEBIAN_ROOT)),
-            Err(e) => assert!(e.to_string().contains("apt-get install postgresql"), "{e}"),
+        let root = tempfile::tempdir().unwrap();
+        let missing = find_bin_dir_in(&root.path().join("nothing")).unwrap_err();
+        assert!(matches!(missing, DemoError::PostgresMissing(_)));
+        assert!(missing.to_string().contains("apt-get install postgresql"), "{missing}");
+        assert!(find_bin_dir_in(root.path()).is_err(), "an empty folder has no server");
+        for (version, programs) in
+            [("9.6", &["initdb", "postgres"][..]), ("15", &["initdb", "postgres"]), ("16", &["initdb"])]
+        {
+            let bin = root.path().join(version).join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            for program in programs {
+                std::fs::write(bin.join(program), "").unwrap();
+            }
         }
+        std::fs::create_dir_all(root.path().join("not-a-version/bin")).unwrap();
+        assert_eq!(find_bin_dir_in(root.path()).unwrap(), root.path().join("15/bin"));
     }
 }

@@ -278,12 +278,13 @@ fn markdown(args: &PaymentsOptions, outcome: &Outcome, latency: &Latency) -> Str
 /// Transfers applied and refused per second, the pause as a band, each
 /// stale refusal as a thin band.
 pub fn svg(outcome: &Outcome, timeline: &Timeline) -> String {
-    let seconds = timeline.seconds.ceil().max(1.0) as usize;
+    // Whole seconds only: a last, partial second would show as a drop.
+    let seconds = timeline.seconds.floor().max(1.0) as usize;
     let per_second = |times: &mut dyn Iterator<Item = f64>| {
         let mut bins = vec![0u64; seconds];
         for t in times {
-            if t >= 0.0 {
-                bins[(t as usize).min(seconds - 1)] += 1;
+            if let Some(bin) = bins.get_mut(t.max(0.0) as usize) {
+                *bin += 1;
             }
         }
         bins
