@@ -72,6 +72,13 @@ pub struct FaultRecord {
     pub late_write: Option<String>,
 }
 
+impl FaultRecord {
+    /// PostgreSQL rolled the late write back.
+    pub fn late_write_refused(&self) -> bool {
+        self.late_write.as_deref().is_some_and(|w| w.contains("refused by PostgreSQL"))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub fencing: bool,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::ledger::Refusal;
+use super::ledger::{AccountRow, Refusal};
 use super::payments::Outcome;
 use super::{say, PaymentsOptions};
 use crate::plot::{short, Chart, LineStyle};
@@ -92,9 +92,30 @@ fn table(outcome: &Outcome) -> String {
     table
 }
 
+/// Accounts listed one by one up to this many; past it only those with
+/// lost updates (report.json has them all).
+const LISTED_ACCOUNTS: usize = 32;
+
+fn listed(outcome: &Outcome) -> impl Iterator<Item = &AccountRow> {
+    let all = outcome.accounts.len() <= LISTED_ACCOUNTS;
+    outcome.accounts.iter().filter(move |a| all || a.lost_updates())
+}
+
+fn fence_range(outcome: &Outcome) -> String {
+    let fences = outcome.accounts.iter().map(|a| a.fence);
+    match (fences.clone().min(), fences.max()) {
+        (Some(lo), Some(hi)) => format!("{} accounts, fences {lo} to {hi}", outcome.accounts.len()),
+        _ => "no accounts".to_string(),
+    }
+}
+
 fn accounts_table(outcome: &Outcome) -> String {
-    let mut table = String::from("| account | balance | journal | fence |\n|---|---:|---:|---:|\n");
-    for a in &outcome.accounts {
+    let mut table = String::new();
+    if outcome.accounts.len() > LISTED_ACCOUNTS {
+        table.push_str(&format!("{}; those with lost updates:\n\n", fence_range(outcome)));
+    }
+    table.push_str("| account | balance | journal | fence |\n|---|---:|---:|---:|\n");
+    for a in listed(outcome) {
         let journal = if a.lost_updates() { format!("**{}**", a.journal) } else { a.journal.to_string() };
         table.push_str(&format!("| {} | {} | {journal} | {} |\n", a.id, a.balance, a.fence));
     }
@@ -110,9 +131,12 @@ fn verdict(outcome: &Outcome) -> String {
         d => format!("{} money destroyed", -d),
     };
     match (outcome.fencing, holds) {
-        (true, true) if outcome.refused_stale() > 0 => {
+        (true, true) if outcome.fault.as_ref().is_some_and(|f| f.late_write_refused()) => {
             "invariant holds: the paused worker's late transaction carried stale tokens and PostgreSQL refused it"
                 .to_string()
+        }
+        (true, true) if outcome.refused_stale() > 0 => {
+            "invariant holds: stale transactions reached the database and PostgreSQL refused them".to_string()
         }
         (true, true) => "invariant holds (no stale transaction reached the database this run)".to_string(),
         (false, false) => format!(
@@ -154,15 +178,18 @@ pub fn print(outcome: &Outcome) {
             w.errors
         ));
     }
-    let accounts: Vec<String> = outcome
-        .accounts
-        .iter()
+    if outcome.accounts.len() > LISTED_ACCOUNTS {
+        say(&format!("accounts: {}", fence_range(outcome)));
+    }
+    let accounts: Vec<String> = listed(outcome)
         .map(|a| {
             let journal = if a.lost_updates() { format!(" (journal {})", a.journal) } else { String::new() };
             format!("{}: {}{journal} fence {}", a.id, a.balance, a.fence)
         })
         .collect();
-    say(&format!("accounts: {}", accounts.join(", ")));
+    if !accounts.is_empty() {
+        say(&format!("accounts: {}", accounts.join(", ")));
+    }
     let latency = Latency::of(outcome);
     say(&format!(
         "throughput: {:.1} transfers/s; per transfer p50/p99: acquire {:.2}/{:.2} ms, database {:.2}/{:.2} ms, \
@@ -323,7 +350,6 @@ pub fn svg(outcome: &Outcome, timeline: &Timeline) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::ledger::AccountRow;
     use crate::demo::WorkerReport;
     use std::time::Duration;
 
@@ -370,6 +396,18 @@ mod tests {
         assert!((latency.lock_share - 0.5).abs() < 1e-9, "{latency:?}");
         assert!((throughput(&good) - 1.0).abs() < 1e-9);
         assert!(table(&good).contains("| refused as stale           |        1 |"), "{}", table(&good));
+    }
+
+    // Ensures many accounts are summed up, not listed, except those with
+    // lost updates.
+    #[test]
+    fn many_accounts_list_only_the_damaged() {
+        let mut balances = vec![(1000, 1000); 40];
+        balances[7] = (1010, 1000);
+        let table = accounts_table(&outcome(false, &balances));
+        assert!(table.starts_with("40 accounts, fences 7 to 7; those with lost updates:"), "{table}");
+        assert_eq!(table.lines().filter(|l| l.starts_with("| 7 |")).count(), 1, "{table}");
+        assert_eq!(table.lines().count(), 5, "{table}");
     }
 
     // Ensures the timeline has both lines, the pause and each refusal.
