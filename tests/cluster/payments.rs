@@ -181,21 +181,35 @@ fn with_fencing_postgres_refuses_the_paused_workers_late_transaction_and_the_mon
     assert_server_stopped(&run);
 }
 
+/// No-fencing runs until one has created or destroyed money (see below).
+const UNFENCED_RUNS: usize = 3;
+
 #[test]
 fn without_fencing_the_paused_workers_late_write_breaks_the_invariant() {
-    // Ensures: without fencing, the same pause lets a stale write overwrite newer balances; reported, exit 1.
+    // Ensures: without fencing, the same pause lets a stale write overwrite newer balances, creating or
+    // destroying money; reported, exit 1.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = tempfile::tempdir().expect("tempdir");
-    let run = Demo::start(&["--no-fencing"], out.path()).finish();
-    assert!(run.stdout.contains("fault: SIGSTOP worker"), "the fault caught a worker holding locks\n{run}");
-    assert_eq!(run.number("refused as stale"), 0, "nothing is refused without fencing\n{run}");
-    assert!(run.stdout.contains("resumed; its write of"), "the paused worker wrote after SIGCONT\n{run}");
-    // Money created or destroyed (the late write replaced both balances,
-    // one of which others had changed).
-    assert_ne!(run.number("total after"), run.number("total before"), "money created or destroyed\n{run}");
-    assert!(run.number("accounts with lost updates") > 0, "damage is visible\n{run}");
-    assert_eq!(run.row("invariant holds"), "NO", "{run}");
-    assert!(run.stdout.contains("invariant broken, as expected without fencing"), "{run}");
-    assert_eq!(run.status.code(), Some(1), "exit 1 when the invariant is broken\n{run}");
-    assert_server_stopped(&run);
+    // The late write sets both paused accounts to what they held before
+    // the pause, minus and plus its amount. That changes the total unless
+    // the transfers others made on them meanwhile happened to net out (only
+    // transfers between the two, say): then the run shows lost updates with
+    // the total intact, and exits 1 all the same. That is rare, but not
+    // rare enough for one run, so up to UNFENCED_RUNS runs, each judged.
+    for attempt in 1..=UNFENCED_RUNS {
+        let out = tempfile::tempdir().expect("tempdir");
+        let run = Demo::start(&["--no-fencing"], out.path()).finish();
+        assert!(run.stdout.contains("fault: SIGSTOP worker"), "the fault caught a worker holding locks\n{run}");
+        assert_eq!(run.number("refused as stale"), 0, "nothing is refused without fencing\n{run}");
+        assert!(run.stdout.contains("resumed; its write of"), "the paused worker wrote after SIGCONT\n{run}");
+        assert!(run.number("accounts with lost updates") > 0, "damage is visible\n{run}");
+        assert_eq!(run.row("invariant holds"), "NO", "{run}");
+        assert!(run.stdout.contains("invariant broken, as expected without fencing"), "{run}");
+        assert_eq!(run.status.code(), Some(1), "exit 1 when the invariant is broken\n{run}");
+        assert_server_stopped(&run);
+        if run.number("total after") != run.number("total before") {
+            return;
+        }
+        assert!(attempt < UNFENCED_RUNS, "{UNFENCED_RUNS} runs without money created or destroyed\n{run}");
+        eprintln!("run {attempt}: updates lost with the total intact; once more");
+    }
 }
