@@ -15,6 +15,7 @@
 //! away at the end, and fencing does not depend on it.
 
 use std::fs::File;
+use std::io::Read as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -126,7 +127,7 @@ impl PgServer {
             None => Ok(()),
         };
         owner(dir.path())?;
-        let password: String = std::iter::repeat_with(fastrand::alphanumeric).take(32).collect();
+        let password = random_password()?;
         let pwfile = dir.path().join("pwfile");
         std::fs::write(&pwfile, &password)?;
         std::fs::set_permissions(&pwfile, std::fs::Permissions::from_mode(0o600))?;
@@ -258,6 +259,13 @@ fn spawn_as(command: &mut Command, user: Option<&User>, cwd: &Path, log: &File) 
     }
     let child = command.spawn().map_err(|e| DemoError::Postgres(format!("starting {command:?}: {e}")))?;
     Ok(Guarded(child))
+}
+
+/// 32 hex digits from the kernel's random source.
+fn random_password() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The last lines of the server's log, for an error message.

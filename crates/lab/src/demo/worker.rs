@@ -269,7 +269,9 @@ impl Worker {
     /// Moves money between the two held accounts; returns the time spent
     /// in the database when the transfer was applied.
     async fn move_money(&mut self, held: [(usize, &Lease); 2]) -> Option<Duration> {
-        let transfer = format!("w{}-{}-{}", self.id, std::process::id(), self.transfers_started + 1);
+        // A new id per attempt, refused or not; only a replay reuses one.
+        self.transfers_started += 1;
+        let transfer = format!("w{}-{}-{}", self.id, std::process::id(), self.transfers_started);
         let tokens = held.map(|(_, lease)| lease.token() as i64);
         let ids = held.map(|(account, _)| account as i32);
         let reading = Instant::now();
@@ -302,7 +304,6 @@ impl Worker {
         let paused = self.pause_requested && self.pause_here(&held, &balances).await;
         tokio::time::sleep(Duration::from_millis(self.rng.u64(WORK_MS.0..=WORK_MS.1))).await;
 
-        self.transfers_started += 1;
         let writing = Instant::now();
         let written = self.write(ids, tokens, new, &moved).await;
         let applied = matches!(written, Ok(Ok(())));
