@@ -178,18 +178,9 @@ pub fn print(outcome: &Outcome) {
             w.errors
         ));
     }
-    if outcome.accounts.len() > LISTED_ACCOUNTS {
-        say(&format!("accounts: {}", fence_range(outcome)));
-    }
-    let accounts: Vec<String> = listed(outcome)
-        .map(|a| {
-            let journal = if a.lost_updates() { format!(" (journal {})", a.journal) } else { String::new() };
-            format!("{}: {}{journal} fence {}", a.id, a.balance, a.fence)
-        })
-        .collect();
-    if !accounts.is_empty() {
-        say(&format!("accounts: {}", accounts.join(", ")));
-    }
+    // Each account's final balance, journal (bold where they differ: lost
+    // updates) and fence.
+    say(&format!("\n{}", accounts_table(outcome)));
     let latency = Latency::of(outcome);
     say(&format!(
         "throughput: {:.1} transfers/s; per transfer p50/p99: acquire {:.2}/{:.2} ms, database {:.2}/{:.2} ms, \
