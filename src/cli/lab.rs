@@ -40,10 +40,12 @@ pub enum LabCmd {
 pub enum DemoCmd {
     /// Payments by worker processes, one of them paused past its lease.
     ///
-    /// With fencing tokens the bank refuses the paused worker's late write and
-    /// the total stays put; with --no-fencing the late write overwrites newer
-    /// balances. Exit status: 0 when the money adds up and no transfer was
-    /// applied twice, 1 when not, 2 when the demo itself failed.
+    /// The money is in a real PostgreSQL (started by the demo, or --postgres).
+    /// With fencing tokens PostgreSQL refuses the paused worker's late
+    /// transaction and the total stays put; with --no-fencing the late write
+    /// overwrites newer balances. Exit status: 0 when the money adds up and
+    /// every transfer was applied exactly once, 1 when not, 2 when the demo
+    /// itself failed (or PostgreSQL is not installed).
     Payments(PaymentsArgs),
     /// One worker of `demo payments` (started by it).
     #[command(hide = true)]
@@ -67,19 +69,31 @@ pub struct PaymentsArgs {
     /// paused worker is stopped for twice this.
     #[arg(long, default_value = "3s", value_parser = duration::parse)]
     ttl: Duration,
-    /// Let the bank apply every write, whatever its token.
+    /// Drop the fence predicate (and the fence raise) from the statements.
     #[arg(long)]
     no_fencing: bool,
     /// Use this cluster instead of starting a local 3-node one.
     #[arg(long, value_delimiter = ',')]
     endpoints: Vec<String>,
+    /// Use this database (postgresql://user:password@host:port/db, no TLS)
+    /// instead of starting a PostgreSQL server; the demo's tables go in a
+    /// schema of its own, dropped at the end.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// Where the report goes (report.md, report.json, timeline.svg); default
+    /// a new temporary folder, printed at the end.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct WorkerArgs {
-    /// Base URL of the bank, e.g. http://127.0.0.1:4000.
+    /// The database URL (in the environment: a password in it stays off `ps`).
+    #[arg(long, env = leasehold_lab::demo::POSTGRES_ENV, hide_env_values = true)]
+    postgres: String,
+    /// The demo's schema in it.
     #[arg(long)]
-    bank: String,
+    schema: String,
     #[arg(long, value_delimiter = ',', required = true)]
     endpoints: Vec<String>,
     #[arg(long)]
@@ -88,7 +102,7 @@ pub struct WorkerArgs {
     ttl: Duration,
     #[arg(long)]
     worker_id: u32,
-    /// Send no tokens to the bank.
+    /// Run the statements without the fence predicate.
     #[arg(long)]
     no_fencing: bool,
 }
@@ -247,6 +261,9 @@ impl From<PaymentsArgs> for PaymentsOptions {
             ttl: a.ttl,
             no_fencing: a.no_fencing,
             endpoints: a.endpoints,
+            postgres: a.postgres,
+            out: a.out,
+            command: command_line(),
         }
     }
 }
@@ -254,7 +271,8 @@ impl From<PaymentsArgs> for PaymentsOptions {
 impl From<WorkerArgs> for WorkerOptions {
     fn from(a: WorkerArgs) -> Self {
         WorkerOptions {
-            bank: a.bank,
+            postgres: a.postgres,
+            schema: a.schema,
             endpoints: a.endpoints,
             seconds: a.seconds,
             ttl: a.ttl,

@@ -1,7 +1,8 @@
 //! `leasehold demo payments` end to end: the real binary starts its own
-//! 3-node cluster, bank and worker processes, pauses one worker past its
-//! lease while it holds two account locks, and reports whether the money
-//! survived.
+//! PostgreSQL server, 3-node cluster and worker processes, pauses one worker
+//! past its lease while it holds two account locks, and reports whether the
+//! money survived. Needs Debian's `postgresql` package
+//! (`.ci/install-test-deps` installs it).
 
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -12,15 +13,16 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// Upper bound on one demo run (it takes about 13 s on an idle machine).
-const RUN_BOUND: Duration = Duration::from_secs(60);
+/// Upper bound on one demo run (it takes about 16 s on an idle machine,
+/// PostgreSQL's initdb included).
+const RUN_BOUND: Duration = Duration::from_secs(90);
 /// After SIGTERM on timeout, how long the demo gets to stop its own children.
 const TERM_GRACE: Duration = Duration::from_secs(10);
 /// Few accounts, so the accounts of the paused worker are certainly changed
 /// by the others while it is stopped.
 const ARGS: [&str; 10] = ["demo", "payments", "--workers", "3", "--accounts", "4", "--seconds", "12", "--ttl", "3s"];
 
-/// One demo at a time: each starts 3 nodes and 3 workers, and two at once
+/// One demo at a time: each starts PostgreSQL, 3 nodes and 3 workers, and two at once
 /// on a small machine would only make both slower.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -39,10 +41,12 @@ struct Finished {
 }
 
 impl Demo {
-    fn start(extra: &[&str]) -> Demo {
+    fn start(extra: &[&str], out: &std::path::Path) -> Demo {
         let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
             .args(ARGS)
             .args(extra)
+            .arg("--out")
+            .arg(out)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -129,34 +133,83 @@ impl std::fmt::Display for Finished {
     }
 }
 
-#[test]
-fn with_fencing_the_paused_workers_late_write_is_rejected_and_the_money_adds_up() {
-    // Ensures: with fencing, the late write of a worker paused past its lease is refused and the total is kept.
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let run = Demo::start(&[]).finish();
-    assert!(run.stdout.contains("fault: SIGSTOP worker"), "the fault caught a worker holding locks\n{run}");
-    assert!(run.number("stale writes rejected") >= 1, "the late write was rejected\n{run}");
-    assert!(run.number("transfers applied") > 0, "money moved\n{run}");
-    assert_eq!(run.number("total after"), run.number("total before"), "{run}");
-    assert_eq!(run.number("accounts with lost updates"), 0, "{run}");
-    assert_eq!(run.number("transfers applied twice"), 0, "{run}");
-    assert_eq!(run.row("invariant holds"), "yes", "{run}");
-    assert_eq!(run.status.code(), Some(0), "exit 0 when the invariant holds\n{run}");
+/// The PostgreSQL server the demo started is gone: its port takes no
+/// connection.
+fn assert_server_stopped(run: &Finished) {
+    let port = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("postgres: started ")?.split(" at 127.0.0.1:").nth(1)?.split(',').next())
+        .unwrap_or_else(|| panic!("no port in the postgres line\n{run}"));
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+    let connected = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    assert!(connected.is_err(), "PostgreSQL still accepts connections at {addr} after the demo\n{run}");
+}
+
+/// The demo's report.json.
+fn report(out: &std::path::Path, run: &Finished) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("report.json")).unwrap_or_else(|e| panic!("report.json: {e}\n{run}"));
+    serde_json::from_str(&text).expect("report.json is JSON")
 }
 
 #[test]
-fn without_fencing_the_paused_workers_late_write_breaks_the_invariant() {
-    // Ensures: without fencing, the same pause lets a stale write overwrite newer balances; reported, exit 1.
+fn with_fencing_postgres_refuses_the_paused_workers_late_transaction_and_the_money_adds_up() {
+    // Ensures: on a real PostgreSQL, with fencing, the late transaction of a worker paused past its lease
+    // touches no row and is rolled back, the total is kept and every transfer id is applied once.
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let run = Demo::start(&["--no-fencing"]).finish();
+    let out = tempfile::tempdir().expect("tempdir");
+    let run = Demo::start(&[], out.path()).finish();
+    assert!(run.stdout.contains("postgres: started PostgreSQL"), "the demo ran its own PostgreSQL\n{run}");
     assert!(run.stdout.contains("fault: SIGSTOP worker"), "the fault caught a worker holding locks\n{run}");
-    assert_eq!(run.number("stale writes rejected"), 0, "nothing is rejected without fencing\n{run}");
-    assert!(run.stdout.contains("resumed; its write of"), "the paused worker wrote after SIGCONT\n{run}");
-    // Money created or destroyed, or (when the late write was itself
-    // overwritten by another worker's) updates lost with the total intact.
-    let total_changed = run.number("total after") != run.number("total before");
-    assert!(total_changed || run.number("accounts with lost updates") > 0, "damage is visible\n{run}");
-    assert_eq!(run.row("invariant holds"), "NO", "{run}");
-    assert!(run.stdout.contains("invariant broken, as expected without fencing"), "{run}");
-    assert_eq!(run.status.code(), Some(1), "exit 1 when the invariant is broken\n{run}");
+    assert!(run.stdout.contains("refused by PostgreSQL"), "the late transaction was refused\n{run}");
+    assert!(run.number("refused as stale") >= 1, "at least one stale transaction refused\n{run}");
+    assert!(run.number("retried idempotently") >= 1, "replays found their id recorded\n{run}");
+    let applied = run.number("transfers applied");
+    assert!(applied > 0, "money moved\n{run}");
+    assert_eq!(run.number("transfer ids recorded"), applied, "one id per applied transfer\n{run}");
+    assert_eq!(run.number("transfers applied twice"), 0, "{run}");
+    assert_eq!(run.number("total after"), run.number("total before"), "{run}");
+    assert_eq!(run.number("accounts with lost updates"), 0, "{run}");
+    assert_eq!(run.row("invariant holds"), "yes", "{run}");
+    assert_eq!(run.status.code(), Some(0), "exit 0 when the invariant holds\n{run}");
+    let report = report(out.path(), &run);
+    let refusals = report["refusals"].as_array().expect("refusals");
+    assert!(refusals.iter().any(|r| r["kind"] == "stale-write"), "the refusal is in the report\n{report:#}");
+    assert!(report["latency"]["database"]["p50_ms"].as_f64().is_some_and(|v| v > 0.0), "{report:#}");
+    let svg = std::fs::read_to_string(out.path().join("timeline.svg")).expect("timeline.svg");
+    assert!(svg.contains("stopped (SIGSTOP)") && svg.contains("refused (stale-write)"), "{svg}");
+    assert_server_stopped(&run);
+}
+
+/// No-fencing runs until one has created or destroyed money (see below).
+const UNFENCED_RUNS: usize = 3;
+
+#[test]
+fn without_fencing_the_paused_workers_late_write_breaks_the_invariant() {
+    // Ensures: without fencing, the same pause lets a stale write overwrite newer balances, creating or
+    // destroying money; reported, exit 1.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The late write sets both paused accounts to what they held before
+    // the pause, minus and plus its amount. That changes the total unless
+    // the transfers others made on them meanwhile happened to net out (only
+    // transfers between the two, say): then the run shows lost updates with
+    // the total intact, and exits 1 all the same. That is rare, but not
+    // rare enough for one run, so up to UNFENCED_RUNS runs, each judged.
+    for attempt in 1..=UNFENCED_RUNS {
+        let out = tempfile::tempdir().expect("tempdir");
+        let run = Demo::start(&["--no-fencing"], out.path()).finish();
+        assert!(run.stdout.contains("fault: SIGSTOP worker"), "the fault caught a worker holding locks\n{run}");
+        assert_eq!(run.number("refused as stale"), 0, "nothing is refused without fencing\n{run}");
+        assert!(run.stdout.contains("resumed; its write of"), "the paused worker wrote after SIGCONT\n{run}");
+        assert!(run.number("accounts with lost updates") > 0, "damage is visible\n{run}");
+        assert_eq!(run.row("invariant holds"), "NO", "{run}");
+        assert!(run.stdout.contains("invariant broken, as expected without fencing"), "{run}");
+        assert_eq!(run.status.code(), Some(1), "exit 1 when the invariant is broken\n{run}");
+        assert_server_stopped(&run);
+        if run.number("total after") != run.number("total before") {
+            return;
+        }
+        assert!(attempt < UNFENCED_RUNS, "{UNFENCED_RUNS} runs without money created or destroyed\n{run}");
+        eprintln!("run {attempt}: updates lost with the total intact; once more");
+    }
 }

@@ -1,20 +1,21 @@
 //! The coordinator of `leasehold demo payments`.
 //!
-//! It starts a local 3-node cluster (unless given `--endpoints`), serves the
-//! bank on a task of its own process, starts the workers as processes of
-//! this binary, and prints progress once a second. A few seconds in, it
-//! picks a worker, asks it to announce its next held pair of locks, stops it
-//! with SIGSTOP right then (between its read and its write), keeps it
-//! stopped for twice the lease ttl so the leases expire and other workers
-//! take the accounts, then continues it: the worker writes the balances it
-//! read before the pause. At the end it prints the result table; the exit
-//! status is 0 when the invariant holds (the money is all there, no update
-//! was lost, no transfer was applied twice), 1 otherwise, 2 when the demo
-//! itself failed.
+//! It starts a local 3-node cluster (unless given `--endpoints`) and a
+//! PostgreSQL server (unless given `--postgres`), creates the ledger in a
+//! schema of its own, starts the workers as processes of this binary, and
+//! prints progress once a second. A few seconds in, it picks a worker, asks
+//! it to announce its next held pair of locks, stops it with SIGSTOP right
+//! then (between its read and its write), keeps it stopped for twice the
+//! lease ttl so the leases expire and other workers take the accounts, then
+//! continues it: the worker writes the balances it read before the pause. At
+//! the end it prints the result table and writes the report; the exit status
+//! is 0 when the invariant holds (the money is all there, no update was
+//! lost, every transfer was applied exactly once), 1 otherwise, 2 when the
+//! demo itself failed.
 //!
 //! Every process it starts is tracked by PID and killed and reaped on every
-//! path, by drop guards (`WorkerProcess`, [`LocalCluster`]); SIGTERM and
-//! SIGINT end the run through those same guards.
+//! path, by drop guards (`WorkerProcess`, [`LocalCluster`], [`PgServer`]);
+//! SIGTERM and SIGINT end the run through those same guards.
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +24,10 @@ use nix::sys::signal::{kill, Signal};
 use tempfile::TempDir;
 use tokio::sync::mpsc;
 
-use super::bank::{BankServer, Snapshot, INITIAL_BALANCE};
+use super::ledger::{AccountRow, Ledger, INITIAL_BALANCE};
+use super::postgres::{find_bin_dir, PgServer};
 use super::processes::{is_stopped, WorkerLine, WorkerProcess, WorkerSpec};
+use super::report::{self, Timeline};
 use super::{say, DemoError, PaymentsOptions, WorkerReport};
 use crate::local::{LocalCluster, NodeLogs};
 
@@ -62,28 +65,66 @@ pub struct FaultRecord {
     pub worker: u32,
     /// The worker's own description of the locks it held when stopped.
     pub holding: String,
+    /// When it was stopped, counted from the workers' start.
+    pub since_start: Duration,
     pub stopped_for: Duration,
     /// What became of its late write, as the worker reported it.
     pub late_write: Option<String>,
 }
 
+impl FaultRecord {
+    /// PostgreSQL rolled the late write back.
+    pub fn late_write_refused(&self) -> bool {
+        self.late_write.as_deref().is_some_and(|w| w.contains("refused by PostgreSQL"))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub fencing: bool,
-    pub total_before: u64,
-    pub bank: Snapshot,
+    pub total_before: i64,
+    pub total_after: i64,
+    pub accounts: Vec<AccountRow>,
+    /// Rows of `transfers`: transfer ids recorded, each once.
+    pub transfers_recorded: i64,
     pub fault: Option<FaultRecord>,
     pub workers: Vec<WorkerReport>,
+    /// How long the workers ran.
+    pub elapsed: Duration,
 }
 
 impl Outcome {
+    pub fn sum(&self, f: impl Fn(&WorkerReport) -> u64) -> u64 {
+        self.workers.iter().map(f).sum()
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.sum(|w| w.transfers_applied)
+    }
+
+    pub fn refused_stale(&self) -> u64 {
+        self.sum(|w| w.stale_reads_refused + w.stale_writes_refused)
+    }
+
+    pub fn applied_twice(&self) -> u64 {
+        self.sum(|w| w.applied_twice)
+    }
+
+    pub fn lost_updates(&self) -> usize {
+        self.accounts.iter().filter(|a| a.lost_updates()).count()
+    }
+
+    /// Every commit the workers counted recorded its own transfer id (none
+    /// is missing, none extra), and no replay committed.
+    pub fn applied_once(&self) -> bool {
+        self.transfers_recorded == self.applied() as i64 && self.applied_twice() == 0
+    }
+
     /// The money is all there, every balance is its opening balance plus
-    /// the transfers applied to it (no update was lost), and no transfer was
-    /// applied twice.
+    /// the transfers applied to it (no update was lost), and every transfer
+    /// was applied exactly once.
     pub fn invariant_holds(&self) -> bool {
-        self.bank.total == self.total_before
-            && self.bank.accounts_off_journal == 0
-            && self.bank.counters.transfers_applied_twice == 0
+        self.total_after == self.total_before && self.lost_updates() == 0 && self.applied_once()
     }
 
     pub fn exit_code(&self) -> i32 {
@@ -120,10 +161,27 @@ fn validate(args: &PaymentsOptions) -> Result<(), DemoError> {
 
 async fn payments(args: &PaymentsOptions) -> Result<Outcome, DemoError> {
     validate(args)?;
-    let fencing = !args.no_fencing;
     // Handlers first: from here on SIGTERM and SIGINT end the run through
     // the drop guards, which stop every process it started.
     let mut signals = Signals::new()?;
+
+    // The database first: when PostgreSQL is missing, say so before
+    // starting anything else.
+    let mut server = None;
+    let url = match &args.postgres {
+        Some(url) => url.clone(),
+        None => {
+            let bin = find_bin_dir()?;
+            let pg = tokio::select! {
+                pg = PgServer::start(&bin) => pg?,
+                signal = signals.recv() => return Err(DemoError::Interrupted(signal.as_str())),
+            };
+            say(&format!("postgres: started {}", pg.describe()));
+            let url = pg.url().to_string();
+            server = Some(pg);
+            url
+        }
+    };
 
     let mut local = None;
     let endpoints = if args.endpoints.is_empty() {
@@ -143,13 +201,51 @@ async fn payments(args: &PaymentsOptions) -> Result<Outcome, DemoError> {
         args.endpoints.clone()
     };
 
-    let bank = BankServer::start(args.accounts, fencing).await?;
-    let total_before = args.accounts as u64 * INITIAL_BALANCE;
+    let ledger = Ledger::create(&url, args.accounts).await?;
+    let result = run_workers(args, &ledger, &url, &endpoints, &mut signals).await;
+    // Every worker is gone by now (killed on an error path): the schema can
+    // go, on every path that gets here.
+    if let Err(e) = ledger.drop_schema().await {
+        eprintln!("demo: dropping schema {}: {e}", ledger.schema);
+    }
+    drop(ledger);
+    if let Some(mut pg) = server {
+        pg.stop().await;
+    }
+    if let Some(mut nodes) = local {
+        nodes.cluster.stop_all(Duration::from_secs(5));
+    }
+    let (outcome, timeline) = result?;
+    report::print(&outcome);
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => tempfile::Builder::new().prefix("leasehold-demo-payments-").tempdir()?.keep(),
+    };
+    report::write(&out, args, &outcome, &timeline)?;
+    say(&format!("report: {}", out.display()));
+    Ok(outcome)
+}
+
+/// Starts the workers, drives the run, and reads the outcome from the
+/// ledger before its schema goes.
+async fn run_workers(
+    args: &PaymentsOptions,
+    ledger: &Ledger,
+    url: &str,
+    endpoints: &[String],
+    signals: &mut Signals,
+) -> Result<(Outcome, Timeline), DemoError> {
+    let fencing = !args.no_fencing;
+    let total_before = args.accounts as i64 * INITIAL_BALANCE;
     say(&format!(
-        "bank: {} accounts of {INITIAL_BALANCE} (total {total_before}) at {}, fencing {}",
+        "ledger: {} accounts of {INITIAL_BALANCE} (total {total_before}) in schema {}, fencing {}",
         args.accounts,
-        bank.url(),
-        if fencing { "ON: writes and reads with a token below an account's fence are refused" } else { "OFF" }
+        ledger.schema,
+        if fencing {
+            "ON: every read raises the account's fence, every statement carries WHERE fence <= $token"
+        } else {
+            "OFF"
+        }
     ));
     say(&format!(
         "workers: {} for {}s, lease ttl {:?}; after {FAULT_AFTER:?} one is stopped for {:?} while it holds two locks",
@@ -162,30 +258,47 @@ async fn payments(args: &PaymentsOptions) -> Result<Outcome, DemoError> {
     let binary = std::env::current_exe()?;
     let (line_tx, lines) = mpsc::unbounded_channel();
     let mut workers = Vec::with_capacity(args.workers);
+    let db_start = ledger.now().await?;
     for id in 1..=args.workers as u32 {
-        let spec = WorkerSpec { binary: &binary, bank: bank.url(), endpoints: &endpoints, args, id };
+        let spec = WorkerSpec { binary: &binary, postgres: url, schema: &ledger.schema, endpoints, args, id };
         workers.push(WorkerProcess::spawn(&spec, line_tx.clone())?);
     }
     drop(line_tx);
 
-    let mut run =
-        RunState { args, bank: &bank, workers, lines, rng: fastrand::Rng::new(), fault: None, reports: Vec::new() };
-    run.drive(&mut signals).await?;
+    let mut run = RunState {
+        args,
+        ledger,
+        workers,
+        lines,
+        rng: fastrand::Rng::new(),
+        started: Instant::now(),
+        fault: None,
+        reports: Vec::new(),
+    };
+    run.drive(signals).await?;
     run.reap().await;
+    let elapsed = run.started.elapsed();
+    let accounts = ledger.accounts().await?;
     let outcome = Outcome {
         fencing,
         total_before,
-        bank: bank.bank.snapshot(),
+        total_after: accounts.iter().map(|a| a.balance).sum(),
+        accounts,
+        transfers_recorded: ledger.counts().await?.applied,
         fault: run.fault.take(),
         workers: std::mem::take(&mut run.reports),
+        elapsed,
     };
-    drop(run);
-    drop(bank);
-    if let Some(mut nodes) = local {
-        nodes.cluster.stop_all(Duration::from_secs(5));
-    }
-    print_outcome(&outcome);
-    Ok(outcome)
+    let timeline = Timeline {
+        applied_s: ledger.applied_times(db_start).await?,
+        refusals: ledger.refusals(db_start).await?,
+        pause: outcome
+            .fault
+            .as_ref()
+            .map(|f| (f.since_start.as_secs_f64(), (f.since_start + f.stopped_for).as_secs_f64())),
+        seconds: elapsed.as_secs_f64(),
+    };
+    Ok((outcome, timeline))
 }
 
 /// The local cluster and its data folder. Fields drop in order: the nodes
@@ -229,10 +342,12 @@ enum Fault {
 
 struct RunState<'a> {
     args: &'a PaymentsOptions,
-    bank: &'a BankServer,
+    ledger: &'a Ledger,
     workers: Vec<WorkerProcess>,
     lines: mpsc::UnboundedReceiver<(u32, WorkerLine)>,
     rng: fastrand::Rng,
+    /// When the workers were started: the timeline's zero.
+    started: Instant,
     fault: Option<FaultRecord>,
     reports: Vec<WorkerReport>,
 }
@@ -245,7 +360,7 @@ impl RunState<'_> {
     /// Runs until every worker has closed its stdout, printing progress and
     /// injecting the fault.
     async fn drive(&mut self, signals: &mut Signals) -> Result<(), DemoError> {
-        let started = Instant::now();
+        let started = self.started;
         let give_up = started + Duration::from_secs(self.args.seconds) + WORKER_GRACE;
         let mut state = Fault::Scheduled { at: started + FAULT_AFTER };
         let mut progress = tokio::time::interval_at((started + Duration::from_secs(1)).into(), Duration::from_secs(1));
@@ -259,7 +374,7 @@ impl RunState<'_> {
                 Fault::Over => None,
             };
             tokio::select! {
-                _ = progress.tick() => self.print_progress(started, &state),
+                _ = progress.tick() => self.print_progress(started, &state).await,
                 line = self.lines.recv() => match line {
                     Some((id, WorkerLine::Line(line))) => state = self.on_line(id, &line, state).await,
                     Some((id, WorkerLine::Closed)) => {
@@ -289,8 +404,14 @@ impl RunState<'_> {
         Ok(())
     }
 
-    fn print_progress(&self, started: Instant, state: &Fault) {
-        let c = self.bank.bank.snapshot().counters;
+    async fn print_progress(&self, started: Instant, state: &Fault) {
+        let c = match self.ledger.counts().await {
+            Ok(c) => c,
+            Err(e) => {
+                say(&format!("[{:>3}s] cannot read the ledger: {e}", started.elapsed().as_secs()));
+                return;
+            }
+        };
         let note = match state {
             Fault::Stopped { victim, since, .. } => {
                 format!("  (worker {victim} stopped for {}s)", since.elapsed().as_secs())
@@ -298,11 +419,11 @@ impl RunState<'_> {
             _ => String::new(),
         };
         say(&format!(
-            "[{:>3}s] transfers applied {:>5}, stale writes rejected {}, stale reads rejected {}{note}",
+            "[{:>3}s] transfers applied {:>5}, refused as stale {}, retried idempotently {}{note}",
             started.elapsed().as_secs(),
-            c.transfers_applied,
-            c.stale_writes_rejected,
-            c.stale_reads_rejected,
+            c.applied,
+            c.refused_stale,
+            c.retried,
         ));
     }
 
@@ -359,7 +480,12 @@ impl RunState<'_> {
             "fault: SIGSTOP worker {victim} (pid {pid}) while it holds {holding}; SIGCONT in {:?} (ttl {ttl:?})",
             2 * ttl
         ));
-        self.fault = Some(FaultRecord { worker: victim, holding: holding.to_string(), ..FaultRecord::default() });
+        self.fault = Some(FaultRecord {
+            worker: victim,
+            holding: holding.to_string(),
+            since_start: since - self.started,
+            ..FaultRecord::default()
+        });
         Fault::Stopped { victim, since, resume_at: since + 2 * ttl }
     }
 
@@ -415,82 +541,4 @@ impl RunState<'_> {
             }
         }
     }
-}
-
-fn print_outcome(outcome: &Outcome) {
-    let c = &outcome.bank.counters;
-    let holds = outcome.invariant_holds();
-    let rows: [(&str, String); 8] = [
-        ("transfers applied", c.transfers_applied.to_string()),
-        ("stale writes rejected", c.stale_writes_rejected.to_string()),
-        ("stale reads rejected", c.stale_reads_rejected.to_string()),
-        ("transfers applied twice", c.transfers_applied_twice.to_string()),
-        ("accounts with lost updates", outcome.bank.accounts_off_journal.to_string()),
-        ("total before", outcome.total_before.to_string()),
-        ("total after", outcome.bank.total.to_string()),
-        ("invariant holds", if holds { "yes" } else { "NO" }.to_string()),
-    ];
-    let mut table = String::new();
-    table.push_str(&format!("\nresult (fencing {}):\n", if outcome.fencing { "on" } else { "off" }));
-    table.push_str(&format!("| {:<26} | {:>8} |\n", "", "value"));
-    table.push_str(&format!("|{:-<28}|{:->9}:|\n", "", ""));
-    for (name, value) in rows {
-        table.push_str(&format!("| {name:<26} | {value:>8} |\n"));
-    }
-    say(&table);
-    let mut workers = outcome.workers.clone();
-    workers.sort_by_key(|w| w.worker);
-    for w in &workers {
-        say(&format!(
-            "worker {}: applied {}, stale writes rejected {}, stale reads rejected {}, \
-             acquire failures {}, releases refused {}, errors {}",
-            w.worker,
-            w.transfers_applied,
-            w.stale_writes_rejected,
-            w.stale_reads_rejected,
-            w.acquire_failures,
-            w.releases_refused,
-            w.errors
-        ));
-    }
-    let balances: Vec<String> =
-        outcome
-            .bank
-            .accounts
-            .iter()
-            .map(|a| {
-                if a.matches_journal() {
-                    a.balance.to_string()
-                } else {
-                    format!("{} (journal {})", a.balance, a.journal)
-                }
-            })
-            .collect();
-    say(&format!("balances: {}", balances.join(", ")));
-    let delta = outcome.bank.total as i128 - outcome.total_before as i128;
-    let damage = match delta {
-        0 => format!("{} accounts lost updates, the total happens to be intact", outcome.bank.accounts_off_journal),
-        d if d > 0 => format!("{d:+} money created"),
-        d => format!("{} money destroyed", -d),
-    };
-    let verdict = match (outcome.fencing, holds) {
-        (true, true) if c.stale_writes_rejected > 0 => {
-            "invariant holds: the paused worker's late write carried a stale token and the bank refused it".to_string()
-        }
-        (true, true) => "invariant holds (no stale write reached the bank this run)".to_string(),
-        (false, false) => format!(
-            "invariant broken, as expected without fencing: the paused worker's late write replaced newer \
-             balances ({damage})"
-        ),
-        (false, true) if outcome.fault.is_none() => "invariant holds: no worker could be paused this run".to_string(),
-        (false, true) => {
-            "invariant holds this time, by luck: nobody changed the paused worker's accounts while it was stopped"
-                .to_string()
-        }
-        (true, false) => format!(
-            "invariant BROKEN with fencing on ({damage}, {} applied twice): this is a bug",
-            c.transfers_applied_twice
-        ),
-    };
-    say(&verdict);
 }

@@ -10,12 +10,15 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
-use super::{DemoError, PaymentsOptions};
+use super::{DemoError, PaymentsOptions, POSTGRES_ENV};
 
 /// What a worker process needs to be started.
 pub(super) struct WorkerSpec<'a> {
     pub(super) binary: &'a Path,
-    pub(super) bank: &'a str,
+    /// The database URL; handed over in the environment
+    /// ([`POSTGRES_ENV`]), where a password in it is not on every `ps`.
+    pub(super) postgres: &'a str,
+    pub(super) schema: &'a str,
     pub(super) endpoints: &'a [String],
     pub(super) args: &'a PaymentsOptions,
     pub(super) id: u32,
@@ -45,7 +48,8 @@ impl WorkerProcess {
         let id = spec.id;
         let mut command = Command::new(spec.binary);
         command
-            .args(["demo", "payments-worker", "--bank", spec.bank])
+            .args(["demo", "payments-worker", "--schema", spec.schema])
+            .env(POSTGRES_ENV, spec.postgres)
             .args(["--endpoints", &spec.endpoints.join(",")])
             .args(["--seconds", &spec.args.seconds.to_string()])
             .args(["--ttl", &format!("{}ms", spec.args.ttl.as_millis())])
