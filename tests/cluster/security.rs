@@ -11,6 +11,7 @@ use crate::common::{
     bounded, leasehold_run, start_cluster_with, start_secured_cluster, step, EventStream, Material, ADMIN_TOKEN,
     CLIENT_TOKEN, CLUSTER_SECRET, ELECTION_BOUND, WRONG_TOKEN,
 };
+use leasehold::raft::peer;
 use leasehold_client::Secret;
 use leasehold_client::{AcquireOptions, Client, Credentials};
 use reqwest::{Method, StatusCode};
@@ -64,7 +65,8 @@ async fn assert_refused(case: &str, reply: reqwest::Response, status: StatusCode
 // Ensures the client API and the admin API refuse a missing token with 401
 // and a wrong one with 403, on the leader and on a follower, changing
 // nothing; that the right tokens work (also forwarded by a follower); and
-// that a process without the cluster secret cannot vote or append entries.
+// that a process without the cluster secret cannot vote or append entries,
+// over HTTP or over the peer transport.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_gate_client_admin_and_raft_apis() {
     bounded(async {
@@ -160,6 +162,19 @@ async fn tokens_gate_client_admin_and_raft_apis() {
             }
         }
 
+        step("the same vote over the peer transport, without the secret or with a wrong one: closed unanswered");
+        for secret in [None, Some(WRONG_TOKEN.to_string())] {
+            let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
+            peer.write_all(peer::PREFACE).await.unwrap();
+            peer::write_frame(&mut peer, &peer::Hello { from: 9, secret }).await.unwrap();
+            let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(before.term + 100, 9), None);
+            // The node may close before or after this write lands; either way it never answers.
+            let _ = peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await;
+            let answer =
+                tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;
+            assert!(matches!(answer, Ok(Ok(None)) | Ok(Err(_))), "a peer without the secret was answered: {answer:?}");
+        }
+
         step("nothing changed");
         assert_eq!(cluster.wait_for_leader(ELECTION_BOUND).await.unwrap(), leader, "leadership moved");
         let after = cluster.client().status_of(0).await.unwrap();
@@ -176,6 +191,13 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(after.term + 100, 9), None);
         let reply = target.send(Method::POST, "/raft/vote", Some(CLUSTER_SECRET), Some(json!(vote))).await;
         assert_eq!(reply.status(), StatusCode::OK, "{:?}", reply.text().await);
+        let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
+        peer.write_all(peer::PREFACE).await.unwrap();
+        peer::write_frame(&mut peer, &peer::Hello { from: 9, secret: Some(CLUSTER_SECRET.to_string()) }).await.unwrap();
+        let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(after.term + 200, 9), None);
+        peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await.unwrap();
+        let answer = tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;
+        assert!(matches!(answer, Ok(Ok(Some(peer::PeerResponse::Vote(_))))), "over the peer transport: {answer:?}");
 
         step("the admin token opens membership (refused only for its content)");
         let err = admin.remove_member(99).await.expect_err("node 99 is no member");
