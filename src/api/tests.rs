@@ -174,3 +174,29 @@ async fn bad_input_is_refused_and_changes_nothing() {
     let (status, listed) = api.call("GET", "/v1/locks", None).await;
     assert_eq!((status, listed["locks"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)));
 }
+
+/// Where the committed OpenAPI document is.
+const OPENAPI_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json");
+
+// Ensures the document the router serves at /openapi.json is the one
+// committed as docs/openapi.json, so a change to the API shows in review.
+// After a deliberate change, regenerate the file with
+//   LEASEHOLD_WRITE_OPENAPI=1 cargo test --lib openapi_document_is_committed
+// and commit it.
+#[tokio::test]
+async fn openapi_document_is_committed() {
+    let api = OneNode::start().await;
+    let (status, served) = api.call("GET", "/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = super::openapi::document_text();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), served, "document_text() is the served document");
+    if std::env::var_os("LEASEHOLD_WRITE_OPENAPI").is_some_and(|v| v == "1") {
+        std::fs::write(OPENAPI_FILE, &text).expect("docs/openapi.json written");
+    }
+    let committed = std::fs::read_to_string(OPENAPI_FILE).unwrap_or_default();
+    assert!(
+        committed == text,
+        "docs/openapi.json differs from the served document; regenerate it with \
+         LEASEHOLD_WRITE_OPENAPI=1 cargo test --lib openapi_document_is_committed"
+    );
+}
