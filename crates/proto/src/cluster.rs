@@ -108,6 +108,7 @@ pub struct ClusterStatus {
     /// Leader only: the highest log index known replicated to each member
     /// (`null` while unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::replication))]
     pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
 }
 

@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod error;
 pub mod events;
 pub mod fence;
+mod int;
 pub mod locks;
 #[cfg(feature = "openapi")]
 pub mod schema;

@@ -17,10 +17,11 @@ pub struct AcquireRequest {
     /// Who takes the lock; an acquire by the holder returns its own grant again.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
     pub owner: String,
+    #[serde(deserialize_with = "crate::int::u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
     pub ttl_ms: u64,
     /// Wait up to this long in the lock's FIFO queue when another owner holds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::wait_ms))]
     pub wait_ms: Option<u64>,
     /// Retries with the same id get the first answer (the same token).
@@ -34,10 +35,11 @@ pub struct AcquireRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RenewRequest {
+    #[serde(deserialize_with = "crate::int::u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     /// The new ttl; the grant's when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::renew_ttl_ms))]
     pub ttl_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +52,7 @@ pub struct RenewRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
+    #[serde(deserialize_with = "crate::int::u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     #[serde(default, skip_serializing_if = "Option::is_none")]

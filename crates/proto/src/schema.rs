@@ -8,7 +8,8 @@
 //! takes less than a byte), and `x-max-bytes` states the bound itself.
 
 use utoipa::openapi::extensions::ExtensionsBuilder;
-use utoipa::openapi::schema::{ObjectBuilder, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::RefOr;
 use utoipa::openapi::{KnownFormat, Object};
 
 use crate::locks::MAX_LIST_LIMIT;
@@ -34,13 +35,20 @@ pub fn text(max_bytes: usize, nullable: bool, description: &str) -> Object {
         .build()
 }
 
-/// An unsigned 64-bit integer in `min..=max`; `null` allowed too when `nullable`.
+/// An unsigned 64-bit integer in `min..=max`; `null` allowed too when
+/// `nullable`. Format `int64` where `max` fits one; `uint64` beyond (the
+/// full range of a token: `int64` would tell tools to stop at 2^63 - 1).
 pub fn uint(min: u64, max: u64, nullable: bool, description: &str) -> Object {
     let schema_type: SchemaType =
         if nullable { [Type::Integer, Type::Null].into_iter().collect() } else { Type::Integer.into() };
+    let format = if max <= i64::MAX as u64 {
+        SchemaFormat::KnownFormat(KnownFormat::Int64)
+    } else {
+        SchemaFormat::Custom("uint64".into())
+    };
     let mut builder = ObjectBuilder::new()
         .schema_type(schema_type)
-        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .format(Some(format))
         .minimum(Some(min as usize))
         .maximum(Some(max as usize));
     if !description.is_empty() {
@@ -97,6 +105,23 @@ pub fn token() -> Object {
 
 pub fn list_limit() -> Object {
     uint(1, MAX_LIST_LIMIT as u64, false, "At most this many locks (default 100).")
+}
+
+/// `replication` of `/v1/cluster/status`: member id (a JSON key, so a
+/// string of digits) → the highest log index known replicated to it, or `null`.
+pub fn replication() -> Object {
+    let index = ObjectBuilder::new()
+        .schema_type([Type::Integer, Type::Null].into_iter().collect::<SchemaType>())
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(0usize));
+    ObjectBuilder::new()
+        .schema_type([Type::Object, Type::Null].into_iter().collect::<SchemaType>())
+        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[0-9]+$"))))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(index.build())))))
+        .description(Some(
+            "Leader only: the highest log index known replicated to each member, by member id (`null` while unknown).",
+        ))
+        .build()
 }
 
 pub fn list_prefix() -> Object {
