@@ -330,3 +330,24 @@ fn error_meaning(status: u16) -> &'static str {
         _ => "error",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures every operation has its own operationId and every JSON body a
+    // named schema, but for the few of no fixed shape.
+    #[test]
+    fn every_operation_is_named_and_typed() {
+        let untyped = ["openapi", "downloadSnapshot", "raftAppend", "raftVote", "raftSnapshot"];
+        let ids: BTreeSet<&str> = OPERATIONS.iter().map(|o| o.4).collect();
+        assert_eq!(ids.len(), OPERATIONS.len(), "operationIds are unique");
+        for o in OPERATIONS.iter().filter(|o| !untyped.contains(&o.4)) {
+            assert!(!matches!(o.6, AnyJson) && !matches!(o.7 .1, AnyJson), "{}: a body without a schema", o.4);
+        }
+        let doc = serde_json::to_value(document()).unwrap();
+        for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+            assert!(schema.as_object().is_some_and(|s| !s.is_empty()), "schema {name} is {{}}");
+        }
+    }
+}

@@ -200,3 +200,41 @@ async fn openapi_document_is_committed() {
          LEASEHOLD_WRITE_OPENAPI=1 cargo test --lib openapi_document_is_committed"
     );
 }
+
+// Ensures what the fuzzer (.ci/schemathesis, ASCII strings only) leaves
+// out: bounds are UTF-8 bytes, C1 control characters are refused, and
+// integers are read in every JSON spelling; refusals change nothing.
+#[tokio::test]
+async fn multi_byte_bounds_and_number_spellings() {
+    let api = OneNode::start().await;
+    let acquire = |name: &str| format!("/v1/locks/{}/acquire", encode(name));
+    let at_bound = "é".repeat(128); // 256 bytes
+    let (status, grant) =
+        api.call("POST", &acquire(&at_bound), Some(json!({"owner": "ö".repeat(64), "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK, "{grant}");
+    let over = "é".repeat(129); // 258 bytes, 129 characters
+    let (status, error) = api.call("POST", &acquire(&over), Some(json!({"owner": "a", "ttl_ms": 5000}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("name")), "{error}");
+    let (status, error) = api.call("POST", &acquire("n"), Some(json!({"owner": "ö".repeat(65), "ttl_ms": 5000}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("owner")), "{error}");
+    let (status, error) = api.call("POST", &acquire("n"), Some(json!({"owner": "a\u{85}b", "ttl_ms": 5000}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("owner")), "{error}");
+
+    let (status, grant) = api.call("POST", &acquire("f"), Some(json!({"owner": "a", "ttl_ms": 5000.0}))).await;
+    assert_eq!((status, &grant["ttl_ms"]), (StatusCode::OK, &json!(5000)), "{grant}");
+    let token = grant["token"].as_u64().expect("a token");
+    let (status, renewed) =
+        api.call("POST", "/v1/locks/f/renew", Some(json!({"token": token as f64, "ttl_ms": 6e3}))).await;
+    assert_eq!((status, &renewed["ttl_ms"]), (StatusCode::OK, &json!(6000)), "{renewed}");
+    for token in [json!(token as f64 + 0.5), json!(-1), json!(1e20)] {
+        let (status, error) = api.call("POST", "/v1/locks/f/release", Some(json!({"token": token}))).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{token}");
+    }
+    let (status, listed) = api.call("GET", "/v1/locks", None).await;
+    assert_eq!((status, listed["locks"].as_array().map(Vec::len)), (StatusCode::OK, Some(2)), "{listed}");
+}
+
+/// `s` percent-encoded for a path segment.
+fn encode(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}

@@ -85,7 +85,14 @@ mod tests {
         assert_eq!(read(r#"{"n": 7}"#), Ok((7, None)));
         assert_eq!(read(r#"{"n": 7.0, "m": 3e3}"#), Ok((7, Some(3000))));
         assert_eq!(read(r#"{"n": 18446744073709551615, "m": null}"#), Ok((u64::MAX, None)));
-        for bad in [r#"{"n": 7.5}"#, r#"{"n": -1}"#, r#"{"n": -1.0}"#, r#"{"n": 1e20}"#, r#"{"n": "7"}"#, r#"{"n": 1, "m": 0.5}"#] {
+        for bad in [
+            r#"{"n": 7.5}"#,
+            r#"{"n": -1}"#,
+            r#"{"n": -1.0}"#,
+            r#"{"n": 1e20}"#,
+            r#"{"n": "7"}"#,
+            r#"{"n": 1, "m": 0.5}"#,
+        ] {
             assert!(read(bad).is_err(), "{bad}");
         }
     }
