@@ -169,3 +169,50 @@ impl From<leasehold_core::LeaseView> for LeaseView {
         LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, waiters }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures the twins write exactly the JSON of the core's values, so the
+    // wire did not change with them.
+    #[test]
+    fn twins_write_the_core_json() {
+        let grant = leasehold_core::Grant {
+            name: "n".into(),
+            owner: "o".into(),
+            token: 7,
+            ttl_ms: 5000,
+            expires_in_ms: 4900,
+            deadline_tick: 50,
+        };
+        let view = leasehold_core::LeaseView {
+            name: "n".into(),
+            owner: "o".into(),
+            token: 7,
+            ttl_ms: 5000,
+            expires_in_ms: 4900,
+            deadline_tick: 50,
+            request_id: Some("r".into()),
+            waiters: vec![leasehold_core::WaiterView { owner: "w".into(), position: 1 }],
+        };
+        let json = |v: &dyn erased::Json| v.json();
+        assert_eq!(json(&Grant::from(grant.clone())), json(&grant));
+        assert_eq!(json(&LeaseView::from(view.clone())), json(&view));
+        let response = LeaseResponse { grant: grant.clone().into(), reacquired: Some(false) };
+        let mut expected = serde_json::to_value(&grant).unwrap();
+        expected["reacquired"] = false.into();
+        assert_eq!(serde_json::to_value(&response).unwrap(), expected);
+    }
+
+    mod erased {
+        pub trait Json {
+            fn json(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Json for T {
+            fn json(&self) -> serde_json::Value {
+                serde_json::to_value(self).unwrap()
+            }
+        }
+    }
+}
