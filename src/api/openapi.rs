@@ -1,11 +1,15 @@
 //! `GET /openapi.json`: the HTTP API described in OpenAPI 3.1 (utoipa).
 //!
 //! The document is built from [`OPERATIONS`], one row per routed method and
-//! path; `tests/openapi.rs` checks it against the router both ways, so a
-//! route added without a row (or a row without a route) fails the suite.
-//! The refusals that come before any handler (a missing or wrong token,
-//! the request deadline, the in-flight bound) are added to every row they
-//! apply to from the row's part of the API, as the router layers them.
+//! path (with its `operationId`), and from the `leasehold-proto` types the
+//! handlers parse and answer with (their schemas, with the bounds of
+//! `Limits`, come from `leasehold_proto::schema`). `tests/cluster/openapi.rs`
+//! checks it against the router both ways, so a route added without a row
+//! (or a row without a route) fails the suite; `src/api/tests.rs` checks it
+//! against the committed `docs/openapi.json`. The refusals that come before
+//! any handler (TLS, the JSON body, a missing or wrong token, the request
+//! deadline, leader forwarding, the in-flight bound) are added to every row
+//! they apply to, as the router layers them ([`error_statuses`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
