@@ -4,8 +4,9 @@
 # crate-boundary check, every Rust test (unit tests of every crate, openraft's
 # storage Suite, the in-process API tests, and the multi-process tests under
 # tests/cluster and tests/lab, which start real `leasehold serve` processes on
-# loopback or in network namespaces), and the Python client's tests against a
-# real cluster of the binary just built.
+# loopback or in network namespaces), the Python client's tests against a
+# real cluster of the binary just built, and Schemathesis against a live
+# 3-node cluster from its /openapi.json (.ci/schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")"
 .ci/install-test-deps
@@ -14,3 +15,4 @@ cargo clippy --all-targets -- -D warnings
 .ci/check-boundaries
 cargo test
 LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh
+.ci/schemathesis

@@ -47,9 +47,8 @@ fn events(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = BroadcastStream::new(node.locks().subscribe()).filter_map(move |item| match item {
         Ok(event) if wanted(&event) => {
-            let kind = serde_json::to_value(&event.kind).ok()?;
-            let kind = kind.get("type")?.as_str()?.to_owned();
-            Some(Ok(Event::default().event(kind).id(event.index.to_string()).json_data(&event).ok()?))
+            let event = leasehold_proto::LockEvent::from(event);
+            Some(Ok(Event::default().event(event.kind.name()).id(event.index.to_string()).json_data(&event).ok()?))
         }
         Ok(_) => None,
         Err(BroadcastStreamRecvError::Lagged(missed)) => {

@@ -13,9 +13,9 @@ use axum::{Json, Router};
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{AcquireRequest as NodeAcquire, Acquired, Node, WAIT_SLACK};
-use leasehold_core::{Command, LeaseView, Limits, LockError, Outcome};
+use leasehold_core::{Command, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
-    AcquireRequest, LeaseResponse, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
     DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
 };
 
@@ -67,7 +67,7 @@ async fn grant_or_queue(
     }
     let request = NodeAcquire { name, owner: req.owner, ttl_ms: req.ttl_ms, wait, request_id: req.request_id };
     let Acquired { grant, reacquired } = node.acquire(request).await??;
-    Ok(Json(LeaseResponse { grant, reacquired: Some(reacquired) }))
+    Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
 }
 
 /// The `result` label of an answer: `ok` when it succeeded, its error code otherwise.
@@ -84,7 +84,7 @@ async fn renew(
 ) -> Result<Json<LeaseResponse>, ApiError> {
     let command = Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id };
     let answer = match propose(&node, command).await {
-        Ok(Outcome::Renewed { grant }) => Ok(Json(LeaseResponse { grant, reacquired: None })),
+        Ok(Outcome::Renewed { grant }) => Ok(Json(LeaseResponse { grant: grant.into(), reacquired: None })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),
     };
@@ -111,7 +111,7 @@ async fn release(
 async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
     match node.read(|table| table.get(&name)).await? {
-        Some(view) => Ok(Json(view)),
+        Some(view) => Ok(Json(view.into())),
         None => Err(LockError::NotHeld { name }.into()),
     }
 }
@@ -131,5 +131,5 @@ async fn list(
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
     }
     let locks = node.read(|table| table.list(&query.prefix, limit)).await?;
-    Ok(Json(ListResponse { locks }))
+    Ok(Json(ListResponse { locks: locks.into_iter().map(LeaseView::from).collect() }))
 }

@@ -8,42 +8,17 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::node::Node;
 use crate::raft::NodeId;
-use leasehold_proto::cluster::{ClusterStatus, Member};
+use leasehold_proto::cluster::{ClusterStatus, Member, NodeView, NodesResponse};
 
 /// How long a member may take to answer before it is shown unreachable.
 const ASK_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/v1/cluster/nodes", get(nodes))
-}
-
-/// One member as it describes itself, or why it could not be asked.
-#[derive(Debug, Serialize)]
-struct NodeView {
-    #[serde(flatten)]
-    member: Member,
-    /// Its own status; absent when it did not answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<ClusterStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-    /// Entries its log is behind the leader's, as the leader reports it
-    /// (0 for the leader; absent without a reachable leader).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lag: Option<u64>,
-}
-
-#[derive(Debug, Serialize)]
-struct NodesResponse {
-    /// The node that answered this request.
-    asked: NodeId,
-    leader: Option<NodeId>,
-    nodes: Vec<NodeView>,
 }
 
 async fn nodes(State(node): State<Arc<Node>>) -> Json<NodesResponse> {

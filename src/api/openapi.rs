@@ -1,32 +1,43 @@
 //! `GET /openapi.json`: the HTTP API described in OpenAPI 3.1 (utoipa).
 //!
 //! The document is built from [`OPERATIONS`], one row per routed method and
-//! path; `tests/openapi.rs` checks it against the router both ways, so a
-//! route added without a row (or a row without a route) fails the suite.
-//! The refusals that come before any handler (a missing or wrong token,
-//! the request deadline, the in-flight bound) are added to every row they
-//! apply to from the row's part of the API, as the router layers them.
+//! path (with its `operationId`), and from the `leasehold-proto` types the
+//! handlers parse and answer with (their schemas, with the bounds of
+//! `Limits`, come from `leasehold_proto::schema`). `tests/cluster/openapi.rs`
+//! checks it against the router both ways, so a route added without a row
+//! (or a row without a route) fails the suite; `src/api/tests.rs` checks it
+//! against the committed `docs/openapi.json`. The refusals that come before
+//! any handler (TLS, the JSON body, a missing or wrong token, the request
+//! deadline, leader forwarding, the in-flight bound) are added to every row
+//! they apply to, as the router layers them ([`error_statuses`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::routing::get;
 use axum::{Json, Router};
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::response::{ResponseBuilder, ResponsesBuilder};
 use utoipa::openapi::schema::{Object, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required, Schema};
-use utoipa::{IntoParams, OpenApi as _, PartialSchema};
+use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, Required};
+use utoipa::{IntoParams, OpenApi as _};
 
 use super::auth::Part;
 use crate::node::Node;
-use leasehold_proto::cluster::{InitRequest, MembershipRequest, NewMember};
-use leasehold_proto::fence::{
-    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse,
+use leasehold_proto::cluster::{
+    ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
+    SnapshotTaken,
 };
-use leasehold_proto::locks::{AcquireRequest, ListQuery, ReleaseRequest, ReleaseResponse, RenewRequest};
+use leasehold_proto::fence::{
+    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
+};
+use leasehold_proto::locks::{
+    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+};
+use leasehold_proto::{schema, ErrorBody, Limits, LockEvent, LEADER_ADDR_HEADER, LEADER_HEADER};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/openapi.json", get(|| async { Json(document()) }))
@@ -42,48 +53,75 @@ enum Body {
 }
 
 /// One routed method on one path: method, path, tag, the part of the API
-/// whose token it asks for (`None`: open to all), summary, request body, the
-/// success answer's status and body, and the error statuses its handler
-/// answers with (body: `Error`).
-struct Operation(HttpMethod, &'static str, &'static str, Option<Part>, &'static str, Body, (u16, Body), &'static [u16]);
+/// whose token it asks for (`None`: open to all), its `operationId`, its
+/// summary, request body, the success answer's status and body, and the
+/// errors its handler answers with, as (status, the codes it can carry).
+/// The errors of the layers in front of the handler are added by
+/// [`error_statuses`].
+struct Operation(
+    HttpMethod,
+    &'static str,
+    &'static str,
+    Option<Part>,
+    &'static str,
+    &'static str,
+    Body,
+    (u16, Body),
+    &'static [(u16, &'static str)],
+);
 
 use Body::{AnyJson, Named, Text};
 use HttpMethod::{Delete, Get, Post, Put};
 use Part::{Admin, Client, Raft};
 
+/// Handler errors shared by many rows.
+const BAD: (u16, &str) = (400, "invalid_argument");
+const NOT_HELD: (u16, &str) = (404, "not_held");
+const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, request_id_reused")];
+
 /// Every routed method and path. Leader-only operations may also answer 503
 /// (no leader, or the leader unreachable from the node asked).
 #[rustfmt::skip]
 const OPERATIONS: &[Operation] = &[
-    Operation(Get, "/v1/locks", "locks", Some(Client), "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, AnyJson), &[400, 503]),
-    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "One held lock with its queue; 404 `not_held` when free; linearizable", Body::None, (200, AnyJson), &[400, 404, 503]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, AnyJson), &[400, 409, 503]),
-    Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "Restart the lease of the holder of `token`", Named("RenewRequest"), (200, AnyJson), &[400, 404, 409, 503]),
-    Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), &[400, 404, 409, 503]),
-    Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "The lock's applied events as Server-Sent Events", Body::None, (200, Text("text/event-stream")), &[400]),
-    Operation(Get, "/v1/events", "events", Some(Client), "Every lock's applied events as Server-Sent Events", Body::None, (200, Text("text/event-stream")), &[]),
-    Operation(Post, "/v1/fence/check", "fence", Some(Client), "Is `token` the current token of `lock`? (linearizable)", Named("CheckRequest"), (200, Named("CheckResponse")), &[400, 503]),
-    Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "Admit `token` if no higher token of the same lock was admitted", Named("GateRequest"), (200, Named("GateResponse")), &[400, 409, 503]),
-    Operation(Put, "/v1/records/{key}", "fence", Some(Client), "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[400, 409, 503]),
-    Operation(Get, "/v1/records/{key}", "fence", Some(Client), "Read a fenced record (linearizable)", Body::None, (200, AnyJson), &[400, 404, 503]),
-    Operation(Get, "/v1/cluster/status", "admin", None, "This node's view: role, leader, term, indexes, tick, members, replication (leader)", Body::None, (200, AnyJson), &[]),
-    Operation(Get, "/v1/cluster/nodes", "admin", None, "Every member's own status, with the replication lag the leader reports", Body::None, (200, AnyJson), &[]),
-    Operation(Post, "/v1/cluster/init", "admin", Some(Admin), "Initialize a new cluster with these members (this node alone when empty)", Named("InitRequest"), (200, AnyJson), &[400, 409]),
-    Operation(Post, "/v1/cluster/learners", "admin", Some(Admin), "Add a non-voting member and wait until it has caught up", Named("NewMember"), (200, AnyJson), &[400, 503]),
-    Operation(Post, "/v1/cluster/membership", "admin", Some(Admin), "Make exactly these members voters", Named("MembershipRequest"), (200, AnyJson), &[400, 409, 503]),
-    Operation(Post, "/v1/cluster/members/{id}/promote", "admin", Some(Admin), "Make learner `id` a voter", Body::None, (200, AnyJson), &[400, 404, 409, 503]),
-    Operation(Delete, "/v1/cluster/members/{id}", "admin", Some(Admin), "Remove member `id` from the cluster", Body::None, (200, AnyJson), &[400, 404, 409, 503]),
-    Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, AnyJson), &[503]),
-    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "This node's stored snapshot as a backup file for `leasehold restore`", Body::None, (200, AnyJson), &[404]),
-    Operation(Get, "/healthz", "admin", None, "200 while the process serves; names the leader if known", Body::None, (200, AnyJson), &[]),
-    Operation(Get, "/metrics", "observe", None, "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
-    Operation(Get, "/", "observe", None, "The status page", Body::None, (200, Text("text/html")), &[]),
-    Operation(Get, "/ui", "observe", None, "The status page", Body::None, (200, Text("text/html")), &[]),
-    Operation(Get, "/openapi.json", "observe", None, "This document", Body::None, (200, AnyJson), &[]),
-    Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "Inbound Raft AppendEntries (members only)", AnyJson, (200, AnyJson), &[400, 500]),
-    Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "Inbound Raft vote request (members only)", AnyJson, (200, AnyJson), &[400, 500]),
-    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "Inbound Raft snapshot chunk (members only)", Text("application/octet-stream"), (200, AnyJson), &[400, 500]),
+    Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
+    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free; linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token`", Named("RenewRequest"), (200, Named("LeaseResponse")), MUTATION),
+    Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
+    Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[BAD]),
+    Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[]),
+    Operation(Post, "/v1/fence/check", "fence", Some(Client), "checkToken", "Is `token` the current token of `lock`? (linearizable)", Named("CheckRequest"), (200, Named("CheckResponse")), &[BAD]),
+    Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "passGate", "Admit `token` if no higher token of the same lock was admitted (400 for a token no entry granted yet)", Named("GateRequest"), (200, Named("GateResponse")), &[BAD, (409, "stale_token, lock_mismatch, request_id_reused"), (507, "full")]),
+    Operation(Put, "/v1/records/{key}", "fence", Some(Client), "putRecord", "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[BAD, (409, "stale_token, request_id_reused"), (507, "full")]),
+    Operation(Get, "/v1/records/{key}", "fence", Some(Client), "getRecord", "Read a fenced record (linearizable)", Body::None, (200, Named("Record")), &[BAD, (404, "no_record")]),
+    Operation(Get, "/v1/cluster/status", "admin", None, "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader)", Body::None, (200, Named("ClusterStatus")), &[]),
+    Operation(Get, "/v1/cluster/nodes", "admin", None, "clusterNodes", "Every member's own status, with the replication lag the leader reports", Body::None, (200, Named("NodesResponse")), &[]),
+    Operation(Post, "/v1/cluster/init", "admin", Some(Admin), "initCluster", "Initialize a new cluster with these members (this node alone when empty)", Named("InitRequest"), (200, Named("InitResponse")), &[BAD, (409, "already_initialized")]),
+    Operation(Post, "/v1/cluster/learners", "admin", Some(Admin), "addLearner", "Add a non-voting member and wait until it has caught up", Named("NewMember"), (200, Named("MembershipResponse")), &[BAD]),
+    Operation(Post, "/v1/cluster/membership", "admin", Some(Admin), "changeMembership", "Make exactly these members voters", Named("MembershipRequest"), (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
+    Operation(Post, "/v1/cluster/members/{id}/promote", "admin", Some(Admin), "promoteMember", "Make learner `id` a voter", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
+    Operation(Delete, "/v1/cluster/members/{id}", "admin", Some(Admin), "removeMember", "Remove member `id` from the cluster", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
+    Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "takeSnapshot", "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, Named("SnapshotTaken")), &[(503, "unavailable")]),
+    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's stored snapshot as a backup file for `leasehold restore`", Body::None, (200, AnyJson), &[(404, "no_snapshot")]),
+    Operation(Get, "/healthz", "admin", None, "health", "200 while the process serves; names the leader if known", Body::None, (200, Named("Health")), &[]),
+    Operation(Get, "/metrics", "observe", None, "metrics", "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
+    Operation(Get, "/", "observe", None, "statusPage", "The status page", Body::None, (200, Text("text/html")), &[]),
+    Operation(Get, "/ui", "observe", None, "statusPageUi", "The status page", Body::None, (200, Text("text/html")), &[]),
+    Operation(Get, "/openapi.json", "observe", None, "openapi", "This document", Body::None, (200, AnyJson), &[]),
+    Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "raftAppend", "Inbound Raft AppendEntries (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot chunk (members only)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
 ];
+
+/// Served by the leader: a follower forwards them (see [`super::forward`]).
+fn forwarded(o: &Operation) -> bool {
+    let Operation(_, path, _, part, ..) = o;
+    match part {
+        Some(Client) => !path.contains("events"),
+        Some(Admin) => !path.ends_with("/init") && !path.ends_with("/snapshot"),
+        _ => false,
+    }
+}
 
 /// The named schemas of the request and response bodies.
 #[derive(utoipa::OpenApi)]
@@ -91,16 +129,28 @@ const OPERATIONS: &[Operation] = &[
     AcquireRequest,
     RenewRequest,
     ReleaseRequest,
+    LeaseResponse,
     ReleaseResponse,
+    LeaseView,
+    ListResponse,
+    LockEvent,
     CheckRequest,
     CheckResponse,
     GateRequest,
     GateResponse,
     PutRecordRequest,
     PutRecordResponse,
+    Record,
+    ClusterStatus,
+    NodesResponse,
+    Health,
     InitRequest,
+    InitResponse,
     NewMember,
-    MembershipRequest
+    MembershipRequest,
+    MembershipResponse,
+    SnapshotTaken,
+    ErrorBody
 )))]
 struct Schemas;
 
@@ -112,7 +162,6 @@ pub fn document() -> OpenApi {
     }
     // The request and response schemas, and those they refer to.
     let mut components = Schemas::openapi().components.unwrap_or_default();
-    components.schemas.insert("Error".into(), RefOr::T(error_schema()));
     for part in [Client, Admin, Raft] {
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(token_meaning(part))).build();
         components.security_schemes.insert(security_scheme(part).into(), SecurityScheme::Http(scheme));
@@ -130,18 +179,32 @@ pub fn document() -> OpenApi {
         .build()
 }
 
+/// The document as `docs/openapi.json` holds it: pretty-printed, keys in
+/// a stable order, ending in a newline.
+pub fn document_text() -> String {
+    let mut text = serde_json::to_string_pretty(&document()).expect("the document serializes");
+    text.push('\n');
+    text
+}
+
 fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
-    let Operation(_, path, tag, part, summary, request, ok, _) = o;
-    let mut builder = OperationBuilder::new().tag(*tag).summary(Some(*summary));
+    let Operation(_, path, tag, part, id, summary, request, ok, _) = o;
+    let mut builder = OperationBuilder::new().tag(*tag).operation_id(Some(*id)).summary(Some(*summary));
     if let Some(part) = part {
         builder = builder.security(SecurityRequirement::new(security_scheme(*part), Vec::<String>::new()));
     }
     for name in path_parameters(path) {
+        let schema = match name {
+            "id" => schema::uint(0, u64::MAX, false, "A member's node id."),
+            "name" => schema::lock_name(),
+            "key" => schema::text(Limits::DEFAULT.max_name_bytes, false, "A record key."),
+            _ => schema::text(Limits::DEFAULT.max_name_bytes, false, "A gate's resource name."),
+        };
         let parameter = ParameterBuilder::new()
             .name(name)
             .parameter_in(ParameterIn::Path)
             .required(Required::True)
-            .schema(Some(if name == "id" { u64::schema() } else { String::schema() }));
+            .schema(Some(schema));
         builder = builder.parameter(parameter);
     }
     if *path == "/v1/locks" {
@@ -156,34 +219,74 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     if let Some((media, body)) = content(ok.1) {
         success = success.content(media, body);
     }
+    if forwarded(o) {
+        success = success.header(LEADER_HEADER, header("integer", "The id of the leader that answered")).header(
+            LEADER_ADDR_HEADER,
+            header("string", "The `host:port` of that leader, so a client can go there directly"),
+        );
+    }
     let mut responses = ResponsesBuilder::new().response(ok.0.to_string(), success.build());
-    for status in error_statuses(o) {
-        let error = ResponseBuilder::new()
-            .description(error_meaning(status))
-            .content("application/json", Content::new(Some(Ref::from_schema_name("Error"))))
-            .build();
-        responses = responses.response(status.to_string(), error);
+    for (status, codes) in error_statuses(o) {
+        let codes = codes.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
+        let mut error = ResponseBuilder::new()
+            .description(format!("{} (codes: {codes})", error_meaning(status)))
+            .content("application/json", Content::new(Some(Ref::from_schema_name("Error"))));
+        if status == 503 {
+            error = error.header("retry-after", header("integer", "Seconds to wait before retrying"));
+        }
+        if status == 401 {
+            error = error.header("www-authenticate", header("string", "`Bearer realm=\"leasehold\"`"));
+        }
+        responses = responses.response(status.to_string(), error.build());
     }
     builder.responses(responses.build()).build()
 }
 
-/// The statuses `o` can be refused with: its handler's, and those of the
-/// layers in front of it (see [`super::router`]): a token check (401, 403)
-/// where its part asks for one, the request deadline (408) on every route,
+/// A response header that is always sent, of JSON Schema type `kind`.
+fn header(kind: &str, description: &str) -> Header {
+    let schema = if kind == "integer" { Object::with_type(Type::Integer) } else { Object::with_type(Type::String) };
+    HeaderBuilder::new().schema(schema).description(Some(description)).build()
+}
+
+/// The statuses `o` can be refused with, each with the error codes it may
+/// carry: its handler's, and those of the layers in front of it (see
+/// [`super::router`]): a plain request to an https-only node (400
+/// `tls_required`), the JSON body extractor (400, 413, 415), a token check
+/// (401, 403) where its part asks for one, the request deadline (408) on
+/// every route, the leader forwarding (503, and 413 for the body it relays)
 /// and the in-flight bound (503 `overloaded`) on all but Raft RPC.
-fn error_statuses(o: &Operation) -> BTreeSet<u16> {
-    let Operation(_, _, _, part, _, _, _, handler) = o;
-    let mut statuses: BTreeSet<u16> = handler.iter().copied().collect();
-    statuses.insert(408);
+fn error_statuses(o: &Operation) -> BTreeMap<u16, BTreeSet<&'static str>> {
+    let Operation(_, path, _, part, _, _, request, _, handler) = o;
+    let mut statuses: BTreeMap<u16, BTreeSet<&'static str>> = BTreeMap::new();
+    let mut add = |status: u16, codes: &'static str| {
+        statuses.entry(status).or_default().extend(codes.split(", "));
+    };
+    for (status, codes) in handler.iter() {
+        add(*status, codes);
+    }
+    add(400, "tls_required");
+    if path_parameters(path).next().is_some() {
+        add(400, "invalid_argument");
+    }
+    if matches!(request, Named(_) | AnyJson) {
+        add(400, "invalid_argument");
+        add(413, "body_too_large");
+        add(415, "unsupported_media_type");
+    }
+    add(408, "request_timeout");
     if part.is_some() {
-        statuses.extend([401, 403]);
+        add(401, "unauthenticated");
+        add(403, "permission_denied");
+    }
+    if forwarded(o) {
+        add(413, "body_too_large");
+        add(503, "unavailable, not_leader");
     }
     if *part != Some(Raft) {
-        statuses.insert(503);
+        add(503, "overloaded");
     }
     statuses
 }
-
 /// The name of the security scheme of a part's token.
 fn security_scheme(part: Part) -> &'static str {
     match part {
@@ -217,28 +320,38 @@ fn content(body: Body) -> Option<(&'static str, Content)> {
 
 fn error_meaning(status: u16) -> &'static str {
     match status {
-        400 => "invalid input (`invalid_argument` and kin); nothing changed",
-        404 => "not found (`not_held`, `not_member`, ...)",
-        401 => "no bearer token, where this part of the API asks for one (`unauthenticated`, WWW-Authenticate)",
-        403 => "a token that does not open this part of the API (`permission_denied`)",
-        408 => {
-            "not received and answered within the request deadline (`request_timeout`); a write may still take effect"
-        }
-        409 => "conflict (`held`, `stale_token`, `wait_timeout`, `would_lose_quorum`, ...)",
+        400 => "invalid input, named by `field` where it is one; nothing changed",
+        404 => "not found",
+        401 => "no bearer token, where this part of the API asks for one (with WWW-Authenticate)",
+        403 => "a token that does not open this part of the API",
+        408 => "not received and answered within the request deadline; a write may still take effect",
+        409 => "conflict; nothing changed",
+        413 => "the request body is larger than 64 KiB",
+        415 => "the request body is not declared `application/json`",
         500 => "internal error",
-        503 => "no leader or no quorum now, or too many requests in flight (`overloaded`); retry (Retry-After)",
+        507 => "no room for more records or gates",
+        503 => "no leader or no quorum now, or too many requests in flight; retry after `Retry-After` seconds",
         _ => "error",
     }
 }
 
-/// `{"error": {"code": .., "message": .., ..details}}`, every error's body.
-fn error_schema() -> Schema {
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder};
-    let inner = ObjectBuilder::new()
-        .property("code", String::schema())
-        .required("code")
-        .property("message", String::schema())
-        .required("message")
-        .additional_properties(Some(AdditionalProperties::FreeForm(true)));
-    Schema::Object(ObjectBuilder::new().property("error", inner).required("error").build())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures every operation has its own operationId and every JSON body a
+    // named schema, but for the few of no fixed shape.
+    #[test]
+    fn every_operation_is_named_and_typed() {
+        let untyped = ["openapi", "downloadSnapshot", "raftAppend", "raftVote", "raftSnapshot"];
+        let ids: BTreeSet<&str> = OPERATIONS.iter().map(|o| o.4).collect();
+        assert_eq!(ids.len(), OPERATIONS.len(), "operationIds are unique");
+        for o in OPERATIONS.iter().filter(|o| !untyped.contains(&o.4)) {
+            assert!(!matches!(o.6, AnyJson) && !matches!(o.7 .1, AnyJson), "{}: a body without a schema", o.4);
+        }
+        let doc = serde_json::to_value(document()).unwrap();
+        for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+            assert!(schema.as_object().is_some_and(|s| !s.is_empty()), "schema {name} is {{}}");
+        }
+    }
 }

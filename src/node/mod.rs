@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken};
 use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::metrics::WaitError;
 use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
 
 use crate::metrics::Metrics;
@@ -39,6 +40,8 @@ const QUORUM_WAIT: Duration = Duration::from_secs(3);
 /// How long `POST /v1/cluster/snapshot` waits for the snapshot (a million
 /// leases take about a second to encode).
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
+/// How often that wait asks for the snapshot again.
+const SNAPSHOT_RETRIGGER: Duration = Duration::from_secs(1);
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
 /// it reaches its peers. (Where and how it serves clients is
@@ -294,13 +297,24 @@ impl Node {
     /// is stored (the log behind it may then be purged).
     pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
         let target = self.raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
-        self.raft.trigger().snapshot().await.map_err(|e| NodeError::Internal(e.to_string()))?;
-        let m = self
-            .raft
-            .wait(Some(SNAPSHOT_WAIT))
-            .metrics(|m| m.snapshot.is_some_and(|s| s.index >= target), "snapshot")
-            .await
-            .map_err(|e| NodeError::Unavailable(format!("snapshot not built: {e}")))?;
+        let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
+        // openraft ignores a trigger while it is building a snapshot, and one
+        // that began before `target` was applied does not cover it: trigger
+        // again each second until a snapshot does (or the wait runs out).
+        let m = loop {
+            self.raft.trigger().snapshot().await.map_err(|e| NodeError::Internal(e.to_string()))?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let waited = self
+                .raft
+                .wait(Some(left.min(SNAPSHOT_RETRIGGER)))
+                .metrics(|m| m.snapshot.is_some_and(|s| s.index >= target), "snapshot")
+                .await;
+            match waited {
+                Ok(m) => break m,
+                Err(WaitError::Timeout(..)) if left > SNAPSHOT_RETRIGGER => continue,
+                Err(e) => return Err(NodeError::Unavailable(format!("snapshot not built: {e}"))),
+            }
+        };
         let stats = self.locks.stats();
         Ok(SnapshotTaken {
             snapshot_index: m.snapshot.map_or(0, |s| s.index),

@@ -36,12 +36,14 @@ pub struct MembershipRequest {
 
 /// The answer to `POST /v1/cluster/init`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InitResponse {
     pub initialized: bool,
 }
 
 /// The answer to every membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MembershipResponse {
     /// Index of the entry that made the change.
     pub log_index: u64,
@@ -51,6 +53,7 @@ pub struct MembershipResponse {
 
 /// `GET /healthz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Always `"ok"`: the process serves.
     pub status: String,
@@ -60,6 +63,7 @@ pub struct Health {
 
 /// `POST /v1/cluster/snapshot`: the snapshot this node now has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnapshotTaken {
     pub snapshot_index: u64,
     pub snapshot_bytes: Option<u64>,
@@ -68,6 +72,7 @@ pub struct SnapshotTaken {
 
 /// A member as `/v1/cluster/status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Member {
     pub id: NodeId,
     pub addr: String,
@@ -76,6 +81,7 @@ pub struct Member {
 
 /// `GET /v1/cluster/status`: one node's own view of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterStatus {
     pub id: NodeId,
     /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
@@ -102,6 +108,7 @@ pub struct ClusterStatus {
     /// Leader only: the highest log index known replicated to each member
     /// (`null` while unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::replication))]
     pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
 }
 
@@ -109,6 +116,7 @@ pub struct ClusterStatus {
 /// number of leases expiring, not the number live, and snapshot size and
 /// time grow with the table; operators and the scale benchmark read them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoreStats {
     /// Median apply time of the last 64 Tick entries on this node, in µs.
     pub tick_apply_p50_us: u64,
@@ -121,4 +129,32 @@ pub struct StoreStats {
     /// Time to decode and durably store the last snapshot this node installed
     /// from its leader.
     pub snapshot_install_ms: Option<u64>,
+}
+
+/// `GET /v1/cluster/nodes`: every member's own status, as the node asked
+/// collected it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NodesResponse {
+    /// The node that answered this request.
+    pub asked: NodeId,
+    pub leader: Option<NodeId>,
+    pub nodes: Vec<NodeView>,
+}
+
+/// One member as it describes itself, or why it could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NodeView {
+    #[serde(flatten)]
+    pub member: Member,
+    /// Its own status; absent when it did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ClusterStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Entries its log is behind the leader's, as the leader reports it
+    /// (0 for the leader; absent without a reachable leader).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<u64>,
 }

@@ -11,7 +11,6 @@ use crate::FencingToken;
 
 /// Every error code the API answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: a field is missing, malformed or out of range (`field` names it).
@@ -163,8 +162,10 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// The body of every error answer.
+/// The body of every error answer (`Error` in the OpenAPI document).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Error))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
@@ -202,6 +203,58 @@ impl ErrorDetail {
     /// `stale_token`: the lock's current token (`None` when it is free, or for a gate).
     pub fn current_token(&self) -> Option<FencingToken> {
         self.number("current_token")
+    }
+}
+
+/// The schemas by hand: `ErrorCode` lists [`ErrorCode::ALL`] (never
+/// `unknown`, which only a client reads), and `ErrorDetail` has its code's
+/// details beside `code` and `message` (serde's `flatten` of a map, which
+/// the derive cannot describe).
+#[cfg(feature = "openapi")]
+mod openapi {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+    use utoipa::openapi::{Ref, RefOr};
+    use utoipa::{PartialSchema, ToSchema};
+
+    use super::{ErrorCode, ErrorDetail};
+
+    impl PartialSchema for ErrorCode {
+        fn schema() -> RefOr<Schema> {
+            let codes = ErrorCode::ALL.iter().map(|c| c.as_str());
+            let description = ErrorCode::ALL
+                .iter()
+                .map(|c| format!("`{}` ({})", c.as_str(), c.status()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let schema = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(codes)).description(Some(
+                format!("The stable, machine-readable error code; each has exactly one HTTP status: {description}."),
+            ));
+            RefOr::T(Schema::Object(schema.build()))
+        }
+    }
+
+    impl ToSchema for ErrorCode {}
+
+    impl PartialSchema for ErrorDetail {
+        fn schema() -> RefOr<Schema> {
+            let schema = ObjectBuilder::new()
+                .property("code", Ref::from_schema_name(ErrorCode::name()))
+                .required("code")
+                .property("message", String::schema())
+                .required("message")
+                .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+                .description(Some(
+                    "The code, a message for people, and the code's details (`name`, `holder`, `token`, \
+                     `current_token`, `field`, ...) beside them.",
+                ));
+            RefOr::T(Schema::Object(schema.build()))
+        }
+    }
+
+    impl ToSchema for ErrorDetail {
+        fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+            schemas.push((ErrorCode::name().into_owned(), ErrorCode::schema()));
+        }
     }
 }
 

@@ -11,7 +11,10 @@ use crate::FencingToken;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
 }
 
@@ -31,11 +34,15 @@ pub struct CheckResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PutRecordRequest {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     /// Any JSON value, at most 4 KiB as JSON text.
     pub value: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
 }
 
@@ -68,9 +75,13 @@ pub struct Record {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GateRequest {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
 }
 

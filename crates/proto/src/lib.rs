@@ -8,18 +8,31 @@
 //! - [`fence`] — fence check, fenced records and gates.
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
-//! - this file — header names and the lock-core values that go on the wire as they are
-//!   ([`Grant`], [`LeaseView`], [`LockEvent`], [`FencingToken`]).
+//! - [`events`] — the lock events of the Server-Sent Event streams.
+//! - this file — header names, [`FencingToken`] and the core's [`Limits`].
+//!
+//! The lock-core values that go on the wire ([`Grant`], [`LeaseView`],
+//! [`WaiterView`], [`LockEvent`]) have twins here, with the same fields and
+//! the same JSON and a `From` of the core's value: the core may depend on
+//! serde and thiserror only, so only a twin can carry the OpenAPI schema the
+//! server publishes (feature `openapi`), and the server answers with the
+//! very types its document is derived from.
 //!
 //! Request bodies refuse unknown fields: a misspelt field is a 400, never silently ignored.
 
 pub mod cluster;
 pub mod error;
+pub mod events;
 pub mod fence;
+mod int;
 pub mod locks;
+#[cfg(feature = "openapi")]
+pub mod schema;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
-pub use leasehold_core::{EventKind, FencingToken, Grant, LeaseView, Limits, LockEvent, WaiterView};
+pub use events::{EventKind, LockEvent};
+pub use leasehold_core::{FencingToken, Limits};
+pub use locks::{Grant, LeaseView, WaiterView};
 
 /// A member's id in the Raft cluster.
 pub type NodeId = u64;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FencingToken, Grant, LeaseView};
+use crate::FencingToken;
 
 /// Default and largest page of `GET /v1/locks`.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
@@ -15,13 +15,18 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
     /// Who takes the lock; an acquire by the holder returns its own grant again.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
     pub owner: String,
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
     pub ttl_ms: u64,
     /// Wait up to this long in the lock's FIFO queue when another owner holds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::wait_ms))]
     pub wait_ms: Option<u64>,
     /// Retries with the same id get the first answer (the same token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
 }
 
@@ -30,11 +35,15 @@ pub struct AcquireRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RenewRequest {
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     /// The new ttl; the grant's when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::renew_ttl_ms))]
     pub ttl_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
 }
 
@@ -43,13 +52,17 @@ pub struct RenewRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
 }
 
 /// The answer to acquire and renew: the grant, with its fencing token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseResponse {
     #[serde(flatten)]
     pub grant: Grant,
@@ -76,14 +89,130 @@ pub struct ReleaseResponse {
 pub struct ListQuery {
     /// Only locks whose names start with this.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::schema::list_prefix))]
     pub prefix: String,
     /// At most this many locks (1–1000, default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::schema::list_limit))]
     pub limit: Option<usize>,
 }
 
 /// The answer to `GET /v1/locks`: held locks in name order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListResponse {
     pub locks: Vec<LeaseView>,
+}
+
+/// A successful acquire or renew, as the holder sees it: the wire twin of
+/// the core's [`leasehold_core::Grant`] (same fields, same JSON), which the
+/// core cannot describe in the OpenAPI document itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Grant {
+    pub name: String,
+    pub owner: String,
+    pub token: FencingToken,
+    pub ttl_ms: u64,
+    /// Real time the lease is guaranteed to last from the commit of the entry
+    /// that produced this answer (longer if an election stalls the ticks).
+    pub expires_in_ms: u64,
+    /// The tick at which the lease expires.
+    pub deadline_tick: u64,
+}
+
+impl From<leasehold_core::Grant> for Grant {
+    fn from(g: leasehold_core::Grant) -> Self {
+        let leasehold_core::Grant { name, owner, token, ttl_ms, expires_in_ms, deadline_tick } = g;
+        Grant { name, owner, token, ttl_ms, expires_in_ms, deadline_tick }
+    }
+}
+
+/// A waiter as a reader sees it (twin of [`leasehold_core::WaiterView`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WaiterView {
+    pub owner: String,
+    /// 1 = next in line.
+    pub position: usize,
+}
+
+impl From<leasehold_core::WaiterView> for WaiterView {
+    fn from(w: leasehold_core::WaiterView) -> Self {
+        WaiterView { owner: w.owner, position: w.position }
+    }
+}
+
+/// A held lock as a reader sees it (twin of [`leasehold_core::LeaseView`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseView {
+    pub name: String,
+    pub owner: String,
+    pub token: FencingToken,
+    pub ttl_ms: u64,
+    /// Lower bound on the real time left, counted in whole tick periods.
+    pub expires_in_ms: u64,
+    pub deadline_tick: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The queue, first in line first.
+    #[serde(default)]
+    pub waiters: Vec<WaiterView>,
+}
+
+impl From<leasehold_core::LeaseView> for LeaseView {
+    fn from(v: leasehold_core::LeaseView) -> Self {
+        let leasehold_core::LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, waiters } =
+            v;
+        let waiters = waiters.into_iter().map(WaiterView::from).collect();
+        LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, waiters }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures the twins write exactly the JSON of the core's values, so the
+    // wire did not change with them.
+    #[test]
+    fn twins_write_the_core_json() {
+        let grant = leasehold_core::Grant {
+            name: "n".into(),
+            owner: "o".into(),
+            token: 7,
+            ttl_ms: 5000,
+            expires_in_ms: 4900,
+            deadline_tick: 50,
+        };
+        let view = leasehold_core::LeaseView {
+            name: "n".into(),
+            owner: "o".into(),
+            token: 7,
+            ttl_ms: 5000,
+            expires_in_ms: 4900,
+            deadline_tick: 50,
+            request_id: Some("r".into()),
+            waiters: vec![leasehold_core::WaiterView { owner: "w".into(), position: 1 }],
+        };
+        let json = |v: &dyn erased::Json| v.json();
+        assert_eq!(json(&Grant::from(grant.clone())), json(&grant));
+        assert_eq!(json(&LeaseView::from(view.clone())), json(&view));
+        let response = LeaseResponse { grant: grant.clone().into(), reacquired: Some(false) };
+        let mut expected = serde_json::to_value(&grant).unwrap();
+        expected["reacquired"] = false.into();
+        assert_eq!(serde_json::to_value(&response).unwrap(), expected);
+    }
+
+    mod erased {
+        pub trait Json {
+            fn json(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Json for T {
+            fn json(&self) -> serde_json::Value {
+                serde_json::to_value(self).unwrap()
+            }
+        }
+    }
 }

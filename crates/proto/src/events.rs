@@ -1,0 +1,123 @@
+//! The lock events of `GET /v1/locks/{name}/events` and `GET /v1/events`:
+//! each Server-Sent Event's `data` is one [`LockEvent`] as JSON, its `event`
+//! the `type` field, its `id` the entry index. Twins of the core's values
+//! (see the crate documentation).
+
+use serde::{Deserialize, Serialize};
+
+use crate::FencingToken;
+
+/// One change to one lock, stamped with the index of the log entry that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LockEvent {
+    pub index: u64,
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened; `type` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A free lock was granted (token = `index`).
+    Acquired {
+        owner: String,
+        token: FencingToken,
+    },
+    /// The holder restarted its lease (also a same-owner re-acquire).
+    Renewed {
+        owner: String,
+        token: FencingToken,
+    },
+    Released {
+        owner: String,
+        token: FencingToken,
+    },
+    /// A Tick reached the lease's deadline.
+    Expired {
+        owner: String,
+        token: FencingToken,
+    },
+    /// The lock passed to the first waiter in the entry that freed it (token = `index`).
+    HandedOver {
+        owner: String,
+        token: FencingToken,
+        from_owner: String,
+        from_token: FencingToken,
+    },
+    /// `owner` joined the queue at `position` (1 = next).
+    Queued {
+        owner: String,
+        position: usize,
+    },
+    /// `owner`'s wait ran out before the lock passed to it.
+    WaitTimeout {
+        owner: String,
+    },
+    /// `owner` left the queue because its client went away.
+    Cancelled {
+        owner: String,
+    },
+}
+
+impl From<leasehold_core::LockEvent> for LockEvent {
+    fn from(e: leasehold_core::LockEvent) -> Self {
+        use leasehold_core::EventKind as Core;
+        let kind = match e.kind {
+            Core::Acquired { owner, token } => EventKind::Acquired { owner, token },
+            Core::Renewed { owner, token } => EventKind::Renewed { owner, token },
+            Core::Released { owner, token } => EventKind::Released { owner, token },
+            Core::Expired { owner, token } => EventKind::Expired { owner, token },
+            Core::HandedOver { owner, token, from_owner, from_token } => {
+                EventKind::HandedOver { owner, token, from_owner, from_token }
+            }
+            Core::Queued { owner, position } => EventKind::Queued { owner, position },
+            Core::WaitTimeout { owner } => EventKind::WaitTimeout { owner },
+            Core::Cancelled { owner } => EventKind::Cancelled { owner },
+        };
+        LockEvent { index: e.index, name: e.name, kind }
+    }
+}
+
+impl EventKind {
+    /// The event's name on the stream: its `type`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Acquired { .. } => "acquired",
+            EventKind::Renewed { .. } => "renewed",
+            EventKind::Released { .. } => "released",
+            EventKind::Expired { .. } => "expired",
+            EventKind::HandedOver { .. } => "handed_over",
+            EventKind::Queued { .. } => "queued",
+            EventKind::WaitTimeout { .. } => "wait_timeout",
+            EventKind::Cancelled { .. } => "cancelled",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures the twin writes exactly the JSON of the core's event, and its name is its `type`.
+    #[test]
+    fn twin_writes_the_core_json() {
+        let core = leasehold_core::LockEvent {
+            index: 9,
+            name: "n".into(),
+            kind: leasehold_core::EventKind::HandedOver {
+                owner: "b".into(),
+                token: 9,
+                from_owner: "a".into(),
+                from_token: 3,
+            },
+        };
+        let twin = LockEvent::from(core.clone());
+        let json = serde_json::to_value(&twin).unwrap();
+        assert_eq!(json, serde_json::to_value(&core).unwrap());
+        assert_eq!(json["type"], twin.kind.name());
+    }
+}

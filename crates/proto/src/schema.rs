@@ -1,0 +1,150 @@
+//! Schemas of the fields whose bounds the server enforces (feature
+//! `openapi`): built from [`Limits::DEFAULT`] and the list bounds, the same
+//! values the server checks, so the document cannot drift from them.
+//!
+//! Used with `#[schema(schema_with = ..)]` on the body types. JSON Schema
+//! counts a string's length in characters, the server counts UTF-8 bytes:
+//! `maxLength` is the byte bound (exact for ASCII, and a character never
+//! takes less than a byte), and `x-max-bytes` states the bound itself.
+
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::{KnownFormat, Object};
+
+use crate::locks::MAX_LIST_LIMIT;
+use crate::Limits;
+
+/// No control characters (Unicode category Cc, what `char::is_control` tests).
+pub const PRINTABLE: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+/// A non-empty printable text of at most `max_bytes` UTF-8 bytes; `null`
+/// allowed too when `nullable` (an optional field).
+pub fn text(max_bytes: usize, nullable: bool, description: &str) -> Object {
+    let schema_type: SchemaType =
+        if nullable { [Type::String, Type::Null].into_iter().collect() } else { Type::String.into() };
+    ObjectBuilder::new()
+        .schema_type(schema_type)
+        .min_length(Some(1))
+        .max_length(Some(max_bytes))
+        .pattern(Some(PRINTABLE))
+        .description(Some(format!(
+            "{description} Non-empty, at most {max_bytes} bytes of UTF-8, no control characters."
+        )))
+        .extensions(Some(ExtensionsBuilder::new().add("x-max-bytes", max_bytes).build()))
+        .build()
+}
+
+/// An unsigned 64-bit integer in `min..=max`; `null` allowed too when
+/// `nullable`. Format `int64` where `max` fits one; `uint64` beyond (the
+/// full range of a token: `int64` would tell tools to stop at 2^63 - 1).
+pub fn uint(min: u64, max: u64, nullable: bool, description: &str) -> Object {
+    let schema_type: SchemaType =
+        if nullable { [Type::Integer, Type::Null].into_iter().collect() } else { Type::Integer.into() };
+    let format = if max <= i64::MAX as u64 {
+        SchemaFormat::KnownFormat(KnownFormat::Int64)
+    } else {
+        SchemaFormat::Custom("uint64".into())
+    };
+    let mut builder = ObjectBuilder::new()
+        .schema_type(schema_type)
+        .format(Some(format))
+        .minimum(Some(min as usize))
+        .maximum(Some(max as usize));
+    if !description.is_empty() {
+        builder = builder.description(Some(description));
+    }
+    builder.build()
+}
+
+// One function per constrained field, for `schema_with` (which takes a path).
+
+pub fn lock_name() -> Object {
+    text(Limits::DEFAULT.max_name_bytes, false, "A lock name.")
+}
+
+pub fn owner() -> Object {
+    text(
+        Limits::DEFAULT.max_owner_bytes,
+        false,
+        "Who takes the lock; an acquire by the holder returns its own grant again.",
+    )
+}
+
+pub fn request_id() -> Object {
+    text(
+        Limits::DEFAULT.max_request_id_bytes,
+        true,
+        "Retries with the same id get the first answer (the same token), for a few minutes.",
+    )
+}
+
+pub fn ttl_ms() -> Object {
+    let l = Limits::DEFAULT;
+    uint(l.min_ttl_ms, l.max_ttl_ms, false, "The lease's time to live, in ms.")
+}
+
+pub fn renew_ttl_ms() -> Object {
+    let l = Limits::DEFAULT;
+    uint(l.min_ttl_ms, l.max_ttl_ms, true, "The new ttl, in ms; the grant's when absent.")
+}
+
+pub fn wait_ms() -> Object {
+    uint(
+        0,
+        Limits::DEFAULT.max_wait_ms,
+        true,
+        "Wait up to this long (ms) in the lock's FIFO queue when another owner holds it; 0 or absent: fail at once.",
+    )
+}
+
+/// A fencing token, or any other u64 on the wire.
+pub fn token() -> Object {
+    uint(0, u64::MAX, false, "A fencing token: the log index of the entry that granted the lock.")
+}
+
+pub fn list_limit() -> Object {
+    uint(1, MAX_LIST_LIMIT as u64, false, "At most this many locks (default 100).")
+}
+
+/// `replication` of `/v1/cluster/status`: member id (a JSON key, so a
+/// string of digits) → the highest log index known replicated to it, or `null`.
+pub fn replication() -> Object {
+    let index = ObjectBuilder::new()
+        .schema_type([Type::Integer, Type::Null].into_iter().collect::<SchemaType>())
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(0usize));
+    ObjectBuilder::new()
+        .schema_type([Type::Object, Type::Null].into_iter().collect::<SchemaType>())
+        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[0-9]+$"))))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(index.build())))))
+        .description(Some(
+            "Leader only: the highest log index known replicated to each member, by member id (`null` while unknown).",
+        ))
+        .build()
+}
+
+pub fn list_prefix() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(Limits::DEFAULT.max_name_bytes))
+        .description(Some("Only locks whose names start with this (at most as many bytes as a name)."))
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures the pattern refuses exactly what `char::is_control` refuses, at the range edges.
+    #[test]
+    fn printable_pattern_names_the_control_ranges() {
+        for c in ['\u{0}', '\u{1f}', '\u{7f}', '\u{9f}'] {
+            assert!(c.is_control(), "{c:?}");
+        }
+        for c in [' ', '~', '\u{a0}'] {
+            assert!(!c.is_control(), "{c:?}");
+        }
+        assert_eq!(PRINTABLE, "^[^\\u0000-\\u001F\\u007F-\\u009F]*$");
+    }
+}
