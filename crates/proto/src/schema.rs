@@ -36,21 +36,17 @@ pub fn text(max_bytes: usize, nullable: bool, description: &str) -> Object {
 }
 
 /// An unsigned 64-bit integer in `min..=max`; `null` allowed too when
-/// `nullable`. Format `int64` where `max` fits one; `uint64` beyond (the
-/// full range of a token: `int64` would tell tools to stop at 2^63 - 1).
+/// `nullable`. Format `int64` where `max` fits one; none beyond (the full
+/// range of a token: `int64` would tell tools to stop at 2^63 - 1, and the
+/// fuzzer generated non-integral numbers for a custom `uint64` format).
 pub fn uint(min: u64, max: u64, nullable: bool, description: &str) -> Object {
     let schema_type: SchemaType =
         if nullable { [Type::Integer, Type::Null].into_iter().collect() } else { Type::Integer.into() };
-    let format = if max <= i64::MAX as u64 {
-        SchemaFormat::KnownFormat(KnownFormat::Int64)
-    } else {
-        SchemaFormat::Custom("uint64".into())
-    };
-    let mut builder = ObjectBuilder::new()
-        .schema_type(schema_type)
-        .format(Some(format))
-        .minimum(Some(min as usize))
-        .maximum(Some(max as usize));
+    let mut builder = ObjectBuilder::new().schema_type(schema_type);
+    if max <= i64::MAX as u64 {
+        builder = builder.format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)));
+    }
+    let mut builder = builder.minimum(Some(min as usize)).maximum(Some(max as usize));
     if !description.is_empty() {
         builder = builder.description(Some(description));
     }
