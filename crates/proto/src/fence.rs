@@ -13,7 +13,7 @@ use crate::FencingToken;
 pub struct CheckRequest {
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
-    #[serde(deserialize_with = "crate::int::u64")]
+    #[serde(deserialize_with = "crate::int::token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
 }
@@ -36,7 +36,7 @@ pub struct CheckResponse {
 pub struct PutRecordRequest {
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
-    #[serde(deserialize_with = "crate::int::u64")]
+    #[serde(deserialize_with = "crate::int::token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     /// Any JSON value, at most 4 KiB as JSON text.
@@ -77,7 +77,7 @@ pub struct Record {
 pub struct GateRequest {
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_name))]
     pub lock: String,
-    #[serde(deserialize_with = "crate::int::u64")]
+    #[serde(deserialize_with = "crate::int::token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     #[serde(default, skip_serializing_if = "Option::is_none")]

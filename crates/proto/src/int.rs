@@ -33,6 +33,16 @@ impl Visitor<'_> for U64 {
     }
 }
 
+/// `#[serde(deserialize_with = "crate::int::token")]`: a fencing token, at
+/// most [`MAX_TOKEN`](crate::MAX_TOKEN).
+pub fn token<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let token = u64(d)?;
+    if token > crate::MAX_TOKEN {
+        return Err(D::Error::invalid_value(Unexpected::Unsigned(token), &"a token below 2^53"));
+    }
+    Ok(token)
+}
+
 /// `#[serde(deserialize_with = "crate::int::u64")]`
 pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     d.deserialize_any(U64)

@@ -34,6 +34,12 @@ pub use events::{EventKind, LockEvent};
 pub use leasehold_core::{FencingToken, Limits};
 pub use locks::{Grant, LeaseView, WaiterView};
 
+/// The largest fencing token a request may name: 2^53 - 1, the largest
+/// integer every JSON parser reads exactly (JavaScript's and others read
+/// numbers as doubles). A token is a log index: a log that commits a
+/// million entries a second reaches it in 285 years.
+pub const MAX_TOKEN: u64 = (1 << 53) - 1;
+
 /// A member's id in the Raft cluster.
 pub type NodeId = u64;
 

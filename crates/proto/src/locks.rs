@@ -35,7 +35,7 @@ pub struct AcquireRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RenewRequest {
-    #[serde(deserialize_with = "crate::int::u64")]
+    #[serde(deserialize_with = "crate::int::token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     /// The new ttl; the grant's when absent.
@@ -52,7 +52,7 @@ pub struct RenewRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseRequest {
-    #[serde(deserialize_with = "crate::int::u64")]
+    #[serde(deserialize_with = "crate::int::token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
     pub token: FencingToken,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -96,7 +96,7 @@ pub fn wait_ms() -> Object {
 
 /// A fencing token, or any other u64 on the wire.
 pub fn token() -> Object {
-    uint(0, u64::MAX, false, "A fencing token: the log index of the entry that granted the lock.")
+    uint(0, crate::MAX_TOKEN, false, "A fencing token: the log index of the entry that granted the lock (below 2^53).")
 }
 
 pub fn list_limit() -> Object {
