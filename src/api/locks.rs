@@ -16,8 +16,8 @@ use crate::node::{AcquireRequest as NodeAcquire, Acquired, Node, WAIT_SLACK};
 use leasehold_core::{Command, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
-    DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
 };
+use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
 /// Time to propose the acquire before the wait and to answer after it.
 const QUEUE_ANSWER_SLACK: Duration = Duration::from_secs(10);

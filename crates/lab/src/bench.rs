@@ -89,3 +89,28 @@ pub fn rows_table(rows: &[BenchRow]) -> String {
     }
     out
 }
+
+/// Medians over runs of one (workload, clients, system).
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub workload: String,
+    pub clients: usize,
+    pub system: String,
+    pub runs: usize,
+    pub ops_per_sec: f64,
+    /// Median over runs of this system's cycles/s ÷ leasehold-3's in the
+    /// same run.
+    pub ops_vs_baseline: Option<f64>,
+    /// The same for the cycle p50.
+    pub p50_vs_baseline: Option<f64>,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub acquire_p50_us: f64,
+    pub acquire_p99_us: f64,
+    pub acquire_p999_us: f64,
+    /// Medians over runs of the servers' and the clients' CPU µs per cycle.
+    pub server_cpu_us_per_cycle: Option<f64>,
+    pub client_cpu_us_per_cycle: Option<f64>,
+    pub errors: u64,
+}

@@ -40,6 +40,10 @@ pub use locks::{Grant, LeaseView, WaiterView};
 /// million entries a second reaches it in 285 years.
 pub const MAX_TOKEN: u64 = (1 << 53) - 1;
 
+/// Default and largest page of `GET /v1/locks` (its `limit`).
+pub const DEFAULT_LIST_LIMIT: usize = 100;
+pub const MAX_LIST_LIMIT: usize = 1000;
+
 /// A member's id in the Raft cluster.
 pub type NodeId = u64;
 

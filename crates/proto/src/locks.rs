@@ -5,10 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::FencingToken;
 
-/// Default and largest page of `GET /v1/locks`.
-pub const DEFAULT_LIST_LIMIT: usize = 100;
-pub const MAX_LIST_LIMIT: usize = 1000;
-
 /// `POST /v1/locks/{name}/acquire`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

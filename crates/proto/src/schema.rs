@@ -12,8 +12,8 @@ use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Schem
 use utoipa::openapi::RefOr;
 use utoipa::openapi::{KnownFormat, Object};
 
-use crate::locks::MAX_LIST_LIMIT;
 use crate::Limits;
+use crate::MAX_LIST_LIMIT;
 
 /// No control characters (Unicode category Cc, what `char::is_control` tests).
 pub const PRINTABLE: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";

@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use super::report::Summary;
-use crate::bench::{median, BenchRow, CDF_QUANTILES};
+use crate::bench::{median, BenchRow, Summary, CDF_QUANTILES};
 use crate::plot::{short, Chart, LineStyle, LogAxis};
 
 /// Systems in the order they appear in the rows.

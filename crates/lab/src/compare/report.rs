@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::{plots, CompareOptions};
-use crate::bench::{cpu_cell, histogram, median, rows_table, BenchRow};
+use crate::bench::{cpu_cell, histogram, median, rows_table, BenchRow, Summary};
 
 /// The system every ratio is taken against.
 pub const BASELINE: &str = "leasehold-3";
@@ -107,31 +107,6 @@ pub fn fsync_probe(dir: &Path) -> std::io::Result<FsyncProbe> {
         p99_us: latencies.value_at_quantile(0.99),
         max_us: latencies.max(),
     })
-}
-
-/// Medians over runs of one (workload, clients, system).
-#[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    pub workload: String,
-    pub clients: usize,
-    pub system: String,
-    pub runs: usize,
-    pub ops_per_sec: f64,
-    /// Median over runs of this system's cycles/s ÷ leasehold-3's in the
-    /// same run.
-    pub ops_vs_baseline: Option<f64>,
-    /// The same for the cycle p50.
-    pub p50_vs_baseline: Option<f64>,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub acquire_p50_us: f64,
-    pub acquire_p99_us: f64,
-    pub acquire_p999_us: f64,
-    /// Medians over runs of the servers' and the clients' CPU µs per cycle.
-    pub server_cpu_us_per_cycle: Option<f64>,
-    pub client_cpu_us_per_cycle: Option<f64>,
-    pub errors: u64,
 }
 
 /// One of the targets for leasehold-3, as measured.

@@ -4,13 +4,90 @@
 //! [`crate::plot`].
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::ledger::{AccountRow, Refusal};
-use super::payments::Outcome;
-use super::{say, PaymentsOptions};
+use super::{say, PaymentsOptions, WorkerReport};
 use crate::plot::{short, Chart, LineStyle};
+
+/// What happened to the paused worker.
+#[derive(Debug, Clone, Default)]
+pub struct FaultRecord {
+    pub worker: u32,
+    /// The worker's own description of the locks it held when stopped.
+    pub holding: String,
+    /// When it was stopped, counted from the workers' start.
+    pub since_start: Duration,
+    pub stopped_for: Duration,
+    /// What became of its late write, as the worker reported it.
+    pub late_write: Option<String>,
+}
+
+impl FaultRecord {
+    /// PostgreSQL rolled the late write back.
+    pub fn late_write_refused(&self) -> bool {
+        self.late_write.as_deref().is_some_and(|w| w.contains("refused by PostgreSQL"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub fencing: bool,
+    pub total_before: i64,
+    pub total_after: i64,
+    pub accounts: Vec<AccountRow>,
+    /// Rows of `transfers`: transfer ids recorded, each once.
+    pub transfers_recorded: i64,
+    pub fault: Option<FaultRecord>,
+    pub workers: Vec<WorkerReport>,
+    /// How long the workers ran.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn sum(&self, f: impl Fn(&WorkerReport) -> u64) -> u64 {
+        self.workers.iter().map(f).sum()
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.sum(|w| w.transfers_applied)
+    }
+
+    pub fn refused_stale(&self) -> u64 {
+        self.sum(|w| w.stale_reads_refused + w.stale_writes_refused)
+    }
+
+    pub fn applied_twice(&self) -> u64 {
+        self.sum(|w| w.applied_twice)
+    }
+
+    pub fn lost_updates(&self) -> usize {
+        self.accounts.iter().filter(|a| a.lost_updates()).count()
+    }
+
+    /// Every commit the workers counted recorded its own transfer id (none
+    /// is missing, none extra), and no replay committed.
+    pub fn applied_once(&self) -> bool {
+        self.transfers_recorded == self.applied() as i64 && self.applied_twice() == 0
+    }
+
+    /// The money is all there, every balance is its opening balance plus
+    /// the transfers applied to it (no update was lost), and every transfer
+    /// was applied exactly once.
+    pub fn invariant_holds(&self) -> bool {
+        self.total_after == self.total_before && self.lost_updates() == 0 && self.applied_once()
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        if self.invariant_holds() {
+            0
+        } else {
+            1
+        }
+    }
+}
 
 /// What the timeline shows, in seconds since the workers started.
 #[derive(Debug, Clone, Default)]
