@@ -21,8 +21,11 @@
 //! This crate's modules:
 //!
 //! - [`server`] — wires a node and the listener (`server::run`): accept
-//!   loop, TLS (rustls), connection limit, header-read timeout (hyper);
-//!   [`ServeConfig`](server::ServeConfig) holds the listener's settings.
+//!   loop, TLS (rustls), HTTP/1.1 and HTTP/2 (hyper), connection budgets
+//!   and 503 refusals, header-read timeout, and the hand-off of members'
+//!   peer connections; [`ServeConfig`](server::ServeConfig) holds its settings.
+//! - [`admission`] — how much one client may hold: connection and waiting
+//!   budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE events),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
@@ -42,6 +45,7 @@
 //!   ticker report to it, it reads nothing itself.
 //! - [`security`] — a node's secrets and TLS files, and its rustls config.
 
+pub mod admission;
 pub mod api;
 pub mod metrics;
 pub mod node;

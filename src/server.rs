@@ -1,64 +1,95 @@
 //! The listener: accepts TCP connections (TLS only, when configured),
-//! bounds how many are open at once and how long a client may take to send a
-//! request head, and serves each connection with hyper (HTTP/1.1) and the
-//! axum router — or, when a connection opens with the peer transport's
-//! preface (or asks for its ALPN protocol under TLS), hands it to Raft
-//! ([`crate::raft::peer`]), outside the client connection limit.
+//! bounds how many are open at once — in total and per client address
+//! ([`crate::admission`]) — and how long a client may take to send a
+//! request head, and serves each connection with hyper (HTTP/1.1, and
+//! HTTP/2: h2c with prior knowledge, `h2` by ALPN under TLS) and the axum
+//! router. A connection that opens with the peer transport's preface (or
+//! asks for its ALPN protocol under TLS) belongs to another member
+//! ([`crate::raft::peer`]): Raft RPC, or the HTTP/2 channel on which a
+//! follower relays client requests to the leader. Members' connections have
+//! their own budget, so client load cannot crowd Raft out and depose the
+//! leader.
+//!
+//! Over a budget, a connection is answered `503 overloaded` with
+//! `Retry-After` and the JSON error body (written without routing), then
+//! closed — never a bare close, which clients would answer by reconnecting
+//! at once. Only while [`MAX_REFUSING`] refusals are already being written
+//! is a connection closed unanswered.
 //!
 //! `axum::serve` exposes neither a header-read timeout nor a connection
 //! limit, hence this loop. The header-read timeout also closes a kept-alive
-//! connection that sends nothing more: hyper starts it whenever it waits for
-//! a request head. So a client that opens connections and sends half a
-//! header (slowloris) holds each for at most that long, and never more than
-//! `max_connections` at once.
+//! HTTP/1.1 connection that sends nothing more: hyper starts it whenever it
+//! waits for a request head. So a client that opens connections and sends
+//! half a header (slowloris) holds each for at most that long, and never
+//! more than its share of the connections at once.
 
+use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use axum::Router;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
+use tower::Service;
 
-use crate::api::ApiConfig;
+use crate::admission::{Budget, Caller, Defaults, Permit, Refusal};
+use crate::api::{ApiConfig, ApiError};
 use crate::node::{Node, NodeConfig, NodeError};
-use crate::raft::peer::{self, Inbound};
+use crate::raft::peer::{self, Channel, Inbound};
+use leasehold_proto::ErrorCode;
 
 /// Default time a client has to send a whole request head.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default number of connections open at once.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// How long open connections may finish their requests after shutdown begins
 /// (an events stream never finishes on its own).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Pause after a failed accept (e.g. out of file descriptors), so the loop
 /// does not spin while the condition lasts.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-/// How long a refused plain-HTTP client may take to close its side.
-const PLAIN_HTTP_DRAIN: Duration = Duration::from_secs(1);
+/// How long a refused client may take to send its request and read the
+/// answer (also bounds a refused plain-HTTP client on a TLS listener).
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+/// Refusals being written at once; beyond, connections close unanswered.
+pub const MAX_REFUSING: usize = 256;
 /// First byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
-/// Peer connections open at once: a few per member (replication, votes),
-/// for clusters of up to 7 nodes, with room for reconnects.
+/// Peer connections open at once: a few per member (replication, votes,
+/// the forwarding channel), for clusters of up to 7 nodes, with room for
+/// reconnects.
 const MAX_PEER_CONNECTIONS: usize = 64;
+/// Requests at once on one client HTTP/2 connection (waits, event streams).
+const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
+/// Requests at once on one member's forwarding channel: every waiting
+/// request a follower relays is one stream.
+const MAX_FORWARDED_STREAMS: u32 = 1 << 20;
+/// HTTP/2 pings, so a connection whose client vanished is noticed.
+const HTTP2_KEEPALIVE: Duration = Duration::from_secs(20);
 
 /// Connection-level limits of the listener.
 #[derive(Debug, Clone)]
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
+    /// Connections one client address may hold at once.
+    pub max_connections_per_client: usize,
 }
 
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        ConnectionLimits { header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT, max_connections: DEFAULT_MAX_CONNECTIONS }
+impl ConnectionLimits {
+    pub fn new(defaults: &Defaults) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            max_connections: defaults.max_connections,
+            max_connections_per_client: defaults.max_connections_per_client,
+        }
     }
 }
 
@@ -86,7 +117,15 @@ pub async fn run(
         .await
         .map_err(|e| NodeError::Internal(format!("bind {}: {e}", serve_config.listen)))?;
     let started = Node::start(&node).await?;
-    tracing::info!(id = node.id, addr = %serve_config.listen, tls = serve_config.tls.is_some(), "serving");
+    let limits = &serve_config.connection_limits;
+    tracing::info!(
+        id = node.id,
+        addr = %serve_config.listen,
+        tls = serve_config.tls.is_some(),
+        max_connections = limits.max_connections,
+        max_connections_per_client = limits.max_connections_per_client,
+        "serving"
+    );
     let router = crate::api::router(started.clone(), &serve_config.api);
     let header_read_timeout = serve_config.connection_limits.header_read_timeout;
     let peers =
@@ -108,17 +147,28 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let tls = tls.map(TlsAcceptor::from);
-    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let open = Budget::new(limits.max_connections, limits.max_connections_per_client);
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let peer_slots = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     let graceful = GracefulShutdown::new();
-    let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let mut http = auto::Builder::new(TokioExecutor::new());
+    http.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    http.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .keep_alive_interval(HTTP2_KEEPALIVE);
+    let mut forwarded = auto::Builder::new(TokioExecutor::new()).http2_only();
+    forwarded
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_FORWARDED_STREAMS)
+        .keep_alive_interval(HTTP2_KEEPALIVE);
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, from) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(ACCEPT_RETRY).await;
@@ -126,23 +176,34 @@ pub async fn serve(
                 }
             },
         };
-        // Over the limit a connection is closed at once rather than left in
-        // the backlog: the client learns now, and retries another node.
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            tracing::debug!("connection limit reached; closing a new connection");
-            continue;
-        };
         let _ = stream.set_nodelay(true);
+        let client = from.ip().to_canonical();
+        let tls = tls.clone();
+        let permit = match open.try_take(client) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                let Ok(refusing) = refusing.clone().try_acquire_owned() else {
+                    tracing::debug!("refusals at their limit; closing a new connection unanswered");
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let _refusing = refusing;
+                    refuse(stream, tls, refusal).await;
+                });
+                continue;
+            }
+        };
         let connection = Connection {
             http: http.clone(),
+            forwarded: forwarded.clone(),
             router: router.clone(),
             peers: peers.clone(),
             peer_slots: peer_slots.clone(),
+            client,
             permit: Some(permit),
             watcher: graceful.watcher(),
             header_read_timeout: limits.header_read_timeout,
         };
-        let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => connection.serve_tls(acceptor, stream).await,
@@ -158,13 +219,16 @@ pub async fn serve(
 
 /// One accepted connection.
 struct Connection {
-    http: http1::Builder,
+    http: auto::Builder<TokioExecutor>,
+    /// For members' forwarding channels: HTTP/2 only, many streams.
+    forwarded: auto::Builder<TokioExecutor>,
     router: Router,
     peers: Inbound,
     peer_slots: Arc<Semaphore>,
+    client: IpAddr,
     /// Its place among the client connections, given back if it turns out
     /// to be a peer's.
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    permit: Option<Permit>,
     watcher: hyper_util::server::graceful::Watcher,
     header_read_timeout: Duration,
 }
@@ -180,48 +244,123 @@ impl Connection {
                     self.serve_peer(stream).await;
                 }
             }
-            Ok(Ok(false)) => self.serve(stream).await,
+            Ok(Ok(false)) => {
+                let caller = Caller { addr: self.client, via_member: false };
+                self.serve_http(stream, caller).await
+            }
             Ok(Err(_)) | Err(_) => {}
         }
     }
 
     /// A peer connection: it leaves the client connection budget for the
-    /// peers' own, so client load cannot crowd Raft out.
-    async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin>(mut self, io: I) {
+    /// peers' own, so client load cannot crowd Raft out. After the hello it
+    /// carries Raft RPC, or relayed client requests over HTTP/2.
+    async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(mut self, mut io: I) {
         let Ok(_slot) = self.peer_slots.clone().try_acquire_owned() else {
             tracing::warn!("peer connection limit reached; closing a new peer connection");
             return;
         };
         self.permit = None;
-        self.peers.serve(io).await;
+        match self.peers.hello(&mut io).await {
+            Some(Channel::Raft) => self.peers.serve_raft(io).await,
+            Some(Channel::Forward) => {
+                let caller = Caller { addr: self.client, via_member: true };
+                let http = self.forwarded.clone();
+                serve_with(&http, self.router, self.watcher, io, caller).await
+            }
+            None => {}
+        }
     }
 
-    async fn serve<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I) {
-        let service = TowerToHyperService::new(self.router);
-        let connection = self.http.serve_connection(TokioIo::new(io), service);
-        if let Err(e) = self.watcher.watch(connection).await {
-            tracing::debug!(error = %e, "connection ended");
-        }
+    async fn serve_http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I, caller: Caller) {
+        serve_with(&self.http, self.router, self.watcher, io, caller).await
     }
 
     /// The TLS handshake counts against the header-read timeout: a client
     /// that starts one and stalls is closed like a slow plain one.
-    async fn serve_tls(self, acceptor: TlsAcceptor, mut stream: TcpStream) {
-        let handshake = async {
-            let mut first = [0u8; 1];
-            if stream.peek(&mut first).await? == 1 && first[0] != TLS_HANDSHAKE {
-                refuse_plain_http(&mut stream).await;
-                return Ok(None);
+    async fn serve_tls(self, acceptor: TlsAcceptor, stream: TcpStream) {
+        match tokio::time::timeout(self.header_read_timeout, tls_handshake(&acceptor, stream)).await {
+            Ok(Some(tls)) if tls.get_ref().1.alpn_protocol() == Some(peer::ALPN) => self.serve_peer(tls).await,
+            Ok(Some(tls)) => {
+                let caller = Caller { addr: self.client, via_member: false };
+                self.serve_http(tls, caller).await
             }
-            acceptor.accept(stream).await.map(Some)
-        };
-        match tokio::time::timeout(self.header_read_timeout, handshake).await {
-            Ok(Ok(Some(tls))) if tls.get_ref().1.alpn_protocol() == Some(peer::ALPN) => self.serve_peer(tls).await,
-            Ok(Ok(Some(tls))) => self.serve(tls).await,
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+            Ok(None) => {}
             Err(_) => tracing::debug!("TLS handshake timed out"),
         }
+    }
+}
+
+/// Serves HTTP on `io` with `router`, every request marked with `caller`.
+async fn serve_with<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    http: &auto::Builder<TokioExecutor>,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    io: I,
+    caller: Caller,
+) {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(caller);
+        let mut router = router.clone();
+        router.call(request)
+    });
+    if let Err(e) = watcher.watch(http.serve_connection(TokioIo::new(io), service)).await {
+        tracing::debug!(error = %e, "connection ended");
+    }
+}
+
+/// The server side of a TLS handshake; a plain HTTP request is answered
+/// 400 `tls_required` instead (`None`).
+async fn tls_handshake(
+    acceptor: &TlsAcceptor,
+    mut stream: TcpStream,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(1) if first[0] != TLS_HANDSHAKE => {
+            refuse_plain_http(&mut stream).await;
+            None
+        }
+        Ok(_) => match acceptor.accept(stream).await {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+        },
+        Err(_) => None,
+    }
+}
+
+/// Answers every request on a connection over the budget with `503
+/// overloaded` and `Retry-After`, then closes it. The request body is read
+/// first (up to the API's bound): closing a socket with unread data resets
+/// it, and the reset could destroy the answer.
+async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, refusal: Refusal) {
+    let message = refusal.describe("connections");
+    let answer = |request: hyper::Request<Incoming>| {
+        let message = message.clone();
+        async move {
+            let _ = axum::body::to_bytes(axum::body::Body::new(request.into_body()), crate::api::MAX_BODY_BYTES).await;
+            let mut response = ApiError::new(ErrorCode::Overloaded, message).into_response();
+            response.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+            Ok::<_, Infallible>(response)
+        }
+    };
+    let mut http = auto::Builder::new(TokioExecutor::new());
+    http.http1().keep_alive(false).timer(TokioTimer::new()).header_read_timeout(REFUSAL_TIME);
+    let service = hyper::service::service_fn(answer);
+    let served = async {
+        match tls {
+            None => http.serve_connection(TokioIo::new(stream), service).await,
+            Some(acceptor) => match tls_handshake(&acceptor, stream).await {
+                Some(tls) => http.serve_connection(TokioIo::new(tls), service).await,
+                None => Ok(()),
+            },
+        }
+    };
+    if let Ok(Err(e)) = tokio::time::timeout(REFUSAL_TIME, served).await {
+        tracing::debug!(error = %e, "refused connection ended");
     }
 }
 
@@ -259,5 +398,5 @@ async fn refuse_plain_http(stream: &mut TcpStream) {
     // unread data resets it, and the reset could destroy the answer.
     let mut sink = [0u8; 4096];
     let drain = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} };
-    let _ = tokio::time::timeout(PLAIN_HTTP_DRAIN, drain).await;
+    let _ = tokio::time::timeout(REFUSAL_TIME, drain).await;
 }

@@ -68,7 +68,7 @@ async fn take_snapshot(
 ) -> Result<Json<SnapshotTaken>, ApiError> {
     if let Some(Extension(slot)) = slot {
         // Serializing a large table may take longer than a request may.
-        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK);
+        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK)?;
     }
     Ok(Json(node.snapshot_now().await?))
 }
@@ -110,7 +110,7 @@ async fn add_learner(
     check_addr(&req.addr)?;
     if let Some(Extension(slot)) = slot {
         // Catching up on a long log may take longer than a request may.
-        slot.park(CATCH_UP_WAIT);
+        slot.park(CATCH_UP_WAIT)?;
     }
     let log_index = node.add_learner(req.id, req.addr).await?;
     Ok(Json(MembershipResponse { log_index, members: members(&node) }))

@@ -3,23 +3,35 @@
 //! the leader in the `x-leasehold-leader` (id) and `x-leasehold-leader-addr`
 //! headers.
 //!
+//! Relayed requests travel on one HTTP/2 connection per leader, opened as a
+//! peer connection ([`Channel::Forward`]): the leader serves it outside its
+//! client connection budget, and a herd of waiting acquires relayed through a
+//! follower is a herd of streams on that one connection, not a connection
+//! each. (Under TLS without a CA file the nodes cannot verify each other's
+//! certificates on the peer transport; then requests are relayed over
+//! ordinary https requests, which count as client connections on the leader.)
+//!
 //! With auth on, the follower forwards the caller's own `authorization`
 //! header, and the leader checks it again. The cluster secret is not used
 //! for this: it would let a follower lend its own authority to any request
 //! it let through, while the caller's token can open on the leader only what
-//! it opens anywhere.
+//! it opens anywhere. (The cluster secret only opens the channel.)
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Extension, Request, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
+use crate::raft::peer::{Channel, Dialer};
 use crate::raft::NodeId;
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
@@ -33,13 +45,31 @@ const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
 const FORWARD_TIMEOUT: std::time::Duration =
     std::time::Duration::from_millis(leasehold_core::Limits::DEFAULT.max_wait_ms + 15_000);
 
+/// HTTP/2 pings on a forwarding channel, so a leader that vanished is
+/// noticed even while every relayed request is waiting.
+const CHANNEL_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The forwarding middleware's state: the node, and its relay to the leader.
+pub struct Forwarding {
+    node: Arc<Node>,
+    relay: Relay,
+}
+
+impl Forwarding {
+    pub fn new(node: Arc<Node>) -> Arc<Forwarding> {
+        let relay = Relay { dialer: node.dialer().cloned(), channels: Mutex::default() };
+        Arc::new(Forwarding { node, relay })
+    }
+}
+
 /// Middleware: run the handler on the leader, forward elsewhere.
 pub async fn to_leader(
-    State(node): State<Arc<Node>>,
+    State(forwarding): State<Arc<Forwarding>>,
     slot: Option<Extension<RequestSlot>>,
     request: Request,
     next: Next,
 ) -> Response {
+    let node = &forwarding.node;
     let Some((leader, addr)) = node.leader() else {
         return ApiError::unavailable("no leader elected; retry").into_response();
     };
@@ -48,7 +78,7 @@ pub async fn to_leader(
     } else if request.headers().contains_key(FORWARDED_HEADER) {
         ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
     } else {
-        match forward(&node, &addr, request, slot.map(|Extension(s)| s)).await {
+        match forward(&forwarding, &addr, request, slot.map(|Extension(s)| s)).await {
             Ok(r) => {
                 node.metrics().forwarded("relayed");
                 r
@@ -71,7 +101,7 @@ fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
 }
 
 async fn forward(
-    node: &Node,
+    forwarding: &Forwarding,
     leader_addr: &str,
     request: Request,
     slot: Option<RequestSlot>,
@@ -83,24 +113,27 @@ async fn forward(
     // The whole request is here; from now on the leader bounds it (and
     // counts it in flight), this node only waits for the answer.
     if let Some(slot) = slot {
-        slot.park(FORWARD_TIMEOUT);
+        slot.park(FORWARD_TIMEOUT)?;
     }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut outbound = node
-        .http()
-        .request(parts.method, node.url_of(leader_addr, path))
-        .header(FORWARDED_HEADER, node.id())
-        .timeout(FORWARD_TIMEOUT)
-        .body(body);
+    let url = forwarding.node.url_of(leader_addr, path);
+    let mut outbound =
+        hyper::Request::builder().method(parts.method).uri(&url).header(FORWARDED_HEADER, forwarding.node.id());
     for name in [axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION] {
         if let Some(value) = parts.headers.get(&name) {
             outbound = outbound.header(name, value);
         }
     }
-    let reply = outbound.send().await.map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
-    let status = reply.status();
-    let headers = reply.headers().clone();
-    let bytes = reply.bytes().await.map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
+    let outbound = outbound.body(Body::from(body)).map_err(|e| ApiError::bad_request(format!("cannot relay: {e}")))?;
+    let relayed = async {
+        match &forwarding.relay.dialer {
+            Some(dialer) => forwarding.relay.send(dialer, leader_addr, outbound).await,
+            None => relay_over_https(&forwarding.node, outbound).await,
+        }
+    };
+    let (status, headers, bytes) = tokio::time::timeout(FORWARD_TIMEOUT, relayed)
+        .await
+        .map_err(|_| ApiError::unavailable("leader did not answer in time"))??;
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
     for name in [axum::http::header::CONTENT_TYPE, axum::http::header::RETRY_AFTER] {
@@ -109,4 +142,81 @@ async fn forward(
         }
     }
     Ok(response)
+}
+
+/// A relayed answer: its status, headers and whole body.
+type Relayed = (StatusCode, HeaderMap, axum::body::Bytes);
+
+/// This node's HTTP/2 forwarding channels, one per leader address.
+struct Relay {
+    dialer: Option<Dialer>,
+    channels: Mutex<HashMap<String, http2::SendRequest<Body>>>,
+}
+
+impl Relay {
+    /// Sends `request` to the leader at `addr` on its channel, opening one
+    /// if there is none or the last one closed. A request is never sent
+    /// twice: only a channel that proved dead before taking it is replaced.
+    async fn send(&self, dialer: &Dialer, addr: &str, request: hyper::Request<Body>) -> Result<Relayed, ApiError> {
+        let mut sender = match self.open_channel(addr) {
+            Some(sender) => sender,
+            None => self.dial(dialer, addr).await?,
+        };
+        if sender.ready().await.is_err() {
+            sender = self.dial(dialer, addr).await?;
+            sender.ready().await.map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+        }
+        let reply = sender
+            .send_request(request)
+            .await
+            .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+        let (parts, body) = reply.into_parts();
+        let bytes = axum::body::to_bytes(Body::new(body), usize::MAX)
+            .await
+            .map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
+        Ok((parts.status, parts.headers, bytes))
+    }
+
+    fn open_channel(&self, addr: &str) -> Option<http2::SendRequest<Body>> {
+        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        channels.get(addr).filter(|sender| !sender.is_closed()).cloned()
+    }
+
+    async fn dial(&self, dialer: &Dialer, addr: &str) -> Result<http2::SendRequest<Body>, ApiError> {
+        let unreachable = |e: &dyn std::fmt::Display| ApiError::unavailable(format!("leader unreachable: {e}"));
+        let stream = dialer.dial(addr, Channel::Forward).await.map_err(|e| unreachable(&e))?;
+        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(CHANNEL_KEEPALIVE)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(&e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "forwarding channel closed");
+            }
+        });
+        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        channels.insert(addr.to_owned(), sender.clone());
+        Ok(sender)
+    }
+}
+
+/// Relays `request` as an ordinary https request (see the module comment).
+async fn relay_over_https(node: &Node, request: hyper::Request<Body>) -> Result<Relayed, ApiError> {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(ApiError::internal)?;
+    let reply = node
+        .http()
+        .request(parts.method, parts.uri.to_string())
+        .headers(parts.headers)
+        .timeout(FORWARD_TIMEOUT)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+    let status = reply.status();
+    let headers = reply.headers().clone();
+    let bytes = reply.bytes().await.map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
+    Ok((status, headers, bytes))
 }

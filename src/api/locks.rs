@@ -62,7 +62,7 @@ async fn grant_or_queue(
         if req.wait_ms.is_some_and(|w| w <= Limits::DEFAULT.max_wait_ms) {
             // The body is read and the wait bounded: the request may now wait its
             // turn past the request timeout, without a place among those in flight.
-            slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK);
+            slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK)?;
         }
     }
     let request = NodeAcquire { name, owner: req.owner, ttl_ms: req.ttl_ms, wait, request_id: req.request_id };

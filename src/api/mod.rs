@@ -71,7 +71,8 @@ pub struct ApiConfig {
 /// `/healthz` and `/v1/cluster/status` stay open, like Consul's
 /// `/v1/status/*`: load balancers and the cluster tooling read them.
 pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
-    let to_leader = || middleware::from_fn_with_state(node.clone(), forward::to_leader);
+    let forwarding = forward::Forwarding::new(node.clone());
+    let to_leader = || middleware::from_fn_with_state(forwarding.clone(), forward::to_leader);
     let guard = |part| middleware::from_fn_with_state(auth::Guard::new(&config.secrets, part), auth::require);
     let client = locks::routes()
         .merge(fence::routes())

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
+use leasehold::admission;
 use leasehold::api::{self, ApiConfig, RequestLimits};
 use leasehold::node::{self, NodeConfig, PeerTransport};
 use leasehold::security::SecurityFiles;
@@ -112,10 +113,27 @@ pub struct ServeArgs {
           default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     request_timeout_ms: u64,
-    /// Connections open at once; more are closed at once.
-    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS", default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+    /// Client connections open at once; more are answered 503 overloaded
+    /// with Retry-After and closed [default: the open-files limit less 512,
+    /// at most 65536]. Members' connections are not counted.
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    max_connections: usize,
+    max_connections: Option<usize>,
+    /// Connections one client address may hold at once [default: a quarter
+    /// of --max-connections].
+    #[arg(long, env = "LEASEHOLD_MAX_CONNECTIONS_PER_CLIENT",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections_per_client: Option<usize>,
+    /// Requests waiting at once (acquires with wait_ms, relayed requests);
+    /// more are answered 503 overloaded [default: 4 × --max-connections].
+    #[arg(long, env = "LEASEHOLD_MAX_WAITING",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_waiting: Option<usize>,
+    /// Requests one client address may have waiting at once [default: a
+    /// quarter of --max-waiting].
+    #[arg(long, env = "LEASEHOLD_MAX_WAITING_PER_CLIENT",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_waiting_per_client: Option<usize>,
     /// Client and admin requests served at once; more are answered 503 overloaded.
     #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -267,18 +285,33 @@ async fn serve(args: ServeArgs) -> Result<()> {
             peer_tls: files.peer_tls()?,
         },
     };
+    // Budgets follow the open-files limit, and from each total its share.
+    let fd_limit = admission::raise_fd_limit();
+    let defaults = match args.max_connections {
+        Some(n) => admission::Defaults::for_connections(n),
+        None => admission::Defaults::for_fd_limit(fd_limit),
+    };
+    let max_connections = defaults.max_connections;
+    let defaults = match args.max_waiting {
+        Some(n) => defaults.with_waiting(n),
+        None => defaults,
+    };
+    let max_waiting = defaults.max_waiting;
     let serve_config = ServeConfig {
         listen,
         tls: files.server_tls()?,
         connection_limits: ConnectionLimits {
             header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
-            max_connections: args.max_connections,
+            max_connections,
+            max_connections_per_client: args.max_connections_per_client.unwrap_or(defaults.max_connections_per_client),
         },
         api: ApiConfig {
             secrets,
             request_limits: RequestLimits {
                 timeout: Duration::from_millis(args.request_timeout_ms),
                 max_in_flight: args.max_in_flight,
+                max_waiting,
+                max_waiting_per_client: args.max_waiting_per_client.unwrap_or(defaults.max_waiting_per_client),
             },
         },
     };

@@ -104,8 +104,11 @@ pub struct Node {
     /// Batches this node's client commands into log entries.
     proposer: Proposer,
     locks: LockState,
-    /// One pooled client for forwarding requests to the leader.
+    /// One pooled https client: status probes of the other members, and
+    /// forwarding when the peer transport cannot be verified (TLS, no CA).
     http: reqwest::Client,
+    /// How to open peer connections (Raft's, and forwarding channels).
+    dialer: Option<Dialer>,
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
     tick_ms: u64,
@@ -145,7 +148,7 @@ impl Node {
             tls: config.peers.peer_tls.clone(),
             cluster_secret: config.peers.cluster_secret.clone(),
         });
-        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer);
+        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer.clone());
         let log_size = log_store.clone();
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await
@@ -168,6 +171,7 @@ impl Node {
             proposer,
             locks,
             http,
+            dialer,
             scheme,
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
@@ -201,6 +205,12 @@ impl Node {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// How this node opens peer connections; `None` under TLS without a CA
+    /// file, when peers cannot be verified on the peer transport.
+    pub fn dialer(&self) -> Option<&Dialer> {
+        self.dialer.as_ref()
     }
 
     /// The URL of `path` on the node at `addr`, in the scheme the nodes serve.

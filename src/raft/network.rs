@@ -129,7 +129,10 @@ impl Connection {
         let exchange = async {
             let mut stream = match self.stream.take() {
                 Some(stream) => stream,
-                None => dialer.dial(&self.addr).await.map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
+                None => dialer
+                    .dial(&self.addr, peer::Channel::Raft)
+                    .await
+                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
             };
             let network = |e: peer::FrameError| RPCError::Network(NetworkError::new(&e));
             peer::write_frame(&mut stream, request).await.map_err(network)?;

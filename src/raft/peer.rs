@@ -17,7 +17,12 @@
 //!   MessagePack (structs as maps, so fields skipped when empty stay
 //!   unambiguous). The first frame is a [`Hello`] with the cluster secret;
 //!   a node that expects another secret closes the connection unanswered.
-//!   Then a [`PeerRequest`] and its [`PeerResponse`], in turn.
+//!   The hello names the connection's [`Channel`]: for Raft, a
+//!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for
+//!   forwarding, the rest of the connection is HTTP/2 (prior knowledge),
+//!   on which a follower relays client requests to the leader — many at
+//!   once, each waiting acquire one stream, none of them taking a client
+//!   connection on the leader.
 //!
 //! Snapshots still travel over HTTP (`/raft/snapshot`): they are rare and
 //! big, and streaming them is the storage work's. The HTTP routes for
@@ -43,11 +48,26 @@ pub const ALPN: &[u8] = b"leasehold-peer/1";
 /// Largest frame: an AppendEntries of 256 entries of large batches fits.
 pub const MAX_FRAME: usize = 32 << 20;
 
-/// The first frame of a connection: who calls, with which cluster secret.
+/// The first frame of a connection: who calls, with which cluster secret,
+/// for what.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Hello {
     pub from: NodeId,
     pub secret: Option<String>,
+    /// Absent in a hello of the version before forwarding channels: Raft.
+    #[serde(default)]
+    pub channel: Channel,
+}
+
+/// What a peer connection carries after its hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// AppendEntries and Vote frames.
+    #[default]
+    Raft,
+    /// Client requests a follower relays to the leader, over HTTP/2.
+    Forward,
 }
 
 /// What a peer asks.
@@ -124,17 +144,23 @@ impl Inbound {
         Inbound { raft, cluster_secret, hello_timeout }
     }
 
-    /// Serves `io` (after the preface or the ALPN choice) until the peer
-    /// closes it or breaks the protocol.
-    pub async fn serve<I: AsyncRead + AsyncWrite + Unpin>(&self, mut io: I) {
-        match tokio::time::timeout(self.hello_timeout, read_frame::<_, Hello>(&mut io)).await {
-            Ok(Ok(Some(hello))) if self.admits(&hello) => {}
+    /// Reads the hello of `io` (after the preface or the ALPN choice):
+    /// the channel the peer asks for, or `None` (and the connection is to be
+    /// closed) when it is late, malformed or lacks the cluster secret.
+    pub async fn hello<I: AsyncRead + Unpin>(&self, io: &mut I) -> Option<Channel> {
+        match tokio::time::timeout(self.hello_timeout, read_frame::<_, Hello>(io)).await {
+            Ok(Ok(Some(hello))) if self.admits(&hello) => Some(hello.channel),
             Ok(Ok(Some(hello))) => {
                 tracing::warn!(from = hello.from, "peer connection without the cluster secret; closed");
-                return;
+                None
             }
-            _ => return,
+            _ => None,
         }
+    }
+
+    /// Serves Raft RPC on `io` (after its hello) until the peer closes it or
+    /// breaks the protocol.
+    pub async fn serve_raft<I: AsyncRead + AsyncWrite + Unpin>(&self, mut io: I) {
         loop {
             let request = match read_frame::<_, PeerRequest>(&mut io).await {
                 Ok(Some(request)) => request,
@@ -178,8 +204,9 @@ pub struct Dialer {
 }
 
 impl Dialer {
-    /// Opens a peer connection to `addr` (`host:port`) and says hello.
-    pub async fn dial(&self, addr: &str) -> std::io::Result<Box<dyn PeerStream>> {
+    /// Opens a peer connection to `addr` (`host:port`) and says hello,
+    /// asking for `channel`.
+    pub async fn dial(&self, addr: &str, channel: Channel) -> std::io::Result<Box<dyn PeerStream>> {
         let tcp = tokio::net::TcpStream::connect(addr).await?;
         tcp.set_nodelay(true)?;
         let mut stream: Box<dyn PeerStream> = match &self.tls {
@@ -195,7 +222,8 @@ impl Dialer {
                 Box::new(tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await?)
             }
         };
-        let hello = Hello { from: self.from, secret: self.cluster_secret.as_ref().map(|s| s.expose().to_owned()) };
+        let hello =
+            Hello { from: self.from, secret: self.cluster_secret.as_ref().map(|s| s.expose().to_owned()), channel };
         write_frame(&mut stream, &hello).await.map_err(std::io::Error::other)?;
         Ok(stream)
     }

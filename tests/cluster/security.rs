@@ -166,7 +166,7 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         for secret in [None, Some(WRONG_TOKEN.to_string())] {
             let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
             peer.write_all(peer::PREFACE).await.unwrap();
-            peer::write_frame(&mut peer, &peer::Hello { from: 9, secret }).await.unwrap();
+            peer::write_frame(&mut peer, &peer::Hello { from: 9, secret, channel: peer::Channel::Raft }).await.unwrap();
             let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(before.term + 100, 9), None);
             // The node may close before or after this write lands; either way it never answers.
             let _ = peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await;
@@ -193,7 +193,12 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         assert_eq!(reply.status(), StatusCode::OK, "{:?}", reply.text().await);
         let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
         peer.write_all(peer::PREFACE).await.unwrap();
-        peer::write_frame(&mut peer, &peer::Hello { from: 9, secret: Some(CLUSTER_SECRET.to_string()) }).await.unwrap();
+        peer::write_frame(
+            &mut peer,
+            &peer::Hello { from: 9, secret: Some(CLUSTER_SECRET.to_string()), channel: peer::Channel::Raft },
+        )
+        .await
+        .unwrap();
         let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(after.term + 200, 9), None);
         peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await.unwrap();
         let answer = tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;

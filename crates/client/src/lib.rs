@@ -3,8 +3,19 @@
 //! A [`Client`] holds a list of endpoints. It sends each request to the node
 //! it believes leads (learned from the `x-leasehold-leader-addr` header), moves
 //! to the next endpoint when a node is unreachable, and retries 503 answers
-//! with back-off until its retry budget is spent. Other answers (409, 404,
-//! 400, ...) are returned at once as [`ClientError::Api`].
+//! with back-off until its retry budget is spent: a node that says it is
+//! `overloaded` is left alone for its `Retry-After` (with jitter, so a herd
+//! of clients does not come back at once); while there is no leader it
+//! backs off from 25 ms to 500 ms, jittered, since an election usually ends
+//! sooner than `Retry-After`'s whole second. It never reconnects in a loop.
+//! Other answers (409, 404, 400, ...) are returned at once as
+//! [`ClientError::Api`].
+//!
+//! Requests that wait in a lock's queue go over HTTP/2 (h2c with prior
+//! knowledge, or `h2` under TLS), so many waiting acquires share one
+//! connection instead of holding one each; everything else stays on
+//! HTTP/1.1, which costs the server less per request. Against a node that
+//! does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
 //! Every mutation carries a request id, the same on every retry of one call,
 //! so a retry the cluster already applied returns the original result (the
@@ -41,7 +52,7 @@ pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
 pub use secret::{load_ca, Secret, SecretError};
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode, Url};
@@ -158,7 +169,12 @@ pub struct Credentials {
 
 /// A client of one cluster.
 pub struct Client {
+    /// HTTP/1.1 only: the quick requests.
     http: reqwest::Client,
+    /// HTTP/2 only: requests that wait in a queue, many per connection.
+    multiplexed: reqwest::Client,
+    /// A node answered HTTP/2 with a protocol error: wait over HTTP/1.1.
+    no_http2: AtomicBool,
     token: Option<Secret>,
     endpoints: Vec<Url>,
     /// Index of the endpoint tried first: the last one that answered.
@@ -192,6 +208,8 @@ impl Client {
         }
         Ok(Client {
             http: http_client(credentials.ca.clone()),
+            multiplexed: multiplexed_client(credentials.ca.clone()),
+            no_http2: AtomicBool::new(false),
             token: credentials.token.clone(),
             endpoints,
             preferred: AtomicUsize::new(0),
@@ -406,48 +424,79 @@ impl Client {
     ) -> Result<(T, Instant), ClientError> {
         let first_sent = Instant::now();
         let give_up = first_sent + self.retry_budget + wait;
-        let mut backoff = Duration::from_millis(25);
+        let mut backoff = Backoff::default();
+        // Set after an HTTP/2 attempt broke other than by connect or timeout:
+        // the next try, at once, is HTTP/1.1; if the node answers that, it
+        // does not speak HTTP/2.
+        let mut probing_http1 = false;
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
             let url = self.url(endpoint, segments, query)?;
-            let mut request = self.request(method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
+            let multiplexed = !wait.is_zero() && !probing_http1 && !self.no_http2.load(Ordering::Relaxed);
+            let mut request = self.request_on(multiplexed, method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
             if let Some(body) = body {
                 request = request.json(body);
             }
-            let failure = match request.send().await {
+            let (failure, pause) = match request.send().await {
                 Ok(reply) => {
+                    if std::mem::take(&mut probing_http1) {
+                        tracing::debug!("node answers HTTP/1.1 only; waiting over HTTP/1.1 from now on");
+                        self.no_http2.store(true, Ordering::Relaxed);
+                    }
                     let unavailable = reply.status() == StatusCode::SERVICE_UNAVAILABLE;
                     let leader = self.named_leader(&reply);
                     if !unavailable {
                         self.preferred.store(leader.unwrap_or(endpoint), Ordering::Relaxed);
                         return decode(reply).await.map(|v| (v, first_sent));
                     }
-                    // A node that names itself leader yet cannot commit may be
-                    // cut off from the others (openraft has no CheckQuorum):
-                    // follow a leader named elsewhere, else try the next node.
-                    match leader.filter(|l| *l != endpoint) {
-                        Some(other) => self.preferred.store(other, Ordering::Relaxed),
-                        None => self.move_on_from(endpoint),
+                    let retry_after = retry_after(&reply);
+                    let failure = match decode::<serde_json::Value>(reply).await {
+                        Err(ClientError::Api { error, .. }) => error,
+                        _ => ErrorDetail::new(ErrorCode::Unavailable, "503"),
+                    };
+                    if failure.code == ErrorCode::Overloaded {
+                        // The node sheds load: leave it alone as long as it
+                        // asks, and let the others take the next try.
+                        self.move_on_from(endpoint);
+                        (failure.message, backoff.overloaded(retry_after))
+                    } else {
+                        // A node that names itself leader yet cannot commit may be
+                        // cut off from the others (openraft has no CheckQuorum):
+                        // follow a leader named elsewhere, else try the next node.
+                        match leader.filter(|l| *l != endpoint) {
+                            Some(other) => self.preferred.store(other, Ordering::Relaxed),
+                            None => self.move_on_from(endpoint),
+                        }
+                        (failure.message, backoff.unavailable(retry_after))
                     }
-                    decode::<serde_json::Value>(reply).await.err().map_or_else(|| "503".to_string(), |e| e.to_string())
+                }
+                Err(e) if multiplexed && !e.is_connect() && !e.is_timeout() => {
+                    probing_http1 = true;
+                    continue;
                 }
                 Err(e) => {
-                    // Unreachable or timed out: try the next node.
+                    probing_http1 = false;
+                    // Unreachable, refused or timed out: try the next node.
                     self.move_on_from(endpoint);
-                    e.to_string()
+                    (e.to_string(), backoff.unavailable(None))
                 }
             };
-            if Instant::now() + backoff > give_up {
+            if Instant::now() + pause > give_up {
                 return Err(ClientError::Unavailable(failure));
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
+            tokio::time::sleep(pause).await;
         }
     }
 
     /// A request to `url` carrying the client's token, if it has one.
     fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
-        let request = self.http.request(method, url);
+        self.request_on(false, method, url)
+    }
+
+    /// A request on the HTTP/2 client when `multiplexed`, else on HTTP/1.1.
+    fn request_on(&self, multiplexed: bool, method: Method, url: Url) -> reqwest::RequestBuilder {
+        let client = if multiplexed { &self.multiplexed } else { &self.http };
+        let request = client.request(method, url);
         match &self.token {
             Some(token) => request.bearer_auth(token.expose()),
             None => request,
@@ -466,6 +515,54 @@ impl Client {
         let next = (endpoint + 1) % self.endpoints.len();
         let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
     }
+}
+
+/// How long to pause before the next try of one call.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { next: Duration::from_millis(25) }
+    }
+}
+
+/// The longest pause while there is no leader.
+const MAX_UNAVAILABLE_PAUSE: Duration = Duration::from_millis(500);
+/// Assumed when an `overloaded` answer names no `Retry-After`.
+const DEFAULT_OVERLOADED_PAUSE: Duration = Duration::from_secs(1);
+
+impl Backoff {
+    /// After an unreachable node or an election in progress: doubling from
+    /// 25 ms, at most 500 ms (or the server's `Retry-After`, if shorter),
+    /// each pause drawn from its upper half.
+    fn unavailable(&mut self, retry_after: Option<Duration>) -> Duration {
+        let cap = retry_after.map_or(MAX_UNAVAILABLE_PAUSE, |r| r.clamp(self.next, MAX_UNAVAILABLE_PAUSE));
+        let pause = self.next.min(cap);
+        self.next = (self.next * 2).min(MAX_UNAVAILABLE_PAUSE);
+        jitter(pause / 2, pause)
+    }
+
+    /// After `overloaded`: the server's `Retry-After`, stretched by up to
+    /// half again, so the clients it refused together come back spread out.
+    fn overloaded(&mut self, retry_after: Option<Duration>) -> Duration {
+        let pause = retry_after.unwrap_or(DEFAULT_OVERLOADED_PAUSE).max(self.next);
+        jitter(pause, pause + pause / 2)
+    }
+}
+
+/// A uniformly drawn duration in `[low, high]`.
+fn jitter(low: Duration, high: Duration) -> Duration {
+    let span = high.saturating_sub(low).as_micros() as u64;
+    low + Duration::from_micros(fastrand::u64(0..=span))
+}
+
+/// The `Retry-After` of an answer, in seconds (the form nodes send).
+fn retry_after(reply: &reqwest::Response) -> Option<Duration> {
+    let value = reply.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 /// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
@@ -493,10 +590,26 @@ async fn body(reply: reqwest::Response) -> Result<Vec<u8>, ClientError> {
 /// No request body (for `GET`s and body-less `POST`s).
 const NO_BODY: Option<&()> = None;
 
-/// The shared HTTP client: no system proxy (nodes are addressed directly),
-/// bounded connect time, kept-alive connections. With `ca`, https servers are
-/// trusted when their certificate chains to it (and only then).
+/// The shared HTTP client: HTTP/1.1, no system proxy (nodes are addressed
+/// directly), bounded connect time, kept-alive connections. With `ca`, https
+/// servers are trusted when their certificate chains to it (and only then).
 pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
+    client_builder(ca).http1_only().build().expect("reqwest client builds with static settings")
+}
+
+/// The HTTP/2 client for waiting requests: prior knowledge on plain
+/// connections, `h2` by ALPN under TLS; pings find a connection whose node
+/// vanished while every request on it waits.
+pub fn multiplexed_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
+    client_builder(ca)
+        .http2_prior_knowledge()
+        .http2_keep_alive_interval(Duration::from_secs(5))
+        .http2_keep_alive_while_idle(true)
+        .build()
+        .expect("reqwest client builds with static settings")
+}
+
+fn client_builder(ca: Option<reqwest::Certificate>) -> reqwest::ClientBuilder {
     let mut builder = reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_secs(1))
@@ -507,5 +620,5 @@ pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
     if let Some(ca) = ca {
         builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
     }
-    builder.build().expect("reqwest client builds with static settings")
+    builder
 }
