@@ -179,19 +179,18 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let client = from.ip().to_canonical();
         let tls = tls.clone();
-        let permit = match open.try_take(client) {
-            Ok(permit) => permit,
-            Err(refusal) => {
-                let Ok(refusing) = refusing.clone().try_acquire_owned() else {
+        // Over the budget, the connection may still be a member's (which
+        // the budget does not cover): it is looked at briefly, as one of the
+        // refusals in progress, and refused only if it is a client's.
+        let (place, first_bytes_within) = match open.try_take(client) {
+            Ok(permit) => (Place::Client { _permit: permit }, limits.header_read_timeout),
+            Err(refusal) => match refusing.clone().try_acquire_owned() {
+                Ok(refusing) => (Place::OverBudget { refusal, _refusing: refusing }, REFUSAL_TIME),
+                Err(_) => {
                     tracing::debug!("refusals at their limit; closing a new connection unanswered");
                     continue;
-                };
-                tokio::spawn(async move {
-                    let _refusing = refusing;
-                    refuse(stream, tls, refusal).await;
-                });
-                continue;
-            }
+                }
+            },
         };
         let connection = Connection {
             http: http.clone(),
@@ -200,9 +199,9 @@ pub async fn serve(
             peers: peers.clone(),
             peer_slots: peer_slots.clone(),
             client,
-            permit: Some(permit),
+            place,
             watcher: graceful.watcher(),
-            header_read_timeout: limits.header_read_timeout,
+            first_bytes_within,
         };
         tokio::spawn(async move {
             match tls {
@@ -226,29 +225,43 @@ struct Connection {
     peers: Inbound,
     peer_slots: Arc<Semaphore>,
     client: IpAddr,
-    /// Its place among the client connections, given back if it turns out
-    /// to be a peer's.
-    permit: Option<Permit>,
+    place: Place,
     watcher: hyper_util::server::graceful::Watcher,
-    header_read_timeout: Duration,
+    /// How long it may take to show what it is (preface, TLS handshake).
+    first_bytes_within: Duration,
+}
+
+/// A connection's place before it is known whose it is.
+enum Place {
+    /// One of the client connections (held until the connection ends);
+    /// given back if it is a member's.
+    Client { _permit: Permit },
+    /// None was free: served only if it is a member's, else refused for
+    /// `refusal`, holding one of the refusals in progress meanwhile.
+    OverBudget { refusal: Refusal, _refusing: tokio::sync::OwnedSemaphorePermit },
+    /// A member's: counted among the peer connections instead.
+    Peer,
 }
 
 impl Connection {
     /// A plain connection: the peer transport if it opens with its preface
     /// (consumed here), else HTTP.
     async fn serve_plain(self, mut stream: TcpStream) {
-        match tokio::time::timeout(self.header_read_timeout, opens_with_preface(&stream)).await {
+        match tokio::time::timeout(self.first_bytes_within, opens_with_preface(&stream)).await {
             Ok(Ok(true)) => {
                 let mut preface = [0u8; peer::PREFACE.len()];
                 if stream.read_exact(&mut preface).await.is_ok() {
                     self.serve_peer(stream).await;
                 }
             }
-            Ok(Ok(false)) => {
-                let caller = Caller { addr: self.client, via_member: false };
-                self.serve_http(stream, caller).await
+            Ok(Ok(false)) => self.serve_http(stream).await,
+            // Silent for too long: a client's (members speak at once).
+            Err(_) => {
+                if let Place::OverBudget { refusal, .. } = self.place {
+                    refuse(stream, refusal).await;
+                }
             }
-            Ok(Err(_)) | Err(_) => {}
+            Ok(Err(_)) => {}
         }
     }
 
@@ -260,7 +273,7 @@ impl Connection {
             tracing::warn!("peer connection limit reached; closing a new peer connection");
             return;
         };
-        self.permit = None;
+        self.place = Place::Peer;
         match self.peers.hello(&mut io).await {
             Some(Channel::Raft) => self.peers.serve_raft(io).await,
             Some(Channel::Forward) => {
@@ -272,19 +285,24 @@ impl Connection {
         }
     }
 
-    async fn serve_http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I, caller: Caller) {
-        serve_with(&self.http, self.router, self.watcher, io, caller).await
+    /// A client's connection: served if it has a place, else refused.
+    async fn serve_http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I) {
+        match self.place {
+            Place::Client { .. } => {
+                let caller = Caller { addr: self.client, via_member: false };
+                serve_with(&self.http, self.router, self.watcher, io, caller).await
+            }
+            Place::OverBudget { refusal, .. } => refuse(io, refusal).await,
+            Place::Peer => {}
+        }
     }
 
     /// The TLS handshake counts against the header-read timeout: a client
     /// that starts one and stalls is closed like a slow plain one.
     async fn serve_tls(self, acceptor: TlsAcceptor, stream: TcpStream) {
-        match tokio::time::timeout(self.header_read_timeout, tls_handshake(&acceptor, stream)).await {
+        match tokio::time::timeout(self.first_bytes_within, tls_handshake(&acceptor, stream)).await {
             Ok(Some(tls)) if tls.get_ref().1.alpn_protocol() == Some(peer::ALPN) => self.serve_peer(tls).await,
-            Ok(Some(tls)) => {
-                let caller = Caller { addr: self.client, via_member: false };
-                self.serve_http(tls, caller).await
-            }
+            Ok(Some(tls)) => self.serve_http(tls).await,
             Ok(None) => {}
             Err(_) => tracing::debug!("TLS handshake timed out"),
         }
@@ -332,13 +350,13 @@ async fn tls_handshake(
     }
 }
 
-/// Answers every request on a connection over the budget with `503
-/// overloaded` and `Retry-After`, then closes it. The request body is read
-/// first (up to the API's bound): closing a socket with unread data resets
-/// it, and the reset could destroy the answer.
-async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, refusal: Refusal) {
+/// Answers every request on a client's connection over the budget with
+/// `503 overloaded` and `Retry-After`, then closes it. The request body is
+/// read first (up to the API's bound): closing a socket with unread data
+/// resets it, and the reset could destroy the answer.
+async fn refuse<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(io: I, refusal: Refusal) {
     let message = refusal.describe("connections");
-    let answer = |request: hyper::Request<Incoming>| {
+    let answer = move |request: hyper::Request<Incoming>| {
         let message = message.clone();
         async move {
             let _ = axum::body::to_bytes(axum::body::Body::new(request.into_body()), crate::api::MAX_BODY_BYTES).await;
@@ -349,16 +367,7 @@ async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, refusal: Refusal) {
     };
     let mut http = auto::Builder::new(TokioExecutor::new());
     http.http1().keep_alive(false).timer(TokioTimer::new()).header_read_timeout(REFUSAL_TIME);
-    let service = hyper::service::service_fn(answer);
-    let served = async {
-        match tls {
-            None => http.serve_connection(TokioIo::new(stream), service).await,
-            Some(acceptor) => match tls_handshake(&acceptor, stream).await {
-                Some(tls) => http.serve_connection(TokioIo::new(tls), service).await,
-                None => Ok(()),
-            },
-        }
-    };
+    let served = http.serve_connection(TokioIo::new(io), hyper::service::service_fn(answer));
     if let Ok(Err(e)) = tokio::time::timeout(REFUSAL_TIME, served).await {
         tracing::debug!(error = %e, "refused connection ended");
     }

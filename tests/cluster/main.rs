@@ -9,6 +9,7 @@
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
+//! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
 //! - `metrics`, `openapi`, `ui` — what operators see.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
 //! - `payments` — the payment demo with and without fencing.
@@ -20,6 +21,7 @@ mod api_errors;
 mod client_guard;
 mod cluster;
 mod fencing;
+mod herd;
 mod membership;
 mod metrics;
 mod openapi;
