@@ -133,7 +133,19 @@ pub struct BenchArgs {
     /// Concurrent clients on the one hot name, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
     hot_clients: Vec<usize>,
-    /// distinct: a lock per client; hot: all clients on one lock.
+    /// Waiting clients of a herd on one lock, each pinned to one node in turn, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,1000")]
+    herd_clients: Vec<usize>,
+    /// Clients on distinct names during a connection flood, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    flood_clients: Vec<usize>,
+    /// Idle connections a flood holds open against one server.
+    #[arg(long, default_value_t = 10_000)]
+    flood_connections: usize,
+    /// distinct: a lock per client; hot: all clients on one lock; herd: hot
+    /// with many waiters spread over the nodes (term and server memory
+    /// reported); flood: distinct while --flood-connections idle connections
+    /// are held open against the leader (or the one server).
     #[arg(long, value_delimiter = ',', default_value = "distinct,hot", value_parser = workload_parser())]
     workloads: Vec<Workload>,
     /// Measured seconds per (system, workload, clients, run).
@@ -329,6 +341,8 @@ async fn bench(args: BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
+    // A herd of clients needs a socket each (Redlock five).
+    leasehold::admission::raise_fd_limit();
     // Loaded only for an existing cluster: a token in the environment must
     // not stop a run against the bench's own clusters.
     let credentials = if args.endpoints.is_empty() { Credentials::default() } else { args.credentials.load()? };
@@ -340,6 +354,9 @@ async fn bench(args: BenchArgs) -> Result<()> {
         workloads: args.workloads,
         clients: args.clients,
         hot_clients: args.hot_clients,
+        herd_clients: args.herd_clients,
+        flood_clients: args.flood_clients,
+        flood_connections: args.flood_connections,
         runs: args.runs as usize,
         warmup: Duration::from_millis(args.warmup_ms),
         duration: Duration::from_secs(args.duration_secs),

@@ -24,9 +24,12 @@ async fn every_installed_system_completes_cycles_and_the_report_is_written() {
         endpoints: Vec::new(),
         credentials: Default::default(),
         binary: env!("CARGO_BIN_EXE_leasehold").into(),
-        workloads: vec![Workload::Distinct, Workload::Hot],
+        workloads: vec![Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood],
         clients: vec![1, 4],
         hot_clients: vec![4],
+        herd_clients: vec![8],
+        flood_clients: vec![4],
+        flood_connections: 32,
         runs: 1,
         warmup: Duration::from_millis(200),
         duration: Duration::from_secs(1),
@@ -57,7 +60,14 @@ async fn every_installed_system_completes_cycles_and_the_report_is_written() {
         assert!(measured != skipped, "{system}: measured {measured}, skipped {skipped}");
         assert_eq!(measured, expected.contains(&system), "{system} measured only if its server is installed");
     }
-    for (workload, clients) in [("cycle-distinct", 1), ("cycle-distinct", 4), ("hot-handoff", 4)] {
+    let every_point = [
+        ("cycle-distinct", 1),
+        ("cycle-distinct", 4),
+        ("hot-handoff", 4),
+        ("herd-handoff", 8),
+        ("cycle-distinct-flooded", 4),
+    ];
+    for (workload, clients) in every_point {
         for system in &expected {
             let row = report
                 .rows
@@ -65,6 +75,15 @@ async fn every_installed_system_completes_cycles_and_the_report_is_written() {
                 .find(|r| &r.system == system && r.workload == workload && r.clients == clients)
                 .unwrap_or_else(|| panic!("no row for {system} {workload} {clients}"));
             assert!(row.cycles > 0, "{system} {workload} {clients}: no cycle completed: {row:?}");
+            if workload == "cycle-distinct-flooded" {
+                assert!(row.idle_connections.is_some(), "{system}: the flood was opened: {row:?}");
+            }
+            if workload == "herd-handoff" || workload == "cycle-distinct-flooded" {
+                // Systems with a term report it, so a herd's leader changes are counted.
+                let has_term = system.starts_with("leasehold") || system.starts_with("etcd");
+                assert_eq!(row.leader_changes.is_some(), has_term, "{system}: {row:?}");
+                assert!(row.server_rss_mib.is_some_and(|mib| mib > 0.0), "{system}: {row:?}");
+            }
         }
     }
 

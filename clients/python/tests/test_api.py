@@ -87,6 +87,9 @@ def test_waiter_gets_the_lock_on_release(shared_cluster, unique):
     assert handed.token > first.token
     view = client.get(name)
     assert (view.owner, view.token) == ("bob", handed.token)
+    # The wait went over HTTP/2: had the node refused it, the client would
+    # have fallen back to HTTP/1.1 for good.
+    assert client._core.http2
 
 
 def test_wait_runs_out(shared_cluster, unique):

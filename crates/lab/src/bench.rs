@@ -40,6 +40,16 @@ pub struct BenchRow {
     pub server_cpu_us_per_cycle: Option<f64>,
     /// The same for the harness process, which runs every client.
     pub client_cpu_us_per_cycle: Option<f64>,
+    /// Herds and floods: how many times the Raft term moved during the measurement
+    /// (0: the leader held), where the system reports its term.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_changes: Option<u64>,
+    /// Herds and floods: the servers' resident memory at the end, summed, in MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_rss_mib: Option<f64>,
+    /// Floods: idle connections open against the server at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_connections: Option<usize>,
 }
 
 /// The quantiles `cycle_cdf_us` samples.

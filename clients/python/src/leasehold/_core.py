@@ -173,6 +173,24 @@ class Core:
         self.retry_budget = float(retry_budget)
         self._preferred = 0
         self._mutex = threading.Lock()
+        #: Waiting acquires go over HTTP/2 (many on one connection) until a
+        #: node shows it does not speak it.
+        self.http2 = True
+
+    def waits_over_http2(self, wait: float, probing_http1: bool) -> bool:
+        """Whether a call that may wait ``wait`` seconds goes over HTTP/2."""
+        return wait > 0 and self.http2 and not probing_http1
+
+    def broke_over_http2(self, error: httpx.TransportError) -> bool:
+        """Whether an HTTP/2 attempt broke other than by connect or timeout:
+        then the next try, at once, is HTTP/1.1, and if the node answers
+        that, it does not speak HTTP/2 (:meth:`answered_over_http1`)."""
+        return not isinstance(error, (httpx.ConnectError, httpx.TimeoutException))
+
+    def answered_over_http1(self) -> None:
+        """A node answered HTTP/1.1 right after HTTP/2 broke: wait over
+        HTTP/1.1 from now on."""
+        self.http2 = False
 
     def headers(self) -> dict[str, str]:
         headers = {"accept": "application/json"}

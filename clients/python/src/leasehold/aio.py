@@ -71,11 +71,22 @@ class AsyncClient:
         self._http = httpx.AsyncClient(
             verify=ssl_context(ca_file), trust_env=False, transport=transport, timeout=timeout
         )
+        # Waiting acquires: HTTP/2 (prior knowledge on http, ALPN on https),
+        # so many waits share one connection; the rest stays on HTTP/1.1.
+        self._waiting = httpx.AsyncClient(
+            verify=ssl_context(ca_file),
+            trust_env=False,
+            transport=transport,
+            timeout=timeout,
+            http1=False,
+            http2=True,
+        )
 
     # --- lifecycle -------------------------------------------------------------
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._waiting.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -268,11 +279,14 @@ class AsyncClient:
         first_sent = time.monotonic()
         give_up = core.give_up_at(first_sent, call.wait, deadline)
         backoff = INITIAL_BACKOFF
+        probing_http1 = False
         while True:
             index = core.preferred()
             retry: Optional[Retry] = None
+            over_http2 = core.waits_over_http2(call.wait, probing_http1)
+            http = self._waiting if over_http2 else self._http
             try:
-                response = await self._http.request(
+                response = await http.request(
                     call.method,
                     core.url(index, call.path),
                     json=call.body,
@@ -281,10 +295,17 @@ class AsyncClient:
                     timeout=core.attempt_timeout(call.wait, give_up),
                 )
             except httpx.TransportError as e:
+                if over_http2 and core.broke_over_http2(e):
+                    probing_http1 = True
+                    continue
                 # Unreachable, refused, reset or timed out: try the next node.
+                probing_http1 = False
                 core.move_on_from(index)
                 failure = unreachable(core.endpoints[index], e)
             else:
+                if probing_http1:
+                    core.answered_over_http1()
+                    probing_http1 = False
                 result = core.outcome(index, response)
                 if not isinstance(result, Retry):
                     return result, first_sent

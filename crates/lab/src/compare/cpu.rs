@@ -1,7 +1,8 @@
 //! CPU time of processes, from `/proc/PID/stat` (utime + stime): the figure
 //! that survives a noisy shared machine. Every system's servers are measured
 //! the same way, over the same window as its cycles, and so is the harness
-//! process, which runs every benchmark client.
+//! process, which runs every benchmark client. Also the servers' resident
+//! memory, from `/proc/PID/status`, which herds report.
 
 use std::time::Duration;
 
@@ -19,6 +20,23 @@ pub fn cpu_time_of(pids: &[u32]) -> Option<Duration> {
 /// CPU time of this process (the harness: every benchmark client).
 pub fn own_cpu_time() -> Option<Duration> {
     cpu_time(std::process::id())
+}
+
+/// Resident memory of all `pids` together, in MiB; `None` when there are
+/// none or any is unreadable.
+pub fn rss_mib_of(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let kib: Option<u64> =
+        pids.iter().map(|pid| parse_rss_kib(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)).sum();
+    Some(kib? as f64 / 1024.0)
+}
+
+/// The `VmRSS:` line of a `/proc/PID/status` file, in KiB.
+fn parse_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// utime + stime from a `/proc/PID/stat` line. The command name (field 2)
@@ -50,6 +68,15 @@ mod tests {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 99 0 0";
         assert_eq!(parse_stat(line), Some(Duration::from_secs_f64(300.0 / hz)));
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    // Ensures the resident set is read from its line, and this process has one.
+    #[test]
+    fn resident_memory_is_read_from_status() {
+        assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t  2048 kB\nThreads: 3\n"), Some(2048));
+        assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+        assert!(rss_mib_of(&[std::process::id()]).is_some_and(|mib| mib > 0.0));
+        assert_eq!(rss_mib_of(&[]), None);
     }
 
     // Ensures this process's own CPU time is readable and grows with work.

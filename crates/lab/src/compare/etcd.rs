@@ -48,6 +48,20 @@ impl LockSystem for EtcdSystem {
             Ok(Box::new(EtcdSession { gateway, session }) as Box<dyn LockSession>)
         })
     }
+
+    /// The member the sessions talk to.
+    fn flood_target(&self) -> BoxFuture<'_, Option<std::net::SocketAddr>> {
+        Box::pin(async move { self.url.trim_start_matches("http://").trim_end_matches('/').parse().ok() })
+    }
+
+    /// The Raft term of the member the sessions talk to.
+    fn term(&self) -> BoxFuture<'_, Option<u64>> {
+        Box::pin(async move {
+            let gateway = Gateway { http: leasehold_client::http_client(None), url: self.url.clone() };
+            let status = gateway.call("/v3/maintenance/status", json!({}), Duration::ZERO).await.ok()?;
+            int64(&status["header"]["raft_term"]).ok().map(|t| t as u64)
+        })
+    }
 }
 
 /// One client's keep-alive connection to the gateway.

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
+use leasehold_client::proto::cluster::ClusterStatus;
 use leasehold_client::{AcquireOptions, Client, ClientError, Credentials};
+use std::net::SocketAddr;
 
 /// A leasehold cluster at these endpoints.
 pub struct LeaseholdSystem {
@@ -30,15 +32,38 @@ impl LeaseholdSystem {
     }
 }
 
+impl LeaseholdSystem {
+    /// The status of whichever node answers.
+    async fn status(&self) -> Option<ClusterStatus> {
+        Client::with_credentials(&self.endpoints, &self.credentials).ok()?.status().await.ok()
+    }
+
+    /// A session whose Client knows `endpoints`: its own keep-alive pool.
+    fn session(&self, endpoints: &[String]) -> Result<Box<dyn LockSession>, AdapterError> {
+        let client = Client::with_credentials(endpoints, &self.credentials)?;
+        let n = self.sessions.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("bench-{}-{n}", std::process::id());
+        Ok(Box::new(LeaseholdSession { client, owner }))
+    }
+}
+
 impl LockSystem for LeaseholdSystem {
     fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
-        Box::pin(async move {
-            // A Client of its own: its own keep-alive connection pool.
-            let client = Client::with_credentials(&self.endpoints, &self.credentials)?;
-            let n = self.sessions.fetch_add(1, Ordering::Relaxed);
-            let owner = format!("bench-{}-{n}", std::process::id());
-            Ok(Box::new(LeaseholdSession { client, owner }) as Box<dyn LockSession>)
-        })
+        Box::pin(async move { self.session(&self.endpoints) })
+    }
+
+    /// Only the `nth` node in turn: followers relay to the leader.
+    fn connect_pinned(&self, nth: usize) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
+        Box::pin(async move { self.session(&self.endpoints[nth % self.endpoints.len()..][..1]) })
+    }
+
+    fn term(&self) -> BoxFuture<'_, Option<u64>> {
+        Box::pin(async move { Some(self.status().await?.term) })
+    }
+
+    /// The leader, where every request ends up.
+    fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>> {
+        Box::pin(async move { self.status().await?.leader_addr?.parse().ok() })
     }
 }
 

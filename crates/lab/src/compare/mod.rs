@@ -13,7 +13,9 @@
 //! - `servers.rs` — launchers for redis-server and etcd (by PID, free ports).
 //! - `resp.rs` — a minimal Redis protocol connection.
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
-//! - `workload.rs` — lock cycles on distinct names and on one hot name.
+//! - `workload.rs` — lock cycles on distinct names, on one hot name, and
+//!   by a herd of waiters on one name, and on distinct names under a flood
+//!   of idle connections (`flood.rs`).
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
@@ -26,6 +28,7 @@
 
 pub mod cpu;
 mod etcd;
+mod flood;
 pub mod holder;
 mod leasehold;
 mod plots;
@@ -64,6 +67,21 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait LockSystem: Send + Sync {
     /// Opens one client: its own connections, kept alive across cycles.
     fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>>;
+
+    /// Opens the `nth` client of a herd: pinned to one node in turn where
+    /// the system lets a client choose (by default, as [`connect`](Self::connect)).
+    fn connect_pinned(&self, nth: usize) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
+        let _ = nth;
+        self.connect()
+    }
+
+    /// The consensus term now, for systems that have one: a herd must not
+    /// move it.
+    fn term(&self) -> BoxFuture<'_, Option<u64>>;
+
+    /// The server a connection flood is aimed at: the one every request
+    /// reaches (leasehold's leader, etcd's member, the first Redis).
+    fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>>;
 }
 
 /// One client of a [`LockSystem`].
@@ -281,6 +299,12 @@ pub struct CompareOptions {
     pub clients: Vec<usize>,
     /// Concurrent clients on the hot name.
     pub hot_clients: Vec<usize>,
+    /// Waiting clients in a herd on one name.
+    pub herd_clients: Vec<usize>,
+    /// Clients on distinct names during a connection flood.
+    pub flood_clients: Vec<usize>,
+    /// Idle connections in a flood.
+    pub flood_connections: usize,
     pub runs: usize,
     pub warmup: Duration,
     pub duration: Duration,
@@ -350,6 +374,8 @@ fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
         let clients = match workload {
             Workload::Distinct => &options.clients,
             Workload::Hot => &options.hot_clients,
+            Workload::Herd => &options.herd_clients,
+            Workload::Flood => &options.flood_clients,
         };
         pairs.extend(clients.iter().map(|&c| (workload, c)));
     }
@@ -389,8 +415,25 @@ async fn measure(
                     workload.label(),
                     options.duration
                 );
-                let sessions = connect(contender, clients).await?;
-                let row = workload::run_cycles(sessions, &plan).await;
+                let herd = workload == Workload::Herd;
+                let watched = herd || workload == Workload::Flood;
+                let sessions = connect(contender, clients, herd).await?;
+                let term_before = if watched { contender.system.term().await } else { None };
+                let flood = match workload {
+                    Workload::Flood => match contender.system.flood_target().await {
+                        Some(target) => Some(flood::Flood::start(target, options.flood_connections).await),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                let mut row = workload::run_cycles(sessions, &plan).await;
+                if watched {
+                    row.idle_connections = flood.as_ref().map(flood::Flood::open_now);
+                    drop(flood);
+                    let term_after = contender.system.term().await;
+                    row.leader_changes = term_before.zip(term_after).map(|(b, a)| a.saturating_sub(b));
+                    row.server_rss_mib = cpu::rss_mib_of(&contender.pids);
+                }
                 let per_cycle = |cpu: Option<f64>| cpu.map_or("–".to_string(), |us| format!("{us:.0}"));
                 eprintln!(
                     "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, errors {}{}",
@@ -409,16 +452,15 @@ async fn measure(
     Ok(())
 }
 
-/// Opens `clients` sessions, bounded by [`CONNECT_BOUND`].
-async fn connect(contender: &Contender, clients: usize) -> Result<Vec<Box<dyn LockSession>>, CompareError> {
+/// Opens `clients` sessions (pinned to the nodes in turn for a `herd`),
+/// bounded by [`CONNECT_BOUND`].
+async fn connect(contender: &Contender, clients: usize, herd: bool) -> Result<Vec<Box<dyn LockSession>>, CompareError> {
     let open = async {
         let mut sessions = Vec::with_capacity(clients);
-        for _ in 0..clients {
-            let session = contender
-                .system
-                .connect()
-                .await
-                .map_err(|source| CompareError::Connect { system: contender.name.clone(), source })?;
+        for nth in 0..clients {
+            let session = if herd { contender.system.connect_pinned(nth) } else { contender.system.connect() };
+            let session =
+                session.await.map_err(|source| CompareError::Connect { system: contender.name.clone(), source })?;
             sessions.push(session);
         }
         Ok(sessions)

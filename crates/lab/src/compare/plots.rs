@@ -26,7 +26,7 @@ fn throughput(summary: &[Summary], systems: &[&str], workload: &str) -> String {
     clients.sort_unstable();
     clients.dedup();
     let y = LogAxis::over(points.iter().map(|s| s.ops_per_sec));
-    let what = if workload == "hot-handoff" { "hand-offs/s" } else { "cycles/s" };
+    let what = if workload.ends_with("-handoff") { "hand-offs/s" } else { "cycles/s" };
     let mut chart = Chart::new(
         &format!("{workload}: {what} (median of runs)"),
         "concurrent clients",

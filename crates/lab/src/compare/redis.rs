@@ -61,6 +61,15 @@ impl LockSystem for RedisSystem {
             Ok(Box::new(RedisSession { connection }) as Box<dyn LockSession>)
         })
     }
+
+    /// One server, no consensus: no term.
+    fn term(&self) -> BoxFuture<'_, Option<u64>> {
+        Box::pin(async { None })
+    }
+
+    fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>> {
+        Box::pin(async move { Some(self.addr) })
+    }
 }
 
 struct RedisSession {

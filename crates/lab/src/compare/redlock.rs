@@ -32,6 +32,17 @@ impl LockSystem for RedlockSystem {
             Ok(Box::new(RedlockSession { instances }) as Box<dyn LockSession>)
         })
     }
+
+    /// Independent instances, no consensus: no term.
+    fn term(&self) -> BoxFuture<'_, Option<u64>> {
+        Box::pin(async { None })
+    }
+
+    /// The first instance: every acquire needs a majority, so it is in
+    /// every cycle's path.
+    fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>> {
+        Box::pin(async move { self.addrs.first().copied() })
+    }
 }
 
 struct RedlockSession {

@@ -212,6 +212,8 @@ impl Report {
                 out.push_str(&format!("| {} | {:.2} | {} |\n", t.goal, t.measured, if t.met { "yes" } else { "no" }));
             }
         }
+        out.push_str(&herd_table(&self.rows));
+        out.push_str(&flood_table(&self.rows));
         out.push_str(&format!(
             "\n## Medians\n\n\
              `× {BASELINE}` is the system's cycles/s divided by {BASELINE}'s in the same run (median over runs). \
@@ -248,6 +250,163 @@ impl Report {
         out.push_str(&rows_table(&self.rows));
         out
     }
+}
+
+/// The herds: per system and herd size, the median hand-offs/s, the leader
+/// changes and errors summed over runs, and the servers' largest resident
+/// memory at the end of a run. Empty without herd rows.
+fn herd_table(rows: &[BenchRow]) -> String {
+    let mut keys: Vec<(usize, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.workload == HERD) {
+        if !keys.contains(&(r.clients, r.system.as_str())) {
+            keys.push((r.clients, &r.system));
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    keys.sort();
+    let mut out = String::from(
+        "\n## Herds\n\n\
+         Every client waits in the queue of one lock (leasehold, etcd) or retries with jittered back-off \
+         (Redis, Redlock); leasehold's clients are pinned to one node each in turn (followers relay to the \
+         leader, over one HTTP/2 channel each) and wait over HTTP/2; etcd's talk to its leader. Leader \
+         changes: how far the Raft term moved during the measurements (– where the system has no term).\n\n\
+         | system | waiters | hand-offs/s | leader changes | server RSS MiB | errors |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
+    for (clients, system) in keys {
+        let runs = point(rows, HERD, clients, system);
+        let changes: Option<u64> = runs.iter().map(|r| r.leader_changes).sum();
+        let rss = runs
+            .iter()
+            .filter_map(|r| r.server_rss_mib)
+            .fold(None, |max: Option<f64>, v| Some(max.map_or(v, |m| m.max(v))));
+        out.push_str(&format!(
+            "| {system} | {clients} | {:.0} | {} | {} | {} |\n",
+            median(runs.iter().map(|r| r.ops_per_sec).collect()),
+            changes.map_or("–".to_string(), |c| c.to_string()),
+            rss.map_or("–".to_string(), |m| format!("{m:.0}")),
+            runs.iter().map(|r| r.errors).sum::<u64>(),
+        ));
+    }
+    out
+}
+
+/// The floods: per system, distinct-name cycles/s with the flood open and
+/// without it in the same run, the idle connections open at the end, and
+/// the leader changes. Empty without flood rows.
+fn flood_table(rows: &[BenchRow]) -> String {
+    let mut keys: Vec<(usize, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.workload == FLOOD) {
+        if !keys.contains(&(r.clients, r.system.as_str())) {
+            keys.push((r.clients, &r.system));
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n## Connection flood\n\n\
+         Distinct-name cycles while idle connections (from 64 loopback addresses, reopened as soon as the \
+         server closes one) are held open against leasehold's leader, etcd's member, the single Redis or \
+         the first Redlock instance. × unflooded: cycles/s ÷ the same system's `cycle-distinct` at the same \
+         clients in the same run (median over runs).\n\n\
+         | system | clients | idle connections open | cycles/s | × unflooded | leader changes | server RSS MiB | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (clients, system) in keys {
+        let runs = point(rows, FLOOD, clients, system);
+        let plain = point(rows, "cycle-distinct", clients, system);
+        let changes: Option<u64> = runs.iter().map(|r| r.leader_changes).sum();
+        out.push_str(&format!(
+            "| {system} | {clients} | {} | {:.0} | {} | {} | {} | {} |\n",
+            median_of(&runs, |r| r.idle_connections.map(|n| n as f64)).map_or("–".into(), |n| format!("{n:.0}")),
+            median(runs.iter().map(|r| r.ops_per_sec).collect()),
+            same_run_ratio(&runs, &plain, |r| r.ops_per_sec).map_or("–".into(), |x| format!("{x:.2}")),
+            changes.map_or("–".to_string(), |c| c.to_string()),
+            median_of(&runs, |r| r.server_rss_mib).map_or("–".into(), |m| format!("{m:.0}")),
+            runs.iter().map(|r| r.errors).sum::<u64>(),
+        ));
+    }
+    out
+}
+
+/// The flood workload's label in the rows.
+const FLOOD: &str = "cycle-distinct-flooded";
+/// The clients of the flood target.
+const FLOOD_CLIENTS: usize = 64;
+
+/// The flood targets for leasehold-3: distinct-name cycles/s at
+/// [`FLOOD_CLIENTS`] clients with the flood open ≥ 0.8× without, in the same
+/// run, and the leader unchanged.
+fn flood_targets(rows: &[BenchRow]) -> Vec<Target> {
+    let flooded = point(rows, FLOOD, FLOOD_CLIENTS, BASELINE);
+    if flooded.is_empty() {
+        return Vec::new();
+    }
+    let open = median_of(&flooded, |r| r.idle_connections.map(|n| n as f64)).unwrap_or(0.0);
+    let mut targets = Vec::new();
+    let plain = point(rows, "cycle-distinct", FLOOD_CLIENTS, BASELINE);
+    if let Some(measured) = same_run_ratio(&flooded, &plain, |r| r.ops_per_sec) {
+        targets.push(Target {
+            goal: format!(
+                "{BASELINE} cycles/s at {FLOOD_CLIENTS} clients with {open:.0} idle connections on the leader ÷ without, same run ≥ 0.80"
+            ),
+            measured,
+            met: measured >= 0.8,
+        });
+    }
+    let changes: u64 = flooded.iter().filter_map(|r| r.leader_changes).sum();
+    targets.push(Target {
+        goal: format!("{BASELINE} leader changes during the floods = 0"),
+        measured: changes as f64,
+        met: changes == 0,
+    });
+    targets
+}
+
+/// The herd workload's label in the rows.
+const HERD: &str = "herd-handoff";
+/// The herd size the others are compared with.
+const HERD_BASE: usize = 64;
+
+/// The herd targets for leasehold-3: each herd larger than [`HERD_BASE`]
+/// hands off at least 0.8× as fast as [`HERD_BASE`] waiters in the same
+/// run, with the leader unchanged and no answer but grants.
+fn herd_targets(rows: &[BenchRow]) -> Vec<Target> {
+    let base = point(rows, HERD, HERD_BASE, BASELINE);
+    let mut sizes: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.workload == HERD && r.system == BASELINE && r.clients > HERD_BASE)
+        .map(|r| r.clients)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut targets = Vec::new();
+    for n in sizes {
+        let herd = point(rows, HERD, n, BASELINE);
+        if let Some(measured) = same_run_ratio(&herd, &base, |r| r.ops_per_sec) {
+            targets.push(Target {
+                goal: format!("{BASELINE} hand-offs/s with {n} waiters ÷ with {HERD_BASE}, same run ≥ 0.80"),
+                measured,
+                met: measured >= 0.8,
+            });
+        }
+        let changes: u64 = herd.iter().filter_map(|r| r.leader_changes).sum();
+        targets.push(Target {
+            goal: format!("{BASELINE} leader changes during the herds of {n} waiters = 0"),
+            measured: changes as f64,
+            met: changes == 0,
+        });
+        let errors: u64 = herd.iter().map(|r| r.errors).sum();
+        targets.push(Target {
+            goal: format!("{BASELINE} errors during the herds of {n} waiters = 0"),
+            measured: errors as f64,
+            met: errors == 0,
+        });
+    }
+    targets
 }
 
 /// The rows of one measurement point, in run order.
@@ -366,5 +525,7 @@ fn targets(rows: &[BenchRow]) -> Vec<Target> {
             met: measured <= CPU_BUDGET_US,
         });
     }
+    targets.extend(herd_targets(rows));
+    targets.extend(flood_targets(rows));
     targets
 }

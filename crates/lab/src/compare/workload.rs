@@ -1,7 +1,10 @@
 //! Lock cycles: each client is one tokio task with its own session, looping
 //! acquire → release, either on a lock name of its own
 //! ([`Workload::Distinct`]) or all on one hot name ([`Workload::Hot`]: every
-//! cycle after the first is a hand-off from one client to the next).
+//! cycle after the first is a hand-off from one client to the next). A
+//! [`Workload::Herd`] is the hot name with hundreds or thousands of
+//! waiters, each session pinned to one node in turn (where the system lets
+//! a client choose), as a fleet of workers behind a load balancer would be.
 //!
 //! Cycles that end between the warm-up and the stop time count, wherever
 //! they began (on a hot name a cycle's wait can be longer than the window);
@@ -23,16 +26,28 @@ pub enum Workload {
     Distinct,
     /// One lock name for all clients, waiting for it: hand-offs.
     Hot,
+    /// The hot name with a herd of waiters spread over the nodes.
+    Herd,
+    /// Distinct names while a flood of idle connections is held open
+    /// against one server ([`super::flood`]).
+    Flood,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 2] = [Workload::Distinct, Workload::Hot];
+    pub const ALL: [Workload; 4] = [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood];
+
+    /// Every cycle waits for the one name: cycles are hand-offs.
+    pub fn hands_off(self) -> bool {
+        matches!(self, Workload::Hot | Workload::Herd)
+    }
 
     /// The workload's name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Workload::Distinct => "distinct",
             Workload::Hot => "hot",
+            Workload::Herd => "herd",
+            Workload::Flood => "flood",
         }
     }
 
@@ -40,6 +55,8 @@ impl Workload {
         match self {
             Workload::Distinct => "cycle-distinct",
             Workload::Hot => "hot-handoff",
+            Workload::Herd => "herd-handoff",
+            Workload::Flood => "cycle-distinct-flooded",
         }
     }
 }
@@ -72,7 +89,9 @@ impl Plan {
     fn lock_name(&self, client: usize) -> String {
         match self.workload {
             Workload::Distinct => format!("bench/{}/{}/{}", self.run, self.clients, client),
+            Workload::Flood => format!("bench/flooded/{}/{}/{}", self.run, self.clients, client),
             Workload::Hot => format!("bench/hot/{}/{}", self.run, self.clients),
+            Workload::Herd => format!("bench/herd/{}/{}", self.run, self.clients),
         }
     }
 }
@@ -92,7 +111,7 @@ fn micros(d: Duration) -> u64 {
 pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> BenchRow {
     let measure_from = Instant::now() + plan.warmup;
     let stop_at = measure_from + plan.duration;
-    let wait = if plan.workload == Workload::Hot { HOT_WAIT } else { Duration::ZERO };
+    let wait = if plan.workload.hands_off() { HOT_WAIT } else { Duration::ZERO };
     // CPU time over exactly the measured window: the servers' and this
     // process's (every client), read when the window opens and closes.
     let cpu_window = {
@@ -171,7 +190,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         errors,
         first_error,
         ops_per_sec,
-        handoffs_per_sec: (plan.workload == Workload::Hot).then_some(ops_per_sec),
+        handoffs_per_sec: plan.workload.hands_off().then_some(ops_per_sec),
         p50_us: cycles.value_at_quantile(0.5),
         p99_us: cycles.value_at_quantile(0.99),
         p999_us: cycles.value_at_quantile(0.999),
@@ -181,5 +200,8 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         cycle_cdf_us: CDF_QUANTILES.iter().map(|&q| cycles.value_at_quantile(q)).collect(),
         server_cpu_us_per_cycle: per_cycle(server_cpu),
         client_cpu_us_per_cycle: per_cycle(client_cpu),
+        leader_changes: None,
+        server_rss_mib: None,
+        idle_connections: None,
     }
 }
