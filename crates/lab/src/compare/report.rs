@@ -252,20 +252,14 @@ impl Report {
     }
 }
 
-/// The herds: per system and herd size, the median hand-offs/s, the leader
-/// changes and errors summed over runs, and the servers' largest resident
-/// memory at the end of a run. Empty without herd rows.
+/// The herds: per system and herd size, the median hand-offs/s and servers'
+/// resident memory at the end of a run, the leader changes and errors
+/// summed over runs. Empty without herd rows.
 fn herd_table(rows: &[BenchRow]) -> String {
-    let mut keys: Vec<(usize, &str)> = Vec::new();
-    for r in rows.iter().filter(|r| r.workload == HERD) {
-        if !keys.contains(&(r.clients, r.system.as_str())) {
-            keys.push((r.clients, &r.system));
-        }
-    }
+    let keys = points_of(rows, HERD);
     if keys.is_empty() {
         return String::new();
     }
-    keys.sort();
     let mut out = String::from(
         "\n## Herds\n\n\
          Every client waits in the queue of one lock (leasehold, etcd) or retries with jittered back-off \
@@ -278,10 +272,7 @@ fn herd_table(rows: &[BenchRow]) -> String {
     for (clients, system) in keys {
         let runs = point(rows, HERD, clients, system);
         let changes: Option<u64> = runs.iter().map(|r| r.leader_changes).sum();
-        let rss = runs
-            .iter()
-            .filter_map(|r| r.server_rss_mib)
-            .fold(None, |max: Option<f64>, v| Some(max.map_or(v, |m| m.max(v))));
+        let rss = median_of(&runs, |r| r.server_rss_mib);
         out.push_str(&format!(
             "| {system} | {clients} | {:.0} | {} | {} | {} |\n",
             median(runs.iter().map(|r| r.ops_per_sec).collect()),
@@ -297,12 +288,7 @@ fn herd_table(rows: &[BenchRow]) -> String {
 /// without it in the same run, the idle connections open at the end, and
 /// the leader changes. Empty without flood rows.
 fn flood_table(rows: &[BenchRow]) -> String {
-    let mut keys: Vec<(usize, &str)> = Vec::new();
-    for r in rows.iter().filter(|r| r.workload == FLOOD) {
-        if !keys.contains(&(r.clients, r.system.as_str())) {
-            keys.push((r.clients, &r.system));
-        }
-    }
+    let keys = points_of(rows, FLOOD);
     if keys.is_empty() {
         return String::new();
     }
@@ -364,6 +350,18 @@ fn flood_targets(rows: &[BenchRow]) -> Vec<Target> {
         met: changes == 0,
     });
     targets
+}
+
+/// The (clients, system) points measured in `workload`, by clients.
+fn points_of<'a>(rows: &'a [BenchRow], workload: &str) -> Vec<(usize, &'a str)> {
+    let mut keys: Vec<(usize, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.workload == workload) {
+        if !keys.contains(&(r.clients, r.system.as_str())) {
+            keys.push((r.clients, &r.system));
+        }
+    }
+    keys.sort();
+    keys
 }
 
 /// The herd workload's label in the rows.
