@@ -91,8 +91,9 @@ impl SecurityFiles {
                 .with_no_client_auth()
                 .with_single_cert(chain, key)
                 .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
-        // Clients speak HTTP/1.1; the other nodes ask for the peer transport.
-        config.alpn_protocols = vec![b"http/1.1".to_vec(), crate::raft::peer::ALPN.to_vec()];
+        // Clients speak HTTP/2 (preferred: many waits on one connection) or
+        // HTTP/1.1; the other nodes ask for the peer transport.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), crate::raft::peer::ALPN.to_vec()];
         Ok(Some(Arc::new(config)))
     }
 

@@ -330,7 +330,7 @@ fn error_meaning(status: u16) -> &'static str {
         415 => "the request body is not declared `application/json`",
         500 => "internal error",
         507 => "no room for more records or gates",
-        503 => "no leader or no quorum now, or too many requests in flight; retry after `Retry-After` seconds",
+        503 => "no leader or no quorum now, or too many connections, requests in flight or waiting requests (`overloaded`); retry after `Retry-After` seconds",
         _ => "error",
     }
 }

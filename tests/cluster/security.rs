@@ -235,6 +235,26 @@ async fn https_with_a_test_ca() {
         let view = via_follower.get("tls-lock").await.unwrap().expect("held");
         assert_eq!(view.token, lease.token());
 
+        step("a waiting acquire through a follower over https (HTTP/2), and h2 by ALPN");
+        let waiting = AcquireOptions { wait: Some(Duration::from_secs(20)), request_id: None };
+        let held = client.acquire("tls-wait", "alice", 60_000).await.expect("acquire over https");
+        let (handed, ()) = tokio::join!(via_follower.acquire_with("tls-wait", "bob", 60_000, &waiting), async {
+            // Released once bob is in the queue, so his answer is a hand-over.
+            while !client.get("tls-wait").await.unwrap().is_some_and(|v| v.waiters.iter().any(|w| w.owner == "bob")) {
+                tokio::task::yield_now().await;
+            }
+            client.release("tls-wait", held.token()).await.expect("release over https");
+        });
+        assert!(handed.expect("bob is handed the lock").token() > held.token());
+        let negotiating = reqwest::Client::builder()
+            .no_proxy()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(leasehold_client::load_ca(&ca).unwrap())
+            .build()
+            .unwrap();
+        let reply = negotiating.get(format!("https://{}/healthz", cluster.endpoint(leader))).send().await.unwrap();
+        assert_eq!(reply.version(), reqwest::Version::HTTP_2, "the node offers h2 by ALPN");
+
         step("the CLI over https with --ca-file and --token-file");
         let cli = |args: &[&str]| {
             let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));

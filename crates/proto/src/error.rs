@@ -57,7 +57,8 @@ pub enum ErrorCode {
     Unavailable,
     /// 503: leadership changed while the request was served; retry.
     NotLeader,
-    /// 503: too many requests in flight on this node; retry after `Retry-After`.
+    /// 503: too many connections, requests in flight or waiting requests on
+    /// this node (in all, or from the caller's address); retry after `Retry-After`.
     Overloaded,
     /// 400: plain http sent to a node that serves https only.
     TlsRequired,
