@@ -598,13 +598,14 @@ pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
 }
 
 /// The HTTP/2 client for waiting requests: prior knowledge on plain
-/// connections, `h2` by ALPN under TLS; pings find a connection whose node
-/// vanished while every request on it waits.
+/// connections, `h2` by ALPN under TLS. Pings (every 30 s, as a herd of
+/// thousands must not cost the node thousands of pings a second) find a
+/// connection whose node vanished while every request on it waits; a
+/// waiting request's own timeout bounds it anyway.
 pub fn multiplexed_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
     client_builder(ca)
         .http2_prior_knowledge()
-        .http2_keep_alive_interval(Duration::from_secs(5))
-        .http2_keep_alive_while_idle(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
         .build()
         .expect("reqwest client builds with static settings")
 }
