@@ -4,8 +4,9 @@
 #   start.sh [3|5] [DATA_DIR]        defaults: 3 nodes, ./data-cluster
 #
 # Nodes come from cluster/nodes3.env or nodes5.env. On the first start (no
-# node data in DATA_DIR) node 1 initializes the cluster from --peers; later
-# starts reuse each node's data. Nodes added later with add-node.sh are
+# node data in DATA_DIR) node 1 initializes the cluster from --peers
+# (--initial-cluster-state new); later starts reuse each node's data and
+# never initialize. Nodes added later with add-node.sh are
 # restarted too; nodes removed by replace-node.sh are not. A node that is
 # already running is left alone. Waits (bounded) until a leader is elected.
 #
@@ -78,7 +79,13 @@ for i in "${!ids[@]}"; do
         failed=1
         continue
     fi
-    start_one "$id" "$addr" --peers "$PEERS"
+    # Only the first start may form the cluster: on a restart, a node that
+    # lost its folder must not initialize a second one.
+    if ((fresh)); then
+        start_one "$id" "$addr" --peers "$PEERS" --initial-cluster-state new
+    else
+        start_one "$id" "$addr" --peers "$PEERS"
+    fi
 done
 
 # Nodes added later by add-node.sh (not in the env file): restart those with data.

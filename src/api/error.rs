@@ -127,6 +127,7 @@ impl From<NodeError> for ApiError {
             NodeError::AlreadyInitialized => {
                 ApiError::new(ErrorCode::AlreadyInitialized, "cluster already initialized")
             }
+            e @ NodeError::ClusterExists { .. } => ApiError::new(ErrorCode::AlreadyInitialized, e.to_string()),
             NodeError::InvalidMembership(m) => ApiError::bad_request(m),
             NodeError::NotMember(id) => {
                 ApiError::new(ErrorCode::NotMember, format!("node {id} is not a member")).with("id", id)

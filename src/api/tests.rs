@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use super::{router, ApiConfig};
-use crate::node::{Node, NodeConfig, PeerTransport};
+use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport};
 
 /// One-node cluster, its router, and the folder it lives in.
 struct OneNode {
@@ -32,6 +32,7 @@ impl OneNode {
             data_dir: dir.path().to_owned(),
             tick_ms: 100,
             initial_members: BTreeMap::from([(1, "127.0.0.1:9".to_string())]),
+            initial_cluster_state: InitialClusterState::New,
             snapshot_every: 10_000,
             peers: PeerTransport::default(),
         };

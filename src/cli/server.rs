@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 
 use leasehold::admission;
 use leasehold::api::{self, ApiConfig, RequestLimits};
-use leasehold::node::{self, NodeConfig, PeerTransport};
+use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
 use leasehold::security::SecurityFiles;
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
@@ -93,10 +93,16 @@ pub struct ServeArgs {
     /// Leader tick period in milliseconds.
     #[arg(long, env = "LEASEHOLD_TICK_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     tick_ms: u64,
-    /// Initial cluster, `id=host:port,...`. The node with the lowest id
-    /// initializes the cluster on its first start.
+    /// Initial cluster, `id=host:port,...`. With --initial-cluster-state new,
+    /// the node with the lowest id initializes the cluster on its first start.
     #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
     peers: Vec<String>,
+    /// `new` only on the first start of a new cluster (the lowest id of
+    /// --peers initializes it, unless another peer already has a cluster);
+    /// `existing` (the default) never initializes.
+    #[arg(long, env = "LEASEHOLD_INITIAL_CLUSTER_STATE", value_enum, default_value_t = ClusterState::Existing,
+          requires = "peers")]
+    initial_cluster_state: ClusterState,
     /// Log entries between snapshots (the log is purged behind each one).
     #[arg(long, env = "LEASEHOLD_SNAPSHOT_EVERY", default_value_t = node::DEFAULT_SNAPSHOT_EVERY,
           value_parser = clap::value_parser!(u64).range(100..))]
@@ -138,6 +144,13 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_in_flight: usize,
+}
+
+/// `--initial-cluster-state`, as etcd spells it.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClusterState {
+    New,
+    Existing,
 }
 
 #[derive(Args)]
@@ -277,6 +290,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
         data_dir: args.data,
         tick_ms: args.tick_ms,
         initial_members,
+        initial_cluster_state: match args.initial_cluster_state {
+            ClusterState::New => InitialClusterState::New,
+            ClusterState::Existing => InitialClusterState::Existing,
+        },
         snapshot_every: args.snapshot_every,
         peers: PeerTransport {
             tls: files.tls(),

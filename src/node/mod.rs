@@ -54,13 +54,31 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// The leader's tick period.
     pub tick_ms: u64,
-    /// The initial cluster. When this node has the lowest id in it and its
-    /// store is empty, it initializes the cluster with these members.
+    /// The initial cluster (`--peers`): with [`InitialClusterState::New`],
+    /// the node with the lowest id in it initializes the cluster with these
+    /// members if its store is empty.
     pub initial_members: BTreeMap<NodeId, String>,
+    /// Whether this start may form a new cluster from `initial_members`.
+    pub initial_cluster_state: InitialClusterState,
     /// Entries between snapshots; the log keeps a fiftieth of that behind
     /// each snapshot for followers that are only a little behind.
     pub snapshot_every: u64,
     pub peers: PeerTransport,
+}
+
+/// Whether a node may initialize a cluster (etcd's `--initial-cluster-state`).
+///
+/// A node that lost its data folder and starts again with the command line
+/// of its first start must not form a second cluster under the same member
+/// list: so only `New` ever initializes, and `New` still refuses when
+/// another listed member already belongs to a cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InitialClusterState {
+    /// The first start of a new cluster: the lowest id initializes it.
+    New,
+    /// The cluster exists (or will be formed elsewhere): never initialize.
+    #[default]
+    Existing,
 }
 
 /// How a node calls the others (Raft RPC, forwarding to the leader, probes).
@@ -86,6 +104,13 @@ pub enum NodeError {
     Unavailable(String),
     #[error("cluster already initialized")]
     AlreadyInitialized,
+    /// `New` on an empty store while another member already has a cluster.
+    #[error(
+        "refusing to initialize: node {id} ({addr}) already belongs to a cluster (term {term}), so this node's \
+         data folder was lost or replaced; start it under a new id and add that to the cluster \
+         (docs/operations.md, \"Replacing a node\"), or start it with --initial-cluster-state existing"
+    )]
+    ClusterExists { id: NodeId, addr: String, term: u64 },
     #[error("invalid membership: {0}")]
     InvalidMembership(String),
     #[error("node {0} is not a member")]
@@ -178,16 +203,33 @@ impl Node {
             snapshots,
             metrics,
         });
-        node.bootstrap(&config.initial_members).await?;
+        node.bootstrap(&config.initial_members, config.initial_cluster_state).await?;
         Ok(node)
     }
 
-    /// Initializes the cluster from `members` if this node has the lowest id
-    /// and has never been initialized. Exactly one node bootstraps, so two
-    /// clusters cannot be formed from one member list.
-    async fn bootstrap(&self, members: &BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+    /// With `New`, initializes the cluster from `members` if this node has
+    /// the lowest id and an empty store, and no other member already belongs
+    /// to a cluster. Exactly one node bootstraps, so two clusters cannot be
+    /// formed from one member list.
+    async fn bootstrap(&self, members: &BTreeMap<NodeId, String>, state: InitialClusterState) -> Result<(), NodeError> {
+        let initialized = self.raft.is_initialized().await.map_err(|e| NodeError::Internal(e.to_string()))?;
+        if initialized {
+            return Ok(());
+        }
+        if state == InitialClusterState::Existing {
+            if !members.is_empty() {
+                tracing::warn!(
+                    "empty data folder and --initial-cluster-state is not `new`: this node does not initialize \
+                     a cluster; it waits for a leader to replicate to it (give `new` on the first start of a new cluster)"
+                );
+            }
+            return Ok(());
+        }
         if members.keys().next() != Some(&self.id) {
             return Ok(());
+        }
+        if let Some((id, addr, term)) = self.member_of_a_cluster(members).await {
+            return Err(NodeError::ClusterExists { id, addr, term });
         }
         match self.init(members.clone()).await {
             Ok(()) => {
@@ -197,6 +239,21 @@ impl Node {
             Err(NodeError::AlreadyInitialized) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// The first of the other `members` that answers with a membership:
+    /// `(id, addr, term)`. Members that do not answer count as new (on the
+    /// first start the others may not run yet).
+    async fn member_of_a_cluster(&self, members: &BTreeMap<NodeId, String>) -> Option<(NodeId, String, u64)> {
+        for (id, addr) in members.iter().filter(|(id, _)| **id != self.id) {
+            let asked = self.http.get(self.url_of(addr, "/v1/cluster/status")).timeout(Duration::from_secs(1)).send();
+            let Ok(reply) = asked.await else { continue };
+            let Ok(status) = reply.json::<ClusterStatus>().await else { continue };
+            if !status.members.is_empty() {
+                return Some((*id, addr.clone(), status.term));
+            }
+        }
+        None
     }
 
     pub fn id(&self) -> NodeId {

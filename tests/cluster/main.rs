@@ -3,6 +3,7 @@
 //! killed by PID, every test bounded in time.
 //!
 //! - `cluster` — the lock API end to end, leader failure, full restart, quorum loss.
+//! - `bootstrap` — only `--initial-cluster-state new` initializes, and only once.
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
@@ -18,6 +19,7 @@
 mod common;
 
 mod api_errors;
+mod bootstrap;
 mod client_guard;
 mod cluster;
 mod fencing;

@@ -119,6 +119,7 @@ class Cluster:
                     "--data", str(data),
                     "--tick-ms", str(TICK_MS),
                     "--peers", peers,
+                    "--initial-cluster-state", "new",
                     *self.serve_args,
                 ],
                 stdin=subprocess.DEVNULL,

@@ -102,6 +102,9 @@ pub struct LocalCluster {
     /// Nodes 1..=initial form the cluster; later ids start empty and join
     /// through the admin API.
     initial: usize,
+    /// `--initial-cluster-state` of the initial members (none: the flag is
+    /// left out). `new` on every start: a node that has state ignores it.
+    initial_cluster_state: Option<&'static str>,
     nodes: Vec<NodeProcess>,
 }
 
@@ -129,6 +132,7 @@ impl LocalCluster {
             security: NodeSecurity::default(),
             credentials: Credentials::default(),
             initial,
+            initial_cluster_state: Some("new"),
             nodes,
         }
     }
@@ -138,6 +142,12 @@ impl LocalCluster {
     pub fn with_initial_members(mut self, initial: usize) -> Self {
         self.initial = initial.min(self.nodes.len());
         self
+    }
+
+    /// The initial members' `--initial-cluster-state` from their next start
+    /// on (`None`: the flag is not given).
+    pub fn set_initial_cluster_state(&mut self, state: Option<&'static str>) {
+        self.initial_cluster_state = state;
     }
 
     /// Passes `args` to every node's `leasehold serve` from its next start on.
@@ -206,7 +216,8 @@ impl LocalCluster {
     }
 
     /// Starts node `id`; on its first start, the node with the lowest id
-    /// initializes the cluster from the initial member list.
+    /// initializes the cluster from the initial member list (with the
+    /// default `--initial-cluster-state new`).
     pub fn start(&mut self, id: NodeId) -> Result<(), LocalClusterError> {
         let initial = &self.nodes[..self.initial];
         let peers = initial.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
@@ -232,6 +243,10 @@ impl LocalCluster {
             .arg(&data)
             .args(["--tick-ms", &self.tick_ms.to_string()])
             .args(if joins_later { vec![] } else { vec!["--peers", &peers] })
+            .args(match self.initial_cluster_state {
+                Some(state) if !joins_later => vec!["--initial-cluster-state", state],
+                _ => vec![],
+            })
             .args(&self.serve_args)
             .args(self.security.serve_args())
             .stdin(Stdio::null());
@@ -261,6 +276,14 @@ impl LocalCluster {
         }
         self.node_mut(id).child = Some(child);
         Ok(())
+    }
+
+    /// Node `id`'s exit status once its process has ended (reaped then).
+    pub fn exited(&mut self, id: NodeId) -> Option<std::process::ExitStatus> {
+        let node = self.node_mut(id);
+        let status = node.child.as_mut()?.try_wait().ok()??;
+        node.child = None;
+        Some(status)
     }
 
     /// Sends `signal` to node `id` (e.g. SIGSTOP, SIGCONT) if it runs.
