@@ -28,7 +28,7 @@
 //!   budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE events),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
-//!   `/healthz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
+//!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
 //!   checks, request deadlines and the in-flight bound, and the one
 //!   `ApiError` that decides every status code; for operators `/metrics`,
 //!   the status page, `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.

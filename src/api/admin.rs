@@ -1,4 +1,4 @@
-//! The admin API: cluster status, initialization and membership, and health.
+//! The admin API: cluster status, initialization and membership, health and readiness.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,10 +12,10 @@ use axum::{Json, Router};
 
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath};
-use crate::node::Node;
+use crate::node::{Node, NotReady};
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, Member, MembershipRequest, MembershipResponse, NewMember,
-    SnapshotTaken,
+    Readiness, SnapshotTaken,
 };
 use leasehold_proto::ErrorCode;
 use leasehold_proto::NodeId;
@@ -46,7 +46,7 @@ pub fn local_admin_routes() -> Router<Arc<Node>> {
 
 /// Reads answered by the node asked, open without a token.
 pub fn open_routes() -> Router<Arc<Node>> {
-    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz))
+    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
 }
 
 /// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
@@ -58,6 +58,17 @@ async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
 async fn healthz(State(node): State<Arc<Node>>) -> Json<Health> {
     Json(Health { status: "ok".into(), id: node.id(), leader: node.leader().map(|(id, _)| id) })
+}
+
+/// `GET /readyz`: 200 when this node can serve now (see
+/// [`Node::readiness`]); 503 `unavailable` with the `reason` otherwise. Load
+/// balancers send traffic only to ready nodes; `/healthz` says whether to
+/// restart the process.
+async fn readyz(State(node): State<Arc<Node>>) -> Result<Json<Readiness>, ApiError> {
+    node.readiness()
+        .await
+        .map(Json)
+        .map_err(|e: NotReady| ApiError::unavailable(format!("not ready: {e}")).with("reason", e.reason()))
 }
 
 /// `POST /v1/cluster/snapshot`: this node builds a snapshot of everything it

@@ -1,6 +1,7 @@
 //! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
 //! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
-//! `/v1/cluster`, inbound Raft RPC under `/raft`, and `/healthz`; for
+//! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
+//! `/readyz` (readiness); for
 //! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
 //! the OpenAPI document at `/openapi.json`.
 //!
@@ -68,7 +69,7 @@ pub struct ApiConfig {
 ///
 /// Each part checks its token ([`auth`]) before anything else, on the node
 /// asked, so a follower forwards only requests it would itself accept.
-/// `/healthz` and `/v1/cluster/status` stay open, like Consul's
+/// `/healthz`, `/readyz` and `/v1/cluster/status` stay open, like Consul's
 /// `/v1/status/*`: load balancers and the cluster tooling read them.
 pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let forwarding = forward::Forwarding::new(node.clone());

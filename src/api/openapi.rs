@@ -29,7 +29,7 @@ use super::auth::Part;
 use crate::node::Node;
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
-    SnapshotTaken,
+    Readiness, SnapshotTaken,
 };
 use leasehold_proto::fence::{
     CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
@@ -104,6 +104,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "takeSnapshot", "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, Named("SnapshotTaken")), &[(503, "unavailable")]),
     Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's stored snapshot as a backup file for `leasehold restore`", Body::None, (200, AnyJson), &[(404, "no_snapshot")]),
     Operation(Get, "/healthz", "admin", None, "health", "200 while the process serves; names the leader if known", Body::None, (200, Named("Health")), &[]),
+    Operation(Get, "/readyz", "admin", None, "ready", "200 when this node knows a leader that heard from a quorum within the election timeout and has applied what it knows committed; else 503 `unavailable` with a `reason`", Body::None, (200, Named("Readiness")), &[(503, "unavailable")]),
     Operation(Get, "/metrics", "observe", None, "metrics", "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
     Operation(Get, "/", "observe", None, "statusPage", "The status page", Body::None, (200, Text("text/html")), &[]),
     Operation(Get, "/ui", "observe", None, "statusPageUi", "The status page", Body::None, (200, Text("text/html")), &[]),
@@ -144,6 +145,7 @@ fn forwarded(o: &Operation) -> bool {
     ClusterStatus,
     NodesResponse,
     Health,
+    Readiness,
     InitRequest,
     InitResponse,
     NewMember,

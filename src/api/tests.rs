@@ -23,7 +23,21 @@ struct OneNode {
 }
 
 impl OneNode {
+    /// A one-node cluster, once its node leads.
     async fn start() -> OneNode {
+        let api = OneNode::open(InitialClusterState::New).await;
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while api.node.status().role != "leader" {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the only node becomes leader");
+        api
+    }
+
+    /// The node listed alone in its initial members, started with `state`.
+    async fn open(state: InitialClusterState) -> OneNode {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = NodeConfig {
             id: 1,
@@ -32,18 +46,11 @@ impl OneNode {
             data_dir: dir.path().to_owned(),
             tick_ms: 100,
             initial_members: BTreeMap::from([(1, "127.0.0.1:9".to_string())]),
-            initial_cluster_state: InitialClusterState::New,
+            initial_cluster_state: state,
             snapshot_every: 10_000,
             peers: PeerTransport::default(),
         };
         let node = Node::start(&config).await.expect("node starts");
-        tokio::time::timeout(Duration::from_secs(20), async {
-            while node.status().role != "leader" {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await
-        .expect("the only node becomes leader");
         let router = router(node.clone(), &ApiConfig::default());
         OneNode { node, router, _dir: dir }
     }
@@ -103,6 +110,30 @@ async fn lifecycle_through_the_router() {
     assert_eq!(status, StatusCode::OK);
     let (status, free) = api.call("GET", "/v1/locks/orders", None).await;
     assert_eq!((status, &free["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_held")));
+}
+
+// Ensures /healthz answers for a live process while /readyz answers 503
+// `no_leader` until the node leads and has applied what it committed, then 200.
+#[tokio::test]
+async fn readyz_needs_a_leader_and_healthz_does_not() {
+    let waiting = OneNode::open(InitialClusterState::Existing).await;
+    let (status, health) = waiting.call("GET", "/healthz", None).await;
+    assert_eq!((status, &health["leader"]), (StatusCode::OK, &Value::Null));
+    let (status, body) = waiting.call("GET", "/readyz", None).await;
+    assert_eq!(
+        (status, &body["error"]["code"], &body["error"]["reason"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("unavailable"), &json!("no_leader")),
+        "{body}"
+    );
+
+    let api = OneNode::start().await;
+    let (status, _) =
+        api.call("POST", "/v1/locks/ready/acquire", Some(json!({"owner": "alice", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, ready) = api.call("GET", "/readyz", None).await;
+    assert_eq!((status, &ready["status"], &ready["leader"]), (StatusCode::OK, &json!("ready"), &json!(1)), "{ready}");
+    assert!(ready["applied_index"].as_u64() >= ready["committed_index"].as_u64(), "{ready}");
+    assert!(ready["millis_since_heard"].as_u64().is_some_and(|ms| ms <= 600), "{ready}");
 }
 
 // Ensures a waiting acquire is handed the lock by the release, with the

@@ -5,8 +5,10 @@
 //! listener and its settings are [`crate::server`]'s.
 
 mod acquire;
+mod ready;
 
 pub use acquire::{AcquireRequest, Acquired, WAIT_SLACK};
+pub use ready::NotReady;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

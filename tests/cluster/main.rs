@@ -11,7 +11,7 @@
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
-//! - `metrics`, `openapi`, `ui` — what operators see.
+//! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
 //! - `payments` — the payment demo with and without fencing.
 
@@ -28,6 +28,7 @@ mod membership;
 mod metrics;
 mod openapi;
 mod payments;
+mod readiness;
 mod security;
 mod snapshots;
 mod ui;

@@ -61,6 +61,25 @@ pub struct Health {
     pub leader: Option<NodeId>,
 }
 
+/// `GET /readyz` when the node is ready: it knows a leader that heard from
+/// a quorum within the election timeout, and it has applied every entry it
+/// knows committed. Otherwise `/readyz` answers 503 `unavailable` with a
+/// `reason` (`no_leader`, `no_quorum`, `leader_unheard`, `catching_up`,
+/// `stopped`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Readiness {
+    /// Always `"ready"`.
+    pub status: String,
+    pub id: NodeId,
+    pub leader: NodeId,
+    /// Milliseconds since the leader last heard from a quorum (on the
+    /// leader) or since this follower last heard from the leader.
+    pub millis_since_heard: u64,
+    pub committed_index: Option<u64>,
+    pub applied_index: Option<u64>,
+}
+
 /// `POST /v1/cluster/snapshot`: the snapshot this node now has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -1,0 +1,95 @@
+//! Readiness (`GET /readyz`): whether this node can serve requests now, as
+//! opposed to liveness (`/healthz`: the process serves HTTP at all).
+
+use std::time::Duration;
+
+use super::{Node, ELECTION_TIMEOUT_MIN_MS};
+use leasehold_proto::cluster::Readiness;
+
+/// How long a node that is behind may take to apply what it knows committed
+/// before it is reported not ready: entries committed a moment ago are
+/// normally applied within milliseconds, so a short wait keeps a busy but
+/// healthy node from flapping, and a node replaying a long log shows as
+/// `catching_up`.
+const APPLY_WAIT: Duration = Duration::from_secs(1);
+
+/// Why a node is not ready; `reason()` is the machine-readable word.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    #[error("no leader known")]
+    NoLeader,
+    #[error("this node leads but has not heard from a quorum for {0:?} ms (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)")]
+    NoQuorum(Option<u64>),
+    #[error("leader {leader} not heard from for {millis:?} ms (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)")]
+    LeaderUnheard { leader: u64, millis: Option<u64> },
+    #[error("applied index {applied:?} is behind the commit index {committed:?}")]
+    CatchingUp { applied: Option<u64>, committed: Option<u64> },
+    #[error("raft stopped: {0}")]
+    Stopped(String),
+}
+
+impl NotReady {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            NotReady::NoLeader => "no_leader",
+            NotReady::NoQuorum(_) => "no_quorum",
+            NotReady::LeaderUnheard { .. } => "leader_unheard",
+            NotReady::CatchingUp { .. } => "catching_up",
+            NotReady::Stopped(_) => "stopped",
+        }
+    }
+}
+
+impl Node {
+    /// Ready when this node knows a leader that heard from a quorum within
+    /// the election timeout (the window after which the ticker stops and
+    /// followers elect anew), and it has applied every entry it knows
+    /// committed. A follower knows the commit index the leader last sent
+    /// it, so one that has not yet received the leader's newest entries
+    /// cannot see that it is behind.
+    pub async fn readiness(&self) -> Result<Readiness, NotReady> {
+        let m = self.raft.metrics().borrow().clone();
+        let leader = m.current_leader.ok_or(NotReady::NoLeader)?;
+        let window = ELECTION_TIMEOUT_MIN_MS;
+        let (committed, leader_heard) = self
+            .raft
+            .with_raft_state(|st| {
+                // Every AppendEntries (heartbeats included) of the leader
+                // this node follows touches its vote.
+                let heard = st.vote_last_modified().map(|t| t.elapsed().as_millis() as u64);
+                (st.committed.map(|l| l.index), heard)
+            })
+            .await
+            .map_err(|e| NotReady::Stopped(e.to_string()))?;
+        let heard = if leader == self.id {
+            m.millis_since_quorum_ack.filter(|ms| *ms <= window).ok_or(NotReady::NoQuorum(m.millis_since_quorum_ack))?
+        } else {
+            leader_heard.filter(|ms| *ms <= window).ok_or(NotReady::LeaderUnheard { leader, millis: leader_heard })?
+        };
+        let applied = match committed {
+            None => m.last_applied.map(|l| l.index),
+            Some(target) => {
+                let waited = self
+                    .raft
+                    .wait(Some(APPLY_WAIT))
+                    .metrics(|m| m.last_applied.is_some_and(|l| l.index >= target), "applied up to commit")
+                    .await;
+                match waited {
+                    Ok(m) => m.last_applied.map(|l| l.index),
+                    Err(_) => {
+                        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+                        return Err(NotReady::CatchingUp { applied, committed });
+                    }
+                }
+            }
+        };
+        Ok(Readiness {
+            status: "ready".into(),
+            id: self.id,
+            leader,
+            millis_since_heard: heard,
+            committed_index: committed,
+            applied_index: applied,
+        })
+    }
+}
