@@ -45,6 +45,12 @@
 //!   ticker report to it, it reads nothing itself.
 //! - [`security`] — a node's secrets and TLS files, and its rustls config.
 
+/// This build's version, from Cargo.toml.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit this build is from (`build.rs`; "unknown" when built
+/// without git, e.g. from a tarball).
+pub const COMMIT: &str = env!("LEASEHOLD_COMMIT");
+
 pub mod admission;
 pub mod api;
 pub mod metrics;

@@ -44,6 +44,13 @@ pub struct FollowerLabel {
     pub follower: String,
 }
 
+/// The labels of `leasehold_build_info`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+    commit: String,
+}
+
 type Results = Family<ResultLabel, Counter>;
 
 /// Every series of one node. Cheap to share behind an `Arc`.
@@ -99,6 +106,15 @@ impl Metrics {
         let cluster_time = || Histogram::new(exponential_buckets(0.1, 2.0, 14));
         let disk_time = || Histogram::new(exponential_buckets(0.000_05, 2.0, 16));
         let by_result = Results::default;
+        // Always 1: the labels say which build runs, so a dashboard can
+        // show a rolling upgrade's progress (count by version).
+        let build_info = registered(
+            r,
+            "build_info",
+            "1, labelled with this node's version and git commit",
+            Family::<BuildLabel, Gauge>::default(),
+        );
+        build_info.get_or_create(&BuildLabel { version: crate::VERSION.into(), commit: crate::COMMIT.into() }).set(1);
         Metrics {
             acquires: registered(r, "acquires", "Acquire requests answered by this node, by result", by_result()),
             renews: registered(r, "renews", "Renew requests answered by this node, by result", by_result()),

@@ -24,7 +24,10 @@ use serde::Serialize;
 use leasehold_client::{load_ca, Client, Credentials, Secret};
 
 #[derive(Parser)]
-#[command(name = "leasehold", version, about = "A Raft-replicated lease lock service with fencing tokens")]
+#[command(
+    name = "leasehold",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEASEHOLD_COMMIT"), ")"),
+    about = "A Raft-replicated lease lock service with fencing tokens")]
 pub struct Cli {
     #[command(subcommand)]
     command: Cmd,

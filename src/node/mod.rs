@@ -336,6 +336,8 @@ impl Node {
         let (tick, locks_held) = self.locks.read(|t| (t.now_tick(), t.len()));
         ClusterStatus {
             id: self.id,
+            version: crate::VERSION.into(),
+            commit: crate::COMMIT.into(),
             role: match m.state {
                 ServerState::Leader => "leader",
                 ServerState::Follower => "follower",

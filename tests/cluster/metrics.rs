@@ -4,7 +4,7 @@
 use leasehold_client::ErrorCode;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, start_cluster, step, wait_until_free};
+use crate::common::{bounded, leasehold_run, start_cluster, step, wait_until_free};
 use leasehold_client::AcquireOptions;
 
 const LONG_TTL_MS: u64 = 60_000;
@@ -83,6 +83,9 @@ async fn metrics_move_when_locks_are_used() {
         assert!(before.value("leasehold_raft_leader_changes_total") >= 1.0, "the first election is a change");
         assert!(before.value("leasehold_log_flush_seconds_count") >= 1.0);
         assert!(before.value(&format!("leasehold_raft_replication_lag_entries{{follower=\"{follower}\"}}")) >= 0.0);
+        let (version, commit) = (env!("CARGO_PKG_VERSION"), env!("LEASEHOLD_COMMIT"));
+        let build_info = format!("leasehold_build_info{{version=\"{version}\",commit=\"{commit}\"}}");
+        assert_eq!(before.value(&build_info), 1.0);
 
         step("acquire, a refused acquire, renew, a stale renew, release");
         let lease = client.acquire("m-held", "alice", LONG_TTL_MS).await.unwrap();
@@ -153,6 +156,25 @@ async fn metrics_move_when_locks_are_used() {
         assert!(on_follower.value("leasehold_forwarded_requests_total{result=\"relayed\"}") >= 1.0);
         assert!(on_follower.get("leasehold_acquires_total{result=\"granted\"}").is_none(), "answered by the leader");
         assert!(on_follower.value("leasehold_hold_seconds_count") >= 4.0);
+    })
+    .await;
+}
+
+// Ensures the build's version and commit show in `leasehold --version` and in
+// every node's /v1/cluster/status, as the build script recorded them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_and_commit_everywhere() {
+    bounded(async {
+        let (version, commit) = (env!("CARGO_PKG_VERSION"), env!("LEASEHOLD_COMMIT"));
+        assert!(!commit.is_empty());
+        let out = leasehold_run(&["--version"]).await;
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("leasehold {version} (commit {commit})\n"));
+        let cluster = start_cluster(3).await;
+        let statuses = cluster.statuses().await;
+        assert_eq!(statuses.len(), 3);
+        for status in statuses.values() {
+            assert_eq!((status.version.as_str(), status.commit.as_str()), (version, commit));
+        }
     })
     .await;
 }

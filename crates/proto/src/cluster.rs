@@ -103,6 +103,12 @@ pub struct Member {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterStatus {
     pub id: NodeId,
+    /// This node's leasehold version and the git commit it was built from
+    /// (`unknown` without git); during a rolling upgrade they differ.
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub commit: String,
     /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
     pub role: String,
     pub leader: Option<NodeId>,
