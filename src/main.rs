@@ -23,7 +23,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = cli::Cli::parse();
+    // Before parsing: the file's settings reach clap as environment variables.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli::config::apply(&args)?;
+    let cli = cli::Cli::parse_from(args);
     let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
     match runtime.block_on(cli.run())? {
         0 => Ok(()),

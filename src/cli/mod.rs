@@ -7,9 +7,10 @@
 //!
 //! Each module holds its clap types and turns them into the library's
 //! options; no library type derives a clap trait. [`duration`] is the one
-//! duration syntax of every duration flag.
+//! duration syntax of every duration flag; [`config`] reads `serve --config`.
 
 mod client;
+pub mod config;
 pub mod duration;
 mod lab;
 mod server;

@@ -78,6 +78,11 @@ pub enum MemberAction {
 
 #[derive(Args)]
 pub struct ServeArgs {
+    /// TOML file of these settings, keyed by their variable's name without
+    /// `LEASEHOLD_` in lower case (`tick_ms = 100`); flags and environment
+    /// variables override it. See docs/configuration.md.
+    #[arg(long, env = "LEASEHOLD_CONFIG")]
+    config: Option<PathBuf>,
     /// This node's id (a positive integer, unique in the cluster).
     #[arg(long, env = "LEASEHOLD_ID")]
     id: u64,
@@ -271,6 +276,10 @@ fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
+    if let Some(file) = &args.config {
+        // Read by `config::apply` before the command line was parsed.
+        tracing::info!(file = %file.display(), "settings from the configuration file, unless a flag or variable sets them");
+    }
     let listen = match args.listen {
         Some(l) => l,
         None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,

@@ -4,6 +4,7 @@
 //!
 //! - `cluster` — the lock API end to end, leader failure, full restart, quorum loss.
 //! - `bootstrap` — only `--initial-cluster-state new` initializes, and only once.
+//! - `config` — `serve --config FILE` and its precedence under variables and flags.
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
@@ -22,6 +23,7 @@ mod api_errors;
 mod bootstrap;
 mod client_guard;
 mod cluster;
+mod config;
 mod fencing;
 mod herd;
 mod membership;
