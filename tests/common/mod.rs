@@ -71,7 +71,13 @@ impl Material {
 
     /// A fresh CA and one certificate for 127.0.0.1 and localhost signed by
     /// it, shared by all nodes. Private keys exist only in the temp folder.
-    pub fn tls(&self, mut files: NodeSecurity) -> NodeSecurity {
+    pub fn tls(&self, files: NodeSecurity) -> NodeSecurity {
+        self.tls_for(files, &["127.0.0.1".to_string(), "localhost".to_string()])
+    }
+
+    /// Like [`Material::tls`], with a certificate whose SANs are `names`
+    /// (IP addresses become IP SANs).
+    pub fn tls_for(&self, mut files: NodeSecurity, names: &[String]) -> NodeSecurity {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
@@ -80,7 +86,7 @@ impl Material {
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
         let node_key = KeyPair::generate().expect("node key");
-        let node = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).expect("params");
+        let node = CertificateParams::new(names.to_vec()).expect("params");
         let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).expect("node certificate");
         files.ca_file = Some(self.write("ca.pem", &ca_cert.pem()));
         files.tls_cert_file = Some(self.write("node.pem", &node_cert.pem()));

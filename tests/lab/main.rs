@@ -1,12 +1,15 @@
 //! The long tests, as one test binary: the fault suite, the comparison and
-//! safety benchmarks' smoke runs, and the storage bound. Each loads the
-//! machine on its own, so they run one at a time ([`exclusive`]).
+//! safety benchmarks' smoke runs, the storage bound, and docs/operations.md
+//! on three network-namespace hosts. Each loads the machine (or makes
+//! namespaces named after this process) on its own, so they run one at a
+//! time ([`exclusive`]).
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod chaos;
 mod compare;
+mod hosts;
 mod safety;
 mod storage_bound;
 
