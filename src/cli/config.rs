@@ -130,6 +130,16 @@ mod tests {
         assert!(settings(file, "id = \n").unwrap_err().to_string().contains("not valid TOML"));
     }
 
+    // Ensures docs/configuration.md's table lists every setting, so a flag
+    // added to `serve` cannot go undocumented there.
+    #[test]
+    fn every_setting_is_in_the_reference_table() {
+        let doc = include_str!("../../docs/configuration.md");
+        for (key, var) in known_keys() {
+            assert!(doc.contains(&format!("| `{var}` | `{key}` |")), "docs/configuration.md lacks {var} / {key}");
+        }
+    }
+
     // Ensures --config is found in both spellings, and not after `--`.
     #[test]
     fn config_flag_spellings() {
