@@ -22,7 +22,8 @@ use super::{print, stop_signal, this_binary, Target};
 #[derive(Subcommand)]
 pub enum ServerCmd {
     /// Run one node.
-    Serve(ServeArgs),
+    // Boxed: by far the largest variant (every serve setting).
+    Serve(Box<ServeArgs>),
     /// Run a local cluster on 127.0.0.1 (node i on port-base + i) until Ctrl-C.
     Up(UpArgs),
     /// Cluster membership: list, add (as learner), promote, remove.
@@ -224,7 +225,7 @@ impl SecurityArgs {
 impl ServerCmd {
     pub async fn run(self) -> Result<()> {
         match self {
-            ServerCmd::Serve(args) => serve(args).await,
+            ServerCmd::Serve(args) => serve(*args).await,
             ServerCmd::Up(args) => up(args).await,
             ServerCmd::Member { target, action } => {
                 let client = target.client()?;
