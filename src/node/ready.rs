@@ -18,14 +18,24 @@ const APPLY_WAIT: Duration = Duration::from_secs(1);
 pub enum NotReady {
     #[error("no leader known")]
     NoLeader,
-    #[error("this node leads but has not heard from a quorum for {0:?} ms (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)")]
+    #[error("this node leads but has not heard from a quorum {} (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)", since(.0))]
     NoQuorum(Option<u64>),
-    #[error("leader {leader} not heard from for {millis:?} ms (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)")]
+    #[error("leader {leader} not heard from {} (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)", since(.millis))]
     LeaderUnheard { leader: u64, millis: Option<u64> },
-    #[error("applied index {applied:?} is behind the commit index {committed:?}")]
+    #[error("applied index {} is behind the commit index {}", index(.applied), index(.committed))]
     CatchingUp { applied: Option<u64>, committed: Option<u64> },
     #[error("raft stopped: {0}")]
     Stopped(String),
+}
+
+/// "for 700 ms", or "yet" when never.
+fn since(millis: &Option<u64>) -> String {
+    millis.map_or_else(|| "yet".into(), |ms| format!("for {ms} ms"))
+}
+
+/// A log index, "none" before the first entry.
+fn index(index: &Option<u64>) -> String {
+    index.map_or_else(|| "none".into(), |i| i.to_string())
 }
 
 impl NotReady {

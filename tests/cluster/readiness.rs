@@ -53,6 +53,8 @@ async fn readyz_follows_the_quorum() {
             (&Value::from("unavailable"), &Value::from("no_quorum")),
             "{body}"
         );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("has not heard from a quorum for "), "{message}");
         let (status, health) = get(&endpoint, "/healthz").await;
         assert_eq!(status, 200, "{health}");
     })
