@@ -117,7 +117,7 @@ impl Node {
                 ))
             }
         };
-        let grant = self.locks().read(|t| t.get(name)).filter(|v| v.token == token).map_or_else(
+        let grant = self.locks().read(|t| t.holder(name)).filter(|g| g.token == token).unwrap_or_else(
             // Granted and already gone again (the answer came later than the lease's ttl).
             || Grant {
                 name: name.to_owned(),
@@ -127,14 +127,6 @@ impl Node {
                 expires_in_ms: 0,
                 deadline_tick: 0,
             },
-            |v| Grant {
-                name: v.name,
-                owner: v.owner,
-                token,
-                ttl_ms: v.ttl_ms,
-                expires_in_ms: v.expires_in_ms,
-                deadline_tick: v.deadline_tick,
-            },
         );
         Ok(Ok(Acquired { grant, reacquired: false }))
     }
@@ -143,8 +135,8 @@ impl Node {
     /// (`Some(Some(token))`), still waiting (`None`), or neither: its wait
     /// ended (`Some(None)`).
     fn standing(&self, name: &str, owner: &str) -> Option<Option<FencingToken>> {
-        match self.locks().read(|t| (t.get(name), t.is_waiting(name, owner))) {
-            (Some(view), _) if view.owner == owner => Some(Some(view.token)),
+        match self.locks().read(|t| (t.holder(name), t.is_waiting(name, owner))) {
+            (Some(grant), _) if grant.owner == owner => Some(Some(grant.token)),
             (_, true) => None,
             _ => Some(None),
         }

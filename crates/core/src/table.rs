@@ -168,6 +168,13 @@ impl LockTable {
         self.leases.get(name).map(|l| self.view(name, l))
     }
 
+    /// The current grant of `name`, if held, without its queue: what a
+    /// waiter handed the lock is told, which must not cost a copy of a
+    /// herd of thousands of waiters.
+    pub fn holder(&self, name: &str) -> Option<Grant> {
+        self.leases.get(name).map(|l| self.grant_of(name, l))
+    }
+
     /// Held locks whose names start with `prefix`, in name order, at most `limit`.
     pub fn list(&self, prefix: &str, limit: usize) -> Vec<LeaseView> {
         self.leases
@@ -334,14 +341,7 @@ impl LockTable {
     /// Stores `lease` with a deadline freshly computed from its ttl.
     fn insert(&mut self, name: &str, mut lease: Lease) -> Grant {
         lease.deadline = self.deadline_for(lease.ttl_ms);
-        let grant = Grant {
-            name: name.to_owned(),
-            owner: lease.owner.clone(),
-            token: lease.token,
-            ttl_ms: lease.ttl_ms,
-            expires_in_ms: self.expires_in_ms(lease.deadline),
-            deadline_tick: lease.deadline,
-        };
+        let grant = self.grant_of(name, &lease);
         self.by_deadline.insert((lease.deadline, name.to_owned()));
         self.leases.insert(name.to_owned(), lease);
         grant
@@ -359,6 +359,17 @@ impl LockTable {
     /// progress: a lower bound on the real time the lease still has.
     fn expires_in_ms(&self, deadline: u64) -> u64 {
         deadline.saturating_sub(self.now_tick + 1) * self.tick_ms()
+    }
+
+    fn grant_of(&self, name: &str, l: &Lease) -> Grant {
+        Grant {
+            name: name.to_owned(),
+            owner: l.owner.clone(),
+            token: l.token,
+            ttl_ms: l.ttl_ms,
+            expires_in_ms: self.expires_in_ms(l.deadline),
+            deadline_tick: l.deadline,
+        }
     }
 
     fn view(&self, name: &str, l: &Lease) -> LeaseView {

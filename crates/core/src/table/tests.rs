@@ -492,3 +492,31 @@ fn gate_admits_tokens_that_never_go_down() {
     let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
     assert_eq!(LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap()), log.table);
 }
+
+// Ensures `holder` tells the same grant the hand-over answered, whatever
+// the queue behind it, and nothing for a free lock.
+#[test]
+fn holder_is_the_handed_over_grant_without_the_queue() {
+    let mut log = Log::new();
+    let first = log.token("a", "w0", 5000);
+    for i in 1..=3 {
+        let wait = Command::Acquire {
+            name: "a".into(),
+            owner: format!("w{i}"),
+            ttl_ms: 5000,
+            wait_ms: Some(60_000),
+            request_id: None,
+        };
+        assert!(matches!(log.apply(wait), Ok(Outcome::Queued { .. })));
+    }
+    log.release("a", first).unwrap();
+    let holder = log.table.holder("a").expect("handed over");
+    let view = log.table.get("a").unwrap();
+    assert_eq!((holder.owner.as_str(), holder.token), ("w1", log.index));
+    assert_eq!(
+        (holder.ttl_ms, holder.deadline_tick, holder.expires_in_ms),
+        (view.ttl_ms, view.deadline_tick, view.expires_in_ms)
+    );
+    assert_eq!(view.waiters.len(), 2);
+    assert_eq!(log.table.holder("b"), None);
+}

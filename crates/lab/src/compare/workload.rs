@@ -12,6 +12,7 @@
 //! After the stop time each client finishes the cycle it is in (so it
 //! releases what it holds), bounded by [`DRAIN`].
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -97,10 +98,22 @@ impl Plan {
 }
 
 struct ClientResult {
-    cycles: Histogram<u64>,
-    acquires: Histogram<u64>,
     errors: u64,
     first_error: Option<String>,
+}
+
+/// The latencies of every client of one measurement, in one pair of
+/// histograms: one pair per client would cost a herd of 5 000 clients
+/// gigabytes (each histogram of these bounds is about 270 KiB).
+#[derive(Clone)]
+struct Latencies(Arc<Mutex<(Histogram<u64>, Histogram<u64>)>>);
+
+impl Latencies {
+    fn record(&self, cycle: Duration, acquired: Duration) {
+        let mut histograms = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _ = histograms.0.record(micros(cycle));
+        let _ = histograms.1.record(micros(acquired));
+    }
 }
 
 fn micros(d: Duration) -> u64 {
@@ -126,12 +139,14 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
             (servers, used(start.1, end.1))
         })
     };
+    let latencies = Latencies(Arc::new(Mutex::new((histogram(), histogram()))));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, mut session) in sessions.into_iter().enumerate() {
         let name = plan.lock_name(i);
         let ttl = plan.ttl;
+        let latencies = latencies.clone();
         tasks.spawn(async move {
-            let mut result = ClientResult { cycles: histogram(), acquires: histogram(), errors: 0, first_error: None };
+            let mut result = ClientResult { errors: 0, first_error: None };
             while Instant::now() < stop_at {
                 let began = Instant::now();
                 let cycle = async {
@@ -145,8 +160,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
                     Ok(Ok(acquired)) => {
                         let done = Instant::now();
                         if (measure_from..=stop_at).contains(&done) {
-                            let _ = result.acquires.record(micros(acquired));
-                            let _ = result.cycles.record(micros(began.elapsed()));
+                            latencies.record(began.elapsed(), acquired);
                         }
                     }
                     Ok(Err(e)) => {
@@ -159,14 +173,10 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
             result
         });
     }
-    let mut cycles = histogram();
-    let mut acquires = histogram();
     let (mut errors, mut first_error) = (0, None);
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(r) => {
-                cycles.add(&r.cycles).expect("same bounds");
-                acquires.add(&r.acquires).expect("same bounds");
                 errors += r.errors;
                 first_error = first_error.or(r.first_error);
             }
@@ -176,6 +186,10 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
             }
         }
     }
+    let (cycles, acquires) = {
+        let histograms = latencies.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        (histograms.0.clone(), histograms.1.clone())
+    };
     let ops_per_sec = cycles.len() as f64 / plan.duration.as_secs_f64();
     let (server_cpu, client_cpu) = cpu_window.await.unwrap_or((None, None));
     let per_cycle = |cpu: Option<Duration>| {
