@@ -13,6 +13,7 @@ mod client;
 pub mod config;
 pub mod duration;
 mod lab;
+pub mod logging;
 mod server;
 
 use std::io::Write;
@@ -30,6 +31,9 @@ use leasehold_client::{load_ca, Client, Credentials, Secret};
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEASEHOLD_COMMIT"), ")"),
     about = "A Raft-replicated lease lock service with fencing tokens")]
 pub struct Cli {
+    /// Log line format on stderr: text, or json (one object per line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t, env = "LEASEHOLD_LOG_FORMAT")]
+    pub log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -48,7 +52,7 @@ impl Cli {
     /// Runs the command; `Ok` carries the process exit status.
     pub async fn run(self) -> Result<i32> {
         match self.command {
-            Cmd::Server(command) => command.run().await.map(|()| 0),
+            Cmd::Server(command) => command.run(self.log_format).await.map(|()| 0),
             Cmd::Client(command) => command.run().await,
             Cmd::Lab(command) => command.run().await,
         }

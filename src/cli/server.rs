@@ -17,6 +17,7 @@ use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
+use super::logging::LogFormat;
 use super::{print, stop_signal, this_binary, Target};
 
 #[derive(Subcommand)]
@@ -223,10 +224,10 @@ impl SecurityArgs {
 }
 
 impl ServerCmd {
-    pub async fn run(self) -> Result<()> {
+    pub async fn run(self, log_format: LogFormat) -> Result<()> {
         match self {
             ServerCmd::Serve(args) => serve(*args).await,
-            ServerCmd::Up(args) => up(args).await,
+            ServerCmd::Up(args) => up(args, log_format).await,
             ServerCmd::Member { target, action } => {
                 let client = target.client()?;
                 let log_index = match action {
@@ -346,28 +347,47 @@ async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-async fn up(args: UpArgs) -> Result<()> {
+async fn up(args: UpArgs, log_format: LogFormat) -> Result<()> {
     let addrs: Vec<SocketAddr> =
         (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
     std::fs::create_dir_all(&args.data)?;
     let mut cluster = LocalCluster::new(&this_binary()?, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed)
+        .with_serve_args(&["--log-format", log_format.as_arg()])
+        .with_own_process_groups()
         .with_security(args.security.node_security())?;
-    cluster.start_all()?;
+    // Node 1 initializes the cluster and asks the others for votes at once:
+    // start it last, when they answer, so no vote request meets a closed port.
+    for id in 2..=u64::from(args.nodes) {
+        cluster.start(id)?;
+    }
+    cluster.wait_answering(Duration::from_secs(30)).await?;
+    cluster.start(1)?;
     let pids: Vec<String> = cluster.ids().iter().map(|id| format!("{id} {}", cluster.pid(*id).unwrap_or(0))).collect();
     std::fs::write(args.data.join("pids"), pids.join("\n") + "\n")?;
+    let say = |line: &str| match log_format {
+        LogFormat::Text => println!("leasehold: {line}"),
+        LogFormat::Json => tracing::info!("{line}"),
+    };
     let endpoints = cluster.endpoints().join(",");
     match cluster.wait_for_leader(Duration::from_secs(30)).await {
         Ok(leader) => {
-            println!("leasehold: {} nodes up, leader is node {leader}, data in {}", args.nodes, args.data.display());
-            println!("leasehold: endpoints {endpoints}");
-            println!("leasehold: try  {}", try_curl(&args.security, &cluster.endpoint(1)));
+            say(&format!("{} nodes up, leader is node {leader}, data in {}", args.nodes, args.data.display()));
+            say(&format!("endpoints {endpoints}"));
+            say(&format!("try  {}", try_curl(&args.security, &cluster.endpoint(1))));
         }
-        Err(e) => println!("leasehold: {e}; nodes keep running, see their logs"),
+        Err(e) => say(&format!("{e}; nodes keep running, see their logs")),
     }
-    println!("leasehold: Ctrl-C stops the nodes");
+    say("Ctrl-C stops the nodes");
     stop_signal().await;
-    println!("leasehold: stopping nodes");
-    cluster.stop_all(Duration::from_secs(5));
+    say("stopping nodes");
+    // The leader first: a follower that stopped first would fail the
+    // leader's replication (logged as errors). The followers follow within
+    // milliseconds, long before they would miss the leader and call an election.
+    let grace = Duration::from_secs(5);
+    if let Ok(leader) = cluster.wait_for_leader(Duration::from_secs(1)).await {
+        cluster.stop(leader, grace);
+    }
+    cluster.stop_all(grace);
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
+//! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
 //! - `payments` — the payment demo with and without fencing.
 
@@ -21,6 +22,7 @@ mod common;
 
 mod api_errors;
 mod bootstrap;
+mod cli;
 mod client_guard;
 mod cluster;
 mod config;

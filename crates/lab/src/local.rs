@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -60,7 +62,8 @@ impl NodeSecurity {
 /// Where node output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeLogs {
-    /// To this process's stdout, each line prefixed with `[node N]`.
+    /// To this process's stdout, each line prefixed with `[node N]`, or, for
+    /// a JSON log line (`--log-format json`), with `"node": N` added to it.
     Prefixed,
     /// To `<data>/node<N>.log`.
     Files,
@@ -76,6 +79,9 @@ struct NodeProcess {
     /// Extra environment (e.g. libfaketime's) from the node's next start on.
     env: Vec<(String, String)>,
     child: Option<Child>,
+    /// The threads copying a [`NodeLogs::Prefixed`] node's output; they end
+    /// when the node has exited and its last lines are printed.
+    log_threads: Vec<JoinHandle<()>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +90,8 @@ pub enum LocalClusterError {
     Spawn { id: NodeId, source: std::io::Error },
     #[error("no leader within {0:?}")]
     NoLeader(Duration),
+    #[error("not every node answered within {0:?}")]
+    NotAnswering(Duration),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -105,6 +113,9 @@ pub struct LocalCluster {
     /// `--initial-cluster-state` of the initial members (none: the flag is
     /// left out). `new` on every start: a node that has state ignores it.
     initial_cluster_state: Option<&'static str>,
+    /// Start each node in a process group of its own (see
+    /// [`with_own_process_groups`](Self::with_own_process_groups)).
+    own_groups: bool,
     nodes: Vec<NodeProcess>,
 }
 
@@ -120,6 +131,7 @@ impl LocalCluster {
                 launcher: Vec::new(),
                 env: Vec::new(),
                 child: None,
+                log_threads: Vec::new(),
             })
             .collect();
         let initial = nodes.len();
@@ -133,8 +145,19 @@ impl LocalCluster {
             credentials: Credentials::default(),
             initial,
             initial_cluster_state: Some("new"),
+            own_groups: false,
             nodes,
         }
+    }
+
+    /// Starts every node in a process group of its own, so a Ctrl-C on the
+    /// terminal reaches only this process, which then stops the nodes in the
+    /// order it chooses (`leasehold up`: the leader first, so no follower
+    /// vanishes under a replicating leader). Tests keep the default: nodes
+    /// in the test's group die with it on Ctrl-C.
+    pub fn with_own_process_groups(mut self) -> Self {
+        self.own_groups = true;
+        self
     }
 
     /// Only nodes 1..=`initial` form the cluster at first; the others start
@@ -262,19 +285,25 @@ impl LocalCluster {
                 command.stdout(Stdio::piped()).stderr(Stdio::piped());
             }
         }
+        if self.own_groups {
+            command.process_group(0);
+        }
         let mut child = command.spawn().map_err(|source| LocalClusterError::Spawn { id, source })?;
+        let mut log_threads = Vec::new();
         if self.logs == NodeLogs::Prefixed {
             let out = child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
             let err = child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>);
             for stream in [out, err].into_iter().flatten() {
-                std::thread::spawn(move || {
+                log_threads.push(std::thread::spawn(move || {
                     for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                        println!("[node {id}] {line}");
+                        println!("{}", label_line(id, line));
                     }
-                });
+                }));
             }
         }
-        self.node_mut(id).child = Some(child);
+        let node = self.node_mut(id);
+        node.child = Some(child);
+        node.log_threads = log_threads;
         Ok(())
     }
 
@@ -301,26 +330,20 @@ impl LocalCluster {
         }
     }
 
+    /// Stops node `id` as [`stop_all`](Self::stop_all) stops every node.
+    pub fn stop(&mut self, id: NodeId, grace: Duration) {
+        let node = self.node_mut(id);
+        let children: Vec<Child> = node.child.take().into_iter().collect();
+        let log_threads = std::mem::take(&mut node.log_threads);
+        stop_children(children, log_threads, grace);
+    }
+
     /// Stops every node: SIGTERM, then SIGKILL for those still running after
-    /// `grace`.
+    /// `grace`; returns once their last output lines are printed.
     pub fn stop_all(&mut self, grace: Duration) {
-        let mut children: Vec<Child> = self.nodes.iter_mut().filter_map(|n| n.child.take()).collect();
-        for child in &children {
-            // A stopped (SIGSTOP) process must be continued to act on SIGTERM.
-            let pid = Pid::from_raw(child.id() as i32);
-            let _ = kill(pid, Signal::SIGTERM);
-            let _ = kill(pid, Signal::SIGCONT);
-        }
-        let give_up = Instant::now() + grace;
-        for child in &mut children {
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < give_up {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
-            }
-            let _ = child.wait();
-        }
+        let children: Vec<Child> = self.nodes.iter_mut().filter_map(|n| n.child.take()).collect();
+        let log_threads = self.nodes.iter_mut().flat_map(|n| std::mem::take(&mut n.log_threads)).collect();
+        stop_children(children, log_threads, grace);
     }
 
     /// A client for every node of the cluster, with the client token.
@@ -347,6 +370,19 @@ impl LocalCluster {
             }
         }
         out
+    }
+
+    /// Waits until every running node answers its status endpoint.
+    pub async fn wait_answering(&self, timeout: Duration) -> Result<(), LocalClusterError> {
+        let give_up = Instant::now() + timeout;
+        let running = self.nodes.iter().filter(|n| n.child.is_some()).count();
+        while self.statuses().await.len() < running {
+            if Instant::now() >= give_up {
+                return Err(LocalClusterError::NotAnswering(timeout));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
     }
 
     /// Waits until a running node leads, every running node that answers
@@ -383,5 +419,40 @@ impl Drop for LocalCluster {
         for id in self.ids() {
             self.kill(id);
         }
+    }
+}
+
+/// SIGTERM to `children`, SIGKILL to those still running after `grace`;
+/// then waits for their output to be copied.
+fn stop_children(mut children: Vec<Child>, log_threads: Vec<JoinHandle<()>>, grace: Duration) {
+    for child in &children {
+        // A stopped (SIGSTOP) process must be continued to act on SIGTERM.
+        let pid = Pid::from_raw(child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let _ = kill(pid, Signal::SIGCONT);
+    }
+    let give_up = Instant::now() + grace;
+    for child in &mut children {
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+    for thread in log_threads {
+        let _ = thread.join();
+    }
+}
+
+/// A node's output line as [`NodeLogs::Prefixed`] prints it.
+fn label_line(id: NodeId, line: String) -> String {
+    match serde_json::from_str::<serde_json::Value>(&line) {
+        Ok(serde_json::Value::Object(mut event)) => {
+            event.insert("node".to_string(), id.into());
+            serde_json::Value::Object(event).to_string()
+        }
+        _ => format!("[node {id}] {line}"),
     }
 }

@@ -1,0 +1,122 @@
+//! Logging of every command: one line per event on stderr, as text for
+//! people or JSON for log collectors (`--log-format`), filtered by
+//! `RUST_LOG` (default: info, openraft and sled at warn).
+//!
+//! One openraft 0.9 warning is dropped, because it fires on every healthy
+//! election: after saving a vote, `RaftCore` sends *itself* a VoteResponse
+//! (openraft-0.9.25 `core/raft_core.rs`, `Command::SaveVote`). On a node that
+//! is not a candidate (a follower granting a vote, a leader that already won)
+//! that response matches no election and is logged at WARN as "A message will
+//! be ignored because vote changed ... when (VoteResponse)". Late votes from
+//! peers after an election ended read the same; ignoring them is the correct
+//! behaviour, not a fault. Every other openraft warning still shows.
+
+use std::fmt;
+use std::io::IsTerminal;
+
+use clap::ValueEnum;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::EnvFilter;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (colored on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields).
+    Json,
+}
+
+impl LogFormat {
+    /// The value of `--log-format` that selects this format.
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// Installs the process's logger.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());
+    let registry = tracing_subscriber::registry().with(filter).with(ExpectedOpenraftNoise);
+    let stderr = std::io::stderr;
+    match format {
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(stderr).with_ansi(std::io::stderr().is_terminal()))
+            .init(),
+        LogFormat::Json => registry.with(tracing_subscriber::fmt::layer().json().with_writer(stderr)).init(),
+    }
+}
+
+/// Drops the stale-VoteResponse warning described in the module comment,
+/// matched by target, level and message, so nothing else is ever hidden.
+struct ExpectedOpenraftNoise;
+
+impl<S: Subscriber> Layer<S> for ExpectedOpenraftNoise {
+    fn event_enabled(&self, event: &Event<'_>, _: Context<'_, S>) -> bool {
+        let metadata = event.metadata();
+        if *metadata.level() != Level::WARN || metadata.target() != "openraft::core::raft_core" {
+            return true;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        !(message.0.starts_with("A message will be ignored because vote changed")
+            && message.0.ends_with("when (VoteResponse)"))
+    }
+}
+
+/// The `message` field of an event, formatted.
+struct Message(String);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Records the message of every event that reaches it.
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl<S: Subscriber> Layer<S> for Recorder {
+        fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            self.0.lock().unwrap().push(message.0);
+        }
+    }
+
+    // Ensures exactly the stale-VoteResponse warning is dropped: not other
+    // raft_core warnings, not errors, not the same text from another target.
+    #[test]
+    fn only_the_stale_vote_response_warning_is_dropped() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(ExpectedOpenraftNoise).with(Recorder(seen.clone()));
+        let stale = "A message will be ignored because vote changed: msg sent by vote: T1-N1:committed; \
+                     current my vote: None; when (VoteResponse)";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "openraft::core::raft_core", "{}", stale);
+            tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because vote changed: x; when (HigherVote)");
+            tracing::error!(target: "openraft::core::raft_core", "{}", stale);
+            tracing::warn!(target: "openraft::replication", "{}", stale);
+            tracing::warn!(target: "openraft::core::raft_core", "something else");
+        });
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert!(seen.iter().any(|m| m.ends_with("(HigherVote)")), "{seen:?}");
+        assert!(seen.contains(&"something else".to_string()), "{seen:?}");
+    }
+}
