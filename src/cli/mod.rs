@@ -87,15 +87,25 @@ struct CredentialFiles {
     /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
     #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
     ca_file: Option<PathBuf>,
-    /// File holding the bearer token to send (or set $LEASEHOLD_TOKEN).
-    #[arg(long, global = true, env = "LEASEHOLD_TOKEN_FILE")]
-    token_file: Option<PathBuf>,
+    /// File holding the bearer token to send (or set $LEASEHOLD_AUTH_TOKEN).
+    #[arg(long, global = true, alias = "token-file", env = "LEASEHOLD_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
 }
+
+/// The bearer secret's variable. Not `LEASEHOLD_TOKEN`: `leasehold run` sets
+/// that to the fencing token in its command's environment, where a
+/// `leasehold` call must still find its credentials.
+const AUTH_TOKEN_ENV: &str = "LEASEHOLD_AUTH_TOKEN";
+/// The token file's variable before `LEASEHOLD_AUTH_TOKEN_FILE`, still read
+/// when the new one is not set (it never meant anything else).
+const OLD_AUTH_TOKEN_FILE_ENV: &str = "LEASEHOLD_TOKEN_FILE";
 
 impl CredentialFiles {
     fn load(&self) -> Result<Credentials> {
+        let old_file = || std::env::var_os(OLD_AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let file = self.auth_token_file.clone().or_else(old_file);
         Ok(Credentials {
-            token: Secret::load(self.token_file.as_deref(), "LEASEHOLD_TOKEN", "token")?,
+            token: Secret::load(file.as_deref(), AUTH_TOKEN_ENV, "auth token")?,
             ca: self.ca_file.as_deref().map(load_ca).transpose()?,
         })
     }

@@ -2,9 +2,45 @@
 //! start and stop, the bearer secret's variables, exit codes, output
 //! formats, shell completions and the man page.
 
+use std::process::Output;
 use std::time::Duration;
 
-use crate::common::{bounded, start_cluster, step};
+use crate::common::{bounded, start_cluster, start_secured_cluster, step, Material, CLIENT_TOKEN};
+
+/// Variables of the caller's environment that would change what the CLI
+/// sends; every run here starts without them.
+const AMBIENT: [&str; 6] = [
+    "LEASEHOLD_AUTH_TOKEN",
+    "LEASEHOLD_AUTH_TOKEN_FILE",
+    "LEASEHOLD_TOKEN",
+    "LEASEHOLD_TOKEN_FILE",
+    "LEASEHOLD_CA_FILE",
+    "LEASEHOLD_ENDPOINTS",
+];
+
+/// Runs `leasehold args` with `env` (and none of [`AMBIENT`] otherwise),
+/// killed if it outlives 60 s.
+async fn leasehold(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
+    for name in AMBIENT {
+        command.env_remove(name);
+    }
+    command.args(args).envs(env.iter().copied()).kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("leasehold within 60 s")
+        .expect("leasehold runs")
+}
+
+/// What a run printed, for assertion messages.
+fn shown(out: &Output) -> String {
+    format!(
+        "{}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
 
 /// Log lines that a clean start and stop must not print (each was printed
 /// on every start or on many stops before it was fixed).
@@ -29,6 +65,45 @@ async fn clean_start_and_stop_log_no_false_alarms() {
                 assert!(!log.contains(noise), "node {id} logged {noise:?}:\n{log}");
             }
         }
+    })
+    .await;
+}
+
+// Ensures a `leasehold` call inside `leasehold run` keeps its credentials:
+// the bearer secret comes from LEASEHOLD_AUTH_TOKEN_FILE, while `run` sets
+// LEASEHOLD_TOKEN to the fencing token, and the inner `get` sees that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leasehold_inside_run_keeps_its_credentials() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(3, material.secrets(), &[]).await;
+        let endpoints = cluster.endpoints().join(",");
+        let token_file = material.path("client-token");
+        let out_dir = tempfile::tempdir().expect("temp dir");
+        let seen = out_dir.path().join("seen.json");
+        let env =
+            [("LEASEHOLD_ENDPOINTS", endpoints.as_str()), ("LEASEHOLD_AUTH_TOKEN_FILE", token_file.to_str().unwrap())];
+
+        step("leasehold run -- sh -c 'leasehold get $LEASEHOLD_LOCK; echo $LEASEHOLD_TOKEN'");
+        let script = r#""$0" get "$LEASEHOLD_LOCK" > "$1" && echo "$LEASEHOLD_TOKEN""#;
+        let binary = env!("CARGO_BIN_EXE_leasehold");
+        let run =
+            leasehold(&["run", "--lock", "nested", "--", "sh", "-c", script, binary, seen.to_str().unwrap()], &env)
+                .await;
+        assert!(run.status.success(), "{}", shown(&run));
+        let fencing_token: u64 =
+            String::from_utf8_lossy(&run.stdout).trim().parse().expect("the command printed LEASEHOLD_TOKEN");
+        let view: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&seen).expect("the inner get wrote")).expect("JSON");
+        assert_eq!(view["token"].as_u64(), Some(fencing_token), "{view}");
+
+        step("the same call with the secret in LEASEHOLD_AUTH_TOKEN, and with the old --token-file");
+        let by_value = [("LEASEHOLD_ENDPOINTS", endpoints.as_str()), ("LEASEHOLD_AUTH_TOKEN", CLIENT_TOKEN)];
+        let listed = leasehold(&["list"], &by_value).await;
+        assert!(listed.status.success(), "{}", shown(&listed));
+        let old_flag =
+            leasehold(&["list", "--endpoints", &endpoints, "--token-file", token_file.to_str().unwrap()], &[]).await;
+        assert!(old_flag.status.success(), "{}", shown(&old_flag));
     })
     .await;
 }

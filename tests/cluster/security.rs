@@ -259,7 +259,11 @@ async fn https_with_a_test_ca() {
         let cli = |args: &[&str]| {
             let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
             command.args(args).args(["--endpoints", &cluster.endpoints().join(",")]);
-            command.env_remove("LEASEHOLD_TOKEN").env_remove("LEASEHOLD_CA_FILE").env_remove("LEASEHOLD_TOKEN_FILE");
+            for ambient in
+                ["LEASEHOLD_AUTH_TOKEN", "LEASEHOLD_AUTH_TOKEN_FILE", "LEASEHOLD_TOKEN_FILE", "LEASEHOLD_CA_FILE"]
+            {
+                command.env_remove(ambient);
+            }
             command.output().expect("leasehold runs")
         };
         let (ca_arg, token_arg) = (ca.to_str().unwrap(), material.path("client-token"));
