@@ -12,15 +12,31 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::Context;
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     // Before parsing: the file's settings reach clap as environment variables.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    cli::config::apply(&args)?;
+    if let Err(e) = cli::config::apply(&args) {
+        eprintln!("leasehold: {e:#}");
+        std::process::exit(cli::exit::SERVER_FAILED);
+    }
     let cli = cli::Cli::parse_from(args);
     cli::logging::init(cli.log_format);
-    let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
-    match runtime.block_on(cli.run())? {
-        0 => Ok(()),
-        code => std::process::exit(code),
-    }
+    let server = cli.is_server();
+    let outcome = tokio::runtime::Runtime::new().context("tokio runtime").and_then(|rt| rt.block_on(cli.run()));
+    let code = match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("leasehold: {e:#}");
+            let exit = cli::exit::Exit::of(&e);
+            if exit == cli::exit::Exit::Denied {
+                cli::hint_old_token_variable();
+            }
+            if server {
+                cli::exit::SERVER_FAILED
+            } else {
+                exit.code()
+            }
+        }
+    };
+    std::process::exit(code)
 }

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use leasehold_client::run::{self, RunOptions};
@@ -12,11 +12,14 @@ use leasehold_client::AcquireOptions;
 use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
 use leasehold_proto::locks::ReleaseResponse;
 
+use super::exit::{self, Exit, No, UsageError};
 use super::{duration, print, Target};
 
+// Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
 pub enum ClientCmd {
     /// Acquire a lock; prints the grant with its fencing token.
+    #[command(after_long_help = exit::TABLE)]
     Acquire {
         #[command(flatten)]
         target: Target,
@@ -33,6 +36,7 @@ pub enum ClientCmd {
         request_id: Option<String>,
     },
     /// Renew a lease under its token.
+    #[command(after_long_help = exit::TABLE)]
     Renew {
         #[command(flatten)]
         target: Target,
@@ -43,6 +47,7 @@ pub enum ClientCmd {
         ttl_ms: Option<u64>,
     },
     /// Release a lock under its token.
+    #[command(after_long_help = exit::TABLE)]
     Release {
         #[command(flatten)]
         target: Target,
@@ -51,12 +56,14 @@ pub enum ClientCmd {
         token: u64,
     },
     /// Show a lock (linearizable read); exits 1 when it is free.
+    #[command(after_long_help = exit::TABLE)]
     Get {
         #[command(flatten)]
         target: Target,
         name: String,
     },
     /// List held locks.
+    #[command(after_long_help = exit::TABLE)]
     List {
         #[command(flatten)]
         target: Target,
@@ -66,6 +73,7 @@ pub enum ClientCmd {
         limit: usize,
     },
     /// Ask whether a token is the current one of a lock (linearizable).
+    #[command(after_long_help = exit::TABLE)]
     Check {
         #[command(flatten)]
         target: Target,
@@ -74,6 +82,7 @@ pub enum ClientCmd {
         token: u64,
     },
     /// Write a fenced record: applied only if the token is current for the lock.
+    #[command(after_long_help = exit::TABLE)]
     PutRecord {
         #[command(flatten)]
         target: Target,
@@ -87,12 +96,14 @@ pub enum ClientCmd {
         value: String,
     },
     /// Read a fenced record; exits 1 when there is none.
+    #[command(after_long_help = exit::TABLE)]
     GetRecord {
         #[command(flatten)]
         target: Target,
         key: String,
     },
     /// Pass a token through a resource's gate (admitted if not lower than any before).
+    #[command(after_long_help = exit::TABLE)]
     Gate {
         #[command(flatten)]
         target: Target,
@@ -103,6 +114,7 @@ pub enum ClientCmd {
         token: u64,
     },
     /// Run a command while holding a lock; stop it if the lock is lost.
+    #[command(after_long_help = exit::RUN_TABLE)]
     Run(RunArgs),
 }
 
@@ -154,21 +166,25 @@ impl ClientCmd {
             }
             ClientCmd::Get { target, name } => match target.client()?.get(&name).await? {
                 Some(view) => print(&view)?,
-                None => bail!("lock {name:?} is not held"),
+                None => return Err(No(format!("lock {name:?} is not held")).into()),
             },
             ClientCmd::List { target, prefix, limit } => print(&target.client()?.list(&prefix, limit).await?)?,
             ClientCmd::Check { target, lock, token } => {
-                let (current, token) = target.client()?.check(&lock, token).await?;
-                print(&CheckResponse { lock, current, token })?
+                let (current, current_token) = target.client()?.check(&lock, token).await?;
+                print(&CheckResponse { lock: lock.clone(), current, token: current_token })?;
+                if !current {
+                    return Err(No(format!("token {token} is not the current one of lock {lock:?}")).into());
+                }
             }
             ClientCmd::PutRecord { target, key, lock, token, value } => {
-                let value: serde_json::Value = serde_json::from_str(&value).context("--value is not JSON")?;
+                let value: serde_json::Value =
+                    serde_json::from_str(&value).map_err(|e| UsageError(format!("--value is not JSON: {e}")))?;
                 let index = target.client()?.put_record(&key, &lock, token, &value).await?;
                 print(&PutRecordResponse { key, lock, token, index })?
             }
             ClientCmd::GetRecord { target, key } => match target.client()?.get_record(&key).await? {
                 Some(record) => print(&record)?,
-                None => bail!("no record {key:?}"),
+                None => return Err(No(format!("no record {key:?}")).into()),
             },
             ClientCmd::Gate { target, resource, lock, token } => {
                 target.client()?.gate(&resource, &lock, token).await?;
@@ -176,7 +192,7 @@ impl ClientCmd {
             }
             ClientCmd::Run(args) => return Ok(run_locked(args).await),
         }
-        Ok(0)
+        Ok(Exit::Ok.code())
     }
 }
 

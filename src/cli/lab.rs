@@ -255,8 +255,8 @@ impl LabCmd {
     /// Runs the command; `Ok` carries the exit status.
     pub async fn run(self) -> Result<i32> {
         match self {
-            LabCmd::Bench(args) => bench(args).await.map(|()| 0),
-            LabCmd::Chaos(args) => run_chaos(args).await.map(|()| 0),
+            LabCmd::Bench(args) => bench(args).await,
+            LabCmd::Chaos(args) => run_chaos(args).await,
             LabCmd::SafetyHolder(args) => run_holder(args).await.map(|()| 0),
             LabCmd::Demo { demo: DemoCmd::Payments(args) } => Ok(payments::run(&args.into()).await),
             LabCmd::Demo { demo: DemoCmd::PaymentsWorker(args) } => Ok(worker::run(&args.into()).await),
@@ -304,7 +304,12 @@ fn command_line() -> String {
     program.into_iter().chain(args).collect::<Vec<_>>().join(" ")
 }
 
-async fn bench(args: BenchArgs) -> Result<()> {
+/// Exit status of `bench --safety` and `chaos` when leasehold broke a
+/// guarantee (a failure of the harness itself follows the table in `exit`).
+const EXIT_VIOLATIONS: i32 = 1;
+
+/// `leasehold bench`; `Ok` carries the exit status.
+async fn bench(args: BenchArgs) -> Result<i32> {
     if let Some(leases) = args.bulk {
         let options = ScaleOptions {
             binary: this_binary()?,
@@ -316,7 +321,7 @@ async fn bench(args: BenchArgs) -> Result<()> {
         let report = scale::run(&options).await?;
         println!("{}", scale::markdown(&report));
         eprintln!("bench: results in {}", options.out.display());
-        return Ok(());
+        return Ok(0);
     }
     let systems = match (args.systems.is_empty(), args.nodes) {
         (false, _) => args.systems.clone(),
@@ -337,9 +342,10 @@ async fn bench(args: BenchArgs) -> Result<()> {
         let report = safety::run(&options).await?;
         println!("{}", report.markdown());
         if report.leasehold_violations() > 0 {
-            bail!("leasehold: {} safety violations", report.leasehold_violations());
+            eprintln!("leasehold: {} safety violations", report.leasehold_violations());
+            return Ok(EXIT_VIOLATIONS);
         }
-        return Ok(());
+        return Ok(0);
     }
     // A herd of clients needs a socket each (Redlock five).
     leasehold::admission::raise_fd_limit();
@@ -369,7 +375,7 @@ async fn bench(args: BenchArgs) -> Result<()> {
     if report.rows.is_empty() {
         bail!("no system could be measured");
     }
-    Ok(())
+    Ok(0)
 }
 
 async fn run_holder(args: HolderArgs) -> Result<()> {
@@ -387,7 +393,8 @@ async fn run_holder(args: HolderArgs) -> Result<()> {
     Ok(holder::run(&options).await?)
 }
 
-async fn run_chaos(args: ChaosArgs) -> Result<()> {
+/// `leasehold chaos`; `Ok` carries the exit status.
+async fn run_chaos(args: ChaosArgs) -> Result<i32> {
     let options = ChaosOptions {
         nodes: args.nodes,
         duration: Duration::from_secs(args.minutes * 60),
@@ -403,7 +410,8 @@ async fn run_chaos(args: ChaosArgs) -> Result<()> {
     println!("{}", report.markdown());
     eprintln!("chaos: results in {}", options.out.display());
     if report.violations() > 0 {
-        bail!("{} violations", report.violations());
+        eprintln!("chaos: {} violations", report.violations());
+        return Ok(EXIT_VIOLATIONS);
     }
-    Ok(())
+    Ok(0)
 }

@@ -12,6 +12,7 @@
 mod client;
 pub mod config;
 pub mod duration;
+pub mod exit;
 mod lab;
 pub mod logging;
 mod server;
@@ -29,7 +30,9 @@ use leasehold_client::{load_ca, Client, Credentials, Secret};
 #[command(
     name = "leasehold",
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEASEHOLD_COMMIT"), ")"),
-    about = "A Raft-replicated lease lock service with fencing tokens")]
+    about = "A Raft-replicated lease lock service with fencing tokens",
+    after_long_help = exit::TABLE
+)]
 pub struct Cli {
     /// Log line format on stderr: text, or json (one object per line) for log collectors.
     #[arg(long, global = true, value_enum, default_value_t, env = "LEASEHOLD_LOG_FORMAT")]
@@ -49,10 +52,16 @@ enum Cmd {
 }
 
 impl Cli {
+    /// Whether the command is a server (`serve`, `up`), whose failures all
+    /// exit with [`exit::SERVER_FAILED`].
+    pub fn is_server(&self) -> bool {
+        matches!(&self.command, Cmd::Server(command) if command.is_server())
+    }
+
     /// Runs the command; `Ok` carries the process exit status.
     pub async fn run(self) -> Result<i32> {
         match self.command {
-            Cmd::Server(command) => command.run(self.log_format).await.map(|()| 0),
+            Cmd::Server(command) => command.run(self.log_format).await.map(|()| exit::Exit::Ok.code()),
             Cmd::Client(command) => command.run().await,
             Cmd::Lab(command) => command.run().await,
         }
@@ -108,6 +117,20 @@ impl CredentialFiles {
             token: Secret::load(file.as_deref(), AUTH_TOKEN_ENV, "auth token")?,
             ca: self.ca_file.as_deref().map(load_ca).transpose()?,
         })
+    }
+}
+
+/// Points a user whose credentials were refused at the bearer secret's new
+/// variable when the old one seems to hold a secret (a number there is the
+/// fencing token of an enclosing `leasehold run`).
+pub fn hint_old_token_variable() {
+    let unset = |name| std::env::var_os(name).is_none_or(|v| v.is_empty());
+    let old = std::env::var("LEASEHOLD_TOKEN").unwrap_or_default();
+    if unset(AUTH_TOKEN_ENV) && unset("LEASEHOLD_AUTH_TOKEN_FILE") && !old.is_empty() && old.parse::<u64>().is_err() {
+        eprintln!(
+            "leasehold: note: LEASEHOLD_TOKEN is no longer read as the bearer secret (it is the fencing token \
+             `leasehold run` sets); set {AUTH_TOKEN_ENV} or LEASEHOLD_AUTH_TOKEN_FILE"
+        );
     }
 }
 

@@ -17,6 +17,7 @@ use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
+use super::exit;
 use super::logging::LogFormat;
 use super::{print, stop_signal, this_binary, Target};
 
@@ -28,6 +29,7 @@ pub enum ServerCmd {
     /// Run a local cluster on 127.0.0.1 (node i on port-base + i) until Ctrl-C.
     Up(UpArgs),
     /// Cluster membership: list, add (as learner), promote, remove.
+    #[command(after_long_help = exit::TABLE)]
     Member {
         #[command(flatten)]
         target: Target,
@@ -35,6 +37,7 @@ pub enum ServerCmd {
         action: MemberAction,
     },
     /// Back up a node: it takes a snapshot now, written to --out (the first of --endpoints).
+    #[command(after_long_help = exit::TABLE)]
     Backup {
         #[command(flatten)]
         target: Target,
@@ -44,6 +47,7 @@ pub enum ServerCmd {
     /// Seed the empty data folder of a node of a NEW cluster from a backup.
     /// Run it for every node with the same file and --peers, then start the
     /// nodes (without --peers). See cluster/README.md.
+    #[command(after_long_help = exit::TABLE)]
     Restore {
         /// A file written by `leasehold backup`.
         #[arg(long)]
@@ -60,6 +64,7 @@ pub enum ServerCmd {
         min_index: u64,
     },
     /// Show every endpoint's view of the cluster.
+    #[command(after_long_help = exit::TABLE)]
     Status {
         #[command(flatten)]
         target: Target,
@@ -224,6 +229,11 @@ impl SecurityArgs {
 }
 
 impl ServerCmd {
+    /// `serve` and `up`, the commands that run nodes.
+    pub fn is_server(&self) -> bool {
+        matches!(self, ServerCmd::Serve(_) | ServerCmd::Up(_))
+    }
+
     pub async fn run(self, log_format: LogFormat) -> Result<()> {
         match self {
             ServerCmd::Serve(args) => serve(*args).await,
@@ -255,13 +265,26 @@ impl ServerCmd {
             ServerCmd::Status { target } => {
                 let client = target.client()?;
                 let mut statuses = Vec::new();
+                let (mut answered, mut failure) = (0, None);
                 for (i, endpoint) in target.endpoints.iter().enumerate() {
                     statuses.push(match client.status_of(i).await {
-                        Ok(s) => serde_json::to_value(s)?,
-                        Err(e) => serde_json::json!({ "endpoint": endpoint, "error": e.to_string() }),
+                        Ok(s) => {
+                            answered += 1;
+                            serde_json::to_value(s)?
+                        }
+                        Err(e) => {
+                            let shown = serde_json::json!({ "endpoint": endpoint, "error": e.to_string() });
+                            failure = Some(e);
+                            shown
+                        }
                     });
                 }
-                print(&statuses)
+                print(&statuses)?;
+                // No endpoint answered: the status of the last failure (unreachable, refused, ...).
+                match failure {
+                    Some(e) if answered == 0 => Err(e.into()),
+                    _ => Ok(()),
+                }
             }
         }
     }

@@ -5,7 +5,8 @@
 use std::process::Output;
 use std::time::Duration;
 
-use crate::common::{bounded, start_cluster, start_secured_cluster, step, Material, CLIENT_TOKEN};
+use crate::common::{bounded, start_cluster, start_secured_cluster, step, Material, CLIENT_TOKEN, WRONG_TOKEN};
+use leasehold_lab::local::LocalCluster;
 
 /// Variables of the caller's environment that would change what the CLI
 /// sends; every run here starts without them.
@@ -104,6 +105,54 @@ async fn leasehold_inside_run_keeps_its_credentials() {
         let old_flag =
             leasehold(&["list", "--endpoints", &endpoints, "--token-file", token_file.to_str().unwrap()], &[]).await;
         assert!(old_flag.status.success(), "{}", shown(&old_flag));
+    })
+    .await;
+}
+
+// Ensures a script can tell the answers apart by exit status alone: no
+// (free, held, not current) is 1, a usage error 2, a cluster that cannot be
+// asked 3, refused credentials 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_statuses_separate_no_from_could_not_ask() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(3, material.secrets(), &[]).await;
+        let endpoints = cluster.endpoints().join(",");
+        let env = [("LEASEHOLD_ENDPOINTS", endpoints.as_str()), ("LEASEHOLD_AUTH_TOKEN", CLIENT_TOKEN)];
+        let status = |out: &Output| out.status.code();
+
+        step("get of a free lock: 1");
+        let free = leasehold(&["get", "free-lock"], &env).await;
+        assert_eq!(status(&free), Some(1), "{}", shown(&free));
+
+        step("acquire prints JSON to a pipe; a second owner is told no: 1");
+        let taken = leasehold(&["acquire", "taken", "--owner", "alice"], &env).await;
+        assert_eq!(status(&taken), Some(0), "{}", shown(&taken));
+        let grant: serde_json::Value = serde_json::from_slice(&taken.stdout).expect("JSON on a pipe");
+        let token = grant["token"].as_u64().expect("token").to_string();
+        let held = leasehold(&["acquire", "taken", "--owner", "bob"], &env).await;
+        assert_eq!(status(&held), Some(1), "{}", shown(&held));
+        assert!(String::from_utf8_lossy(&held.stderr).contains("held"), "{}", shown(&held));
+
+        step("check of a current token: 0; of an older one: 1");
+        let current = leasehold(&["check", "taken", "--token", &token], &env).await;
+        assert_eq!(status(&current), Some(0), "{}", shown(&current));
+        let stale = leasehold(&["check", "taken", "--token", "1"], &env).await;
+        assert_eq!(status(&stale), Some(1), "{}", shown(&stale));
+
+        step("a wrong token: 4");
+        let wrong = [("LEASEHOLD_ENDPOINTS", endpoints.as_str()), ("LEASEHOLD_AUTH_TOKEN", WRONG_TOKEN)];
+        let refused = leasehold(&["get", "taken"], &wrong).await;
+        assert_eq!(status(&refused), Some(4), "{}", shown(&refused));
+
+        step("a usage error: 2");
+        let usage = leasehold(&["acquire", "taken", "--no-such-flag"], &env).await;
+        assert_eq!(status(&usage), Some(2), "{}", shown(&usage));
+
+        step("no node listening: 3");
+        let closed = LocalCluster::free_addrs(1).expect("a free port")[0].to_string();
+        let down = leasehold(&["get", "taken", "--endpoints", &closed], &[]).await;
+        assert_eq!(status(&down), Some(3), "{}", shown(&down));
     })
     .await;
 }
