@@ -13,7 +13,7 @@ use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
 use leasehold_proto::locks::ReleaseResponse;
 
 use super::exit::{self, Exit, No, UsageError};
-use super::{duration, print, Target};
+use super::{duration, Target};
 
 // Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
@@ -155,23 +155,25 @@ impl ClientCmd {
         match self {
             ClientCmd::Acquire { target, name, owner, ttl_ms, wait_ms, request_id } => {
                 let options = AcquireOptions { wait: wait_ms.map(Duration::from_millis), request_id };
-                print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
+                target.output.print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
             }
             ClientCmd::Renew { target, name, token, ttl_ms } => {
-                print(&target.client()?.renew(&name, token, ttl_ms).await?.grant)?
+                target.output.print(&target.client()?.renew(&name, token, ttl_ms).await?.grant)?
             }
             ClientCmd::Release { target, name, token } => {
                 target.client()?.release(&name, token).await?;
-                print(&ReleaseResponse { name, token, released: true })?
+                target.output.print(&ReleaseResponse { name, token, released: true })?
             }
             ClientCmd::Get { target, name } => match target.client()?.get(&name).await? {
-                Some(view) => print(&view)?,
+                Some(view) => target.output.print(&view)?,
                 None => return Err(No(format!("lock {name:?} is not held")).into()),
             },
-            ClientCmd::List { target, prefix, limit } => print(&target.client()?.list(&prefix, limit).await?)?,
+            ClientCmd::List { target, prefix, limit } => {
+                target.output.print(&target.client()?.list(&prefix, limit).await?)?
+            }
             ClientCmd::Check { target, lock, token } => {
                 let (current, current_token) = target.client()?.check(&lock, token).await?;
-                print(&CheckResponse { lock: lock.clone(), current, token: current_token })?;
+                target.output.print(&CheckResponse { lock: lock.clone(), current, token: current_token })?;
                 if !current {
                     return Err(No(format!("token {token} is not the current one of lock {lock:?}")).into());
                 }
@@ -180,15 +182,17 @@ impl ClientCmd {
                 let value: serde_json::Value =
                     serde_json::from_str(&value).map_err(|e| UsageError(format!("--value is not JSON: {e}")))?;
                 let index = target.client()?.put_record(&key, &lock, token, &value).await?;
-                print(&PutRecordResponse { key, lock, token, index })?
+                target.output.print(&PutRecordResponse { key, lock, token, index })?
             }
             ClientCmd::GetRecord { target, key } => match target.client()?.get_record(&key).await? {
-                Some(record) => print(&record)?,
+                Some(record) => target.output.print(&record)?,
                 None => return Err(No(format!("no record {key:?}")).into()),
             },
             ClientCmd::Gate { target, resource, lock, token } => {
                 target.client()?.gate(&resource, &lock, token).await?;
-                print(&serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }))?
+                target.output.print(
+                    &serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }),
+                )?
             }
             ClientCmd::Run(args) => return Ok(run_locked(args).await),
         }

@@ -15,14 +15,13 @@ pub mod duration;
 pub mod exit;
 mod lab;
 pub mod logging;
+mod output;
 mod server;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 
 use leasehold_client::{load_ca, Client, Credentials, Secret};
 
@@ -82,6 +81,8 @@ struct Target {
     endpoints: Vec<String>,
     #[command(flatten)]
     credentials: CredentialFiles,
+    #[command(flatten)]
+    output: output::OutputArg,
 }
 
 impl Target {
@@ -131,16 +132,6 @@ pub fn hint_old_token_variable() {
             "leasehold: note: LEASEHOLD_TOKEN is no longer read as the bearer secret (it is the fencing token \
              `leasehold run` sets); set {AUTH_TOKEN_ENV} or LEASEHOLD_AUTH_TOKEN_FILE"
         );
-    }
-}
-
-/// Prints `value` as JSON. A closed stdout (`leasehold list | head`) is not
-/// an error.
-fn print<T: Serialize>(value: &T) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{}", serde_json::to_string_pretty(value)?) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
     }
 }
 

@@ -19,7 +19,8 @@ use leasehold_proto::cluster::MembershipResponse;
 
 use super::exit;
 use super::logging::LogFormat;
-use super::{print, stop_signal, this_binary, Target};
+use super::output::OutputArg;
+use super::{stop_signal, this_binary, Target};
 
 #[derive(Subcommand)]
 pub enum ServerCmd {
@@ -62,6 +63,8 @@ pub enum ServerCmd {
         /// token any resource has seen, when the backup may miss grants.
         #[arg(long, default_value_t = 0)]
         min_index: u64,
+        #[command(flatten)]
+        output: OutputArg,
     },
     /// Show every endpoint's view of the cluster.
     #[command(after_long_help = exit::TABLE)]
@@ -241,24 +244,24 @@ impl ServerCmd {
             ServerCmd::Member { target, action } => {
                 let client = target.client()?;
                 let log_index = match action {
-                    MemberAction::List => return print(&client.status().await?.members),
+                    MemberAction::List => return target.output.print(&client.status().await?.members),
                     MemberAction::Add { id, addr } => client.add_learner(id, &addr).await?,
                     MemberAction::Promote { id } => client.promote(id).await?,
                     MemberAction::Remove { id } => client.remove_member(id).await?,
                 };
-                print(&MembershipResponse { log_index, members: client.status().await?.members })
+                target.output.print(&MembershipResponse { log_index, members: client.status().await?.members })
             }
             ServerCmd::Backup { target, out } => {
                 let (taken, backup) = target.client()?.backup_of(0).await?;
                 std::fs::write(&out, &backup).with_context(|| format!("writing {}", out.display()))?;
-                print(&serde_json::json!({
+                target.output.print(&serde_json::json!({
                     "node": target.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken
                 }))
             }
-            ServerCmd::Restore { from, data, peers, min_index } => {
+            ServerCmd::Restore { from, data, peers, min_index, output } => {
                 let backup = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
                 let last = leasehold::raft::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
-                print(&serde_json::json!({
+                output.print(&serde_json::json!({
                     "data": data, "continues_after_index": last.index, "term": last.leader_id.term
                 }))
             }
@@ -279,7 +282,7 @@ impl ServerCmd {
                         }
                     });
                 }
-                print(&statuses)?;
+                target.output.print(&statuses)?;
                 // No endpoint answered: the status of the last failure (unreachable, refused, ...).
                 match failure {
                     Some(e) if answered == 0 => Err(e.into()),

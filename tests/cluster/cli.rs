@@ -111,7 +111,8 @@ async fn leasehold_inside_run_keeps_its_credentials() {
 
 // Ensures a script can tell the answers apart by exit status alone: no
 // (free, held, not current) is 1, a usage error 2, a cluster that cannot be
-// asked 3, refused credentials 4.
+// asked 3, refused credentials 4; and that piped output stays JSON while
+// `-o table` prints aligned columns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_statuses_separate_no_from_could_not_ask() {
     bounded(async {
@@ -139,6 +140,16 @@ async fn exit_statuses_separate_no_from_could_not_ask() {
         assert_eq!(status(&current), Some(0), "{}", shown(&current));
         let stale = leasehold(&["check", "taken", "--token", "1"], &env).await;
         assert_eq!(status(&stale), Some(1), "{}", shown(&stale));
+
+        step("-o table: aligned columns with a header");
+        let table = leasehold(&["get", "taken", "-o", "table"], &env).await;
+        assert_eq!(status(&table), Some(0), "{}", shown(&table));
+        let text = String::from_utf8_lossy(&table.stdout);
+        let mut lines = text.lines();
+        let (header, row) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+        assert!(header.starts_with("NAME") && header.contains("OWNER") && header.contains("TOKEN"), "{text}");
+        assert!(row.starts_with("taken") && row.contains("alice") && row.contains(&token), "{text}");
+        assert_eq!(header.find("OWNER"), row.find("alice"), "columns align:\n{text}");
 
         step("a wrong token: 4");
         let wrong = [("LEASEHOLD_ENDPOINTS", endpoints.as_str()), ("LEASEHOLD_AUTH_TOKEN", WRONG_TOKEN)];
