@@ -27,11 +27,13 @@ pub enum ClientCmd {
         /// Holder identity; must be unique per holder.
         #[arg(long)]
         owner: String,
-        #[arg(long, default_value_t = 10_000)]
-        ttl_ms: u64,
-        /// Wait up to this long in the lock's queue when it is held.
-        #[arg(long)]
-        wait_ms: Option<u64>,
+        /// Lease ttl, e.g. 10s (--ttl-ms: a bare number is milliseconds).
+        #[arg(long, alias = "ttl-ms", default_value = "10s", value_parser = duration::or_bare(Duration::from_millis, ANY))]
+        ttl: Duration,
+        /// Wait up to this long in the lock's queue when it is held, e.g. 30s
+        /// (--wait-ms: a bare number is milliseconds).
+        #[arg(long, alias = "wait-ms", value_parser = duration::or_bare(Duration::from_millis, ANY))]
+        wait: Option<Duration>,
         #[arg(long)]
         request_id: Option<String>,
     },
@@ -43,8 +45,9 @@ pub enum ClientCmd {
         name: String,
         #[arg(long)]
         token: u64,
-        #[arg(long)]
-        ttl_ms: Option<u64>,
+        /// New ttl (default: the lease's), e.g. 10s (--ttl-ms: a bare number is milliseconds).
+        #[arg(long, alias = "ttl-ms", value_parser = duration::or_bare(Duration::from_millis, ANY))]
+        ttl: Option<Duration>,
     },
     /// Release a lock under its token.
     #[command(after_long_help = exit::TABLE)]
@@ -118,6 +121,10 @@ pub enum ClientCmd {
     Run(RunArgs),
 }
 
+/// No range of the client's own: the cluster answers an out-of-range ttl or
+/// wait with `invalid_argument`, naming its limits.
+const ANY: std::ops::RangeInclusive<Duration> = Duration::ZERO..=Duration::MAX;
+
 /// `leasehold run --lock NAME [--ttl 10s] [--wait 30s] -- CMD ARGS...`: the
 /// command gets LEASEHOLD_LOCK, LEASEHOLD_TOKEN and LEASEHOLD_OWNER. Exit
 /// status: the command's (128 + signal when killed), 2 when the lock could
@@ -153,11 +160,12 @@ impl ClientCmd {
     /// Runs the command; `Ok` carries the exit status (`run` passes its command's on).
     pub async fn run(self) -> Result<i32> {
         match self {
-            ClientCmd::Acquire { target, name, owner, ttl_ms, wait_ms, request_id } => {
-                let options = AcquireOptions { wait: wait_ms.map(Duration::from_millis), request_id };
+            ClientCmd::Acquire { target, name, owner, ttl, wait, request_id } => {
+                let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id });
                 target.output.print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
             }
-            ClientCmd::Renew { target, name, token, ttl_ms } => {
+            ClientCmd::Renew { target, name, token, ttl } => {
+                let ttl_ms = ttl.map(duration::millis);
                 target.output.print(&target.client()?.renew(&name, token, ttl_ms).await?.grant)?
             }
             ClientCmd::Release { target, name, token } => {

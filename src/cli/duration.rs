@@ -1,6 +1,12 @@
 //! The one duration syntax of every duration flag: `10s`, `500ms`, `2m`,
-//! `1h`, `1.5s`, `1m30s`.
+//! `1h`, `1.5s`, `1m30s` (humantime's units, plus decimals).
+//!
+//! Flags that used to take a plain number (`--ttl-ms 10000`,
+//! `--duration-secs 10`) keep their old name as an alias, and on them a bare
+//! number still means what it meant: [`or_bare`]. Everywhere else a bare
+//! number is refused ([`parse`]), since `--ttl 10` could mean 10 s or 10 ms.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// Parses a duration such as `10s`, `500ms`, `2m`, `1h`, `1.5s` or `1m30s`.
@@ -32,6 +38,37 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
     Ok(total)
 }
 
+/// A value parser for a flag that took a plain number of some unit before
+/// it took durations: `unit(n)` for a bare number `n`, else [`parse`]; the
+/// result must lie in `range`.
+pub fn or_bare(
+    unit: fn(u64) -> Duration,
+    range: RangeInclusive<Duration>,
+) -> impl Fn(&str) -> Result<Duration, DurationError> + Clone + Send + Sync + 'static {
+    move |input| {
+        let duration = match input.trim().parse::<u64>() {
+            Ok(n) => unit(n),
+            Err(_) => parse(input)?,
+        };
+        within(input, duration, &range)
+    }
+}
+
+fn within(input: &str, duration: Duration, range: &RangeInclusive<Duration>) -> Result<Duration, DurationError> {
+    if range.contains(&duration) {
+        return Ok(duration);
+    }
+    let (min, max) = (range.start(), range.end());
+    let reason = format!("must be from {min:?} to {max:?}");
+    Err(DurationError { input: input.to_string(), reason })
+}
+
+/// `duration` in whole milliseconds, as the API and the node config take it
+/// (saturating: the cluster refuses out-of-range values with a clear error).
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid duration {input:?}: {reason} (examples: 10s, 500ms, 2m, 1m30s)")]
 pub struct DurationError {
@@ -56,5 +93,17 @@ mod tests {
         for bad in ["", "10", "s", "10x", "-1s", "1..2s", "10 s"] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    // Ensures an old `-ms` flag still reads a bare number as milliseconds,
+    // takes durations too, and refuses values out of its range.
+    #[test]
+    fn bare_numbers_keep_their_old_unit() {
+        let ms = or_bare(Duration::from_millis, Duration::from_millis(10)..=Duration::from_secs(10));
+        assert_eq!(ms("100"), Ok(Duration::from_millis(100)));
+        assert_eq!(ms("2s"), Ok(Duration::from_secs(2)));
+        assert!(ms("5").is_err() && ms("11s").is_err() && ms("ten").is_err());
+        let secs = or_bare(Duration::from_secs, Duration::ZERO..=Duration::MAX);
+        assert_eq!(secs("20"), Ok(Duration::from_secs(20)));
     }
 }

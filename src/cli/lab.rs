@@ -62,9 +62,9 @@ pub struct PaymentsArgs {
     /// likely to change while it is stopped.
     #[arg(long, default_value_t = 8)]
     accounts: usize,
-    /// How long the workers run.
-    #[arg(long, default_value_t = 20)]
-    seconds: u64,
+    /// How long the workers run, in whole seconds (--seconds: a bare number is seconds).
+    #[arg(long, alias = "seconds", default_value = "20s", value_parser = duration::or_bare(Duration::from_secs, Duration::from_secs(1)..=Duration::MAX))]
+    duration: Duration,
     /// Lease ttl of every account lock (the cluster accepts 3s to 1h); the
     /// paused worker is stopped for twice this.
     #[arg(long, default_value = "3s", value_parser = duration::parse)]
@@ -148,16 +148,17 @@ pub struct BenchArgs {
     /// are held open against the leader (or the one server).
     #[arg(long, value_delimiter = ',', default_value = "distinct,hot", value_parser = workload_parser())]
     workloads: Vec<Workload>,
-    /// Measured seconds per (system, workload, clients, run).
-    #[arg(long, default_value_t = 10)]
-    duration_secs: u64,
-    /// Unmeasured warm-up before each measurement.
-    #[arg(long, default_value_t = 1000)]
-    warmup_ms: u64,
+    /// Measured time per (system, workload, clients, run) (--duration-secs: a bare number is seconds).
+    #[arg(long, alias = "duration-secs", default_value = "10s", value_parser = duration::or_bare(Duration::from_secs, Duration::from_secs(1)..=Duration::MAX))]
+    duration: Duration,
+    /// Unmeasured warm-up before each measurement (--warmup-ms: a bare number is milliseconds).
+    #[arg(long, alias = "warmup-ms", default_value = "1s", value_parser = duration::or_bare(Duration::from_millis, Duration::ZERO..=Duration::MAX))]
+    warmup: Duration,
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
-    ttl_ms: u64,
+    /// Lock ttl, 1s to 10m (--ttl-ms: a bare number is milliseconds).
+    #[arg(long, alias = "ttl-ms", default_value = "10s", value_parser = duration::or_bare(Duration::from_millis, Duration::from_secs(1)..=Duration::from_secs(600)))]
+    ttl: Duration,
     /// Folder for latest.json, README.md and the SVG plots.
     #[arg(long, default_value = "benches/results")]
     out: PathBuf,
@@ -174,9 +175,10 @@ pub struct BenchArgs {
     /// (safety.json, safety.md, a section of README.md).
     #[arg(long, conflicts_with_all = ["bulk", "endpoints"])]
     safety: bool,
-    /// The lock ttl of the --safety run (leasehold takes 3 s at least).
-    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(3_000..=60_000))]
-    safety_ttl_ms: u64,
+    /// The lock ttl of the --safety run, 3s (leasehold's least) to 1m (--safety-ttl-ms: a bare
+    /// number is milliseconds).
+    #[arg(long, alias = "safety-ttl-ms", default_value = "3s", value_parser = duration::or_bare(Duration::from_millis, Duration::from_secs(3)..=Duration::from_secs(60)))]
+    safety_ttl: Duration,
 }
 
 /// `leasehold safety-holder`: acquire → write to both resources → hold →
@@ -208,9 +210,10 @@ pub struct HolderArgs {
 
 #[derive(Args)]
 pub struct ChaosArgs {
-    /// Keep injecting faults for this long (one full round at least).
-    #[arg(long, default_value_t = 5)]
-    minutes: u64,
+    /// Keep injecting faults for this long (one full round at least) (--minutes: a bare number
+    /// is minutes).
+    #[arg(long, alias = "minutes", default_value = "5m", value_parser = duration::or_bare(|n| Duration::from_secs(n.saturating_mul(60)), Duration::ZERO..=Duration::MAX))]
+    duration: Duration,
     /// Voters of the fault suite's cluster: 3 or 5.
     #[arg(long, default_value = "3", value_parser = PossibleValuesParser::new(["3", "5"]).map(|n| n.parse::<usize>().unwrap_or(3)))]
     nodes: usize,
@@ -269,7 +272,7 @@ impl From<PaymentsArgs> for PaymentsOptions {
         PaymentsOptions {
             workers: a.workers,
             accounts: a.accounts,
-            seconds: a.seconds,
+            seconds: a.duration.as_secs(),
             ttl: a.ttl,
             no_fencing: a.no_fencing,
             endpoints: a.endpoints,
@@ -335,7 +338,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
                 _ => systems,
             },
             binary: this_binary()?,
-            ttl: Duration::from_millis(args.safety_ttl_ms),
+            ttl: args.safety_ttl,
             out: args.out,
             command: command_line(),
         };
@@ -364,9 +367,9 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         flood_clients: args.flood_clients,
         flood_connections: args.flood_connections,
         runs: args.runs as usize,
-        warmup: Duration::from_millis(args.warmup_ms),
-        duration: Duration::from_secs(args.duration_secs),
-        ttl: Duration::from_millis(args.ttl_ms),
+        warmup: args.warmup,
+        duration: args.duration,
+        ttl: args.ttl,
         out: args.out,
         command: command_line(),
     };
@@ -397,7 +400,7 @@ async fn run_holder(args: HolderArgs) -> Result<()> {
 async fn run_chaos(args: ChaosArgs) -> Result<i32> {
     let options = ChaosOptions {
         nodes: args.nodes,
-        duration: Duration::from_secs(args.minutes * 60),
+        duration: args.duration,
         faults: args.faults,
         clients: args.clients,
         hold: args.hold,

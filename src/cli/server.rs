@@ -17,9 +17,9 @@ use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
-use super::exit;
 use super::logging::LogFormat;
 use super::output::OutputArg;
+use super::{duration, exit};
 use super::{stop_signal, this_binary, Target};
 
 #[derive(Subcommand)]
@@ -105,9 +105,9 @@ pub struct ServeArgs {
     /// Data folder (Raft log, snapshots).
     #[arg(long, env = "LEASEHOLD_DATA")]
     data: PathBuf,
-    /// Leader tick period in milliseconds.
-    #[arg(long, env = "LEASEHOLD_TICK_MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
-    tick_ms: u64,
+    /// Leader tick period, 10ms to 10s (--tick-ms, $LEASEHOLD_TICK_MS: a bare number is milliseconds).
+    #[arg(long, alias = "tick-ms", env = "LEASEHOLD_TICK_MS", default_value = "100ms", value_parser = tick_parser())]
+    tick: Duration,
     /// Initial cluster, `id=host:port,...`. With --initial-cluster-state new,
     /// the node with the lowest id initializes the cluster on its first start.
     #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
@@ -124,16 +124,16 @@ pub struct ServeArgs {
     snapshot_every: u64,
     #[command(flatten)]
     security: SecurityArgs,
-    /// Time a client has to send a request head; also closes idle connections.
-    #[arg(long, env = "LEASEHOLD_HEADER_READ_TIMEOUT_MS",
-          default_value_t = server::DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    header_read_timeout_ms: u64,
-    /// Time to receive a request and answer it (an acquire's wait_ms and event streams excepted).
-    #[arg(long, env = "LEASEHOLD_REQUEST_TIMEOUT_MS",
-          default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_millis() as u64,
-          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    request_timeout_ms: u64,
+    /// Time a client has to send a request head; also closes idle connections
+    /// (--header-read-timeout-ms and its variable: a bare number is milliseconds).
+    #[arg(long, alias = "header-read-timeout-ms", env = "LEASEHOLD_HEADER_READ_TIMEOUT_MS",
+          default_value = "10s", value_parser = timeout_parser())]
+    header_read_timeout: Duration,
+    /// Time to receive a request and answer it (an acquire's wait and event streams excepted)
+    /// (--request-timeout-ms and its variable: a bare number is milliseconds).
+    #[arg(long, alias = "request-timeout-ms", env = "LEASEHOLD_REQUEST_TIMEOUT_MS",
+          default_value = "30s", value_parser = timeout_parser())]
+    request_timeout: Duration,
     /// Client connections open at once; more are answered 503 overloaded
     /// with Retry-After and closed [default: the open-files limit less 512,
     /// at most 65536]. Members' connections are not counted.
@@ -168,6 +168,16 @@ enum ClusterState {
     Existing,
 }
 
+/// `--tick`: the node's tick must be whole milliseconds, 10 ms to 10 s.
+fn tick_parser() -> impl Fn(&str) -> Result<Duration, duration::DurationError> + Clone + Send + Sync + 'static {
+    duration::or_bare(Duration::from_millis, Duration::from_millis(10)..=Duration::from_secs(10))
+}
+
+/// `--header-read-timeout`, `--request-timeout`: 100 ms to an hour.
+fn timeout_parser() -> impl Fn(&str) -> Result<Duration, duration::DurationError> + Clone + Send + Sync + 'static {
+    duration::or_bare(Duration::from_millis, Duration::from_millis(100)..=Duration::from_secs(3600))
+}
+
 #[derive(Args)]
 pub struct UpArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=7))]
@@ -176,8 +186,9 @@ pub struct UpArgs {
     data: PathBuf,
     #[arg(long, default_value_t = 7700)]
     port_base: u16,
-    #[arg(long, default_value_t = 100)]
-    tick_ms: u64,
+    /// Leader tick period of every node, as `serve --tick`.
+    #[arg(long, alias = "tick-ms", default_value = "100ms", value_parser = tick_parser())]
+    tick: Duration,
     #[command(flatten)]
     security: SecurityArgs,
 }
@@ -325,7 +336,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         id: args.id,
         advertise: args.addr,
         data_dir: args.data,
-        tick_ms: args.tick_ms,
+        tick_ms: duration::millis(args.tick),
         initial_members,
         initial_cluster_state: match args.initial_cluster_state {
             ClusterState::New => InitialClusterState::New,
@@ -355,14 +366,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
         listen,
         tls: files.server_tls()?,
         connection_limits: ConnectionLimits {
-            header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+            header_read_timeout: args.header_read_timeout,
             max_connections,
             max_connections_per_client: args.max_connections_per_client.unwrap_or(defaults.max_connections_per_client),
         },
         api: ApiConfig {
             secrets,
             request_limits: RequestLimits {
-                timeout: Duration::from_millis(args.request_timeout_ms),
+                timeout: args.request_timeout,
                 max_in_flight: args.max_in_flight,
                 max_waiting,
                 max_waiting_per_client: args.max_waiting_per_client.unwrap_or(defaults.max_waiting_per_client),
@@ -377,10 +388,11 @@ async fn up(args: UpArgs, log_format: LogFormat) -> Result<()> {
     let addrs: Vec<SocketAddr> =
         (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
     std::fs::create_dir_all(&args.data)?;
-    let mut cluster = LocalCluster::new(&this_binary()?, &args.data, &addrs, args.tick_ms, NodeLogs::Prefixed)
-        .with_serve_args(&["--log-format", log_format.as_arg()])
-        .with_own_process_groups()
-        .with_security(args.security.node_security())?;
+    let mut cluster =
+        LocalCluster::new(&this_binary()?, &args.data, &addrs, duration::millis(args.tick), NodeLogs::Prefixed)
+            .with_serve_args(&["--log-format", log_format.as_arg()])
+            .with_own_process_groups()
+            .with_security(args.security.node_security())?;
     // Node 1 initializes the cluster and asks the others for votes at once:
     // start it last, when they answer, so no vote request meets a closed port.
     for id in 2..=u64::from(args.nodes) {
@@ -438,4 +450,34 @@ fn try_curl(security: &SecurityArgs, endpoint: &str) -> String {
     curl + &format!(
         " -XPOST {scheme}://{endpoint}/v1/locks/demo/acquire -d '{{\"owner\":\"me\",\"ttl_ms\":10000}}' -H 'content-type: application/json'"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    // Ensures the duration defaults shown in `serve --help` are the server's
+    // own defaults, and the old `-ms` spellings still take milliseconds.
+    #[test]
+    fn serve_duration_defaults_and_old_spellings() {
+        let serve = Serve::try_parse_from(["serve", "--id", "1", "--addr", "127.0.0.1:1", "--data", "d"]).unwrap();
+        assert_eq!(serve.args.header_read_timeout, server::DEFAULT_HEADER_READ_TIMEOUT);
+        assert_eq!(serve.args.request_timeout, api::DEFAULT_REQUEST_TIMEOUT);
+        assert_eq!(serve.args.tick, Duration::from_millis(100));
+        let old = ["--tick-ms", "50", "--request-timeout-ms", "2500", "--header-read-timeout-ms", "1000"];
+        let base = ["serve", "--id", "1", "--addr", "127.0.0.1:1", "--data", "d"];
+        let serve = Serve::try_parse_from(base.iter().chain(old.iter())).unwrap();
+        assert_eq!(serve.args.tick, Duration::from_millis(50));
+        assert_eq!(serve.args.request_timeout, Duration::from_millis(2500));
+        assert_eq!(serve.args.header_read_timeout, Duration::from_secs(1));
+        assert!(Serve::try_parse_from(base.iter().chain(["--tick", "5ms"].iter())).is_err(), "below 10ms");
+    }
 }

@@ -167,3 +167,36 @@ async fn exit_statuses_separate_no_from_could_not_ask() {
     })
     .await;
 }
+
+// Ensures every duration flag takes the one syntax (10s, 250ms); flags that
+// took milliseconds (`--ttl-ms 10000`) keep reading a bare number so, under
+// either name; flags that never took a number refuse one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durations_have_one_syntax_and_old_flags_still_work() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let endpoints = cluster.endpoints().join(",");
+        let env = [("LEASEHOLD_ENDPOINTS", endpoints.as_str())];
+        let ttl_of = |out: &Output| {
+            assert!(out.status.success(), "{}", shown(out));
+            let grant: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            (grant["ttl_ms"].as_u64().expect("ttl_ms"), grant["token"].as_u64().expect("token").to_string())
+        };
+        step("acquire --ttl 5s, renew --ttl-ms 7000, renew --ttl 1m");
+        let (ttl, token) = ttl_of(&leasehold(&["acquire", "d", "--owner", "me", "--ttl", "5s"], &env).await);
+        assert_eq!(ttl, 5_000);
+        let (ttl, _) = ttl_of(&leasehold(&["renew", "d", "--token", &token, "--ttl-ms", "7000"], &env).await);
+        assert_eq!(ttl, 7_000);
+        let (ttl, _) = ttl_of(&leasehold(&["renew", "d", "--token", &token, "--ttl", "1m"], &env).await);
+        assert_eq!(ttl, 60_000);
+        step("acquire --ttl 10 is 10 ms, which the cluster refuses as an invalid argument: 2");
+        let bare = leasehold(&["acquire", "e", "--owner", "me", "--ttl", "10"], &env).await;
+        assert_eq!(bare.status.code(), Some(2), "{}", shown(&bare));
+        assert!(String::from_utf8_lossy(&bare.stderr).contains("invalid_argument"), "{}", shown(&bare));
+        step("run --ttl 10 (a flag that never took a number): refused before asking the cluster");
+        let strict = leasehold(&["run", "--lock", "e", "--ttl", "10", "--", "true"], &env).await;
+        assert_eq!(strict.status.code(), Some(2), "{}", shown(&strict));
+        assert!(String::from_utf8_lossy(&strict.stderr).contains("missing unit"), "{}", shown(&strict));
+    })
+    .await;
+}
