@@ -3,7 +3,8 @@
 //! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`;
 //! - [`client`] — applications and scripts: `acquire` … `gate`, `run`;
 //! - [`lab`] — people comparing and testing: `bench`, `chaos`, `demo` (and the
-//!   hidden processes they start: `safety-holder`, `demo payments-worker`).
+//!   hidden processes they start: `safety-holder`, `demo payments-worker`);
+//! - here: `completions` and `man`, generated from these clap types.
 //!
 //! Each module holds its clap types and turns them into the library's
 //! options; no library type derives a clap trait. [`duration`] is the one
@@ -20,8 +21,8 @@ mod server;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use leasehold_client::{load_ca, Client, Credentials, Secret};
 
@@ -48,6 +49,17 @@ enum Cmd {
     Client(client::ClientCmd),
     #[command(flatten)]
     Lab(lab::LabCmd),
+    /// Print a shell completion script, e.g. `source <(leasehold completions bash)`.
+    Completions {
+        /// bash, zsh, fish (or elvish, powershell).
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, or with --out write one page per command.
+    Man {
+        /// Folder for leasehold.1, leasehold-acquire.1, ... (created if absent).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 impl Cli {
@@ -63,6 +75,29 @@ impl Cli {
             Cmd::Server(command) => command.run(self.log_format).await.map(|()| exit::Exit::Ok.code()),
             Cmd::Client(command) => command.run().await,
             Cmd::Lab(command) => command.run().await,
+            Cmd::Completions { shell } => {
+                // Into memory first: clap_complete panics on a failed write
+                // (`leasehold completions bash | head`).
+                let mut script = Vec::new();
+                clap_complete::generate(shell, &mut Cli::command(), "leasehold", &mut script);
+                output::write_stdout(&script)?;
+                Ok(exit::Exit::Ok.code())
+            }
+            Cmd::Man { out } => {
+                match out {
+                    Some(dir) => {
+                        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                        clap_mangen::generate_to(Cli::command(), &dir)
+                            .with_context(|| format!("writing man pages to {}", dir.display()))?;
+                    }
+                    None => {
+                        let mut page = Vec::new();
+                        clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+                        output::write_stdout(&page)?;
+                    }
+                }
+                Ok(exit::Exit::Ok.code())
+            }
         }
     }
 }
@@ -137,7 +172,6 @@ pub fn hint_old_token_variable() {
 
 /// The path of this binary, which the lab and `up` start as node processes.
 fn this_binary() -> Result<PathBuf> {
-    use anyhow::Context;
     std::env::current_exe().context("locating the leasehold binary")
 }
 

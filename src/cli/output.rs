@@ -29,18 +29,23 @@ impl OutputArg {
         self.output.unwrap_or(if std::io::stdout().is_terminal() { Format::Table } else { Format::Json })
     }
 
-    /// Prints `value` in the chosen format. A closed stdout (`leasehold list
-    /// | head`) is not an error.
+    /// Prints `value` in the chosen format.
     pub fn print<T: Serialize>(self, value: &T) -> Result<()> {
         let text = match self.format() {
             Format::Json => serde_json::to_string_pretty(value)?,
             Format::Table => table(&serde_json::to_value(value)?),
         };
-        let mut out = std::io::stdout().lock();
-        match writeln!(out, "{text}") {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-            _ => Ok(()),
-        }
+        write_stdout(format!("{text}\n").as_bytes())
+    }
+}
+
+/// Writes `bytes` to stdout. A closed stdout (`leasehold list | head`) is
+/// not an error.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 

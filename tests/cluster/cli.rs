@@ -200,3 +200,39 @@ async fn durations_have_one_syntax_and_old_flags_still_work() {
     })
     .await;
 }
+
+// Ensures `completions` prints a script for each common shell and `man` a
+// man page (or a folder of them) that name the subcommands and carry the
+// exit-status table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_and_man_pages_name_the_subcommands() {
+    bounded(async {
+        for shell in ["bash", "zsh", "fish"] {
+            step(&format!("completions {shell}"));
+            let out = leasehold(&["completions", shell], &[]).await;
+            assert!(out.status.success(), "{}", shown(&out));
+            let script = String::from_utf8_lossy(&out.stdout);
+            for subcommand in ["acquire", "run", "serve", "completions"] {
+                assert!(script.contains(subcommand), "{shell} script lacks {subcommand}:\n{script}");
+            }
+        }
+
+        step("man on stdout");
+        let out = leasehold(&["man"], &[]).await;
+        assert!(out.status.success(), "{}", shown(&out));
+        let page = String::from_utf8_lossy(&out.stdout);
+        assert!(page.starts_with(".ie") && page.contains(".TH leasehold 1"), "not a man page:\n{page}");
+        assert!(page.contains("acquire") && page.contains("could not ask"), "{page}");
+
+        step("man --out DIR: a page per command");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pages = dir.path().join("man1");
+        let out = leasehold(&["man", "--out", pages.to_str().unwrap()], &[]).await;
+        assert!(out.status.success(), "{}", shown(&out));
+        for name in ["leasehold.1", "leasehold-acquire.1", "leasehold-run.1", "leasehold-member-add.1"] {
+            let page = std::fs::read_to_string(pages.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(page.contains(".TH"), "{name} is not a man page");
+        }
+    })
+    .await;
+}
