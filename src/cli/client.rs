@@ -13,7 +13,7 @@ use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
 use leasehold_proto::locks::ReleaseResponse;
 
 use super::exit::{self, Exit, No, UsageError};
-use super::{duration, Target};
+use super::{duration, ClusterArgs, Target};
 
 // Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
@@ -132,7 +132,7 @@ const ANY: std::ops::RangeInclusive<Duration> = Duration::ZERO..=Duration::MAX;
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    target: Target,
+    cluster: ClusterArgs,
     /// Lock to hold while the command runs.
     #[arg(long)]
     lock: String,
@@ -210,7 +210,7 @@ impl ClientCmd {
 
 /// `leasehold run`; returns the exit status.
 async fn run_locked(args: RunArgs) -> i32 {
-    let credentials = match args.target.credentials.load() {
+    let credentials = match args.cluster.credentials.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("leasehold run: {e}");
@@ -219,7 +219,7 @@ async fn run_locked(args: RunArgs) -> i32 {
     };
     let options = RunOptions {
         credentials,
-        endpoints: args.target.endpoints,
+        endpoints: args.cluster.endpoints,
         lock: args.lock,
         ttl: args.ttl,
         wait: args.wait,

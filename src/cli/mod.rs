@@ -26,11 +26,32 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use leasehold_client::{load_ca, Client, Credentials, Secret};
 
+/// What every command has in common, for `leasehold --help` (docs/cli.md
+/// says it at length).
+const CONVENTIONS: &str = "\
+A Raft-replicated lease lock service with fencing tokens.
+
+Durations: every duration flag takes 10s, 250ms, 2m, 1h, 1.5s or 1m30s. Flags
+that used to take a number keep their old name (--ttl-ms, --tick-ms, ...), and
+a bare number there still means milliseconds (seconds for --duration-secs and
+--seconds, minutes for --minutes).
+
+Output: -o table (aligned columns) or -o json; without -o, a table on a
+terminal and JSON when stdout is a pipe or a file.
+
+Credentials: the bearer secret comes from --auth-token-file (alias
+--token-file), $LEASEHOLD_AUTH_TOKEN_FILE or $LEASEHOLD_AUTH_TOKEN, the CA of
+https nodes from --ca-file or $LEASEHOLD_CA_FILE. $LEASEHOLD_TOKEN is the
+fencing token `leasehold run` gives its command, never a secret.
+
+The whole reference is docs/cli.md.";
+
 #[derive(Parser)]
 #[command(
     name = "leasehold",
     version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEASEHOLD_COMMIT"), ")"),
     about = "A Raft-replicated lease lock service with fencing tokens",
+    long_about = CONVENTIONS,
     after_long_help = exit::TABLE
 )]
 pub struct Cli {
@@ -102,9 +123,26 @@ impl Cli {
     }
 }
 
-/// Which cluster a command talks to, and with which credentials.
+/// Which cluster a command talks to, with which credentials, and how it
+/// prints the answer.
 #[derive(Args)]
 struct Target {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    #[command(flatten)]
+    output: output::OutputArg,
+}
+
+impl Target {
+    fn client(&self) -> Result<Client> {
+        self.cluster.client()
+    }
+}
+
+/// Which cluster a command talks to, and with which credentials (`run`
+/// takes these alone: it prints nothing of its own).
+#[derive(Args)]
+struct ClusterArgs {
     /// Any nodes of the cluster, comma-separated host:port.
     #[arg(
         long,
@@ -116,11 +154,9 @@ struct Target {
     endpoints: Vec<String>,
     #[command(flatten)]
     credentials: CredentialFiles,
-    #[command(flatten)]
-    output: output::OutputArg,
 }
 
-impl Target {
+impl ClusterArgs {
     fn client(&self) -> Result<Client> {
         Ok(Client::with_credentials(&self.endpoints, &self.credentials.load()?)?)
     }

@@ -266,7 +266,7 @@ impl ServerCmd {
                 let (taken, backup) = target.client()?.backup_of(0).await?;
                 std::fs::write(&out, &backup).with_context(|| format!("writing {}", out.display()))?;
                 target.output.print(&serde_json::json!({
-                    "node": target.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken
+                    "node": target.cluster.endpoints[0], "file": out, "bytes": backup.len(), "snapshot": taken
                 }))
             }
             ServerCmd::Restore { from, data, peers, min_index, output } => {
@@ -280,7 +280,7 @@ impl ServerCmd {
                 let client = target.client()?;
                 let mut statuses = Vec::new();
                 let (mut answered, mut failure) = (0, None);
-                for (i, endpoint) in target.endpoints.iter().enumerate() {
+                for (i, endpoint) in target.cluster.endpoints.iter().enumerate() {
                     statuses.push(match client.status_of(i).await {
                         Ok(s) => {
                             answered += 1;
