@@ -22,7 +22,8 @@ use super::{duration, this_binary, CredentialFiles};
 #[derive(Subcommand)]
 pub enum LabCmd {
     /// Measure lock cycles/s and latency: leasehold against Redis, Redlock and etcd.
-    Bench(BenchArgs),
+    // Boxed: its many flags would make every command's value this large.
+    Bench(Box<BenchArgs>),
     /// The fault suite: faults under load, judged by the history checker.
     Chaos(ChaosArgs),
     /// One lock holder of `bench --safety`, a process the harness can SIGSTOP.
@@ -258,7 +259,7 @@ impl LabCmd {
     /// Runs the command; `Ok` carries the exit status.
     pub async fn run(self) -> Result<i32> {
         match self {
-            LabCmd::Bench(args) => bench(args).await,
+            LabCmd::Bench(args) => bench(*args).await,
             LabCmd::Chaos(args) => run_chaos(args).await,
             LabCmd::SafetyHolder(args) => run_holder(args).await.map(|()| 0),
             LabCmd::Demo { demo: DemoCmd::Payments(args) } => Ok(payments::run(&args.into()).await),
