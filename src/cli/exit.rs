@@ -104,7 +104,7 @@ Exit status (every command but serve, up and run):
      wait timed out, stale token, token not current (check), refused change
   2  usage: unknown flag, bad value, invalid argument
   3  could not ask: cluster unreachable, no leader or quorum, overloaded, timed out
-  4  credentials: token missing, wrong or unreadable, TLS required or not trusted
+  4  credentials: token missing, wrong or unreadable; plain http to an https node
   5  other failure: a node's internal error, an unexpected answer, local I/O";
 
 /// `leasehold run`'s statuses (kept from before the table above existed:
