@@ -409,6 +409,12 @@ impl Node {
             members.insert(self.id, self.advertise.clone());
         }
         let nodes: BTreeMap<NodeId, RaftNode> = members.into_iter().map(|(id, addr)| (id, RaftNode { addr })).collect();
+        // Asked first because openraft logs a refused initialize at ERROR,
+        // and a refusal here is routine: every restart of the bootstrapping
+        // node, every repeated `POST /v1/cluster/init`.
+        if self.raft.is_initialized().await.map_err(|e| NodeError::Internal(e.to_string()))? {
+            return Err(NodeError::AlreadyInitialized);
+        }
         match self.raft.initialize(nodes).await {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Err(NodeError::AlreadyInitialized),
