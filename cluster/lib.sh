@@ -92,7 +92,7 @@ http() {
     # Nodes started with LEASEHOLD_TLS_CERT_FILE serve https only, trusted
     # through LEASEHOLD_CA_FILE; the admin token, if set, goes along, handed
     # to curl through a file descriptor so that it never shows in ps (see
-    # the README's Auth and TLS).
+    # docs/api.md, Auth and TLS).
     if [[ -n "${LEASEHOLD_TLS_CERT_FILE:-}" ]]; then
         url="https://${url#http://}"
         [[ -z "${LEASEHOLD_CA_FILE:-}" ]] || args+=(--cacert "$LEASEHOLD_CA_FILE")

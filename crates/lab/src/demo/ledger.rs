@@ -1,5 +1,5 @@
 //! The ledger of `leasehold demo payments`, in PostgreSQL: the tables, the
-//! statements the workers run (quoted as they are in the README's "Fencing
+//! statements the workers run (quoted as they are in docs/fencing.md's "Fencing
 //! with PostgreSQL"), and the coordinator's queries.
 //!
 //! Everything lives in a schema of the demo's own (`leasehold_demo_PID_N`),
@@ -215,16 +215,16 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    // Ensures the README's "Fencing with PostgreSQL" quotes the statements
+    // Ensures docs/fencing.md's "Fencing with PostgreSQL" quotes the statements
     // and tables exactly as the demo runs them.
     #[test]
-    fn readme_quotes_the_statements_as_run() {
-        let readme = include_str!("../../../../README.md");
+    fn fencing_page_quotes_the_statements_as_run() {
+        let readme = include_str!("../../../../docs/fencing.md");
         for statement in [READ_FENCED, WRITE_FENCED, READ_UNFENCED, WRITE_UNFENCED, RECORD] {
-            assert!(readme.contains(statement), "README lacks {statement:?}");
+            assert!(readme.contains(statement), "docs/fencing.md lacks {statement:?}");
         }
         for table in CREATE.split(";\n").filter(|t| !t.contains("refusals")) {
-            assert!(readme.contains(table.trim()), "README lacks {table}");
+            assert!(readme.contains(table.trim()), "docs/fencing.md lacks {table}");
         }
     }
 }
