@@ -10,11 +10,35 @@
 # 3-node cluster from its /openapi.json (.ci/schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")"
-.ci/install-test-deps
-cargo fmt --check
-cargo clippy --all-targets -- -D warnings
-.ci/check-boundaries
-cargo test
-LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh
-.ci/package-test
-.ci/schemathesis
+
+# Each step says when it starts and how long it took, so a slow CI run shows
+# where its time went.
+step() {
+    local started=$SECONDS
+    echo "test.sh: == $*" >&2
+    "$@"
+    echo "test.sh: == $* took $((SECONDS - started)) s (total $SECONDS s)" >&2
+}
+
+step .ci/install-test-deps
+step cargo fmt --check
+step cargo clippy --all-targets -- -D warnings
+step .ci/check-boundaries
+step cargo test --no-run
+# cargo-deb (for .ci/package-test) compiles from crates.io while the tests
+# run, which mostly wait on the processes they started: a couple of minutes
+# of CI that would otherwise come on top.
+if ! command -v cargo-deb >/dev/null; then
+    echo "test.sh: installing cargo-deb in the background (log: target/cargo-deb-install.log)" >&2
+    cargo install cargo-deb --locked >target/cargo-deb-install.log 2>&1 &
+    cargo_deb=$!
+fi
+step cargo test
+step env LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh
+if [ -n "${cargo_deb:-}" ] && ! wait "$cargo_deb"; then
+    tail -20 target/cargo-deb-install.log >&2
+    echo "test.sh: cargo install cargo-deb failed" >&2
+    exit 1
+fi
+step .ci/package-test
+step .ci/schemathesis

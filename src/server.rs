@@ -41,7 +41,7 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
-use crate::admission::{Budget, Caller, Defaults, Permit, Refusal};
+use crate::admission::{Budget, Caller, Permit, Refusal};
 use crate::api::{ApiConfig, ApiError};
 use crate::node::{Node, NodeConfig, NodeError};
 use crate::raft::peer::{self, Channel, Inbound};
@@ -81,16 +81,6 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Connections one client address may hold at once.
     pub max_connections_per_client: usize,
-}
-
-impl ConnectionLimits {
-    pub fn new(defaults: &Defaults) -> ConnectionLimits {
-        ConnectionLimits {
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            max_connections: defaults.max_connections,
-            max_connections_per_client: defaults.max_connections_per_client,
-        }
-    }
 }
 
 /// Where and how a node serves: the listener's address, TLS and limits, and
