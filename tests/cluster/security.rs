@@ -241,7 +241,7 @@ async fn https_with_a_test_ca() {
         let (handed, ()) = tokio::join!(via_follower.acquire_with("tls-wait", "bob", 60_000, &waiting), async {
             // Released once bob is in the queue, so his answer is a hand-over.
             while !client.get("tls-wait").await.unwrap().is_some_and(|v| v.waiters.iter().any(|w| w.owner == "bob")) {
-                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             client.release("tls-wait", held.token()).await.expect("release over https");
         });

@@ -467,7 +467,7 @@ impl Client {
                             Some(other) => self.preferred.store(other, Ordering::Relaxed),
                             None => self.move_on_from(endpoint),
                         }
-                        (failure.message, backoff.unavailable(retry_after))
+                        (failure.message, backoff.unavailable())
                     }
                 }
                 Err(e) if multiplexed && !e.is_connect() && !e.is_timeout() => {
@@ -478,7 +478,7 @@ impl Client {
                     probing_http1 = false;
                     // Unreachable, refused or timed out: try the next node.
                     self.move_on_from(endpoint);
-                    (e.to_string(), backoff.unavailable(None))
+                    (e.to_string(), backoff.unavailable())
                 }
             };
             if Instant::now() + pause > give_up {
@@ -536,11 +536,11 @@ const DEFAULT_OVERLOADED_PAUSE: Duration = Duration::from_secs(1);
 
 impl Backoff {
     /// After an unreachable node or an election in progress: doubling from
-    /// 25 ms, at most 500 ms (or the server's `Retry-After`, if shorter),
-    /// each pause drawn from its upper half.
-    fn unavailable(&mut self, retry_after: Option<Duration>) -> Duration {
-        let cap = retry_after.map_or(MAX_UNAVAILABLE_PAUSE, |r| r.clamp(self.next, MAX_UNAVAILABLE_PAUSE));
-        let pause = self.next.min(cap);
+    /// 25 ms, at most 500 ms, each pause drawn from its upper half. The
+    /// server's `Retry-After` (a whole second) is not waited for here: an
+    /// election usually ends sooner.
+    fn unavailable(&mut self) -> Duration {
+        let pause = self.next;
         self.next = (self.next * 2).min(MAX_UNAVAILABLE_PAUSE);
         jitter(pause / 2, pause)
     }
