@@ -85,13 +85,14 @@ impl Ticker {
                     ticked += period;
                     self.metrics.tick_lag(began.elapsed().saturating_sub(ticked).as_secs_f64());
                 }
-                Err(e) => {
-                    tracing::warn!(term, error = %e, "tick not committed");
-                    if e.forward_to_leader::<super::Node>().is_some() {
-                        self.metrics.tick_lag(0.0);
-                        return;
-                    }
+                // Losing leadership with a Tick in flight is part of every
+                // leader change, not a fault: the new leader ticks on.
+                Err(e) if e.forward_to_leader::<super::Node>().is_some() => {
+                    tracing::info!(term, error = %e, "no longer leader with a tick in flight: ticking stops");
+                    self.metrics.tick_lag(0.0);
+                    return;
                 }
+                Err(e) => tracing::warn!(term, error = %e, "tick not committed"),
             }
         }
     }
