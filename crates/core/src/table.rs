@@ -37,6 +37,9 @@ pub struct LockTable {
     queues: BTreeMap<String, VecDeque<Waiter>>,
     /// `(wait_deadline, name, owner)` of every waiter.
     by_wait_deadline: BTreeSet<(u64, String, String)>,
+    /// `(name, owner)` of every waiter, so asking whether an owner waits (on
+    /// every queued acquire) does not scan a herd of thousands.
+    queued: BTreeSet<(String, String)>,
     requests: Requests,
     fences: Fences,
 }
@@ -57,11 +60,9 @@ impl From<&LockTable> for TableImage {
 impl From<TableImage> for LockTable {
     fn from(image: TableImage) -> Self {
         let by_deadline = image.leases.iter().map(|(n, l)| (l.deadline, n.clone())).collect();
-        let by_wait_deadline = image
-            .queues
-            .iter()
-            .flat_map(|(n, q)| q.iter().map(move |w| (w.wait_deadline, n.clone(), w.owner.clone())))
-            .collect();
+        let waiters = || image.queues.iter().flat_map(|(n, q)| q.iter().map(move |w| (n, w)));
+        let by_wait_deadline = waiters().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
+        let queued = waiters().map(|(n, w)| (n.clone(), w.owner.clone())).collect();
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
@@ -69,6 +70,7 @@ impl From<TableImage> for LockTable {
             by_deadline,
             queues: image.queues,
             by_wait_deadline,
+            queued,
             requests: image.requests,
             fences: image.fences,
         }
@@ -197,7 +199,7 @@ impl LockTable {
 
     /// Whether `owner` waits in the queue of `name`.
     pub fn is_waiting(&self, name: &str, owner: &str) -> bool {
-        self.queues.get(name).is_some_and(|q| q.iter().any(|w| w.owner == owner))
+        self.queued.contains(&(name.to_owned(), owner.to_owned()))
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one Acquire command

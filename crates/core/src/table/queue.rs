@@ -20,9 +20,13 @@ impl LockTable {
     ) -> Outcome {
         let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
         let queue = self.queues.entry(name.to_owned()).or_default();
-        let position = match queue.iter().position(|w| w.owner == owner) {
+        let pair = (name.to_owned(), owner.to_owned());
+        // Only a retry finds its owner queued already: a new waiter costs no scan.
+        let position = match self.queued.contains(&pair).then(|| queue.iter().position(|w| w.owner == owner)).flatten()
+        {
             Some(i) => i + 1,
             None => {
+                self.queued.insert(pair);
                 queue.push_back(Waiter {
                     owner: owner.to_owned(),
                     ttl_ms,
@@ -61,6 +65,7 @@ impl LockTable {
             self.queues.remove(name);
         }
         self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), waiter.owner.clone()));
+        self.queued.remove(&(name.to_owned(), waiter.owner.clone()));
         let lease = Lease {
             owner: waiter.owner.clone(),
             token: index,
@@ -85,6 +90,9 @@ impl LockTable {
     }
 
     pub(super) fn remove_waiter(&mut self, name: &str, owner: &str) -> Option<Waiter> {
+        if !self.queued.remove(&(name.to_owned(), owner.to_owned())) {
+            return None;
+        }
         let queue = self.queues.get_mut(name)?;
         let waiter = queue.remove(queue.iter().position(|w| w.owner == owner)?)?;
         if queue.is_empty() {

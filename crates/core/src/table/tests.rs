@@ -348,6 +348,27 @@ fn queued_owner_keeps_its_place() {
     assert!(again.events.is_empty());
 }
 
+// Ensures an owner handed the lock no longer counts as waiting, and that when
+// it queues again (a worker of a herd coming back) it joins at the back.
+#[test]
+fn owner_handed_the_lock_queues_again_at_the_back() {
+    let mut log = Log::new();
+    let first = log.token("a", "holder", 60_000);
+    log.wait("a", "w1", 60_000, None);
+    log.wait("a", "w2", 60_000, None);
+    log.release("a", first).unwrap();
+    assert!(!log.table.is_waiting("a", "w1"));
+    assert!(log.table.is_waiting("a", "w2"));
+    log.wait("a", "holder", 60_000, None);
+    let back = log.wait("a", "w2", 60_000, None);
+    assert_eq!(back.result, Ok(Outcome::Queued { name: "a".into(), owner: "w2".into(), position: 1 }));
+    let w1 = log.holder("a").unwrap().1;
+    log.release("a", w1).unwrap();
+    assert!(!log.table.is_waiting("a", "w2"));
+    let again = log.wait("a", "w1", 60_000, None);
+    assert_eq!(again.result, Ok(Outcome::Queued { name: "a".into(), owner: "w1".into(), position: 2 }));
+}
+
 // Ensures a retried request id returns the original result without applying
 // again, including a queued acquire later granted.
 #[test]
