@@ -14,8 +14,9 @@
 //! Requests that wait in a lock's queue go over HTTP/2 (h2c with prior
 //! knowledge, or `h2` under TLS), so many waiting acquires share one
 //! connection instead of holding one each; everything else stays on
-//! HTTP/1.1, which costs the server less per request. Against a node that
-//! does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
+//! HTTP/1.1, which costs the server less per request, except right after a
+//! wait that outlasted the HTTP/1.1 connection (`warm.rs`). Against a node
+//! that does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
 //! Every mutation carries a request id, the same on every retry of one call,
 //! so a retry the cluster already applied returns the original result (the
@@ -37,6 +38,7 @@
 //! - `guard.rs` — [`Lock`]: the watchdog that renews, and the `lost` signal.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Secret`] and CA files: what a client presents.
+//! - `warm.rs` — which connection pool is still open, after a long wait.
 //!
 //! ```no_run
 #![doc = include_str!("../examples/lock.rs")]
@@ -46,6 +48,7 @@ mod guard;
 pub mod run;
 mod secret;
 pub mod signals;
+mod warm;
 
 pub use guard::{default_owner, Lock, LockOptions, LostReason};
 pub use leasehold_proto as proto;
@@ -67,6 +70,8 @@ use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
 use leasehold_proto::{ErrorBody, LEADER_ADDR_HEADER};
+
+use self::warm::{Warmth, POOL_IDLE};
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
 const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
@@ -175,6 +180,7 @@ pub struct Client {
     multiplexed: reqwest::Client,
     /// A node answered HTTP/2 with a protocol error: wait over HTTP/1.1.
     no_http2: AtomicBool,
+    warmth: Warmth,
     token: Option<Secret>,
     endpoints: Vec<Url>,
     /// Index of the endpoint tried first: the last one that answered.
@@ -210,6 +216,7 @@ impl Client {
             http: http_client(credentials.ca.clone()),
             multiplexed: multiplexed_client(credentials.ca.clone()),
             no_http2: AtomicBool::new(false),
+            warmth: Warmth::new(),
             token: credentials.token.clone(),
             endpoints,
             preferred: AtomicUsize::new(0),
@@ -432,13 +439,16 @@ impl Client {
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
             let url = self.url(endpoint, segments, query)?;
-            let multiplexed = !wait.is_zero() && !probing_http1 && !self.no_http2.load(Ordering::Relaxed);
+            let multiplexed = (!wait.is_zero() || self.warmth.prefers_http2(Instant::now()))
+                && !probing_http1
+                && !self.no_http2.load(Ordering::Relaxed);
             let mut request = self.request_on(multiplexed, method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
             if let Some(body) = body {
                 request = request.json(body);
             }
             let (failure, pause) = match request.send().await {
                 Ok(reply) => {
+                    self.warmth.used(multiplexed, Instant::now());
                     if std::mem::take(&mut probing_http1) {
                         tracing::debug!("node answers HTTP/1.1 only; waiting over HTTP/1.1 from now on");
                         self.no_http2.store(true, Ordering::Relaxed);
@@ -615,9 +625,7 @@ fn client_builder(ca: Option<reqwest::Certificate>) -> reqwest::ClientBuilder {
         .no_proxy()
         .connect_timeout(Duration::from_secs(1))
         .tcp_nodelay(true)
-        // Below the nodes' default header-read timeout, which also closes
-        // idle connections: the client drops one before the node does.
-        .pool_idle_timeout(Duration::from_secs(5));
+        .pool_idle_timeout(POOL_IDLE);
     if let Some(ca) = ca {
         builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
     }
