@@ -80,6 +80,9 @@ impl From<LockError> for ApiError {
                 .with("token", token)
                 .with("expires_in_ms", expires_in_ms),
             LockError::NotHeld { name } => ApiError::new(ErrorCode::NotHeld, message).with("name", name),
+            LockError::LockDelayed { name, delayed_until_tick } => ApiError::new(ErrorCode::LockDelayed, message)
+                .with("name", name)
+                .with("delayed_until_tick", delayed_until_tick),
             LockError::StaleToken { name, given, current } => ApiError::new(ErrorCode::StaleToken, message)
                 .with("name", name)
                 .with("token", given)

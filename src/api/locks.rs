@@ -32,7 +32,7 @@ pub fn routes() -> Router<Arc<Node>> {
 }
 
 /// `POST /v1/locks/{name}/acquire`: 200 with the grant; 409 `held` with the
-/// holder; with `wait_ms`, waits in the lock's queue and answers 200 when the
+/// holder, 409 `lock_delayed` while a lock delay runs; with `wait_ms`, waits in the lock's queue and answers 200 when the
 /// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire(
     State(node): State<Arc<Node>>,
@@ -65,7 +65,14 @@ async fn grant_or_queue(
             slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK)?;
         }
     }
-    let request = NodeAcquire { name, owner: req.owner, ttl_ms: req.ttl_ms, wait, request_id: req.request_id };
+    let request = NodeAcquire {
+        name,
+        owner: req.owner,
+        ttl_ms: req.ttl_ms,
+        wait,
+        request_id: req.request_id,
+        lock_delay_ms: req.lock_delay_ms,
+    };
     let Acquired { grant, reacquired } = node.acquire(request).await??;
     Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
 }
@@ -107,12 +114,21 @@ async fn release(
     answer
 }
 
-/// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.
+/// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 `not_held`
+/// when free. A free lock under a lock delay is free too (nobody holds it):
+/// its 404 says until when with `delayed_until_tick`, so the answer for a
+/// held lock keeps its shape.
 async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
-    match node.read(|table| table.get(&name)).await? {
-        Some(view) => Ok(Json(view.into())),
-        None => Err(LockError::NotHeld { name }.into()),
+    match node.read(|table| table.get(&name).ok_or_else(|| table.delayed_until(&name))).await? {
+        Ok(view) => Ok(Json(view.into())),
+        Err(delayed_until_tick) => {
+            let free = ApiError::from(LockError::NotHeld { name });
+            Err(match delayed_until_tick {
+                Some(tick) => free.with("delayed_until_tick", tick),
+                None => free,
+            })
+        }
     }
 }
 

@@ -84,8 +84,8 @@ const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, request_id
 #[rustfmt::skip]
 const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
-    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free; linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, (409, "held, lock_delayed, wait_timeout, request_id_reused")]),
     Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token`", Named("RenewRequest"), (200, Named("LeaseResponse")), MUTATION),
     Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
     Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[BAD]),

@@ -296,3 +296,21 @@ async fn snapshots_asked_back_to_back_are_answered() {
         api.call("POST", "/v1/locks/s/acquire", Some(json!({"owner": format!("o{round}"), "ttl_ms": 3000}))).await;
     }
 }
+
+// Ensures lock_delay_ms is bounded like the other durations, a refused one
+// changes nothing, and an accepted one is a plain grant.
+#[tokio::test]
+async fn lock_delay_is_bounded() {
+    let api = OneNode::start().await;
+    let max = leasehold_core::Limits::DEFAULT.max_lock_delay_ms;
+    for delay in [json!(max + 1), json!(-1), json!("5s"), json!(0.5)] {
+        let body = json!({"owner": "a", "ttl_ms": 5000, "lock_delay_ms": delay});
+        let (status, error) = api.call("POST", "/v1/locks/d/acquire", Some(body)).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{error}");
+    }
+    let (status, free) = api.call("GET", "/v1/locks/d", None).await;
+    assert_eq!((status, free["error"].get("delayed_until_tick")), (StatusCode::NOT_FOUND, None), "{free}");
+    let body = json!({"owner": "a", "ttl_ms": 5000, "lock_delay_ms": max});
+    let (status, grant) = api.call("POST", "/v1/locks/d/acquire", Some(body)).await;
+    assert_eq!((status, grant.get("lock_delay_ms")), (StatusCode::OK, None), "{grant}");
+}

@@ -36,6 +36,10 @@ pub enum ClientCmd {
         wait: Option<Duration>,
         #[arg(long)]
         request_id: Option<String>,
+        /// Should the lease expire (not be released), nobody gets the lock for
+        /// this long after, e.g. 15s (a bare number is milliseconds).
+        #[arg(long, value_parser = duration::or_bare(Duration::from_millis, ANY))]
+        lock_delay: Option<Duration>,
     },
     /// Renew a lease under its token.
     #[command(after_long_help = exit::TABLE)]
@@ -160,8 +164,8 @@ impl ClientCmd {
     /// Runs the command; `Ok` carries the exit status (`run` passes its command's on).
     pub async fn run(self) -> Result<i32> {
         match self {
-            ClientCmd::Acquire { target, name, owner, ttl, wait, request_id } => {
-                let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id });
+            ClientCmd::Acquire { target, name, owner, ttl, wait, request_id, lock_delay } => {
+                let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id, lock_delay });
                 target.output.print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
             }
             ClientCmd::Renew { target, name, token, ttl } => {

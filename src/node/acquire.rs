@@ -32,6 +32,8 @@ pub struct AcquireRequest {
     /// Wait up to this long in the queue when another owner holds the lock.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
+    /// Should the lease expire, nobody is granted the lock for this long after.
+    pub lock_delay_ms: Option<u64>,
 }
 
 /// A successful acquire.
@@ -50,7 +52,7 @@ impl Node {
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
     pub async fn acquire(self: &Arc<Self>, request: AcquireRequest) -> Result<Result<Acquired, LockError>, NodeError> {
-        let AcquireRequest { name, owner, ttl_ms, wait, request_id } = request;
+        let AcquireRequest { name, owner, ttl_ms, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
         let command = Command::Acquire {
             name: name.clone(),
@@ -58,6 +60,7 @@ impl Node {
             ttl_ms,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id,
+            lock_delay_ms,
         };
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
             return Ok(Err(LockError::Invalid(invalid)));

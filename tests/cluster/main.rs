@@ -6,6 +6,7 @@
 //! - `bootstrap` — only `--initial-cluster-state new` initializes, and only once.
 //! - `config` — `serve --config FILE` and its precedence under variables and flags.
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
+//! - `lock_delay` — an expired lease's lock delay, refused and then handed over.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
@@ -28,6 +29,7 @@ mod cluster;
 mod config;
 mod fencing;
 mod herd;
+mod lock_delay;
 mod membership;
 mod metrics;
 mod openapi;

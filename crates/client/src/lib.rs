@@ -145,6 +145,9 @@ pub struct AcquireOptions {
     pub wait: Option<Duration>,
     /// Request id for de-duplication; generated when absent.
     pub request_id: Option<String>,
+    /// Should the lease expire (not be released), nobody is granted the lock
+    /// for this long after (whole ms; `lock_delayed` meanwhile).
+    pub lock_delay: Option<Duration>,
 }
 
 /// A request id unique to this process run: pid, a per-process counter and
@@ -243,6 +246,7 @@ impl Client {
             ttl_ms,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
+            lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
         };
         let path = ["v1", "locks", name, "acquire"];
         let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;

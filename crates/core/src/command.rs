@@ -25,10 +25,20 @@ pub enum Command {
     ///   it (release or expiry), whose index is the new token. A wait that
     ///   runs out is removed by a Tick (event `wait_timeout`).
     ///
+    /// - Free but delayed (an earlier lease with a lock delay expired, see
+    ///   `lock_delay_ms`): [`LockError::LockDelayed`] without `wait_ms`; with
+    ///   it, the owner queues and the first waiter is granted by the Tick
+    ///   that ends the delay.
+    ///
     /// `request_id` de-duplicates retries (see [`Requests`]) and is recorded
-    /// on the lease.
+    /// on the lease. `lock_delay_ms` (opt-in, Consul's lock-delay) is kept
+    /// with the lease: should the lease *expire*, nobody is granted the lock
+    /// for that long after the expiring Tick, so a holder that was merely
+    /// paused has time to notice before anyone else acts under the lock. A
+    /// release ends the lease without a delay.
     ///
     /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
+    /// [`LockError::LockDelayed`]: super::LockError::LockDelayed
     /// [`Outcome::Queued`]: super::Outcome::Queued
     /// [`Requests`]: super::Requests
     Acquire {
@@ -39,6 +49,8 @@ pub enum Command {
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock_delay_ms: Option<u64>,
     },
     /// Restart the lease of `name` held under `token`, with `ttl_ms` or, when
     /// absent, the ttl of the grant. The token does not change.
@@ -93,7 +105,8 @@ pub enum Command {
     },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
-    /// lease whose deadline this Tick reaches expires in this entry.
+    /// lease whose deadline this Tick reaches expires in this entry, and
+    /// every lock delay this Tick reaches ends in it.
     Tick { period_ms: u64 },
 }
 
@@ -126,6 +139,9 @@ pub struct Limits {
     pub min_ttl_ms: u64,
     pub max_ttl_ms: u64,
     pub max_wait_ms: u64,
+    /// Five minutes: a delay is meant to outlast a paused holder's pause,
+    /// not to take a lock out of service.
+    pub max_lock_delay_ms: u64,
     /// A record's value, as JSON text.
     pub max_value_bytes: usize,
 }
@@ -138,6 +154,7 @@ impl Limits {
         min_ttl_ms: 3_000,
         max_ttl_ms: 3_600_000,
         max_wait_ms: 3_600_000,
+        max_lock_delay_ms: 300_000,
         max_value_bytes: 4096,
     };
 }
@@ -180,13 +197,12 @@ impl Command {
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
-                if wait_ms.is_some_and(|w| w > limits.max_wait_ms) {
-                    return Err(InvalidCommand::new("wait_ms", format!("must be at most {}", limits.max_wait_ms)));
-                }
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
                 check_ttl(*ttl_ms, limits)
             }
             Command::Renew { name, ttl_ms, request_id, .. } => {
@@ -248,6 +264,13 @@ fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Invali
     Ok(())
 }
 
+fn check_at_most(field: &'static str, value: Option<u64>, max: u64) -> Result<(), InvalidCommand> {
+    if value.is_some_and(|v| v > max) {
+        return Err(InvalidCommand::new(field, format!("must be at most {max}")));
+    }
+    Ok(())
+}
+
 fn check_ttl(ttl_ms: u64, limits: &Limits) -> Result<(), InvalidCommand> {
     if !(limits.min_ttl_ms..=limits.max_ttl_ms).contains(&ttl_ms) {
         return Err(InvalidCommand::new(
@@ -263,7 +286,14 @@ mod tests {
     use super::*;
 
     fn acquire(name: &str, owner: &str, ttl_ms: u64) -> Command {
-        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None }
+        Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+        }
     }
 
     // Ensures every limit is enforced at its boundary and names the field.
@@ -292,8 +322,18 @@ mod tests {
             ttl_ms: 5000,
             wait_ms: Some(l.max_wait_ms + 1),
             request_id: None,
+            lock_delay_ms: None,
         };
         assert_eq!(field(waiting), "wait_ms");
+        let delayed = Command::Acquire {
+            name: "n".into(),
+            owner: "o".into(),
+            ttl_ms: 5000,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: Some(l.max_lock_delay_ms + 1),
+        };
+        assert_eq!(field(delayed), "lock_delay_ms");
     }
 
     // Ensures multi-byte names are measured in bytes, as documented.

@@ -14,7 +14,7 @@ use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::{Command, InvalidCommand, Limits};
 
 pub use self::types::{Applied, FencingToken, Grant, LeaseView, LockError, Outcome, TableImage, WaiterView};
-use self::types::{Lease, Waiter};
+use self::types::{Delay, Lease, Waiter};
 
 /// Tick period assumed for grants made before the first Tick was applied. It is
 /// the smallest period a leader may use, so such a deadline is at least as many
@@ -33,10 +33,14 @@ pub struct LockTable {
     leases: BTreeMap<String, Lease>,
     /// `(deadline, name)` of every lease, so a Tick visits only what expires.
     by_deadline: BTreeSet<(u64, String)>,
-    /// FIFO queues; a lock has a queue only while it is held.
+    /// FIFO queues; a lock has a queue only while it is held or delayed.
     queues: BTreeMap<String, VecDeque<Waiter>>,
     /// `(wait_deadline, name, owner)` of every waiter.
     by_wait_deadline: BTreeSet<(u64, String, String)>,
+    /// Free locks under a lock delay (never held at the same time).
+    delays: BTreeMap<String, Delay>,
+    /// `(until_tick, name)` of every delay, so a Tick visits only the delays it ends.
+    by_delay_end: BTreeSet<(u64, String)>,
     requests: Requests,
     fences: Fences,
 }
@@ -50,6 +54,7 @@ impl From<&LockTable> for TableImage {
             queues: t.queues.clone(),
             requests: t.requests.clone(),
             fences: t.fences.clone(),
+            delays: t.delays.clone(),
         }
     }
 }
@@ -62,6 +67,7 @@ impl From<TableImage> for LockTable {
             .iter()
             .flat_map(|(n, q)| q.iter().map(move |w| (w.wait_deadline, n.clone(), w.owner.clone())))
             .collect();
+        let by_delay_end = image.delays.iter().map(|(n, d)| (d.until_tick, n.clone())).collect();
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
@@ -71,6 +77,8 @@ impl From<TableImage> for LockTable {
             by_wait_deadline,
             requests: image.requests,
             fences: image.fences,
+            delays: image.delays,
+            by_delay_end,
         }
     }
 }
@@ -140,8 +148,16 @@ impl LockTable {
             }
         }
         let result = match command {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
-                self.acquire(name, owner, *ttl_ms, *wait_ms, request_id, index, events)
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+                let lease = Lease {
+                    owner: owner.clone(),
+                    token: index,
+                    ttl_ms: *ttl_ms,
+                    deadline: 0,
+                    request_id: request_id.clone(),
+                    lock_delay_ms: *lock_delay_ms,
+                };
+                self.acquire(name, lease, *wait_ms, index, events)
             }
             Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
             Command::Release { name, token, .. } => self.release(name, *token, index, events),
@@ -195,52 +211,54 @@ impl LockTable {
         self.fences.record(key)
     }
 
+    /// The tick until which free lock `name` is delayed, if it is.
+    pub fn delayed_until(&self, name: &str) -> Option<u64> {
+        self.delays.get(name).map(|d| d.until_tick)
+    }
+
     /// Whether `owner` waits in the queue of `name`.
     pub fn is_waiting(&self, name: &str, owner: &str) -> bool {
         self.queues.get(name).is_some_and(|q| q.iter().any(|w| w.owner == owner))
     }
 
-    #[allow(clippy::too_many_arguments)] // the fields of one Acquire command
+    /// The Acquire command: `wanted` is the lease it would get (token = `index`).
     fn acquire(
         &mut self,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        wanted: Lease,
         wait_ms: Option<u64>,
-        request_id: &Option<String>,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         let holder = self.leases.get(name).map(|l| (l.owner.clone(), l.token, l.deadline));
+        let wait_ms = wait_ms.filter(|w| *w > 0);
         match holder {
-            None => {
-                let lease = Lease {
-                    owner: owner.to_owned(),
-                    token: index,
-                    ttl_ms,
-                    deadline: 0,
-                    request_id: request_id.clone(),
-                };
-                let grant = self.insert(name, lease);
-                events.push(event(index, name, EventKind::Acquired { owner: owner.to_owned(), token: index }));
-                Ok(Outcome::Granted { grant, reacquired: false })
-            }
+            None => match (self.delayed_until(name), wait_ms) {
+                (None, _) => {
+                    let owner = wanted.owner.clone();
+                    let grant = self.insert(name, wanted);
+                    events.push(event(index, name, EventKind::Acquired { owner, token: index }));
+                    Ok(Outcome::Granted { grant, reacquired: false })
+                }
+                (Some(until), None) => Err(LockError::LockDelayed { name: name.to_owned(), delayed_until_tick: until }),
+                (Some(_), Some(wait_ms)) => Ok(self.enqueue(name, wanted, wait_ms, index, events)),
+            },
             // Same owner: keep the token, restart the lease.
-            Some((holder, token, _)) if holder == owner => {
+            Some((holder, token, _)) if holder == wanted.owner => {
                 let mut lease = self.take_current(name, token).expect("holder checked above");
-                lease.ttl_ms = ttl_ms;
+                lease.ttl_ms = wanted.ttl_ms;
                 let grant = self.insert(name, lease);
-                events.push(event(index, name, EventKind::Renewed { owner: owner.to_owned(), token }));
+                events.push(event(index, name, EventKind::Renewed { owner: holder, token }));
                 Ok(Outcome::Granted { grant, reacquired: true })
             }
-            Some((holder, token, deadline)) => match wait_ms.filter(|w| *w > 0) {
+            Some((holder, token, deadline)) => match wait_ms {
                 None => Err(LockError::HeldByOther {
                     name: name.to_owned(),
                     holder,
                     token,
                     expires_in_ms: self.expires_in_ms(deadline),
                 }),
-                Some(wait_ms) => Ok(self.enqueue(name, owner, ttl_ms, wait_ms, request_id, index, events)),
+                Some(wait_ms) => Ok(self.enqueue(name, wanted, wait_ms, index, events)),
             },
         }
     }
@@ -270,7 +288,7 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         let lease = self.take_granted_before(name, token, index)?;
         events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
-        self.hand_over(name, lease, index, events);
+        self.hand_over(name, Some((lease.owner, lease.token)), index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
     }
 
@@ -291,8 +309,11 @@ impl LockTable {
     fn tick(&mut self, period_ms: u64, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
         self.now_tick += 1;
         self.tick_ms = Some(self.tick_ms.unwrap_or(0).max(period_ms.max(MIN_TICK_MS)));
-        // Expire first, so a waiter whose wait ends on this same Tick still
-        // gets the lock it waited for.
+        // Delays end before leases expire: a delay that a lease expiring now
+        // starts cannot end on this Tick (it lasts at least one).
+        self.end_delays(index, events);
+        // Expire before waits run out, so a waiter whose wait ends on this
+        // same Tick still gets the lock it waited for.
         let mut expired = Vec::new();
         while let Some((deadline, _)) = self.by_deadline.first() {
             if *deadline > self.now_tick {
@@ -301,12 +322,42 @@ impl LockTable {
             let (_, name) = self.by_deadline.pop_first().expect("first() was Some");
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
             expired.push((name.clone(), lease.token));
-            events.push(event(index, &name, EventKind::Expired { owner: lease.owner.clone(), token: lease.token }));
-            self.hand_over(&name, lease, index, events);
+            let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+            let (owner, token) = (lease.owner, lease.token);
+            events.push(event(index, &name, EventKind::Expired { owner: owner.clone(), token, delayed_until_tick }));
+            if delayed_until_tick.is_none() {
+                self.hand_over(&name, Some((owner, token)), index, events);
+            }
         }
         self.time_out_waits(index, events);
         self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
         Outcome::Ticked { now_tick: self.now_tick, expired }
+    }
+
+    /// Starts the lock delay of `lease`, which just expired on lock `name`,
+    /// if it has one: `ceil(delay / tick)` ticks from now, the rule of lease
+    /// deadlines without their `+1`, since the delay starts at this entry
+    /// rather than at a request's send time. Returns the tick it ends at.
+    fn delay_after_expiry(&mut self, name: &str, lease: &Lease) -> Option<u64> {
+        let delay_ms = lease.lock_delay_ms.filter(|d| *d > 0)?;
+        let until_tick = self.now_tick + delay_ms.div_ceil(self.tick_ms());
+        let delay = Delay { until_tick, owner: lease.owner.clone(), token: lease.token };
+        self.delays.insert(name.to_owned(), delay);
+        self.by_delay_end.insert((until_tick, name.to_owned()));
+        Some(until_tick)
+    }
+
+    /// Ends the delays this Tick reaches, granting each lock to its first waiter.
+    fn end_delays(&mut self, index: u64, events: &mut Vec<LockEvent>) {
+        while let Some((until_tick, _)) = self.by_delay_end.first() {
+            if *until_tick > self.now_tick {
+                break;
+            }
+            let (_, name) = self.by_delay_end.pop_first().expect("first() was Some");
+            let delay = self.delays.remove(&name).expect("delay index matches delays");
+            events.push(event(index, &name, EventKind::DelayEnded { owner: delay.owner, token: delay.token }));
+            self.hand_over(&name, None, index, events);
+        }
     }
 
     /// What renew and release take: the lease of `name` if `token` is its

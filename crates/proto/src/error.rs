@@ -35,6 +35,9 @@ pub enum ErrorCode {
     RequestTimeout,
     /// 409: another owner holds the lock (`holder`, `token`, `expires_in_ms`).
     Held,
+    /// 409: the lock is free, but its last lease expired with a lock delay
+    /// that runs until tick `delayed_until_tick`.
+    LockDelayed,
     /// 409: the token is not the current one (`current_token`, or a gate's `highest`).
     StaleToken,
     /// 409: the wait in the lock's queue ran out before the lock passed to this owner.
@@ -80,9 +83,8 @@ impl ErrorCode {
             NotFound | NotHeld | NoRecord | NoSnapshot | NotMember => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
-            Held | StaleToken | WaitTimeout | LockMismatch | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => {
-                409
-            }
+            Held | LockDelayed | StaleToken | WaitTimeout | LockMismatch | RequestIdReused | AlreadyInitialized
+            | WouldLoseQuorum => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -106,6 +108,7 @@ impl ErrorCode {
             MethodNotAllowed => "method_not_allowed",
             RequestTimeout => "request_timeout",
             Held => "held",
+            LockDelayed => "lock_delayed",
             StaleToken => "stale_token",
             WaitTimeout => "wait_timeout",
             LockMismatch => "lock_mismatch",
@@ -125,7 +128,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 25] = {
+    pub const ALL: [ErrorCode; 26] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -139,6 +142,7 @@ impl ErrorCode {
             MethodNotAllowed,
             RequestTimeout,
             Held,
+            LockDelayed,
             StaleToken,
             WaitTimeout,
             LockMismatch,

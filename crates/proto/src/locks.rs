@@ -24,6 +24,11 @@ pub struct AcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// Should this lease expire (not be released), nobody is granted the lock
+    /// for this long after the expiry (`lock_delayed`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
+    pub lock_delay_ms: Option<u64>,
 }
 
 /// `POST /v1/locks/{name}/renew`.

@@ -94,6 +94,16 @@ pub fn wait_ms() -> Object {
     )
 }
 
+pub fn lock_delay_ms() -> Object {
+    uint(
+        0,
+        Limits::DEFAULT.max_lock_delay_ms,
+        true,
+        "Should this lease expire (not be released), nobody is granted the lock for this long (ms) after the expiry; \
+         0 or absent: no delay.",
+    )
+}
+
 /// A fencing token, or any other u64 on the wire.
 pub fn token() -> Object {
     uint(0, crate::MAX_TOKEN, false, "A fencing token: the log index of the entry that granted the lock (below 2^53).")

@@ -3,38 +3,32 @@
 //! freed lock over to the first waiter.
 
 use super::super::event::{EventKind, LockEvent};
-use super::{event, Lease, LockError, LockTable, Outcome, Waiter};
+use super::{event, FencingToken, Lease, LockError, LockTable, Outcome, Waiter};
 
 impl LockTable {
-    /// Adds `owner` to the queue of `name`, or reports its existing place.
-    #[allow(clippy::too_many_arguments)]
+    /// Adds the owner of `wanted` (the lease it asks for) to the queue of
+    /// `name`, or reports its existing place.
     pub(super) fn enqueue(
         &mut self,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        wanted: Lease,
         wait_ms: u64,
-        request_id: &Option<String>,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Outcome {
         let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
         let queue = self.queues.entry(name.to_owned()).or_default();
+        let Lease { owner, ttl_ms, request_id, lock_delay_ms, .. } = wanted;
         let position = match queue.iter().position(|w| w.owner == owner) {
             Some(i) => i + 1,
             None => {
-                queue.push_back(Waiter {
-                    owner: owner.to_owned(),
-                    ttl_ms,
-                    wait_deadline,
-                    request_id: request_id.clone(),
-                });
-                self.by_wait_deadline.insert((wait_deadline, name.to_owned(), owner.to_owned()));
-                events.push(event(index, name, EventKind::Queued { owner: owner.to_owned(), position: queue.len() }));
+                queue.push_back(Waiter { owner: owner.clone(), ttl_ms, wait_deadline, request_id, lock_delay_ms });
+                self.by_wait_deadline.insert((wait_deadline, name.to_owned(), owner.clone()));
+                events.push(event(index, name, EventKind::Queued { owner: owner.clone(), position: queue.len() }));
                 queue.len()
             }
         };
-        Outcome::Queued { name: name.to_owned(), owner: owner.to_owned(), position }
+        Outcome::Queued { name: name.to_owned(), owner, position }
     }
 
     /// Ends the waits whose `wait_deadline` is the current tick or earlier.
@@ -52,9 +46,16 @@ impl LockTable {
         }
     }
 
-    /// After `previous` left lock `name` in the entry at `index`, grants the
-    /// lock to the first waiter, with `index` as its token.
-    pub(super) fn hand_over(&mut self, name: &str, previous: Lease, index: u64, events: &mut Vec<LockEvent>) {
+    /// Grants free lock `name` to its first waiter, with `index` as token:
+    /// handed over from `previous` (owner, token), the lease that left it in
+    /// this entry, or, with none (a lock delay ended), acquired.
+    pub(super) fn hand_over(
+        &mut self,
+        name: &str,
+        previous: Option<(String, FencingToken)>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) {
         let Some(queue) = self.queues.get_mut(name) else { return };
         let Some(waiter) = queue.pop_front() else { return };
         if queue.is_empty() {
@@ -67,21 +68,18 @@ impl LockTable {
             ttl_ms: waiter.ttl_ms,
             deadline: 0,
             request_id: waiter.request_id.clone(),
+            lock_delay_ms: waiter.lock_delay_ms,
         };
         let grant = self.insert(name, lease);
         if let Some(id) = &waiter.request_id {
             self.requests.resolve(id, Ok(Outcome::Granted { grant, reacquired: false }));
         }
-        events.push(event(
-            index,
-            name,
-            EventKind::HandedOver {
-                owner: waiter.owner,
-                token: index,
-                from_owner: previous.owner,
-                from_token: previous.token,
-            },
-        ));
+        let (owner, token) = (waiter.owner, index);
+        let kind = match previous {
+            Some((from_owner, from_token)) => EventKind::HandedOver { owner, token, from_owner, from_token },
+            None => EventKind::Acquired { owner, token },
+        };
+        events.push(event(index, name, kind));
     }
 
     pub(super) fn remove_waiter(&mut self, name: &str, owner: &str) -> Option<Waiter> {

@@ -26,7 +26,14 @@ impl Log {
         self.table.apply(&c, self.index)
     }
     fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
-        self.apply(Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None })
+        self.apply(Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+        })
     }
     fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
         match self.acquire(name, owner, ttl_ms) {
@@ -198,7 +205,14 @@ fn tick_period_only_grows() {
 #[test]
 fn grant_before_first_tick_runs_long() {
     let mut table = LockTable::new();
-    let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, wait_ms: None, request_id: None };
+    let c = Command::Acquire {
+        name: "a".into(),
+        owner: "o".into(),
+        ttl_ms: 3000,
+        wait_ms: None,
+        request_id: None,
+        lock_delay_ms: None,
+    };
     match table.apply(&c, 5).result.unwrap() {
         Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
         other => panic!("{other:?}"),
@@ -248,6 +262,7 @@ impl Log {
             ttl_ms: 3000,
             wait_ms: Some(wait_ms),
             request_id: request_id.map(Into::into),
+            lock_delay_ms: None,
         })
     }
     fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
@@ -359,6 +374,7 @@ fn request_id_replays_the_original_result() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: Some(id.into()),
+        lock_delay_ms: None,
     };
     let first = log.apply(acquire("r1")).unwrap();
     log.ticks(5);
@@ -391,6 +407,7 @@ fn request_records_age_out() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: Some("old".into()),
+        lock_delay_ms: None,
     })
     .unwrap();
     assert_eq!(log.table.remembered_requests(), 1);
@@ -409,6 +426,7 @@ fn events_tell_the_story_in_log_order() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: None,
+        lock_delay_ms: None,
     }));
     let token = log.index;
     assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
@@ -420,7 +438,10 @@ fn events_tell_the_story_in_log_order() {
     log.token("a", "y", 3000);
     let expired: Vec<_> =
         (0..31).flat_map(|_| kinds(log.apply_with_events(Command::Tick { period_ms: TICK }))).collect();
-    assert_eq!(expired, [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31 })]);
+    assert_eq!(
+        expired,
+        [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31, delayed_until_tick: None })]
+    );
 }
 
 // Ensures queues and request records survive a snapshot image round trip.
@@ -506,6 +527,7 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
             ttl_ms: 5000,
             wait_ms: Some(60_000),
             request_id: None,
+            lock_delay_ms: None,
         };
         assert!(matches!(log.apply(wait), Ok(Outcome::Queued { .. })));
     }
@@ -519,4 +541,172 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
     );
     assert_eq!(view.waiters.len(), 2);
     assert_eq!(log.table.holder("b"), None);
+}
+
+impl Log {
+    /// An acquire of `name` with a lock delay of `delay_ms`, waiting `wait_ms` if given.
+    fn acquire_delayed(&mut self, name: &str, owner: &str, delay_ms: u64, wait_ms: Option<u64>) -> Applied {
+        self.apply_with_events(Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms: 3000,
+            wait_ms,
+            request_id: None,
+            lock_delay_ms: Some(delay_ms),
+        })
+    }
+    fn delayed_token(&mut self, name: &str, owner: &str, delay_ms: u64) -> FencingToken {
+        match self.acquire_delayed(name, owner, delay_ms, None).result {
+            Ok(Outcome::Granted { grant, .. }) => grant.token,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+}
+
+// Ensures an expired lease with a lock delay leaves the lock free but
+// refused to everyone, the expired holder included, for ceil(delay / tick)
+// ticks after the expiring Tick, and grantable again on the Tick that ends it.
+#[test]
+fn lock_delay_follows_expiry() {
+    let mut log = Log::new();
+    let token = log.delayed_token("a", "alice", 1050); // ceil(1050 / 100) = 11 ticks
+    assert!(log.ticks(30).is_empty());
+    let expiry = log.apply_with_events(Command::Tick { period_ms: TICK });
+    let until = log.table.now_tick() + 11;
+    assert_eq!(
+        expiry.events,
+        [LockEvent {
+            index: log.index,
+            name: "a".into(),
+            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until) }
+        }]
+    );
+    assert_eq!(log.table.delayed_until("a"), Some(until));
+    assert!(log.table.get("a").is_none(), "a delayed lock is free");
+    for owner in ["bob", "alice"] {
+        let refused = log.acquire(owner, owner, 3000).map(|_| ());
+        assert_eq!(refused, Ok(()), "other locks are not delayed");
+        let refused = log.acquire("a", owner, 3000);
+        assert_eq!(refused, Err(LockError::LockDelayed { name: "a".into(), delayed_until_tick: until }));
+    }
+    assert!(matches!(log.release("a", token), Err(LockError::NotHeld { .. })));
+    assert!(log.ticks(10).is_empty());
+    assert!(log.acquire("a", "bob", 3000).is_err(), "still delayed one tick before its end");
+    let end = log.apply_with_events(Command::Tick { period_ms: TICK });
+    assert_eq!(
+        end.events,
+        [LockEvent {
+            index: log.index,
+            name: "a".into(),
+            kind: EventKind::DelayEnded { owner: "alice".into(), token }
+        }]
+    );
+    assert_eq!(log.table.delayed_until("a"), None);
+    let next = log.token("a", "bob", 3000);
+    assert!(next > token);
+}
+
+// Ensures a released lease leaves no delay, whatever delay it carried, and
+// a lease without one expires into a free lock at once.
+#[test]
+fn no_lock_delay_after_release_or_without_one() {
+    let mut log = Log::new();
+    let token = log.delayed_token("a", "alice", 60_000);
+    log.release("a", token).unwrap();
+    assert_eq!(log.table.delayed_until("a"), None);
+    log.token("a", "bob", 3000);
+    assert_eq!(log.ticks(32).len(), 1);
+    assert_eq!(log.table.delayed_until("a"), None);
+    log.token("a", "carol", 3000);
+    // A zero delay is no delay.
+    let mut log = Log::new();
+    log.delayed_token("z", "alice", 0);
+    assert_eq!(log.ticks(32).len(), 1);
+    assert!(log.acquire("z", "bob", 3000).is_ok());
+}
+
+// Ensures waiters, those queued before the expiry and those that join during
+// the delay, are not handed the lock while it is delayed; the first is granted
+// by the Tick that ends the delay (token = that entry's index), in FIFO order,
+// and a waiter whose own lease has a delay passes it on.
+#[test]
+fn waiters_are_granted_when_the_lock_delay_ends() {
+    let mut log = Log::new();
+    let first = log.delayed_token("a", "alice", 500); // 5 ticks
+    assert!(matches!(log.acquire_delayed("a", "early", 500, Some(60_000)).result, Ok(Outcome::Queued { .. })));
+    assert_eq!(log.ticks(32).len(), 1);
+    let until = log.table.delayed_until("a").unwrap();
+    assert!(log.table.get("a").is_none(), "handed over during the delay");
+    let late = log.wait("a", "late", 60_000, None).result;
+    assert_eq!(late, Ok(Outcome::Queued { name: "a".into(), owner: "late".into(), position: 2 }));
+    assert!(log.ticks(until - log.table.now_tick() - 1).is_empty());
+    assert!(log.table.get("a").is_none());
+    let end = log.apply_with_events(Command::Tick { period_ms: TICK });
+    assert_eq!(log.table.now_tick(), until);
+    let kinds: Vec<_> = end.events.into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::DelayEnded { owner: "alice".into(), token: first },
+            EventKind::Acquired { owner: "early".into(), token: log.index }
+        ]
+    );
+    let second = log.index;
+    assert_eq!(log.holder("a"), Some(("early".into(), second)));
+    assert!(second > first);
+    // "early" asked for a delay too: its expiry delays "late" in turn.
+    assert_eq!(log.ticks(32), [("a".to_string(), second)]);
+    assert!(log.table.get("a").is_none() && log.table.is_waiting("a", "late"));
+    log.ticks(5);
+    let third = log.holder("a").expect("late granted when the second delay ended");
+    assert_eq!(third.0, "late");
+    assert!(third.1 > second);
+}
+
+// Ensures a waiter whose wait runs out during the delay leaves the queue and
+// a request id answers its wait_timeout, and nobody is granted at the delay's end.
+#[test]
+fn wait_running_out_during_a_lock_delay() {
+    let mut log = Log::new();
+    log.delayed_token("a", "alice", 5_000); // 50 ticks
+    log.ticks(32);
+    log.wait("a", "brief", 1_000, Some("req-brief"));
+    log.ticks(10);
+    assert!(!log.table.is_waiting("a", "brief"));
+    assert_eq!(
+        log.wait("a", "brief", 1_000, Some("req-brief")).result,
+        Err(LockError::WaitTimeout { name: "a".into() })
+    );
+    log.ticks(40);
+    assert_eq!(log.table.delayed_until("a"), None);
+    assert!(log.table.get("a").is_none() && log.table.queues.is_empty());
+}
+
+// Ensures a lock delay, and the delay a waiter asked for, survive a snapshot
+// image round trip, and an image written before delays existed still loads.
+#[test]
+fn lock_delay_survives_image_round_trip() {
+    let mut log = Log::new();
+    log.delayed_token("a", "alice", 2_000);
+    log.acquire_delayed("a", "bob", 1_000, Some(60_000));
+    log.ticks(32);
+    assert!(log.table.delayed_until("a").is_some());
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored, log.table);
+    // The restored table ends the delay on the same Tick as the original.
+    let mut index = log.index;
+    for _ in 0..20 {
+        index += 1;
+        let (a, b) = (
+            log.table.apply(&Command::Tick { period_ms: TICK }, index),
+            restored.apply(&Command::Tick { period_ms: TICK }, index),
+        );
+        assert_eq!(a, b);
+    }
+    assert_eq!(restored.get("a").map(|v| v.owner), Some("bob".into()));
+
+    let mut old = serde_json::to_value(TableImage::from(&LockTable::new())).unwrap();
+    old.as_object_mut().unwrap().remove("delays");
+    assert!(serde_json::from_value::<TableImage>(old).is_ok());
 }

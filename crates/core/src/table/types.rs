@@ -25,6 +25,18 @@ pub(super) struct Lease {
     pub(super) deadline: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
+    /// How long nobody may take the lock after this lease *expires*.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lock_delay_ms: Option<u64>,
+}
+
+/// A free lock nobody may take before `until_tick`: the lease of `owner`
+/// under `token`, granted with a lock delay, expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Delay {
+    pub(super) until_tick: u64,
+    pub(super) owner: String,
+    pub(super) token: FencingToken,
 }
 
 /// One owner waiting in a lock's queue.
@@ -37,6 +49,9 @@ pub(super) struct Waiter {
     pub(super) wait_deadline: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
+    /// The lock delay its lease gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lock_delay_ms: Option<u64>,
 }
 
 /// A successful acquire or renew, as the holder sees it.
@@ -136,6 +151,10 @@ pub enum LockError {
     HeldByOther { name: String, holder: String, token: FencingToken, expires_in_ms: u64 },
     #[error("lock {name:?} is not held")]
     NotHeld { name: String },
+    /// The lock is free, but its last lease expired with a lock delay that
+    /// runs until the Tick `delayed_until_tick`.
+    #[error("lock {name:?} is delayed until tick {delayed_until_tick} (its last lease expired)")]
+    LockDelayed { name: String, delayed_until_tick: u64 },
     #[error("token {given} is not the current token of lock {name:?} (current: {current})")]
     StaleToken { name: String, given: FencingToken, current: FencingToken },
     /// A fenced write whose token is not the lock's current one (`current`
@@ -177,4 +196,7 @@ pub struct TableImage {
     pub(super) requests: Requests,
     #[serde(default)]
     pub(super) fences: Fences,
+    /// Absent from snapshots taken before lock delays existed.
+    #[serde(default)]
+    pub(super) delays: BTreeMap<String, Delay>,
 }
