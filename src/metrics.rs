@@ -59,6 +59,8 @@ pub struct Metrics {
     acquires: Results,
     renews: Results,
     releases: Results,
+    multi_acquires: Results,
+    multi_releases: Results,
     expiries: Results,
     forwarded: Results,
     wait_seconds: Histogram,
@@ -119,6 +121,18 @@ impl Metrics {
             acquires: registered(r, "acquires", "Acquire requests answered by this node, by result", by_result()),
             renews: registered(r, "renews", "Renew requests answered by this node, by result", by_result()),
             releases: registered(r, "releases", "Release requests answered by this node, by result", by_result()),
+            multi_acquires: registered(
+                r,
+                "multi_acquires",
+                "Multi-acquire requests answered by this node, by result",
+                by_result(),
+            ),
+            multi_releases: registered(
+                r,
+                "multi_releases",
+                "Multi-release requests answered by this node, by result",
+                by_result(),
+            ),
             expiries: registered(
                 r,
                 "expiries",
@@ -233,6 +247,15 @@ impl Metrics {
 
     pub fn release(&self, result: &str) {
         count(&self.releases, result);
+    }
+
+    /// One answered multi-acquire, labelled as [`acquire`](Self::acquire).
+    pub fn multi_acquire(&self, result: &str) {
+        count(&self.multi_acquires, result);
+    }
+
+    pub fn multi_release(&self, result: &str) {
+        count(&self.multi_releases, result);
     }
 
     pub fn forwarded(&self, result: &str) {

@@ -18,12 +18,15 @@ use super::{duration, ClusterArgs, Target};
 // Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
 pub enum ClientCmd {
-    /// Acquire a lock; prints the grant with its fencing token.
+    /// Acquire a lock; prints the grant with its fencing token. Several names:
+    /// all of them atomically, in one log entry under one token, or none;
+    /// prints one grant per lock.
     #[command(after_long_help = exit::TABLE)]
     Acquire {
         #[command(flatten)]
         target: Target,
-        name: String,
+        #[arg(value_name = "NAME", required = true, num_args = 1..)]
+        names: Vec<String>,
         /// Holder identity; must be unique per holder.
         #[arg(long)]
         owner: String,
@@ -164,9 +167,16 @@ impl ClientCmd {
     /// Runs the command; `Ok` carries the exit status (`run` passes its command's on).
     pub async fn run(self) -> Result<i32> {
         match self {
-            ClientCmd::Acquire { target, name, owner, ttl, wait, request_id, lock_delay } => {
+            ClientCmd::Acquire { target, names, owner, ttl, wait, request_id, lock_delay } => {
                 let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id, lock_delay });
-                target.output.print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
+                let client = target.client()?;
+                match names.as_slice() {
+                    [name] => target.output.print(&client.acquire_with(name, &owner, ttl_ms, &options).await?.grant)?,
+                    names => {
+                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                        target.output.print(&client.acquire_many(&names, &owner, ttl_ms, &options).await?.grants)?
+                    }
+                }
             }
             ClientCmd::Renew { target, name, token, ttl } => {
                 let ttl_ms = ttl.map(duration::millis);

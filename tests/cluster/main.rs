@@ -7,6 +7,7 @@
 //! - `config` — `serve --config FILE` and its precedence under variables and flags.
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
 //! - `lock_delay` — an expired lease's lock delay, refused and then handed over.
+//! - `multi_lock` — several locks in one entry under one token: via a follower, retried, waited for.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
@@ -32,6 +33,7 @@ mod herd;
 mod lock_delay;
 mod membership;
 mod metrics;
+mod multi_lock;
 mod openapi;
 mod payments;
 mod readiness;

@@ -35,6 +35,7 @@
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `guard.rs` — [`Lock`]: the watchdog that renews, and the `lost` signal.
+//! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Secret`] and CA files: what a client presents.
 //!
@@ -43,6 +44,7 @@
 //! ```
 
 mod guard;
+mod multi;
 pub mod run;
 mod secret;
 pub mod signals;
@@ -50,6 +52,7 @@ pub mod signals;
 pub use guard::{default_owner, Lock, LockOptions, LostReason};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
+pub use multi::{Leases, LockSet};
 pub use secret::{load_ca, Secret, SecretError};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -8,7 +8,9 @@
 //! takes less than a byte), and `x-max-bytes` states the bound itself.
 
 use utoipa::openapi::extensions::ExtensionsBuilder;
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::schema::{
+    AdditionalProperties, Array, ArrayBuilder, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::{KnownFormat, Object};
 
@@ -57,6 +59,17 @@ pub fn uint(min: u64, max: u64, nullable: bool, description: &str) -> Object {
 
 pub fn lock_name() -> Object {
     text(Limits::DEFAULT.max_name_bytes, false, "A lock name.")
+}
+
+pub fn lock_names() -> Array {
+    let max = Limits::DEFAULT.max_names;
+    ArrayBuilder::new()
+        .items(lock_name())
+        .min_items(Some(1))
+        .max_items(Some(max))
+        .unique_items(true)
+        .description(Some(format!("1 to {max} distinct lock names.")))
+        .build()
 }
 
 pub fn owner() -> Object {
