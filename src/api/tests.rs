@@ -429,3 +429,40 @@ async fn waiting_multi_acquire_is_granted_all_at_once() {
     let tokens: Vec<_> = granted["grants"].as_array().unwrap().iter().map(|g| g["token"].as_u64()).collect();
     assert_eq!(tokens, [Some(token), Some(token)]);
 }
+
+// Ensures a waiting multi-acquire whose request is dropped leaves every
+// queue: the free lock it reserved is free for anyone again.
+#[tokio::test]
+async fn dropped_multi_waiter_leaves_every_queue() {
+    let api = Arc::new(OneNode::start().await);
+    api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "x", "ttl_ms": 5000}))).await;
+    let abandoned = {
+        let api = api.clone();
+        let body = json!({"names": ["a", "b"], "owner": "m", "ttl_ms": 5000, "wait_ms": 20000});
+        tokio::spawn(async move { api.call("POST", "/v1/multi/acquire", Some(body)).await })
+    };
+    let waiters = |api: Arc<OneNode>| async move {
+        let (_, view) = api.call("GET", "/v1/locks/a", None).await;
+        view["waiters"].as_array().map_or(0, Vec::len)
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while waiters(api.clone()).await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the multi-acquire queued");
+    let (status, reserved) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    assert_eq!((status, &reserved["error"]["code"]), (StatusCode::CONFLICT, &json!("reserved")), "{reserved}");
+
+    abandoned.abort();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while waiters(api.clone()).await != 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the abandoned multi-acquire left the queue of a");
+    let (status, granted) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK, "b is still reserved: {granted}");
+}

@@ -52,13 +52,18 @@ async fn multi_acquire_through_a_follower_with_retry_and_wait() {
         step("a waiting multi-acquire gets all of its locks when the last is released");
         let mut events = EventStream::open(&cluster.endpoint(other), "account-4").await;
         let waiter = Arc::new(via_follower);
-        let waiting = {
-            let client = waiter.clone();
+        let retrier = Arc::new(Client::new(&[cluster.endpoint(other)]).unwrap());
+        let waiting = |client: Arc<Client>| {
             tokio::spawn(async move {
-                let options = AcquireOptions { wait: Some(Duration::from_secs(30)), ..AcquireOptions::default() };
+                let options = AcquireOptions {
+                    wait: Some(Duration::from_secs(30)),
+                    request_id: Some("audit-5".into()),
+                    ..AcquireOptions::default()
+                };
                 client.acquire_many(&["account-4", "account-1"], "audit", TTL_MS, &options).await.unwrap()
             })
         };
+        let first_attempt = waiting(waiter.clone());
         // account-4 is free: it is reserved for the waiter, and refused to a try-acquire.
         let reserved = loop {
             match via_other.acquire("account-4", "sneaky", TTL_MS).await {
@@ -68,8 +73,15 @@ async fn multi_acquire_through_a_follower_with_retry_and_wait() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         assert_eq!(reserved.code(), Some(ErrorCode::Reserved), "{reserved:?}");
+        // The caller retries with the same request id while its first attempt still waits.
+        let retry = waiting(retrier);
+        // Time for the retry to reach the leader and wait as well (if it comes
+        // later, it is answered from the record of the grant: the same grants).
+        tokio::time::sleep(Duration::from_millis(300)).await;
         via_other.release_many(&names, first.token).await.unwrap();
-        let granted = waiting.await.unwrap();
+        let granted = first_attempt.await.unwrap();
+        let retried = retry.await.unwrap();
+        assert_eq!((retried.token, &retried.grants), (granted.token, &granted.grants), "one wait, one grant");
         assert!(granted.token > first.token);
         assert!(granted.grants.iter().all(|g| g.token == granted.token));
         loop {
