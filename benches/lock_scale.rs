@@ -51,6 +51,7 @@ fn measure(leases: usize) -> Row {
             ttl_ms: LONG_TTL_MS,
             wait_ms: None,
             request_id: None,
+            lock_delay_ms: None,
         };
         apply(&mut table, acquire);
     }
@@ -72,7 +73,14 @@ fn measure(leases: usize) -> Row {
                     let name = format!("short/{round}/{j}");
                     apply(
                         &mut table,
-                        Command::Acquire { name, owner: "s".into(), ttl_ms: 3_000, wait_ms: None, request_id: None },
+                        Command::Acquire {
+                            name,
+                            owner: "s".into(),
+                            ttl_ms: 3_000,
+                            wait_ms: None,
+                            request_id: None,
+                            lock_delay_ms: None,
+                        },
                     );
                 }
                 for _ in 0..30 {

@@ -59,6 +59,8 @@ pub struct Metrics {
     acquires: Results,
     renews: Results,
     releases: Results,
+    multi_acquires: Results,
+    multi_releases: Results,
     expiries: Results,
     forwarded: Results,
     wait_seconds: Histogram,
@@ -119,10 +121,22 @@ impl Metrics {
             acquires: registered(r, "acquires", "Acquire requests answered by this node, by result", by_result()),
             renews: registered(r, "renews", "Renew requests answered by this node, by result", by_result()),
             releases: registered(r, "releases", "Release requests answered by this node, by result", by_result()),
+            multi_acquires: registered(
+                r,
+                "multi_acquires",
+                "Multi-acquire requests answered by this node, by result",
+                by_result(),
+            ),
+            multi_releases: registered(
+                r,
+                "multi_releases",
+                "Multi-release requests answered by this node, by result",
+                by_result(),
+            ),
             expiries: registered(
                 r,
                 "expiries",
-                "Leases expired by a Tick, applied on this replica (result: freed, or handed_over to a waiter)",
+                "Leases expired by a Tick, applied on this replica (result: freed, handed_over to a waiter, or delayed by a lock delay)",
                 by_result(),
             ),
             forwarded: registered(
@@ -235,6 +249,15 @@ impl Metrics {
         count(&self.releases, result);
     }
 
+    /// One answered multi-acquire, labelled as [`acquire`](Self::acquire).
+    pub fn multi_acquire(&self, result: &str) {
+        count(&self.multi_acquires, result);
+    }
+
+    pub fn multi_release(&self, result: &str) {
+        count(&self.multi_releases, result);
+    }
+
     pub fn forwarded(&self, result: &str) {
         count(&self.forwarded, result);
     }
@@ -278,25 +301,29 @@ impl Metrics {
         for event in events {
             let name = &event.name;
             match &event.kind {
-                EventKind::Acquired { token, .. } => {
-                    since.granted.insert(name.clone(), (*token, now_tick));
-                }
-                EventKind::Released { token, .. } => self.end_lease(&mut since, name, *token, seconds),
-                EventKind::Expired { token, .. } => {
-                    // The lock table hands an expired lock to its first
-                    // waiter in the same entry, right after the expiry.
-                    let handed_over = events.iter().any(|e| {
-                        e.name == *name
-                            && matches!(&e.kind, EventKind::HandedOver { from_token, .. } if from_token == token)
-                    });
-                    count(&self.expiries, if handed_over { "handed_over" } else { "freed" });
-                    self.end_lease(&mut since, name, *token, seconds);
-                }
-                EventKind::HandedOver { owner, token, .. } => {
+                // A waiter is granted a free lock when a lock delay ends.
+                EventKind::Acquired { owner, token } | EventKind::HandedOver { owner, token, .. } => {
                     since.granted.insert(name.clone(), (*token, now_tick));
                     if let Some(queued) = since.queued.remove(&(name.clone(), owner.clone())) {
                         self.wait_seconds.observe(seconds(queued));
                     }
+                }
+                EventKind::Released { token, .. } => self.end_lease(&mut since, name, *token, seconds),
+                EventKind::Expired { token, delayed_until_tick, .. } => {
+                    // The lock table hands an expired lock to its first
+                    // waiter in the same entry, right after the expiry,
+                    // unless the lease had a lock delay.
+                    let handed_over = events.iter().any(|e| {
+                        e.name == *name
+                            && matches!(&e.kind, EventKind::HandedOver { from_token, .. } if from_token == token)
+                    });
+                    let outcome = match (delayed_until_tick, handed_over) {
+                        (Some(_), _) => "delayed",
+                        (None, true) => "handed_over",
+                        (None, false) => "freed",
+                    };
+                    count(&self.expiries, outcome);
+                    self.end_lease(&mut since, name, *token, seconds);
                 }
                 EventKind::Queued { owner, .. } => {
                     since.queued.entry((name.clone(), owner.clone())).or_insert(now_tick);
@@ -304,7 +331,7 @@ impl Metrics {
                 EventKind::WaitTimeout { owner } | EventKind::Cancelled { owner } => {
                     since.queued.remove(&(name.clone(), owner.clone()));
                 }
-                EventKind::Renewed { .. } => {}
+                EventKind::Renewed { .. } | EventKind::DelayEnded { .. } => {}
             }
         }
     }

@@ -24,7 +24,7 @@ use leasehold_proto::ErrorCode;
 /// The part of the API a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// `/v1/locks…`, `/v1/fence…`, `/v1/records…`: client or admin token.
+    /// `/v1/locks…`, `/v1/multi…`, `/v1/fence…`, `/v1/records…`: client or admin token.
     Client,
     /// Init and membership changes: admin token.
     Admin,

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::node::NodeError;
 use leasehold_core::{InvalidCommand, LockError};
+use leasehold_proto::locks::Conflict;
 use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
 
 /// Seconds a client should wait before retrying a 503.
@@ -80,6 +81,19 @@ impl From<LockError> for ApiError {
                 .with("token", token)
                 .with("expires_in_ms", expires_in_ms),
             LockError::NotHeld { name } => ApiError::new(ErrorCode::NotHeld, message).with("name", name),
+            LockError::Reserved { name, first_waiter } => {
+                ApiError::new(ErrorCode::Reserved, message).with("name", name).with("first_waiter", first_waiter)
+            }
+            LockError::Conflicts { conflicts } => {
+                let conflicts: Vec<Conflict> = conflicts.into_iter().map(Conflict::from).collect();
+                match serde_json::to_value(conflicts) {
+                    Ok(conflicts) => ApiError::new(ErrorCode::Held, message).with("conflicts", conflicts),
+                    Err(e) => ApiError::internal(e),
+                }
+            }
+            LockError::LockDelayed { name, delayed_until_tick } => ApiError::new(ErrorCode::LockDelayed, message)
+                .with("name", name)
+                .with("delayed_until_tick", delayed_until_tick),
             LockError::StaleToken { name, given, current } => ApiError::new(ErrorCode::StaleToken, message)
                 .with("name", name)
                 .with("token", given)

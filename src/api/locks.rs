@@ -1,4 +1,5 @@
-//! The client API: acquire (try or wait), renew, release, get and list locks.
+//! The client API: acquire (try or wait), renew, release, get and list locks;
+//! acquire and release several locks at once.
 //!
 //! Every handler here runs on the leader (see `forward`). Writes go through
 //! the Raft log; reads are linearizable (ReadIndex).
@@ -12,10 +13,11 @@ use axum::{Json, Router};
 
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::node::{AcquireRequest as NodeAcquire, Acquired, Node, WAIT_SLACK};
+use crate::node::{AcquireManyRequest, AcquireRequest as NodeAcquire, Acquired, AcquiredMany, Node, WAIT_SLACK};
 use leasehold_core::{Command, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
-    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
+    MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
 use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
@@ -29,10 +31,12 @@ pub fn routes() -> Router<Arc<Node>> {
         .route("/v1/locks/{name}/acquire", post(acquire))
         .route("/v1/locks/{name}/renew", post(renew))
         .route("/v1/locks/{name}/release", post(release))
+        .route("/v1/multi/acquire", post(acquire_many))
+        .route("/v1/multi/release", post(release_many))
 }
 
 /// `POST /v1/locks/{name}/acquire`: 200 with the grant; 409 `held` with the
-/// holder; with `wait_ms`, waits in the lock's queue and answers 200 when the
+/// holder, 409 `lock_delayed` while a lock delay runs; with `wait_ms`, waits in the lock's queue and answers 200 when the
 /// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire(
     State(node): State<Arc<Node>>,
@@ -57,17 +61,86 @@ async fn grant_or_queue(
     name: String,
     req: AcquireRequest,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let wait = req.wait_ms.filter(|w| *w > 0).map(Duration::from_millis);
+    let wait = park_for_wait(slot, req.wait_ms)?;
+    let request = NodeAcquire {
+        name,
+        owner: req.owner,
+        ttl_ms: req.ttl_ms,
+        wait,
+        request_id: req.request_id,
+        lock_delay_ms: req.lock_delay_ms,
+    };
+    let Acquired { grant, reacquired } = node.acquire(request).await??;
+    Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
+}
+
+/// The wait asked for by `wait_ms`, once its request is taken out of the
+/// request deadline: the body is read and the wait bounded, so the request
+/// may now wait its turn past the request timeout, without a place among
+/// those in flight.
+fn park_for_wait(slot: Option<Extension<RequestSlot>>, wait_ms: Option<u64>) -> Result<Option<Duration>, ApiError> {
+    let wait = wait_ms.filter(|w| *w > 0).map(Duration::from_millis);
     if let (Some(Extension(slot)), Some(wait)) = (slot, wait) {
-        if req.wait_ms.is_some_and(|w| w <= Limits::DEFAULT.max_wait_ms) {
-            // The body is read and the wait bounded: the request may now wait its
-            // turn past the request timeout, without a place among those in flight.
+        if wait_ms.is_some_and(|w| w <= Limits::DEFAULT.max_wait_ms) {
             slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK)?;
         }
     }
-    let request = NodeAcquire { name, owner: req.owner, ttl_ms: req.ttl_ms, wait, request_id: req.request_id };
-    let Acquired { grant, reacquired } = node.acquire(request).await??;
-    Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
+    Ok(wait)
+}
+
+/// `POST /v1/multi/acquire`: 200 with one grant per lock under one token,
+/// all granted in one entry; 409 `held` with `conflicts` (every lock that
+/// cannot be granted now); with `wait_ms`, waits until all can be granted
+/// together and answers 200 or 409 `wait_timeout`; 400 on invalid input.
+async fn acquire_many(
+    State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
+    ApiJson(req): ApiJson<MultiAcquireRequest>,
+) -> Result<Json<MultiLeaseResponse>, ApiError> {
+    let answer = grant_many(&node, slot, req).await;
+    let result = match &answer {
+        Ok(Json(MultiLeaseResponse { reacquired: true, .. })) => "reacquired",
+        _ => result_label(&answer, "granted"),
+    };
+    node.metrics().multi_acquire(result);
+    answer
+}
+
+async fn grant_many(
+    node: &Arc<Node>,
+    slot: Option<Extension<RequestSlot>>,
+    req: MultiAcquireRequest,
+) -> Result<Json<MultiLeaseResponse>, ApiError> {
+    let wait = park_for_wait(slot, req.wait_ms)?;
+    let request = AcquireManyRequest {
+        names: req.names,
+        owner: req.owner,
+        ttl_ms: req.ttl_ms,
+        wait,
+        request_id: req.request_id,
+        lock_delay_ms: req.lock_delay_ms,
+    };
+    let AcquiredMany { grants, reacquired } = node.acquire_many(request).await??;
+    let token = grants.first().map_or(0, |g| g.token);
+    let grants = grants.into_iter().map(Into::into).collect();
+    Ok(Json(MultiLeaseResponse { token, grants, reacquired }))
+}
+
+/// `POST /v1/multi/release`: 200 when every lock was held under `token` and
+/// is now released (each handed on); else nothing changes: 409
+/// `stale_token`, 404 `not_held` for the first lock that is not.
+async fn release_many(
+    State(node): State<Arc<Node>>,
+    ApiJson(req): ApiJson<MultiReleaseRequest>,
+) -> Result<Json<MultiReleaseResponse>, ApiError> {
+    let command = Command::ReleaseMany { names: req.names, token: req.token, request_id: req.request_id };
+    let answer = match propose(&node, command).await {
+        Ok(Outcome::ReleasedMany { names, token }) => Ok(Json(MultiReleaseResponse { names, token, released: true })),
+        Ok(other) => Err(unexpected(other)),
+        Err(e) => Err(e),
+    };
+    node.metrics().multi_release(result_label(&answer, "released"));
+    answer
 }
 
 /// The `result` label of an answer: `ok` when it succeeded, its error code otherwise.
@@ -107,12 +180,21 @@ async fn release(
     answer
 }
 
-/// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 when free.
+/// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 `not_held`
+/// when free. A free lock under a lock delay is free too (nobody holds it):
+/// its 404 says until when with `delayed_until_tick`, so the answer for a
+/// held lock keeps its shape.
 async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
-    match node.read(|table| table.get(&name)).await? {
-        Some(view) => Ok(Json(view.into())),
-        None => Err(LockError::NotHeld { name }.into()),
+    match node.read(|table| table.get(&name).ok_or_else(|| table.delayed_until(&name))).await? {
+        Ok(view) => Ok(Json(view.into())),
+        Err(delayed_until_tick) => {
+            let free = ApiError::from(LockError::NotHeld { name });
+            Err(match delayed_until_tick {
+                Some(tick) => free.with("delayed_until_tick", tick),
+                None => free,
+            })
+        }
     }
 }
 

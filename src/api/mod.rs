@@ -1,4 +1,4 @@
-//! The HTTP API (axum): the client API under `/v1/locks` (with its SSE event
+//! The HTTP API (axum): the client API under `/v1/locks` and `/v1/multi` (with its SSE event
 //! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
 //! `/readyz` (readiness); for

@@ -35,7 +35,8 @@ use leasehold_proto::fence::{
     CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
 };
 use leasehold_proto::locks::{
-    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
+    MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
 use leasehold_proto::{schema, ErrorBody, Limits, LockEvent, LEADER_ADDR_HEADER, LEADER_HEADER};
 
@@ -84,10 +85,12 @@ const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, request_id
 #[rustfmt::skip]
 const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
-    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free; linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, (409, "held, lock_delayed, reserved, wait_timeout, request_id_reused")]),
     Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token`", Named("RenewRequest"), (200, Named("LeaseResponse")), MUTATION),
     Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
+    Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all); with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/multi/release", "locks", Some(Client), "releaseLocks", "Release every lock of `names`, all held under `token`, or none", Named("MultiReleaseRequest"), (200, Named("MultiReleaseResponse")), MUTATION),
     Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[BAD]),
     Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[]),
     Operation(Post, "/v1/fence/check", "fence", Some(Client), "checkToken", "Is `token` the current token of `lock`? (linearizable)", Named("CheckRequest"), (200, Named("CheckResponse")), &[BAD]),
@@ -134,6 +137,10 @@ fn forwarded(o: &Operation) -> bool {
     ReleaseResponse,
     LeaseView,
     ListResponse,
+    MultiAcquireRequest,
+    MultiLeaseResponse,
+    MultiReleaseRequest,
+    MultiReleaseResponse,
     LockEvent,
     CheckRequest,
     CheckResponse,

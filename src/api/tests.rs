@@ -296,3 +296,173 @@ async fn snapshots_asked_back_to_back_are_answered() {
         api.call("POST", "/v1/locks/s/acquire", Some(json!({"owner": format!("o{round}"), "ttl_ms": 3000}))).await;
     }
 }
+
+// Ensures lock_delay_ms is bounded like the other durations, a refused one
+// changes nothing, and an accepted one is a plain grant.
+#[tokio::test]
+async fn lock_delay_is_bounded() {
+    let api = OneNode::start().await;
+    let max = leasehold_core::Limits::DEFAULT.max_lock_delay_ms;
+    for delay in [json!(max + 1), json!(-1), json!("5s"), json!(0.5)] {
+        let body = json!({"owner": "a", "ttl_ms": 5000, "lock_delay_ms": delay});
+        let (status, error) = api.call("POST", "/v1/locks/d/acquire", Some(body)).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{error}");
+    }
+    let (status, free) = api.call("GET", "/v1/locks/d", None).await;
+    assert_eq!((status, free["error"].get("delayed_until_tick")), (StatusCode::NOT_FOUND, None), "{free}");
+    let body = json!({"owner": "a", "ttl_ms": 5000, "lock_delay_ms": max});
+    let (status, grant) = api.call("POST", "/v1/locks/d/acquire", Some(body)).await;
+    assert_eq!((status, grant.get("lock_delay_ms")), (StatusCode::OK, None), "{grant}");
+}
+
+// Ensures a multi-acquire's bad input gets a 400 naming the field, and
+// changes nothing: no list, an empty or over-long one, a name twice, a bad
+// name, an unknown field; and a multi-release without its token.
+#[tokio::test]
+async fn multi_acquire_bad_input_is_refused_and_changes_nothing() {
+    let api = OneNode::start().await;
+    let too_many: Vec<String> = (0..=leasehold_core::Limits::DEFAULT.max_names).map(|i| format!("n{i}")).collect();
+    let bodies = [
+        (json!({"owner": "o", "ttl_ms": 5000}), None),
+        (json!({"names": [], "owner": "o", "ttl_ms": 5000}), Some("names")),
+        (json!({"names": too_many, "owner": "o", "ttl_ms": 5000}), Some("names")),
+        (json!({"names": ["a", "b", "a"], "owner": "o", "ttl_ms": 5000}), Some("names")),
+        (json!({"names": ["a", "x".repeat(257)], "owner": "o", "ttl_ms": 5000}), Some("names")),
+        (json!({"names": ["a", "b\u{7}"], "owner": "o", "ttl_ms": 5000}), Some("names")),
+        (json!({"names": "a", "owner": "o", "ttl_ms": 5000}), None),
+        (json!({"names": ["a"], "owner": "o", "ttl_ms": 5000, "name": "a"}), None),
+        (json!({"names": ["a"], "owner": "o", "ttl_ms": 1}), Some("ttl_ms")),
+        (json!({"names": ["a"], "owner": "", "ttl_ms": 5000}), Some("owner")),
+    ];
+    for (body, field) in bodies {
+        let (status, error) = api.call("POST", "/v1/multi/acquire", Some(body.clone())).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{body}");
+        if let Some(field) = field {
+            assert_eq!(error["error"]["field"], field, "{body}: {error}");
+        }
+    }
+    let (status, error) = api.call("POST", "/v1/multi/release", Some(json!({"names": ["a"]}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    let (_, listed) = api.call("GET", "/v1/locks", None).await;
+    assert_eq!(listed["locks"], json!([]), "a refused request changed the table");
+}
+
+// Ensures a multi-acquire grants every lock under one token, answers a retry
+// with the same request id with the same grants, refuses a set with a held
+// lock with 409 held listing every conflict (granting none), and a
+// multi-release frees them together.
+#[tokio::test]
+async fn multi_acquire_all_or_none_through_the_router() {
+    let api = OneNode::start().await;
+    let body = json!({"names": ["x", "y"], "owner": "alice", "ttl_ms": 5000, "request_id": "multi-1"});
+    let (status, granted) = api.call("POST", "/v1/multi/acquire", Some(body.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    let token = granted["token"].as_u64().expect("a token");
+    let grants = granted["grants"].as_array().expect("grants");
+    let named: Vec<_> = grants.iter().map(|g| (g["name"].as_str().unwrap(), g["token"].as_u64().unwrap())).collect();
+    assert_eq!(named, [("x", token), ("y", token)]);
+    assert_eq!(granted["reacquired"], false);
+    let (status, retried) = api.call("POST", "/v1/multi/acquire", Some(body)).await;
+    assert_eq!((status, &retried), (StatusCode::OK, &granted), "a retry gets the first answer");
+
+    let (_, single) = api.call("POST", "/v1/locks/z/acquire", Some(json!({"owner": "bob", "ttl_ms": 5000}))).await;
+    let z = single["token"].as_u64().expect("a token");
+    let conflicting = json!({"names": ["free", "x", "z"], "owner": "carol", "ttl_ms": 5000});
+    let (status, refused) = api.call("POST", "/v1/multi/acquire", Some(conflicting)).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::CONFLICT, &json!("held")), "{refused}");
+    assert_eq!(
+        refused["error"]["conflicts"],
+        json!([
+            {"name": "x", "reason": "held", "holder": "alice", "token": token, "expires_in_ms": refused["error"]["conflicts"][0]["expires_in_ms"]},
+            {"name": "z", "reason": "held", "holder": "bob", "token": z, "expires_in_ms": refused["error"]["conflicts"][1]["expires_in_ms"]},
+        ])
+    );
+    let (status, _) = api.call("GET", "/v1/locks/free", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a refused multi-acquire granted part of its set");
+
+    let (status, stale) =
+        api.call("POST", "/v1/multi/release", Some(json!({"names": ["x", "z"], "token": token}))).await;
+    assert_eq!((status, &stale["error"]["code"]), (StatusCode::CONFLICT, &json!("stale_token")), "{stale}");
+    let (status, released) =
+        api.call("POST", "/v1/multi/release", Some(json!({"names": ["x", "y"], "token": token}))).await;
+    assert_eq!((status, &released), (StatusCode::OK, &json!({"names": ["x", "y"], "token": token, "released": true})));
+    let (_, listed) = api.call("GET", "/v1/locks", None).await;
+    assert_eq!(listed["locks"].as_array().map(Vec::len), Some(1), "only z is still held: {listed}");
+}
+
+// Ensures a waiting multi-acquire holds none of its locks before all: a free
+// lock it waits for is refused to a try-acquire (409 reserved), and the
+// release of its last lock answers it with every lock under that entry's token.
+#[tokio::test]
+async fn waiting_multi_acquire_is_granted_all_at_once() {
+    let api = Arc::new(OneNode::start().await);
+    let (_, held) = api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "x", "ttl_ms": 5000}))).await;
+    let a = held["token"].as_u64().expect("a token");
+    let waiter = {
+        let api = api.clone();
+        let body = json!({"names": ["a", "b"], "owner": "m", "ttl_ms": 5000, "wait_ms": 20000});
+        tokio::spawn(async move { api.call("POST", "/v1/multi/acquire", Some(body)).await })
+    };
+    let reserved = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let (status, answer) =
+                api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+            if status == StatusCode::CONFLICT {
+                return answer;
+            }
+            // Not queued yet: b was granted to s; give it back and look again.
+            let token = answer["token"].as_u64().expect("a grant");
+            api.call("POST", "/v1/locks/b/release", Some(json!({"token": token}))).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the multi-acquire queued");
+    assert_eq!((&reserved["error"]["code"], &reserved["error"]["first_waiter"]), (&json!("reserved"), &json!("m")));
+
+    let (status, _) = api.call("POST", "/v1/locks/a/release", Some(json!({"token": a}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, granted) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    let token = granted["token"].as_u64().expect("a token");
+    assert!(token > a);
+    let tokens: Vec<_> = granted["grants"].as_array().unwrap().iter().map(|g| g["token"].as_u64()).collect();
+    assert_eq!(tokens, [Some(token), Some(token)]);
+}
+
+// Ensures a waiting multi-acquire whose request is dropped leaves every
+// queue: the free lock it reserved is free for anyone again.
+#[tokio::test]
+async fn dropped_multi_waiter_leaves_every_queue() {
+    let api = Arc::new(OneNode::start().await);
+    api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "x", "ttl_ms": 5000}))).await;
+    let abandoned = {
+        let api = api.clone();
+        let body = json!({"names": ["a", "b"], "owner": "m", "ttl_ms": 5000, "wait_ms": 20000});
+        tokio::spawn(async move { api.call("POST", "/v1/multi/acquire", Some(body)).await })
+    };
+    let waiters = |api: Arc<OneNode>| async move {
+        let (_, view) = api.call("GET", "/v1/locks/a", None).await;
+        view["waiters"].as_array().map_or(0, Vec::len)
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while waiters(api.clone()).await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the multi-acquire queued");
+    let (status, reserved) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    assert_eq!((status, &reserved["error"]["code"]), (StatusCode::CONFLICT, &json!("reserved")), "{reserved}");
+
+    abandoned.abort();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while waiters(api.clone()).await != 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the abandoned multi-acquire left the queue of a");
+    let (status, granted) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK, "b is still reserved: {granted}");
+}

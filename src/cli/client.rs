@@ -18,12 +18,15 @@ use super::{duration, ClusterArgs, Target};
 // Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
 pub enum ClientCmd {
-    /// Acquire a lock; prints the grant with its fencing token.
+    /// Acquire a lock; prints the grant with its fencing token. Several names:
+    /// all of them atomically, in one log entry under one token, or none;
+    /// prints one grant per lock.
     #[command(after_long_help = exit::TABLE)]
     Acquire {
         #[command(flatten)]
         target: Target,
-        name: String,
+        #[arg(value_name = "NAME", required = true, num_args = 1..)]
+        names: Vec<String>,
         /// Holder identity; must be unique per holder.
         #[arg(long)]
         owner: String,
@@ -36,6 +39,10 @@ pub enum ClientCmd {
         wait: Option<Duration>,
         #[arg(long)]
         request_id: Option<String>,
+        /// Should the lease expire (not be released), nobody gets the lock for
+        /// this long after, e.g. 15s (a bare number is milliseconds).
+        #[arg(long, value_parser = duration::or_bare(Duration::from_millis, ANY))]
+        lock_delay: Option<Duration>,
     },
     /// Renew a lease under its token.
     #[command(after_long_help = exit::TABLE)]
@@ -160,9 +167,16 @@ impl ClientCmd {
     /// Runs the command; `Ok` carries the exit status (`run` passes its command's on).
     pub async fn run(self) -> Result<i32> {
         match self {
-            ClientCmd::Acquire { target, name, owner, ttl, wait, request_id } => {
-                let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id });
-                target.output.print(&target.client()?.acquire_with(&name, &owner, ttl_ms, &options).await?.grant)?
+            ClientCmd::Acquire { target, names, owner, ttl, wait, request_id, lock_delay } => {
+                let (ttl_ms, options) = (duration::millis(ttl), AcquireOptions { wait, request_id, lock_delay });
+                let client = target.client()?;
+                match names.as_slice() {
+                    [name] => target.output.print(&client.acquire_with(name, &owner, ttl_ms, &options).await?.grant)?,
+                    names => {
+                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                        target.output.print(&client.acquire_many(&names, &owner, ttl_ms, &options).await?.grants)?
+                    }
+                }
             }
             ClientCmd::Renew { target, name, token, ttl } => {
                 let ttl_ms = ttl.map(duration::millis);

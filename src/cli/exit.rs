@@ -75,8 +75,8 @@ fn of_client_error(error: &ClientError) -> Exit {
 fn of_code(code: ErrorCode) -> Exit {
     use ErrorCode::*;
     match code {
-        Held | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember | LockMismatch
-        | AlreadyInitialized | WouldLoseQuorum => Exit::No,
+        Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember
+        | LockMismatch | AlreadyInitialized | WouldLoseQuorum => Exit::No,
         InvalidArgument | RequestIdReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,
@@ -100,7 +100,7 @@ pub struct UsageError(pub String);
 pub const TABLE: &str = "\
 Exit status (every command but serve, up and run):
   0  ok; for a question, yes
-  1  the answer is no: lock held by another owner, lock free (get), no record,
+  1  the answer is no: lock held by another owner, delayed or reserved, lock free (get), no record,
      wait timed out, stale token, token not current (check), refused change
   2  usage: unknown flag, bad value, invalid argument
   3  could not ask: cluster unreachable, no leader or quorum, overloaded, timed out

@@ -1,4 +1,5 @@
-//! The acquire protocol, with or without waiting in the lock's queue.
+//! The acquire protocol, of one lock or of several at once, with or without
+//! waiting in the locks' queues.
 //!
 //! A try-acquire is one proposal. A waiting acquire registers for its turn
 //! *before* proposing (so a hand-over cannot fall between the answer and the
@@ -32,6 +33,20 @@ pub struct AcquireRequest {
     /// Wait up to this long in the queue when another owner holds the lock.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
+    /// Should the lease expire, nobody is granted the lock for this long after.
+    pub lock_delay_ms: Option<u64>,
+}
+
+/// What a multi-acquire asks for: every lock of `names` at once, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireManyRequest {
+    pub names: Vec<String>,
+    pub owner: String,
+    pub ttl_ms: u64,
+    /// Wait up to this long until every lock can be granted at once.
+    pub wait: Option<Duration>,
+    pub request_id: Option<String>,
+    pub lock_delay_ms: Option<u64>,
 }
 
 /// A successful acquire.
@@ -42,6 +57,21 @@ pub struct Acquired {
     pub reacquired: bool,
 }
 
+/// A successful multi-acquire: one grant per lock, in the order asked, under one token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquiredMany {
+    pub grants: Vec<Grant>,
+    /// The owner already held every lock under that token (leases restarted).
+    pub reacquired: bool,
+}
+
+/// How an acquire that may wait ended well: answered by its own entry, or
+/// granted later under `token` by the entry that handed it the lock(s).
+enum Turned {
+    Answered(Outcome),
+    Handed(FencingToken),
+}
+
 impl Node {
     /// Acquires `request.name` for `request.owner`: at once, or after
     /// waiting in the lock's FIFO queue when `request.wait` is given.
@@ -50,28 +80,81 @@ impl Node {
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
     pub async fn acquire(self: &Arc<Self>, request: AcquireRequest) -> Result<Result<Acquired, LockError>, NodeError> {
-        let AcquireRequest { name, owner, ttl_ms, wait, request_id } = request;
+        let AcquireRequest { name, owner, ttl_ms, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
-        let command = Command::Acquire {
-            name: name.clone(),
+        let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
+        let command =
+            Command::Acquire { name: name.clone(), owner: owner.clone(), ttl_ms, wait_ms, request_id, lock_delay_ms };
+        Ok(match self.acquire_in_turn(command, &name, &owner, wait).await? {
+            Ok(Turned::Answered(Outcome::Granted { grant, reacquired })) => Ok(Acquired { grant, reacquired }),
+            Ok(Turned::Handed(token)) => Ok(Acquired { grant: self.handed(&name, &owner, token), reacquired: false }),
+            Ok(Turned::Answered(other)) => return Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
+            Err(refused) => Err(refused),
+        })
+    }
+
+    /// Acquires every lock of `request.names` for `request.owner` in one
+    /// entry: at once, or, with `request.wait`, once all can be granted
+    /// together (holding none meanwhile). The waiting protocol is the one of
+    /// [`Node::acquire`], keyed by the first lock: the state machine grants
+    /// all of them in one entry, so the event about the first is the event
+    /// about all, and a `Cancel` of the first leaves every queue.
+    pub async fn acquire_many(
+        self: &Arc<Self>,
+        request: AcquireManyRequest,
+    ) -> Result<Result<AcquiredMany, LockError>, NodeError> {
+        let AcquireManyRequest { names, owner, ttl_ms, wait, request_id, lock_delay_ms } = request;
+        let wait = wait.unwrap_or_default();
+        let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
+        // An empty list is refused by validation before `first` is needed.
+        let first = names.first().cloned().unwrap_or_default();
+        let command = Command::AcquireMany {
+            names: names.clone(),
             owner: owner.clone(),
             ttl_ms,
-            wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
+            wait_ms,
             request_id,
+            lock_delay_ms,
         };
+        Ok(match self.acquire_in_turn(command, &first, &owner, wait).await? {
+            Ok(Turned::Answered(Outcome::GrantedMany { grants, reacquired })) => {
+                Ok(AcquiredMany { grants, reacquired })
+            }
+            Ok(Turned::Handed(token)) => {
+                let grants = names.iter().map(|name| self.handed(name, &owner, token)).collect();
+                Ok(AcquiredMany { grants, reacquired: false })
+            }
+            Ok(Turned::Answered(other)) => return Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
+            Err(refused) => Err(refused),
+        })
+    }
+
+    /// Proposes an acquire `command` of `owner`, keyed by lock `name` for
+    /// its turn: a try-acquire is one proposal and does not register at all;
+    /// a waiting one registers for its turn *before* proposing (so a
+    /// hand-over cannot fall between the answer and the registration) and,
+    /// if queued, waits for it. If the caller goes away before it is
+    /// answered, its place is given up with a `Cancel`.
+    async fn acquire_in_turn(
+        self: &Arc<Self>,
+        command: Command,
+        name: &str,
+        owner: &str,
+        wait: Duration,
+    ) -> Result<Result<Turned, LockError>, NodeError> {
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
             return Ok(Err(LockError::Invalid(invalid)));
         }
-        // A try-acquire, the common case, does not register at all.
-        let turn = (!wait.is_zero()).then(|| self.locks().watch_turn(&name, &owner));
+        let turn = (!wait.is_zero()).then(|| self.locks().watch_turn(name, owner));
         // Armed before proposing: if the caller of a waiting acquire goes away
         // at any point before it is answered, its place in the queue is given up.
         let mut place =
-            QueuePlace { node: self.clone(), name: name.clone(), owner: owner.clone(), armed: !wait.is_zero() };
+            QueuePlace { node: self.clone(), name: name.to_owned(), owner: owner.to_owned(), armed: !wait.is_zero() };
         let answer = match self.propose(command).await? {
-            Ok(Outcome::Granted { grant, reacquired }) => Ok(Ok(Acquired { grant, reacquired })),
-            Ok(Outcome::Queued { .. }) => self.wait_for_turn(turn, &name, &owner, wait + WAIT_SLACK).await,
-            Ok(other) => Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
+            Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. }) => {
+                self.wait_for_turn(turn, name, owner, wait + WAIT_SLACK).await.map(|r| r.map(Turned::Handed))
+            }
+            Ok(outcome) => Ok(Ok(Turned::Answered(outcome))),
             Err(refused) => Ok(Err(refused)),
         };
         place.armed = false;
@@ -79,17 +162,18 @@ impl Node {
     }
 
     /// Waits, without polling, for the state machine to hand `name` to
-    /// `owner` or to end its wait. `turn` is a registration taken before the
-    /// proposal; without one (a queued answer replayed for a retry sent
-    /// without `wait_ms`) it registers now. Either way the table is read
-    /// once after registering, so a hand-over applied before it is not missed.
+    /// `owner` or to end its wait; answers the token it was handed. `turn`
+    /// is a registration taken before the proposal; without one (a queued
+    /// answer replayed for a retry sent without `wait_ms`) it registers now.
+    /// Either way the table is read once after registering, so a hand-over
+    /// applied before it is not missed.
     async fn wait_for_turn(
         &self,
         turn: Option<Turn>,
         name: &str,
         owner: &str,
         bound: Duration,
-    ) -> Result<Result<Acquired, LockError>, NodeError> {
+    ) -> Result<Result<FencingToken, LockError>, NodeError> {
         let mut turn = turn.unwrap_or_else(|| self.locks().watch_turn(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
@@ -107,17 +191,17 @@ impl Node {
                 }
             }
         };
-        let token = match tokio::time::timeout(bound, ended).await {
-            Ok(Ok(Ok(token))) => token,
-            Ok(Ok(Err(refused))) => return Ok(Err(refused)),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                return Err(NodeError::Unavailable(
-                    "the cluster did not end this wait in time; retry with the same request_id".into(),
-                ))
-            }
-        };
-        let grant = self.locks().read(|t| t.holder(name)).filter(|g| g.token == token).unwrap_or_else(
+        match tokio::time::timeout(bound, ended).await {
+            Ok(answer) => answer,
+            Err(_) => Err(NodeError::Unavailable(
+                "the cluster did not end this wait in time; retry with the same request_id".into(),
+            )),
+        }
+    }
+
+    /// The grant of `name` the state machine handed `owner` under `token`.
+    fn handed(&self, name: &str, owner: &str, token: FencingToken) -> Grant {
+        self.locks().read(|t| t.holder(name)).filter(|g| g.token == token).unwrap_or_else(
             // Granted and already gone again (the answer came later than the lease's ttl).
             || Grant {
                 name: name.to_owned(),
@@ -127,17 +211,17 @@ impl Node {
                 expires_in_ms: 0,
                 deadline_tick: 0,
             },
-        );
-        Ok(Ok(Acquired { grant, reacquired: false }))
+        )
     }
 
-    /// Where `owner` stands on `name` according to the applied table: holder
-    /// (`Some(Some(token))`), still waiting (`None`), or neither: its wait
-    /// ended (`Some(None)`).
+    /// Where `owner` stands on `name` according to the applied table: still
+    /// waiting (`None`), holder (`Some(Some(token))`), or neither: its wait
+    /// ended (`Some(None)`). Waiting is asked first: an owner may wait for
+    /// `name` in a multi-acquire while it holds `name` under another grant.
     fn standing(&self, name: &str, owner: &str) -> Option<Option<FencingToken>> {
-        match self.locks().read(|t| (t.holder(name), t.is_waiting(name, owner))) {
-            (Some(grant), _) if grant.owner == owner => Some(Some(grant.token)),
-            (_, true) => None,
+        match self.locks().read(|t| (t.is_waiting(name, owner), t.holder(name))) {
+            (true, _) => None,
+            (false, Some(grant)) if grant.owner == owner => Some(Some(grant.token)),
             _ => Some(None),
         }
     }

@@ -7,7 +7,7 @@
 mod acquire;
 mod ready;
 
-pub use acquire::{AcquireRequest, Acquired, WAIT_SLACK};
+pub use acquire::{AcquireManyRequest, AcquireRequest, Acquired, AcquiredMany, WAIT_SLACK};
 pub use ready::NotReady;
 
 use std::collections::{BTreeMap, BTreeSet};

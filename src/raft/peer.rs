@@ -242,13 +242,21 @@ mod tests {
     #[tokio::test]
     async fn append_requests_round_trip_through_frames() {
         let commands = [
-            Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 5000, wait_ms: None, request_id: None },
+            Command::Acquire {
+                name: "a".into(),
+                owner: "o".into(),
+                ttl_ms: 5000,
+                wait_ms: None,
+                request_id: None,
+                lock_delay_ms: None,
+            },
             Command::Acquire {
                 name: "b".into(),
                 owner: "p".into(),
                 ttl_ms: 5000,
                 wait_ms: Some(10),
                 request_id: Some("r".into()),
+                lock_delay_ms: None,
             },
             Command::Renew { name: "a".into(), token: 7, ttl_ms: Some(3000), request_id: None },
             Command::Release { name: "a".into(), token: 7, request_id: Some("x".into()) },

@@ -46,7 +46,8 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
         let cluster = start_cluster(3).await;
         let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
         let client = cluster.client();
-        let grant_id = leasehold_client::AcquireOptions { wait: None, request_id: Some("held-grant".into()) };
+        let grant_id =
+            leasehold_client::AcquireOptions { wait: None, request_id: Some("held-grant".into()), lock_delay: None };
         let held = client.acquire_with("held", "alice", 60_000, &grant_id).await.unwrap();
         for id in [leader, cluster.follower_of(leader)] {
             step(&format!("bad input through node {id}"));

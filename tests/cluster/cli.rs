@@ -247,3 +247,35 @@ async fn completions_and_man_pages_name_the_subcommands() {
     })
     .await;
 }
+
+// Ensures `acquire A B C` takes the locks atomically, printing one grant
+// per lock under one token, and is told no (1) when one of them is held,
+// taking none; one name still prints the single grant as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_of_several_names_is_atomic() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let endpoints = cluster.endpoints().join(",");
+        let env = [("LEASEHOLD_ENDPOINTS", endpoints.as_str())];
+
+        step("three names: one grant each, one token");
+        let taken = leasehold(&["acquire", "a", "b", "c", "--owner", "alice"], &env).await;
+        assert_eq!(taken.status.code(), Some(0), "{}", shown(&taken));
+        let grants: Vec<serde_json::Value> = serde_json::from_slice(&taken.stdout).expect("a JSON array");
+        let names: Vec<&str> = grants.iter().map(|g| g["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(grants.iter().all(|g| g["token"] == grants[0]["token"]), "{grants:?}");
+
+        step("a set with a held lock: no (1), and none is taken");
+        let refused = leasehold(&["acquire", "c", "d", "--owner", "bob"], &env).await;
+        assert_eq!(refused.status.code(), Some(1), "{}", shown(&refused));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("held"), "{}", shown(&refused));
+        assert_eq!(leasehold(&["get", "d"], &env).await.status.code(), Some(1), "d was taken");
+
+        step("one name: the single grant, as an object");
+        let single = leasehold(&["acquire", "d", "--owner", "bob"], &env).await;
+        let grant: serde_json::Value = serde_json::from_slice(&single.stdout).expect("JSON");
+        assert_eq!((grant["name"].as_str(), grant["owner"].as_str()), (Some("d"), Some("bob")), "{grant}");
+    })
+    .await;
+}

@@ -6,6 +6,8 @@
 //! - `bootstrap` — only `--initial-cluster-state new` initializes, and only once.
 //! - `config` — `serve --config FILE` and its precedence under variables and flags.
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
+//! - `lock_delay` — an expired lease's lock delay, refused and then handed over.
+//! - `multi_lock` — several locks in one entry under one token: via a follower, retried, waited for.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
@@ -28,8 +30,10 @@ mod cluster;
 mod config;
 mod fencing;
 mod herd;
+mod lock_delay;
 mod membership;
 mod metrics;
+mod multi_lock;
 mod openapi;
 mod payments;
 mod readiness;

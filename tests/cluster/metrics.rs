@@ -100,7 +100,7 @@ async fn metrics_move_when_locks_are_used() {
         let holder = client.acquire("m-queue", "first", LONG_TTL_MS).await.unwrap();
         let waiter_client = cluster.client();
         let waiter = tokio::spawn(async move {
-            let wait = AcquireOptions { wait: Some(Duration::from_secs(60)), request_id: None };
+            let wait = AcquireOptions { wait: Some(Duration::from_secs(60)), request_id: None, lock_delay: None };
             waiter_client.acquire_with("m-queue", "second", LONG_TTL_MS, &wait).await
         });
         wait_for(&at_leader, "leasehold_queue_depth", 1.0).await;

@@ -236,7 +236,7 @@ async fn https_with_a_test_ca() {
         assert_eq!(view.token, lease.token());
 
         step("a waiting acquire through a follower over https (HTTP/2), and h2 by ALPN");
-        let waiting = AcquireOptions { wait: Some(Duration::from_secs(20)), request_id: None };
+        let waiting = AcquireOptions { wait: Some(Duration::from_secs(20)), request_id: None, lock_delay: None };
         let held = client.acquire("tls-wait", "alice", 60_000).await.expect("acquire over https");
         let (handed, ()) = tokio::join!(via_follower.acquire_with("tls-wait", "bob", 60_000, &waiting), async {
             // Released once bob is in the queue, so his answer is a hand-over.
@@ -430,7 +430,7 @@ async fn slow_clients_are_cut_off_and_others_served() {
         let via_follower = Client::new(&[cluster.endpoint(follower)]).unwrap();
         let mut events = EventStream::open(&cluster.endpoint(follower), "queue").await;
         let waiter = tokio::spawn(async move {
-            let options = AcquireOptions { wait: Some(Duration::from_secs(60)), request_id: None };
+            let options = AcquireOptions { wait: Some(Duration::from_secs(60)), request_id: None, lock_delay: None };
             via_follower.acquire_with("queue", "second", 60_000, &options).await
         });
         // The follower may apply the holder's grant after the stream opened.

@@ -12,7 +12,7 @@ use serde_json::json;
 const LONG_TTL_MS: u64 = 60_000;
 
 fn waiting(wait: Duration) -> AcquireOptions {
-    AcquireOptions { wait: Some(wait), request_id: None }
+    AcquireOptions { wait: Some(wait), ..AcquireOptions::default() }
 }
 
 /// Waits (bounded) until the queue of `name` has `n` waiters; returns their owners.
@@ -125,7 +125,7 @@ async fn request_id_retry_after_leader_kill_returns_same_token() {
     bounded(async {
         let mut cluster = start_cluster(3).await;
         let client = cluster.client();
-        let options = AcquireOptions { wait: None, request_id: Some("payment-7f3a".into()) };
+        let options = AcquireOptions { wait: None, request_id: Some("payment-7f3a".into()), lock_delay: None };
         let original = client.acquire_with("ledger", "worker-1", LONG_TTL_MS, &options).await.unwrap();
         let other = client.acquire("other", "worker-1", LONG_TTL_MS).await.unwrap();
 

@@ -44,6 +44,8 @@ CODES = [
     (409, "held", leasehold.HeldByOther),
     (409, "stale_token", leasehold.StaleToken),
     (409, "lock_mismatch", leasehold.LockMismatch),
+    (409, "lock_delayed", leasehold.LockDelayed),
+    (409, "reserved", leasehold.Reserved),
     (409, "wait_timeout", leasehold.WaitTimeout),
     (409, "request_id_reused", leasehold.RequestIdReused),
     (409, "would_lose_quorum", leasehold.WouldLoseQuorum),

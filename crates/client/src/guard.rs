@@ -197,7 +197,7 @@ impl Lock {
                 "drift margin {drift_margin:?} is more than half the ttl {requested_ttl:?}"
             )));
         }
-        let request = AcquireOptions { wait: options.wait, request_id: None };
+        let request = AcquireOptions { wait: options.wait, request_id: None, lock_delay: None };
         let started = Instant::now();
         let lease = client.acquire_with(name, &options.owner, ttl_ms, &request).await?;
         let token = lease.token();

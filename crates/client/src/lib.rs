@@ -36,6 +36,7 @@
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `guard.rs` — [`Lock`]: the watchdog that renews, and the `lost` signal.
+//! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Secret`] and CA files: what a client presents.
 //! - `warm.rs` — which connection pool is still open, after a long wait.
@@ -45,6 +46,7 @@
 //! ```
 
 mod guard;
+mod multi;
 pub mod run;
 mod secret;
 pub mod signals;
@@ -53,6 +55,7 @@ mod warm;
 pub use guard::{default_owner, Lock, LockOptions, LostReason};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
+pub use multi::{Leases, LockSet};
 pub use secret::{load_ca, Secret, SecretError};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -150,6 +153,9 @@ pub struct AcquireOptions {
     pub wait: Option<Duration>,
     /// Request id for de-duplication; generated when absent.
     pub request_id: Option<String>,
+    /// Should the lease expire (not be released), nobody is granted the lock
+    /// for this long after (whole ms; `lock_delayed` meanwhile).
+    pub lock_delay: Option<Duration>,
 }
 
 /// A request id unique to this process run: pid, a per-process counter and
@@ -250,6 +256,7 @@ impl Client {
             ttl_ms,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
+            lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
         };
         let path = ["v1", "locks", name, "acquire"];
         let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;

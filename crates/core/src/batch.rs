@@ -82,7 +82,14 @@ mod tests {
 
     fn acquire(name: &str, owner: &str, wait: bool) -> Command {
         let wait_ms = wait.then_some(60_000);
-        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms: 10_000, wait_ms, request_id: None }
+        Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms: 10_000,
+            wait_ms,
+            request_id: None,
+            lock_delay_ms: None,
+        }
     }
 
     fn release(name: &str, token: u64) -> Command {

@@ -25,10 +25,20 @@ pub enum Command {
     ///   it (release or expiry), whose index is the new token. A wait that
     ///   runs out is removed by a Tick (event `wait_timeout`).
     ///
+    /// - Free but delayed (an earlier lease with a lock delay expired, see
+    ///   `lock_delay_ms`): [`LockError::LockDelayed`] without `wait_ms`; with
+    ///   it, the owner queues and the first waiter is granted by the Tick
+    ///   that ends the delay.
+    ///
     /// `request_id` de-duplicates retries (see [`Requests`]) and is recorded
-    /// on the lease.
+    /// on the lease. `lock_delay_ms` (opt-in, Consul's lock-delay) is kept
+    /// with the lease: should the lease *expire*, nobody is granted the lock
+    /// for that long after the expiring Tick, so a holder that was merely
+    /// paused has time to notice before anyone else acts under the lock. A
+    /// release ends the lease without a delay.
     ///
     /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
+    /// [`LockError::LockDelayed`]: super::LockError::LockDelayed
     /// [`Outcome::Queued`]: super::Outcome::Queued
     /// [`Requests`]: super::Requests
     Acquire {
@@ -39,6 +49,8 @@ pub enum Command {
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock_delay_ms: Option<u64>,
     },
     /// Restart the lease of `name` held under `token`, with `ttl_ms` or, when
     /// absent, the ttl of the grant. The token does not change.
@@ -64,8 +76,55 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Take every lock in `names` for `owner` in this one entry, or none:
+    /// all are granted under one token, the index of the entry that grants
+    /// them, so a resource fenced by any of them sees the same token.
+    ///
+    /// - All free (not delayed, nobody queued): granted.
+    /// - All held by `owner` under one token (a retried multi-acquire): the
+    ///   grants are returned again with that token and their leases restart.
+    ///   A lock `owner` holds under another grant is a conflict like any
+    ///   other: one set never mixes tokens.
+    /// - Otherwise, no `wait_ms`: [`LockError::Conflicts`], one entry per
+    ///   lock that cannot be granted now (held, delayed, or reserved for the
+    ///   waiter first in its queue).
+    /// - Otherwise, with `wait_ms`: the owner joins the queue of every lock
+    ///   at once, in arrival order with single acquires, and holds none
+    ///   until all can be granted together. A lock freed while this waiter
+    ///   is first in its queue stays free, reserved for it (refused to later
+    ///   acquires, `Reserved`), until it is first in every queue and every
+    ///   lock is free; then the entry that makes it so grants them all. The
+    ///   earliest waiter is first in every queue it is in, so no set of
+    ///   waiters can wait for each other. A wait that runs out, or a `Cancel`
+    ///   naming any of the locks, leaves every queue and passes each lock on.
+    ///
+    /// An owner may wait in one request per lock: `Invalid` when it already
+    /// waits for one of these locks in another.
+    ///
+    /// [`LockError::Conflicts`]: super::LockError::Conflicts
+    AcquireMany {
+        names: Vec<String>,
+        owner: String,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock_delay_ms: Option<u64>,
+    },
+    /// Free every lock in `names`, all held under `token`, handing each to
+    /// its first waiter; nothing changes unless all are (errors as `Release`,
+    /// for the first lock that is not).
+    ReleaseMany {
+        names: Vec<String>,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
     /// Remove `owner` from the queue of `name` (its waiting client went
-    /// away). A no-op when `owner` is not waiting; never releases a lock.
+    /// away), and from the queues of the other locks of its multi-acquire.
+    /// A no-op when `owner` is not waiting; never releases a lock.
     Cancel { name: String, owner: String },
     /// Write `value` under record `key` if `token` is the current token of
     /// lock `lock` when this entry applies. Errors: `NotCurrent` (with the
@@ -93,7 +152,8 @@ pub enum Command {
     },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
-    /// lease whose deadline this Tick reaches expires in this entry.
+    /// lease whose deadline this Tick reaches expires in this entry, and
+    /// every lock delay this Tick reaches ends in it.
     Tick { period_ms: u64 },
 }
 
@@ -105,6 +165,12 @@ impl fmt::Display for Command {
             }
             Command::Renew { name, token, .. } => write!(f, "renew({name}, token={token})"),
             Command::Release { name, token, .. } => write!(f, "release({name}, token={token})"),
+            Command::AcquireMany { names, owner, ttl_ms, .. } => {
+                write!(f, "acquire_many({}, owner={owner}, ttl={ttl_ms}ms)", names.join(", "))
+            }
+            Command::ReleaseMany { names, token, .. } => {
+                write!(f, "release_many({}, token={token})", names.join(", "))
+            }
             Command::Cancel { name, owner } => write!(f, "cancel({name}, owner={owner})"),
             Command::PutRecord { key, lock, token, .. } => write!(f, "put_record({key}, lock={lock}, token={token})"),
             Command::Gate { resource, lock, token, .. } => write!(f, "gate({resource}, lock={lock}, token={token})"),
@@ -126,6 +192,12 @@ pub struct Limits {
     pub min_ttl_ms: u64,
     pub max_ttl_ms: u64,
     pub max_wait_ms: u64,
+    /// Five minutes: a delay is meant to outlast a paused holder's pause,
+    /// not to take a lock out of service.
+    pub max_lock_delay_ms: u64,
+    /// Locks in one multi-acquire or multi-release: bounds the entry and the
+    /// copies of the set kept in each of its queues.
+    pub max_names: usize,
     /// A record's value, as JSON text.
     pub max_value_bytes: usize,
 }
@@ -138,6 +210,8 @@ impl Limits {
         min_ttl_ms: 3_000,
         max_ttl_ms: 3_600_000,
         max_wait_ms: 3_600_000,
+        max_lock_delay_ms: 300_000,
+        max_names: 64,
         max_value_bytes: 4096,
     };
 }
@@ -165,28 +239,15 @@ impl InvalidCommand {
 }
 
 impl Command {
-    /// The lock this command acts on; `None` for a Tick, which acts on all.
-    pub fn lock(&self) -> Option<&str> {
-        match self {
-            Command::Acquire { name, .. }
-            | Command::Renew { name, .. }
-            | Command::Release { name, .. }
-            | Command::Cancel { name, .. } => Some(name),
-            Command::PutRecord { lock, .. } | Command::Gate { lock, .. } => Some(lock),
-            Command::Tick { .. } => None,
-        }
-    }
-
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
-                if wait_ms.is_some_and(|w| w > limits.max_wait_ms) {
-                    return Err(InvalidCommand::new("wait_ms", format!("must be at most {}", limits.max_wait_ms)));
-                }
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
                 check_ttl(*ttl_ms, limits)
             }
             Command::Renew { name, ttl_ms, request_id, .. } => {
@@ -196,6 +257,18 @@ impl Command {
             }
             Command::Release { name, request_id, .. } => {
                 check_name(name, limits)?;
+                check_request_id(request_id, limits)
+            }
+            Command::AcquireMany { names, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+                check_names(names, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
+                check_ttl(*ttl_ms, limits)
+            }
+            Command::ReleaseMany { names, request_id, .. } => {
+                check_names(names, limits)?;
                 check_request_id(request_id, limits)
             }
             Command::Cancel { name, owner } => {
@@ -233,6 +306,24 @@ fn check_name(name: &str, limits: &Limits) -> Result<(), InvalidCommand> {
     check_text("name", name, limits.max_name_bytes)
 }
 
+/// 1 to `max_names` distinct lock names.
+fn check_names(names: &[String], limits: &Limits) -> Result<(), InvalidCommand> {
+    if names.is_empty() || names.len() > limits.max_names {
+        return Err(InvalidCommand::new(
+            "names",
+            format!("lists {} locks, must list 1 to {}", names.len(), limits.max_names),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names {
+        check_text("names", name, limits.max_name_bytes)?;
+        if !seen.insert(name) {
+            return Err(InvalidCommand::new("names", format!("lists {name:?} twice")));
+        }
+    }
+    Ok(())
+}
+
 /// Non-empty, at most `max` bytes, printable: no control characters, so names
 /// and owners can be logged, listed and put in URLs and headers safely.
 fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), InvalidCommand> {
@@ -244,6 +335,13 @@ fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), Invali
     }
     if value.chars().any(char::is_control) {
         return Err(InvalidCommand::new(field, "must be printable (no control characters)"));
+    }
+    Ok(())
+}
+
+fn check_at_most(field: &'static str, value: Option<u64>, max: u64) -> Result<(), InvalidCommand> {
+    if value.is_some_and(|v| v > max) {
+        return Err(InvalidCommand::new(field, format!("must be at most {max}")));
     }
     Ok(())
 }
@@ -263,7 +361,14 @@ mod tests {
     use super::*;
 
     fn acquire(name: &str, owner: &str, ttl_ms: u64) -> Command {
-        Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None }
+        Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+        }
     }
 
     // Ensures every limit is enforced at its boundary and names the field.
@@ -292,8 +397,18 @@ mod tests {
             ttl_ms: 5000,
             wait_ms: Some(l.max_wait_ms + 1),
             request_id: None,
+            lock_delay_ms: None,
         };
         assert_eq!(field(waiting), "wait_ms");
+        let delayed = Command::Acquire {
+            name: "n".into(),
+            owner: "o".into(),
+            ttl_ms: 5000,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: Some(l.max_lock_delay_ms + 1),
+        };
+        assert_eq!(field(delayed), "lock_delay_ms");
     }
 
     // Ensures multi-byte names are measured in bytes, as documented.

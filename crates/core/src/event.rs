@@ -17,7 +17,8 @@ pub struct LockEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
-    /// A free lock was granted (token = `index`).
+    /// A free lock was granted (token = `index`): to a new acquire, or to
+    /// the first waiter when a lock delay ends.
     Acquired {
         owner: String,
         token: FencingToken,
@@ -31,8 +32,19 @@ pub enum EventKind {
         owner: String,
         token: FencingToken,
     },
-    /// A Tick reached the lease's deadline.
+    /// A Tick reached the lease's deadline. With `delayed_until_tick` the
+    /// lease had a lock delay: the lock stays free for everyone until that
+    /// tick (event `delay_ended`), and is not handed over before.
     Expired {
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delayed_until_tick: Option<u64>,
+    },
+    /// The lock delay after the expiry of `owner`'s lease under `token`
+    /// ended: the lock may be granted again (in this entry, to its first
+    /// waiter, if any).
+    DelayEnded {
         owner: String,
         token: FencingToken,
     },
@@ -67,6 +79,7 @@ impl EventKind {
             | EventKind::Renewed { owner, .. }
             | EventKind::Released { owner, .. }
             | EventKind::Expired { owner, .. }
+            | EventKind::DelayEnded { owner, .. }
             | EventKind::HandedOver { owner, .. }
             | EventKind::Queued { owner, .. }
             | EventKind::WaitTimeout { owner }

@@ -21,4 +21,6 @@ pub use command::{Command, InvalidCommand, Limits};
 pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
-pub use table::{Applied, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage, WaiterView};
+pub use table::{
+    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage, WaiterView,
+};

@@ -26,6 +26,8 @@ pub enum RequestKind {
     Acquire,
     Renew,
     Release,
+    AcquireMany,
+    ReleaseMany,
     PutRecord,
     Gate,
 }

@@ -6,6 +6,7 @@ mod queue;
 mod tests;
 mod types;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::event::{EventKind, LockEvent};
@@ -13,8 +14,10 @@ use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::{Command, InvalidCommand, Limits};
 
-pub use self::types::{Applied, FencingToken, Grant, LeaseView, LockError, Outcome, TableImage, WaiterView};
-use self::types::{Lease, Waiter};
+pub use self::types::{
+    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, TableImage, WaiterView,
+};
+use self::types::{Delay, Lease, Waiter};
 
 /// Tick period assumed for grants made before the first Tick was applied. It is
 /// the smallest period a leader may use, so such a deadline is at least as many
@@ -33,13 +36,18 @@ pub struct LockTable {
     leases: BTreeMap<String, Lease>,
     /// `(deadline, name)` of every lease, so a Tick visits only what expires.
     by_deadline: BTreeSet<(u64, String)>,
-    /// FIFO queues; a lock has a queue only while it is held.
+    /// FIFO queues; a lock has a queue only while it is held, delayed, or
+    /// reserved for a multi-acquire first in its queue.
     queues: BTreeMap<String, VecDeque<Waiter>>,
     /// `(wait_deadline, name, owner)` of every waiter.
     by_wait_deadline: BTreeSet<(u64, String, String)>,
     /// `(name, owner)` of every waiter, so asking whether an owner waits (on
     /// every queued acquire) does not scan a herd of thousands.
     queued: BTreeSet<(String, String)>,
+    /// Free locks under a lock delay (never held at the same time).
+    delays: BTreeMap<String, Delay>,
+    /// `(until_tick, name)` of every delay, so a Tick visits only the delays it ends.
+    by_delay_end: BTreeSet<(u64, String)>,
     requests: Requests,
     fences: Fences,
 }
@@ -53,6 +61,7 @@ impl From<&LockTable> for TableImage {
             queues: t.queues.clone(),
             requests: t.requests.clone(),
             fences: t.fences.clone(),
+            delays: t.delays.clone(),
         }
     }
 }
@@ -63,6 +72,7 @@ impl From<TableImage> for LockTable {
         let waiters = || image.queues.iter().flat_map(|(n, q)| q.iter().map(move |w| (n, w)));
         let by_wait_deadline = waiters().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
         let queued = waiters().map(|(n, w)| (n.clone(), w.owner.clone())).collect();
+        let by_delay_end = image.delays.iter().map(|(n, d)| (d.until_tick, n.clone())).collect();
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
@@ -73,6 +83,8 @@ impl From<TableImage> for LockTable {
             queued,
             requests: image.requests,
             fences: image.fences,
+            delays: image.delays,
+            by_delay_end,
         }
     }
 }
@@ -127,24 +139,53 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
+        // What a request id is recorded under: its lock, or a multi-acquire's
+        // or multi-release's whole list (names have no control characters,
+        // so a newline cannot make two lists alike).
         let (name, request_id, kind) = match command {
-            Command::Acquire { name, request_id, .. } => (name, request_id, RequestKind::Acquire),
-            Command::Renew { name, request_id, .. } => (name, request_id, RequestKind::Renew),
-            Command::Release { name, request_id, .. } => (name, request_id, RequestKind::Release),
-            Command::PutRecord { key, request_id, .. } => (key, request_id, RequestKind::PutRecord),
-            Command::Gate { resource, request_id, .. } => (resource, request_id, RequestKind::Gate),
+            Command::Acquire { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Acquire),
+            Command::Renew { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Renew),
+            Command::Release { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Release),
+            Command::AcquireMany { names, request_id, .. } => {
+                (Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany)
+            }
+            Command::ReleaseMany { names, request_id, .. } => {
+                (Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany)
+            }
+            Command::PutRecord { key, request_id, .. } => (lock_key(key), request_id, RequestKind::PutRecord),
+            Command::Gate { resource, request_id, .. } => (lock_key(resource), request_id, RequestKind::Gate),
             Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
         };
         if let Some(id) = request_id {
-            if let Some(replayed) = self.requests.replay(id, name, kind) {
+            if let Some(replayed) = self.requests.replay(id, &name, kind) {
                 return replayed;
             }
         }
         let result = match command {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id } => {
-                self.acquire(name, owner, *ttl_ms, *wait_ms, request_id, index, events)
+            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+                let lease = Lease {
+                    owner: owner.clone(),
+                    token: index,
+                    ttl_ms: *ttl_ms,
+                    deadline: 0,
+                    request_id: request_id.clone(),
+                    lock_delay_ms: *lock_delay_ms,
+                };
+                self.acquire(name, lease, *wait_ms, index, events)
             }
+            Command::AcquireMany { names, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+                let lease = Lease {
+                    owner: owner.clone(),
+                    token: index,
+                    ttl_ms: *ttl_ms,
+                    deadline: 0,
+                    request_id: request_id.clone(),
+                    lock_delay_ms: *lock_delay_ms,
+                };
+                self.acquire_many(names, lease, *wait_ms, index, events)
+            }
+            Command::ReleaseMany { names, token, .. } => self.release_many(names, *token, index, events),
             Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
             Command::Release { name, token, .. } => self.release(name, *token, index, events),
             Command::PutRecord { key, lock, token, value, .. } => {
@@ -160,7 +201,7 @@ impl LockTable {
             Command::Cancel { .. } | Command::Tick { .. } => unreachable!("answered above"),
         };
         if let Some(id) = request_id {
-            self.requests.record(id, index, self.now_tick, name, kind, &result);
+            self.requests.record(id, index, self.now_tick, &name, kind, &result);
         }
         result
     }
@@ -197,54 +238,130 @@ impl LockTable {
         self.fences.record(key)
     }
 
+    /// The tick until which free lock `name` is delayed, if it is.
+    pub fn delayed_until(&self, name: &str) -> Option<u64> {
+        self.delays.get(name).map(|d| d.until_tick)
+    }
+
     /// Whether `owner` waits in the queue of `name`.
     pub fn is_waiting(&self, name: &str, owner: &str) -> bool {
         self.queued.contains(&(name.to_owned(), owner.to_owned()))
     }
 
-    #[allow(clippy::too_many_arguments)] // the fields of one Acquire command
+    /// The Acquire command: `wanted` is the lease it would get (token = `index`).
     fn acquire(
         &mut self,
         name: &str,
-        owner: &str,
-        ttl_ms: u64,
+        wanted: Lease,
         wait_ms: Option<u64>,
-        request_id: &Option<String>,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let holder = self.leases.get(name).map(|l| (l.owner.clone(), l.token, l.deadline));
-        match holder {
-            None => {
-                let lease = Lease {
-                    owner: owner.to_owned(),
-                    token: index,
-                    ttl_ms,
-                    deadline: 0,
-                    request_id: request_id.clone(),
-                };
-                let grant = self.insert(name, lease);
-                events.push(event(index, name, EventKind::Acquired { owner: owner.to_owned(), token: index }));
+        // Same owner: keep the token, restart the lease.
+        if let Some(token) = self.leases.get(name).filter(|l| l.owner == wanted.owner).map(|l| l.token) {
+            let mut lease = self.take_current(name, token).expect("holder checked above");
+            lease.ttl_ms = wanted.ttl_ms;
+            let grant = self.insert(name, lease);
+            events.push(event(index, name, EventKind::Renewed { owner: wanted.owner, token }));
+            return Ok(Outcome::Granted { grant, reacquired: true });
+        }
+        let owner = wanted.owner.clone();
+        match (self.blocker(name), wait_ms.filter(|w| *w > 0)) {
+            (None, _) => {
+                let grant = self.insert(name, wanted);
+                events.push(event(index, name, EventKind::Acquired { owner, token: index }));
                 Ok(Outcome::Granted { grant, reacquired: false })
             }
-            // Same owner: keep the token, restart the lease.
-            Some((holder, token, _)) if holder == owner => {
-                let mut lease = self.take_current(name, token).expect("holder checked above");
-                lease.ttl_ms = ttl_ms;
-                let grant = self.insert(name, lease);
-                events.push(event(index, name, EventKind::Renewed { owner: owner.to_owned(), token }));
-                Ok(Outcome::Granted { grant, reacquired: true })
+            (Some(blocker), None) => Err(refusal(name, blocker)),
+            (Some(_), Some(wait_ms)) => {
+                let position = match self.place(name, &owner) {
+                    Some((_, waiter)) if !waiter.set.is_empty() => return Err(waits_elsewhere(name)),
+                    Some((position, _)) => position,
+                    None => {
+                        let waiter = self.waiter(wanted, wait_ms, Vec::new());
+                        self.enqueue(name, waiter, index, events)
+                    }
+                };
+                Ok(Outcome::Queued { name: name.to_owned(), owner, position })
             }
-            Some((holder, token, deadline)) => match wait_ms.filter(|w| *w > 0) {
-                None => Err(LockError::HeldByOther {
-                    name: name.to_owned(),
-                    holder,
-                    token,
-                    expires_in_ms: self.expires_in_ms(deadline),
-                }),
-                Some(wait_ms) => Ok(self.enqueue(name, owner, ttl_ms, wait_ms, request_id, index, events)),
-            },
         }
+    }
+
+    /// What keeps lock `name` from a new acquire, if anything: a holder, a
+    /// lock delay, or a queue (free with a queue: reserved for its first).
+    fn blocker(&self, name: &str) -> Option<Blocker> {
+        if let Some(l) = self.leases.get(name) {
+            let expires_in_ms = self.expires_in_ms(l.deadline);
+            return Some(Blocker::Held { holder: l.owner.clone(), token: l.token, expires_in_ms });
+        }
+        if let Some(delayed_until_tick) = self.delayed_until(name) {
+            return Some(Blocker::Delayed { delayed_until_tick });
+        }
+        let first_waiter = self.queues.get(name)?.front()?.owner.clone();
+        Some(Blocker::Reserved { first_waiter })
+    }
+
+    /// The AcquireMany command: `wanted` is the lease each lock would get.
+    fn acquire_many(
+        &mut self,
+        names: &[String],
+        wanted: Lease,
+        wait_ms: Option<u64>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        let owner = wanted.owner.clone();
+        if let Some(token) = self.held_together(names, &owner) {
+            let grants = names
+                .iter()
+                .map(|name| {
+                    let mut lease = self.take_current(name, token).expect("held_together checked it");
+                    lease.ttl_ms = wanted.ttl_ms;
+                    events.push(event(index, name, EventKind::Renewed { owner: owner.clone(), token }));
+                    self.insert(name, lease)
+                })
+                .collect();
+            return Ok(Outcome::GrantedMany { grants, reacquired: true });
+        }
+        let conflicts: Vec<Conflict> = names
+            .iter()
+            .filter_map(|name| Some(Conflict { name: name.clone(), blocker: self.blocker(name)? }))
+            .collect();
+        if conflicts.is_empty() {
+            let grants = names
+                .iter()
+                .map(|name| {
+                    events.push(event(index, name, EventKind::Acquired { owner: owner.clone(), token: index }));
+                    self.insert(name, Lease { token: index, ..wanted.clone() })
+                })
+                .collect();
+            return Ok(Outcome::GrantedMany { grants, reacquired: false });
+        }
+        let Some(wait_ms) = wait_ms.filter(|w| *w > 0) else { return Err(LockError::Conflicts { conflicts }) };
+        // Already waiting for this very set (a retry without request id): keep the places.
+        let places: Vec<_> = names.iter().map(|name| self.place(name, &owner)).collect();
+        if let Some(elsewhere) = names.iter().zip(&places).find_map(|(name, place)| match place {
+            Some((_, waiter)) if waiter.set != names => Some(name),
+            _ => None,
+        }) {
+            return Err(waits_elsewhere(elsewhere));
+        }
+        let known: Option<Vec<usize>> = places.iter().map(|p| p.map(|(position, _)| position)).collect();
+        let positions = match known {
+            Some(positions) => positions,
+            None => {
+                let waiter = self.waiter(wanted, wait_ms, names.to_vec());
+                names.iter().map(|name| self.enqueue(name, waiter.clone(), index, events)).collect()
+            }
+        };
+        Ok(Outcome::QueuedMany { owner, positions: names.iter().cloned().zip(positions).collect() })
+    }
+
+    /// The token under which `owner` holds every lock of `names`, if it
+    /// holds them all under one.
+    fn held_together(&self, names: &[String], owner: &str) -> Option<FencingToken> {
+        let token = self.leases.get(&names[0]).filter(|l| l.owner == owner)?.token;
+        names.iter().all(|n| self.leases.get(n).is_some_and(|l| l.owner == owner && l.token == token)).then_some(token)
     }
 
     fn renew(
@@ -272,17 +389,42 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         let lease = self.take_granted_before(name, token, index)?;
         events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
-        self.hand_over(name, lease, index, events);
+        self.hand_over(name, Some((lease.owner, lease.token)), index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
     }
 
+    /// The ReleaseMany command: all of `names` or none.
+    fn release_many(
+        &mut self,
+        names: &[String],
+        token: FencingToken,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        for name in names {
+            self.check_granted_before(name, token, index)?;
+        }
+        let mut previous = Vec::with_capacity(names.len());
+        for name in names {
+            let lease = self.take_current(name, token).expect("checked above");
+            events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
+            previous.push(lease.owner);
+        }
+        // Handed on only once all are free, so a multi-acquire waiting for
+        // several of them is granted in this entry too.
+        for (name, owner) in names.iter().zip(previous) {
+            self.hand_over(name, Some((owner, token)), index, events);
+        }
+        Ok(Outcome::ReleasedMany { names: names.to_vec(), token })
+    }
+
     fn cancel(&mut self, name: &str, owner: &str, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
-        let removed = match self.remove_waiter(name, owner) {
+        let cancelled = |owner: String| EventKind::Cancelled { owner };
+        let removed = match self.withdraw(name, owner, cancelled, index, events) {
             Some(waiter) => {
                 if let Some(id) = &waiter.request_id {
                     self.requests.forget(id);
                 }
-                events.push(event(index, name, EventKind::Cancelled { owner: owner.to_owned() }));
                 true
             }
             None => false,
@@ -293,8 +435,11 @@ impl LockTable {
     fn tick(&mut self, period_ms: u64, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
         self.now_tick += 1;
         self.tick_ms = Some(self.tick_ms.unwrap_or(0).max(period_ms.max(MIN_TICK_MS)));
-        // Expire first, so a waiter whose wait ends on this same Tick still
-        // gets the lock it waited for.
+        // Delays end before leases expire: a delay that a lease expiring now
+        // starts cannot end on this Tick (it lasts at least one).
+        self.end_delays(index, events);
+        // Expire before waits run out, so a waiter whose wait ends on this
+        // same Tick still gets the lock it waited for.
         let mut expired = Vec::new();
         while let Some((deadline, _)) = self.by_deadline.first() {
             if *deadline > self.now_tick {
@@ -303,12 +448,42 @@ impl LockTable {
             let (_, name) = self.by_deadline.pop_first().expect("first() was Some");
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
             expired.push((name.clone(), lease.token));
-            events.push(event(index, &name, EventKind::Expired { owner: lease.owner.clone(), token: lease.token }));
-            self.hand_over(&name, lease, index, events);
+            let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+            let (owner, token) = (lease.owner, lease.token);
+            events.push(event(index, &name, EventKind::Expired { owner: owner.clone(), token, delayed_until_tick }));
+            if delayed_until_tick.is_none() {
+                self.hand_over(&name, Some((owner, token)), index, events);
+            }
         }
         self.time_out_waits(index, events);
         self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
         Outcome::Ticked { now_tick: self.now_tick, expired }
+    }
+
+    /// Starts the lock delay of `lease`, which just expired on lock `name`,
+    /// if it has one: `ceil(delay / tick)` ticks from now, the rule of lease
+    /// deadlines without their `+1`, since the delay starts at this entry
+    /// rather than at a request's send time. Returns the tick it ends at.
+    fn delay_after_expiry(&mut self, name: &str, lease: &Lease) -> Option<u64> {
+        let delay_ms = lease.lock_delay_ms.filter(|d| *d > 0)?;
+        let until_tick = self.now_tick + delay_ms.div_ceil(self.tick_ms());
+        let delay = Delay { until_tick, owner: lease.owner.clone(), token: lease.token };
+        self.delays.insert(name.to_owned(), delay);
+        self.by_delay_end.insert((until_tick, name.to_owned()));
+        Some(until_tick)
+    }
+
+    /// Ends the delays this Tick reaches, granting each lock to its first waiter.
+    fn end_delays(&mut self, index: u64, events: &mut Vec<LockEvent>) {
+        while let Some((until_tick, _)) = self.by_delay_end.first() {
+            if *until_tick > self.now_tick {
+                break;
+            }
+            let (_, name) = self.by_delay_end.pop_first().expect("first() was Some");
+            let delay = self.delays.remove(&name).expect("delay index matches delays");
+            events.push(event(index, &name, EventKind::DelayEnded { owner: delay.owner, token: delay.token }));
+            self.hand_over(&name, None, index, events);
+        }
     }
 
     /// What renew and release take: the lease of `name` if `token` is its
@@ -320,10 +495,20 @@ impl LockTable {
     /// that is what keeps one entry from granting a lock twice (a release in
     /// the granting entry would hand the lock on under the same token).
     fn take_granted_before(&mut self, name: &str, token: FencingToken, index: u64) -> Result<Lease, LockError> {
-        if token >= index && self.leases.get(name).is_some_and(|l| l.token == token) {
-            return Err(not_granted_before(token, index));
-        }
+        self.check_granted_before(name, token, index)?;
         self.take_current(name, token)
+    }
+
+    /// The checks of [`take_granted_before`](Self::take_granted_before), without taking.
+    fn check_granted_before(&self, name: &str, token: FencingToken, index: u64) -> Result<(), LockError> {
+        match self.leases.get(name) {
+            None => Err(LockError::NotHeld { name: name.to_owned() }),
+            Some(l) if l.token != token => {
+                Err(LockError::StaleToken { name: name.to_owned(), given: token, current: l.token })
+            }
+            Some(_) if token >= index => Err(not_granted_before(token, index)),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Removes and returns the lease of `name` if `token` is its current token.
@@ -389,6 +574,29 @@ impl LockTable {
             waiters,
         }
     }
+}
+
+/// The refusal of a try-acquire of one lock.
+fn refusal(name: &str, blocker: Blocker) -> LockError {
+    let name = name.to_owned();
+    match blocker {
+        Blocker::Held { holder, token, expires_in_ms } => LockError::HeldByOther { name, holder, token, expires_in_ms },
+        Blocker::Delayed { delayed_until_tick } => LockError::LockDelayed { name, delayed_until_tick },
+        Blocker::Reserved { first_waiter } => LockError::Reserved { name, first_waiter },
+    }
+}
+
+/// An owner waits for each lock in one request at most: two would be
+/// granted the lock as one owner, under two answers.
+fn waits_elsewhere(name: &str) -> LockError {
+    LockError::Invalid(InvalidCommand {
+        field: "owner".into(),
+        reason: format!("already waits for lock {name:?} in another acquire"),
+    })
+}
+
+fn lock_key(name: &str) -> Cow<'_, str> {
+    Cow::Borrowed(name)
 }
 
 fn event(index: u64, name: &str, kind: EventKind) -> LockEvent {

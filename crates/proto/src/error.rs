@@ -33,8 +33,18 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 408: the request was not answered within the node's request timeout.
     RequestTimeout,
-    /// 409: another owner holds the lock (`holder`, `token`, `expires_in_ms`).
+    /// 409: another owner holds the lock (`holder`, `token`, `expires_in_ms`);
+    /// for a multi-acquire, some of its locks cannot be granted now
+    /// (`conflicts`: one `{name, reason, ..}` each, see [`Conflict`]).
+    ///
+    /// [`Conflict`]: crate::locks::Conflict
     Held,
+    /// 409: the lock is free, but its last lease expired with a lock delay
+    /// that runs until tick `delayed_until_tick`.
+    LockDelayed,
+    /// 409: the lock is free, but reserved for `first_waiter`, a
+    /// multi-acquire first in its queue that waits for its other locks.
+    Reserved,
     /// 409: the token is not the current one (`current_token`, or a gate's `highest`).
     StaleToken,
     /// 409: the wait in the lock's queue ran out before the lock passed to this owner.
@@ -80,9 +90,8 @@ impl ErrorCode {
             NotFound | NotHeld | NoRecord | NoSnapshot | NotMember => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
-            Held | StaleToken | WaitTimeout | LockMismatch | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => {
-                409
-            }
+            Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | RequestIdReused
+            | AlreadyInitialized | WouldLoseQuorum => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -106,6 +115,8 @@ impl ErrorCode {
             MethodNotAllowed => "method_not_allowed",
             RequestTimeout => "request_timeout",
             Held => "held",
+            LockDelayed => "lock_delayed",
+            Reserved => "reserved",
             StaleToken => "stale_token",
             WaitTimeout => "wait_timeout",
             LockMismatch => "lock_mismatch",
@@ -125,7 +136,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 25] = {
+    pub const ALL: [ErrorCode; 27] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -139,6 +150,8 @@ impl ErrorCode {
             MethodNotAllowed,
             RequestTimeout,
             Held,
+            LockDelayed,
+            Reserved,
             StaleToken,
             WaitTimeout,
             LockMismatch,
@@ -199,6 +212,11 @@ impl ErrorDetail {
     /// `held`: who holds the lock.
     pub fn holder(&self) -> Option<&str> {
         self.text("holder")
+    }
+
+    /// `held` of a multi-acquire: every lock that could not be granted, and why.
+    pub fn conflicts(&self) -> Vec<crate::locks::Conflict> {
+        self.details.get("conflicts").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
     }
 
     /// `stale_token`: the lock's current token (`None` when it is free, or for a gate).

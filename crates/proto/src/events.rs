@@ -22,7 +22,8 @@ pub struct LockEvent {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
-    /// A free lock was granted (token = `index`).
+    /// A free lock was granted (token = `index`): to a new acquire, or to
+    /// the first waiter when a lock delay ends.
     Acquired {
         owner: String,
         token: FencingToken,
@@ -36,8 +37,18 @@ pub enum EventKind {
         owner: String,
         token: FencingToken,
     },
-    /// A Tick reached the lease's deadline.
+    /// A Tick reached the lease's deadline. With `delayed_until_tick` the
+    /// lease had a lock delay: the lock stays free for everyone until that
+    /// tick (`delay_ended`), and is not handed over before.
     Expired {
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delayed_until_tick: Option<u64>,
+    },
+    /// The lock delay after the expiry of `owner`'s lease under `token`
+    /// ended; the first waiter, if any, is granted in the same entry.
+    DelayEnded {
         owner: String,
         token: FencingToken,
     },
@@ -70,7 +81,10 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::Acquired { owner, token } => EventKind::Acquired { owner, token },
             Core::Renewed { owner, token } => EventKind::Renewed { owner, token },
             Core::Released { owner, token } => EventKind::Released { owner, token },
-            Core::Expired { owner, token } => EventKind::Expired { owner, token },
+            Core::Expired { owner, token, delayed_until_tick } => {
+                EventKind::Expired { owner, token, delayed_until_tick }
+            }
+            Core::DelayEnded { owner, token } => EventKind::DelayEnded { owner, token },
             Core::HandedOver { owner, token, from_owner, from_token } => {
                 EventKind::HandedOver { owner, token, from_owner, from_token }
             }
@@ -90,6 +104,7 @@ impl EventKind {
             EventKind::Renewed { .. } => "renewed",
             EventKind::Released { .. } => "released",
             EventKind::Expired { .. } => "expired",
+            EventKind::DelayEnded { .. } => "delay_ended",
             EventKind::HandedOver { .. } => "handed_over",
             EventKind::Queued { .. } => "queued",
             EventKind::WaitTimeout { .. } => "wait_timeout",

@@ -1,5 +1,6 @@
 //! The lock API: `POST /v1/locks/{name}/acquire|renew|release`,
-//! `GET /v1/locks/{name}` (a [`LeaseView`]) and `GET /v1/locks`.
+//! `GET /v1/locks/{name}` (a [`LeaseView`]) and `GET /v1/locks`; several
+//! locks at once: `POST /v1/multi/acquire|release`.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,73 @@ pub struct AcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// Should this lease expire (not be released), nobody is granted the lock
+    /// for this long after the expiry (`lock_delayed`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
+    pub lock_delay_ms: Option<u64>,
+}
+
+/// `POST /v1/multi/acquire`: every lock of `names` in one log entry, or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MultiAcquireRequest {
+    /// 1 to 64 distinct lock names, answered in this order.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_names))]
+    pub names: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
+    pub owner: String,
+    #[serde(deserialize_with = "crate::int::u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
+    pub ttl_ms: u64,
+    /// Wait up to this long until every lock can be granted at once.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::wait_ms))]
+    pub wait_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
+    pub request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
+    pub lock_delay_ms: Option<u64>,
+}
+
+/// The answer to a multi-acquire: one grant per lock, in the order asked,
+/// all under `token`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiLeaseResponse {
+    /// The fencing token of every grant: the index of the entry that granted them.
+    pub token: FencingToken,
+    pub grants: Vec<Grant>,
+    /// True when the owner already held every lock under `token` (leases restarted).
+    pub reacquired: bool,
+}
+
+/// `POST /v1/multi/release`: every lock of `names`, all held under `token`, or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MultiReleaseRequest {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_names))]
+    pub names: Vec<String>,
+    /// The token the multi-acquire answered (one for all its locks).
+    #[serde(deserialize_with = "crate::int::token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::token))]
+    pub token: FencingToken,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
+    pub request_id: Option<String>,
+}
+
+/// The answer to a multi-release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MultiReleaseResponse {
+    pub names: Vec<String>,
+    pub token: FencingToken,
+    pub released: bool,
 }
 
 /// `POST /v1/locks/{name}/renew`.
@@ -124,6 +192,46 @@ impl From<leasehold_core::Grant> for Grant {
     }
 }
 
+/// One lock of a multi-acquire that cannot be granted now, and why: an
+/// element of `conflicts` in its 409 `held` (twin of [`leasehold_core::Conflict`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub name: String,
+    #[serde(flatten)]
+    pub blocker: Blocker,
+}
+
+/// What keeps a lock from a new acquire; `reason` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Blocker {
+    Held {
+        holder: String,
+        token: FencingToken,
+        expires_in_ms: u64,
+    },
+    /// Free, under the lock delay of an expired lease.
+    Delayed {
+        delayed_until_tick: u64,
+    },
+    /// Free, and kept for the multi-acquire first in its queue.
+    Reserved {
+        first_waiter: String,
+    },
+}
+
+impl From<leasehold_core::Conflict> for Conflict {
+    fn from(c: leasehold_core::Conflict) -> Self {
+        use leasehold_core::Blocker as Core;
+        let blocker = match c.blocker {
+            Core::Held { holder, token, expires_in_ms } => Blocker::Held { holder, token, expires_in_ms },
+            Core::Delayed { delayed_until_tick } => Blocker::Delayed { delayed_until_tick },
+            Core::Reserved { first_waiter } => Blocker::Reserved { first_waiter },
+        };
+        Conflict { name: c.name, blocker }
+    }
+}
+
 /// A waiter as a reader sees it (twin of [`leasehold_core::WaiterView`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -194,6 +302,15 @@ mod tests {
         };
         let json = |v: &dyn erased::Json| v.json();
         assert_eq!(json(&Grant::from(grant.clone())), json(&grant));
+        let blockers = [
+            leasehold_core::Blocker::Held { holder: "h".into(), token: 3, expires_in_ms: 100 },
+            leasehold_core::Blocker::Delayed { delayed_until_tick: 9 },
+            leasehold_core::Blocker::Reserved { first_waiter: "w".into() },
+        ];
+        for blocker in blockers {
+            let conflict = leasehold_core::Conflict { name: "n".into(), blocker };
+            assert_eq!(json(&Conflict::from(conflict.clone())), json(&conflict));
+        }
         assert_eq!(json(&LeaseView::from(view.clone())), json(&view));
         let response = LeaseResponse { grant: grant.clone().into(), reacquired: Some(false) };
         let mut expected = serde_json::to_value(&grant).unwrap();

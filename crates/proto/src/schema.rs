@@ -8,7 +8,9 @@
 //! takes less than a byte), and `x-max-bytes` states the bound itself.
 
 use utoipa::openapi::extensions::ExtensionsBuilder;
-use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::schema::{
+    AdditionalProperties, Array, ArrayBuilder, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::{KnownFormat, Object};
 
@@ -59,6 +61,17 @@ pub fn lock_name() -> Object {
     text(Limits::DEFAULT.max_name_bytes, false, "A lock name.")
 }
 
+pub fn lock_names() -> Array {
+    let max = Limits::DEFAULT.max_names;
+    ArrayBuilder::new()
+        .items(lock_name())
+        .min_items(Some(1))
+        .max_items(Some(max))
+        .unique_items(true)
+        .description(Some(format!("1 to {max} distinct lock names.")))
+        .build()
+}
+
 pub fn owner() -> Object {
     text(
         Limits::DEFAULT.max_owner_bytes,
@@ -91,6 +104,16 @@ pub fn wait_ms() -> Object {
         Limits::DEFAULT.max_wait_ms,
         true,
         "Wait up to this long (ms) in the lock's FIFO queue when another owner holds it; 0 or absent: fail at once.",
+    )
+}
+
+pub fn lock_delay_ms() -> Object {
+    uint(
+        0,
+        Limits::DEFAULT.max_lock_delay_ms,
+        true,
+        "Should this lease expire (not be released), nobody is granted the lock for this long (ms) after the expiry; \
+         0 or absent: no delay.",
     )
 }
 

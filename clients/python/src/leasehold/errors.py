@@ -279,6 +279,40 @@ class LockMismatch(ApiError):
 
 
 @_register
+class LockDelayed(ApiError):
+    """409: the lock is free, but its last lease expired with a lock delay
+    that runs until tick ``delayed_until_tick``."""
+
+    code = "lock_delayed"
+    status = 409
+
+    @property
+    def name(self) -> Optional[str]:
+        return self._detail("name")  # type: ignore[no-any-return]
+
+    @property
+    def delayed_until_tick(self) -> Optional[int]:
+        return self._detail("delayed_until_tick")  # type: ignore[no-any-return]
+
+
+@_register
+class Reserved(ApiError):
+    """409: the lock is free, but kept for ``first_waiter``, a multi-acquire
+    first in its queue that waits for its other locks."""
+
+    code = "reserved"
+    status = 409
+
+    @property
+    def name(self) -> Optional[str]:
+        return self._detail("name")  # type: ignore[no-any-return]
+
+    @property
+    def first_waiter(self) -> Optional[str]:
+        return self._detail("first_waiter")  # type: ignore[no-any-return]
+
+
+@_register
 class WaitTimeout(ApiError):
     """409: a waiting acquire's wait ran out before the lock passed to it."""
 
@@ -402,6 +436,7 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "LeaseholdError",
+    "LockDelayed",
     "LockMismatch",
     "MethodNotAllowed",
     "NoRecord",
@@ -413,6 +448,7 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "RequestIdReused",
+    "Reserved",
     "RequestTimeout",
     "StaleToken",
     "TlsRequired",

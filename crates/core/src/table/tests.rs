@@ -26,7 +26,14 @@ impl Log {
         self.table.apply(&c, self.index)
     }
     fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
-        self.apply(Command::Acquire { name: name.into(), owner: owner.into(), ttl_ms, wait_ms: None, request_id: None })
+        self.apply(Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+        })
     }
     fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
         match self.acquire(name, owner, ttl_ms) {
@@ -198,7 +205,14 @@ fn tick_period_only_grows() {
 #[test]
 fn grant_before_first_tick_runs_long() {
     let mut table = LockTable::new();
-    let c = Command::Acquire { name: "a".into(), owner: "o".into(), ttl_ms: 3000, wait_ms: None, request_id: None };
+    let c = Command::Acquire {
+        name: "a".into(),
+        owner: "o".into(),
+        ttl_ms: 3000,
+        wait_ms: None,
+        request_id: None,
+        lock_delay_ms: None,
+    };
     match table.apply(&c, 5).result.unwrap() {
         Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
         other => panic!("{other:?}"),
@@ -248,6 +262,7 @@ impl Log {
             ttl_ms: 3000,
             wait_ms: Some(wait_ms),
             request_id: request_id.map(Into::into),
+            lock_delay_ms: None,
         })
     }
     fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
@@ -380,6 +395,7 @@ fn request_id_replays_the_original_result() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: Some(id.into()),
+        lock_delay_ms: None,
     };
     let first = log.apply(acquire("r1")).unwrap();
     log.ticks(5);
@@ -412,6 +428,7 @@ fn request_records_age_out() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: Some("old".into()),
+        lock_delay_ms: None,
     })
     .unwrap();
     assert_eq!(log.table.remembered_requests(), 1);
@@ -430,6 +447,7 @@ fn events_tell_the_story_in_log_order() {
         ttl_ms: 3000,
         wait_ms: None,
         request_id: None,
+        lock_delay_ms: None,
     }));
     let token = log.index;
     assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
@@ -441,7 +459,10 @@ fn events_tell_the_story_in_log_order() {
     log.token("a", "y", 3000);
     let expired: Vec<_> =
         (0..31).flat_map(|_| kinds(log.apply_with_events(Command::Tick { period_ms: TICK }))).collect();
-    assert_eq!(expired, [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31 })]);
+    assert_eq!(
+        expired,
+        [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31, delayed_until_tick: None })]
+    );
 }
 
 // Ensures queues and request records survive a snapshot image round trip.
@@ -527,6 +548,7 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
             ttl_ms: 5000,
             wait_ms: Some(60_000),
             request_id: None,
+            lock_delay_ms: None,
         };
         assert!(matches!(log.apply(wait), Ok(Outcome::Queued { .. })));
     }
@@ -540,4 +562,505 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
     );
     assert_eq!(view.waiters.len(), 2);
     assert_eq!(log.table.holder("b"), None);
+}
+
+impl Log {
+    /// An acquire of `name` with a lock delay of `delay_ms`, waiting `wait_ms` if given.
+    fn acquire_delayed(&mut self, name: &str, owner: &str, delay_ms: u64, wait_ms: Option<u64>) -> Applied {
+        self.apply_with_events(Command::Acquire {
+            name: name.into(),
+            owner: owner.into(),
+            ttl_ms: 3000,
+            wait_ms,
+            request_id: None,
+            lock_delay_ms: Some(delay_ms),
+        })
+    }
+    fn delayed_token(&mut self, name: &str, owner: &str, delay_ms: u64) -> FencingToken {
+        match self.acquire_delayed(name, owner, delay_ms, None).result {
+            Ok(Outcome::Granted { grant, .. }) => grant.token,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+}
+
+// Ensures an expired lease with a lock delay leaves the lock free but
+// refused to everyone, the expired holder included, for ceil(delay / tick)
+// ticks after the expiring Tick, and grantable again on the Tick that ends it.
+#[test]
+fn lock_delay_follows_expiry() {
+    let mut log = Log::new();
+    let token = log.delayed_token("a", "alice", 1050); // ceil(1050 / 100) = 11 ticks
+    assert!(log.ticks(30).is_empty());
+    let expiry = log.apply_with_events(Command::Tick { period_ms: TICK });
+    let until = log.table.now_tick() + 11;
+    assert_eq!(
+        expiry.events,
+        [LockEvent {
+            index: log.index,
+            name: "a".into(),
+            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until) }
+        }]
+    );
+    assert_eq!(log.table.delayed_until("a"), Some(until));
+    assert!(log.table.get("a").is_none(), "a delayed lock is free");
+    for owner in ["bob", "alice"] {
+        let refused = log.acquire(owner, owner, 3000).map(|_| ());
+        assert_eq!(refused, Ok(()), "other locks are not delayed");
+        let refused = log.acquire("a", owner, 3000);
+        assert_eq!(refused, Err(LockError::LockDelayed { name: "a".into(), delayed_until_tick: until }));
+    }
+    assert!(matches!(log.release("a", token), Err(LockError::NotHeld { .. })));
+    assert!(log.ticks(10).is_empty());
+    assert!(log.acquire("a", "bob", 3000).is_err(), "still delayed one tick before its end");
+    let end = log.apply_with_events(Command::Tick { period_ms: TICK });
+    assert_eq!(
+        end.events,
+        [LockEvent {
+            index: log.index,
+            name: "a".into(),
+            kind: EventKind::DelayEnded { owner: "alice".into(), token }
+        }]
+    );
+    assert_eq!(log.table.delayed_until("a"), None);
+    let next = log.token("a", "bob", 3000);
+    assert!(next > token);
+}
+
+// Ensures a released lease leaves no delay, whatever delay it carried, and
+// a lease without one expires into a free lock at once.
+#[test]
+fn no_lock_delay_after_release_or_without_one() {
+    let mut log = Log::new();
+    let token = log.delayed_token("a", "alice", 60_000);
+    log.release("a", token).unwrap();
+    assert_eq!(log.table.delayed_until("a"), None);
+    log.token("a", "bob", 3000);
+    assert_eq!(log.ticks(32).len(), 1);
+    assert_eq!(log.table.delayed_until("a"), None);
+    log.token("a", "carol", 3000);
+    // A zero delay is no delay.
+    let mut log = Log::new();
+    log.delayed_token("z", "alice", 0);
+    assert_eq!(log.ticks(32).len(), 1);
+    assert!(log.acquire("z", "bob", 3000).is_ok());
+}
+
+// Ensures waiters, those queued before the expiry and those that join during
+// the delay, are not handed the lock while it is delayed; the first is granted
+// by the Tick that ends the delay (token = that entry's index), in FIFO order,
+// and a waiter whose own lease has a delay passes it on.
+#[test]
+fn waiters_are_granted_when_the_lock_delay_ends() {
+    let mut log = Log::new();
+    let first = log.delayed_token("a", "alice", 500); // 5 ticks
+    assert!(matches!(log.acquire_delayed("a", "early", 500, Some(60_000)).result, Ok(Outcome::Queued { .. })));
+    assert_eq!(log.ticks(32).len(), 1);
+    let until = log.table.delayed_until("a").unwrap();
+    assert!(log.table.get("a").is_none(), "handed over during the delay");
+    let late = log.wait("a", "late", 60_000, None).result;
+    assert_eq!(late, Ok(Outcome::Queued { name: "a".into(), owner: "late".into(), position: 2 }));
+    assert!(log.ticks(until - log.table.now_tick() - 1).is_empty());
+    assert!(log.table.get("a").is_none());
+    let end = log.apply_with_events(Command::Tick { period_ms: TICK });
+    assert_eq!(log.table.now_tick(), until);
+    let kinds: Vec<_> = end.events.into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::DelayEnded { owner: "alice".into(), token: first },
+            EventKind::Acquired { owner: "early".into(), token: log.index }
+        ]
+    );
+    let second = log.index;
+    assert_eq!(log.holder("a"), Some(("early".into(), second)));
+    assert!(second > first);
+    // "early" asked for a delay too: its expiry delays "late" in turn.
+    assert_eq!(log.ticks(32), [("a".to_string(), second)]);
+    assert!(log.table.get("a").is_none() && log.table.is_waiting("a", "late"));
+    log.ticks(5);
+    let third = log.holder("a").expect("late granted when the second delay ended");
+    assert_eq!(third.0, "late");
+    assert!(third.1 > second);
+}
+
+// Ensures a waiter whose wait runs out during the delay leaves the queue and
+// a request id answers its wait_timeout, and nobody is granted at the delay's end.
+#[test]
+fn wait_running_out_during_a_lock_delay() {
+    let mut log = Log::new();
+    log.delayed_token("a", "alice", 5_000); // 50 ticks
+    log.ticks(32);
+    log.wait("a", "brief", 1_000, Some("req-brief"));
+    log.ticks(10);
+    assert!(!log.table.is_waiting("a", "brief"));
+    assert_eq!(
+        log.wait("a", "brief", 1_000, Some("req-brief")).result,
+        Err(LockError::WaitTimeout { name: "a".into() })
+    );
+    log.ticks(40);
+    assert_eq!(log.table.delayed_until("a"), None);
+    assert!(log.table.get("a").is_none() && log.table.queues.is_empty());
+}
+
+// Ensures a lock delay, and the delay a waiter asked for, survive a snapshot
+// image round trip, and an image written before delays existed still loads.
+#[test]
+fn lock_delay_survives_image_round_trip() {
+    let mut log = Log::new();
+    log.delayed_token("a", "alice", 2_000);
+    log.acquire_delayed("a", "bob", 1_000, Some(60_000));
+    log.ticks(32);
+    assert!(log.table.delayed_until("a").is_some());
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored, log.table);
+    // The restored table ends the delay on the same Tick as the original.
+    let mut index = log.index;
+    for _ in 0..20 {
+        index += 1;
+        let (a, b) = (
+            log.table.apply(&Command::Tick { period_ms: TICK }, index),
+            restored.apply(&Command::Tick { period_ms: TICK }, index),
+        );
+        assert_eq!(a, b);
+    }
+    assert_eq!(restored.get("a").map(|v| v.owner), Some("bob".into()));
+
+    let mut old = serde_json::to_value(TableImage::from(&LockTable::new())).unwrap();
+    old.as_object_mut().unwrap().remove("delays");
+    assert!(serde_json::from_value::<TableImage>(old).is_ok());
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|n| n.to_string()).collect()
+}
+
+impl Log {
+    fn acquire_many(&mut self, list: &[&str], owner: &str, wait_ms: Option<u64>, request_id: Option<&str>) -> Applied {
+        self.apply_with_events(Command::AcquireMany {
+            names: names(list),
+            owner: owner.into(),
+            ttl_ms: 3000,
+            wait_ms,
+            request_id: request_id.map(Into::into),
+            lock_delay_ms: None,
+        })
+    }
+    fn many_token(&mut self, list: &[&str], owner: &str) -> FencingToken {
+        match self.acquire_many(list, owner, None, None).result {
+            Ok(Outcome::GrantedMany { grants, .. }) => grants[0].token,
+            other => panic!("expected grants, got {other:?}"),
+        }
+    }
+    fn release_many(&mut self, list: &[&str], token: FencingToken) -> Applied {
+        self.apply_with_events(Command::ReleaseMany { names: names(list), token, request_id: None })
+    }
+    fn cancel(&mut self, name: &str, owner: &str) -> Applied {
+        self.apply_with_events(Command::Cancel { name: name.into(), owner: owner.into() })
+    }
+    fn owners(&self, list: &[&str]) -> Vec<Option<(String, FencingToken)>> {
+        list.iter().map(|n| self.holder(n)).collect()
+    }
+}
+
+/// (name, event kind) of each event.
+fn story(applied: &Applied) -> Vec<(String, EventKind)> {
+    applied.events.iter().map(|e| (e.name.clone(), e.kind.clone())).collect()
+}
+
+// Ensures a multi-acquire of free locks grants all of them in its entry,
+// under that entry's index, in the order asked, with one event per lock.
+#[test]
+fn multi_acquire_grants_every_lock_under_one_token() {
+    let mut log = Log::new();
+    let applied = log.acquire_many(&["c", "a", "b"], "x", None, None);
+    let index = log.index;
+    match &applied.result {
+        Ok(Outcome::GrantedMany { grants, reacquired: false }) => {
+            let got: Vec<_> = grants.iter().map(|g| (g.name.as_str(), g.token)).collect();
+            assert_eq!(got, [("c", index), ("a", index), ("b", index)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let acquired = |n: &str| (n.to_string(), EventKind::Acquired { owner: "x".into(), token: index });
+    assert_eq!(story(&applied), [acquired("c"), acquired("a"), acquired("b")]);
+    assert_eq!(log.owners(&["a", "b", "c"]), vec![Some(("x".to_string(), index)); 3]);
+}
+
+// Ensures a multi-acquire that cannot have every lock gets none, and is told
+// every lock in the way and why: held (by anyone, itself under another grant
+// included), delayed, or reserved for a waiter.
+#[test]
+fn multi_acquire_gets_all_or_none_and_names_every_conflict() {
+    let mut log = Log::new();
+    log.delayed_token("delayed", "z", 60_000);
+    log.ticks(32);
+    log.token("held", "y", 60_000);
+    log.token("own", "x", 60_000);
+    log.many_token(&["gate"], "w");
+    log.acquire_many(&["gate", "reserved"], "v", Some(60_000), None);
+    let before = log.table.clone();
+    let refused = log.acquire_many(&["free", "held", "own", "delayed", "reserved"], "x", None, None);
+    let until = log.table.delayed_until("delayed").unwrap();
+    let reasons: Vec<_> = match refused.result {
+        Err(LockError::Conflicts { conflicts }) => conflicts.into_iter().map(|c| (c.name, c.blocker)).collect(),
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(&reasons[0], (n, Blocker::Held { holder, .. }) if n == "held" && holder == "y"), "{reasons:?}");
+    assert!(matches!(&reasons[1], (n, Blocker::Held { holder, .. }) if n == "own" && holder == "x"), "{reasons:?}");
+    assert_eq!(reasons[2], ("delayed".to_string(), Blocker::Delayed { delayed_until_tick: until }));
+    assert_eq!(reasons[3], ("reserved".to_string(), Blocker::Reserved { first_waiter: "v".into() }));
+    assert_eq!(reasons.len(), 4);
+    assert!(refused.events.is_empty());
+    assert_eq!(log.table, before, "a refused multi-acquire changed the table");
+}
+
+// Ensures the holder of a whole set under one token gets the same token back
+// with every lease restarted, as a single re-acquire does.
+#[test]
+fn multi_reacquire_of_the_whole_set_keeps_its_token() {
+    let mut log = Log::new();
+    let token = log.many_token(&["a", "b"], "x");
+    log.ticks(20);
+    match log.acquire_many(&["b", "a"], "x", None, None).result {
+        Ok(Outcome::GrantedMany { grants, reacquired: true }) => {
+            assert!(grants.iter().all(|g| g.token == token && g.deadline_tick == log.table.now_tick() + 31));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(log.ticks(30).is_empty(), "the old deadlines are gone");
+    assert_eq!(log.tick().len(), 2);
+}
+
+// Ensures a list of locks is checked: 1 to 64 distinct valid names.
+#[test]
+fn multi_acquire_names_are_validated() {
+    let mut log = Log::new();
+    let field = |r: Result<Outcome, LockError>| match r {
+        Err(LockError::Invalid(i)) => i.field,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(field(log.acquire_many(&[], "x", None, None).result), "names");
+    assert_eq!(field(log.acquire_many(&["a", "b", "a"], "x", None, None).result), "names");
+    assert_eq!(field(log.acquire_many(&["a", ""], "x", None, None).result), "names");
+    let many: Vec<String> = (0..=Limits::DEFAULT.max_names).map(|i| i.to_string()).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert_eq!(field(log.acquire_many(&many, "x", None, None).result), "names");
+    assert!(matches!(log.acquire_many(&many[1..], "x", None, None).result, Ok(Outcome::GrantedMany { .. })));
+}
+
+// Ensures a waiting multi-acquire holds no lock before it holds all: a lock
+// freed while it is first in line stays free, reserved (refused to a
+// try-acquire, queued behind it for a waiting one), and the entry that frees
+// its last lock grants it every lock under that entry's index.
+#[test]
+fn waiting_multi_acquire_reserves_and_is_granted_all_at_once() {
+    let mut log = Log::new();
+    let a = log.token("a", "x", 60_000);
+    let b = log.token("b", "y", 60_000);
+    let queued = log.acquire_many(&["a", "b"], "m", Some(60_000), None).result;
+    let positions = vec![("a".to_string(), 1), ("b".to_string(), 1)];
+    assert_eq!(queued, Ok(Outcome::QueuedMany { owner: "m".into(), positions: positions.clone() }));
+    let retried = log.acquire_many(&["a", "b"], "m", Some(60_000), None);
+    assert_eq!(retried.result, Ok(Outcome::QueuedMany { owner: "m".into(), positions }));
+    assert!(retried.events.is_empty(), "a retry keeps its places");
+
+    log.release("b", b).unwrap();
+    assert_eq!(log.holder("b"), None, "m holds part of its set");
+    assert_eq!(log.acquire("b", "s", 3000), Err(LockError::Reserved { name: "b".into(), first_waiter: "m".into() }));
+    let behind = log.wait("b", "s", 60_000, None).result;
+    assert_eq!(behind, Ok(Outcome::Queued { name: "b".into(), owner: "s".into(), position: 2 }));
+
+    let released = log.release_many(&["a"], a);
+    let index = log.index;
+    assert_eq!(
+        story(&released),
+        [
+            ("a".to_string(), EventKind::Released { owner: "x".into(), token: a }),
+            (
+                "a".to_string(),
+                EventKind::HandedOver { owner: "m".into(), token: index, from_owner: "x".into(), from_token: a }
+            ),
+            ("b".to_string(), EventKind::Acquired { owner: "m".into(), token: index }),
+        ]
+    );
+    assert_eq!(log.owners(&["a", "b"]), vec![Some(("m".to_string(), index)); 2]);
+    assert!(index > a && index > b);
+    // s waited behind m on b, and gets it as soon as m is done.
+    log.release_many(&["a", "b"], index).result.unwrap();
+    assert_eq!(log.holder("b"), Some(("s".to_string(), log.index)));
+    assert_eq!(log.holder("a"), None);
+}
+
+// Ensures a multi-waiter is not starved by a stream of single acquires on one
+// of its locks: those that arrive after it wait behind it, and the ones
+// before it are served first, in FIFO order.
+#[test]
+fn multi_waiter_is_not_starved_by_single_acquires() {
+    let mut log = Log::new();
+    let mut b = log.token("b", "s0", 60_000);
+    let a = log.token("a", "x", 60_000);
+    log.wait("b", "s1", 60_000, None);
+    log.acquire_many(&["a", "b"], "m", Some(60_000), None);
+    for i in 2..=5 {
+        log.wait("b", &format!("s{i}"), 60_000, None);
+    }
+    // s0 hands b to s1, who came before m; s1's release leaves b reserved.
+    log.release("b", b).unwrap();
+    b = log.index;
+    assert_eq!(log.holder("b"), Some(("s1".to_string(), b)));
+    log.release("b", b).unwrap();
+    assert_eq!(log.holder("b"), None);
+    for i in 6..=9 {
+        assert!(matches!(log.acquire("b", &format!("late{i}"), 3000), Err(LockError::Reserved { .. })));
+    }
+    log.release("a", a).unwrap();
+    let m = log.index;
+    assert_eq!(log.owners(&["a", "b"]), vec![Some(("m".to_string(), m)); 2]);
+    // Behind m the singles go in their order, each granted in the entry that frees b.
+    log.release_many(&["a", "b"], m).result.unwrap();
+    for i in 2..=5 {
+        let (owner, token) = log.holder("b").unwrap();
+        assert_eq!((owner, token), (format!("s{i}"), log.index));
+        log.release("b", token).unwrap();
+    }
+    assert!(log.table.queues.is_empty());
+}
+
+// Ensures waiting multi-acquires whose sets overlap in any order cannot wait
+// for each other: the earlier one is first in every queue it shares.
+#[test]
+fn overlapping_multi_waiters_do_not_deadlock() {
+    let mut log = Log::new();
+    let a = log.token("a", "x", 60_000);
+    let b = log.token("b", "y", 60_000);
+    log.acquire_many(&["a", "b"], "m1", Some(60_000), None);
+    log.acquire_many(&["b", "a"], "m2", Some(60_000), None);
+    log.release("b", b).unwrap();
+    assert_eq!(log.owners(&["a", "b"]), [Some(("x".to_string(), a)), None], "b is reserved for m1");
+    log.release("a", a).unwrap();
+    let first = log.index;
+    assert_eq!(log.owners(&["a", "b"]), vec![Some(("m1".to_string(), first)); 2]);
+    log.release_many(&["b", "a"], first).result.unwrap();
+    let second = log.index;
+    assert_eq!(log.owners(&["a", "b"]), vec![Some(("m2".to_string(), second)); 2]);
+    assert!(second > first);
+}
+
+// Ensures a multi-waiter whose wait runs out leaves every queue in the Tick
+// that ends it, its request id answers wait_timeout, and each lock it
+// reserved passes on to the next waiter in that same entry.
+#[test]
+fn multi_wait_timeout_leaves_every_queue_and_passes_locks_on() {
+    let mut log = Log::new();
+    log.token("a", "x", 60_000);
+    log.acquire_many(&["a", "b"], "m", Some(1_000), Some("req-m"));
+    log.wait("b", "s", 60_000, None);
+    assert_eq!(log.holder("b"), None, "b is reserved for m");
+    let ended: Vec<Applied> = (0..10).map(|_| log.apply_with_events(Command::Tick { period_ms: TICK })).collect();
+    let last = ended.last().unwrap();
+    assert_eq!(
+        story(last),
+        [
+            ("a".to_string(), EventKind::WaitTimeout { owner: "m".into() }),
+            ("b".to_string(), EventKind::WaitTimeout { owner: "m".into() }),
+            ("b".to_string(), EventKind::Acquired { owner: "s".into(), token: log.index }),
+        ]
+    );
+    assert!(!log.table.is_waiting("a", "m") && !log.table.is_waiting("b", "m"));
+    let replay = log.acquire_many(&["a", "b"], "m", Some(1_000), Some("req-m")).result;
+    assert_eq!(replay, Err(LockError::WaitTimeout { name: "a".into() }));
+}
+
+// Ensures a Cancel naming any one lock of a multi-waiter removes it from
+// every queue and hands each lock on in the cancelling entry.
+#[test]
+fn cancel_removes_a_multi_waiter_everywhere() {
+    let mut log = Log::new();
+    log.token("a", "x", 60_000);
+    log.acquire_many(&["a", "b", "c"], "m", Some(60_000), Some("req-m"));
+    log.wait("c", "s", 60_000, None);
+    let cancelled = log.cancel("a", "m");
+    assert_eq!(cancelled.result, Ok(Outcome::Cancelled { name: "a".into(), owner: "m".into(), removed: true }));
+    let kinds: Vec<_> = story(&cancelled);
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    assert_eq!(kinds[3], ("c".to_string(), EventKind::Acquired { owner: "s".into(), token: log.index }));
+    assert!(["a", "b", "c"].iter().all(|n| !log.table.is_waiting(n, "m")));
+    assert_eq!(log.holder("b"), None);
+    // The id may be used again, as after a single cancelled wait.
+    assert!(matches!(log.acquire_many(&["b"], "m", None, Some("req-m")).result, Ok(Outcome::GrantedMany { .. })));
+}
+
+// Ensures an owner waits for a lock in one request at a time: a single and
+// a multi-acquire of the same lock by one waiting owner are refused.
+#[test]
+fn an_owner_waits_for_a_lock_in_one_request() {
+    let mut log = Log::new();
+    log.token("a", "x", 60_000);
+    log.wait("a", "w", 60_000, None);
+    let multi = log.acquire_many(&["a", "b"], "w", Some(60_000), None).result;
+    assert!(matches!(multi, Err(LockError::Invalid(ref i)) if i.field == "owner"), "{multi:?}");
+    log.acquire_many(&["a", "c"], "v", Some(60_000), None);
+    let single = log.wait("c", "v", 60_000, None).result;
+    assert!(matches!(single, Err(LockError::Invalid(ref i)) if i.field == "owner"), "{single:?}");
+}
+
+// Ensures a multi-release frees all locks or none, and hands each on.
+#[test]
+fn multi_release_is_all_or_none() {
+    let mut log = Log::new();
+    let token = log.many_token(&["a", "b"], "x");
+    let other = log.token("c", "y", 3000);
+    log.wait("b", "w", 60_000, None);
+    let before = log.table.clone();
+    let stale = log.release_many(&["a", "c"], token).result;
+    assert_eq!(stale, Err(LockError::StaleToken { name: "c".into(), given: token, current: other }));
+    assert!(matches!(log.release_many(&["a", "free"], token).result, Err(LockError::NotHeld { .. })));
+    assert_eq!(log.table, before);
+    let released = log.release_many(&["a", "b"], token).result;
+    assert_eq!(released, Ok(Outcome::ReleasedMany { names: names(&["a", "b"]), token }));
+    assert_eq!((log.holder("a"), log.holder("b")), (None, Some(("w".to_string(), log.index))));
+}
+
+// Ensures a request id de-duplicates a multi-acquire: granted at once, or
+// queued and granted later (the replay tells the later grant); an id used
+// for another list is refused.
+#[test]
+fn multi_acquire_request_id_replays_its_grant() {
+    let mut log = Log::new();
+    let first = log.acquire_many(&["a", "b"], "x", None, Some("r1")).result;
+    let before = log.table.clone();
+    assert_eq!(log.acquire_many(&["a", "b"], "x", None, Some("r1")).result, first);
+    assert_eq!(log.table, before);
+    assert!(matches!(
+        log.acquire_many(&["a", "c"], "x", None, Some("r1")).result,
+        Err(LockError::RequestIdReused { .. })
+    ));
+
+    let held = log.token("c", "y", 60_000);
+    log.acquire_many(&["c", "d"], "z", Some(60_000), Some("r2"));
+    log.release("c", held).unwrap();
+    let handed = log.index;
+    match log.acquire_many(&["c", "d"], "z", Some(60_000), Some("r2")).result {
+        Ok(Outcome::GrantedMany { grants, .. }) => assert!(grants.iter().all(|g| g.token == handed)),
+        other => panic!("{other:?}"),
+    }
+}
+
+// Ensures multi-waiters, their sets and reservations survive a snapshot
+// image round trip, and the restored table grants them in the same entry.
+#[test]
+fn multi_waiters_survive_image_round_trip() {
+    let mut log = Log::new();
+    let a = log.token("a", "x", 60_000);
+    log.acquire_many(&["a", "b"], "m", Some(60_000), Some("q"));
+    log.wait("b", "s", 60_000, None);
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored, log.table);
+    let release = Command::Release { name: "a".into(), token: a, request_id: None };
+    let index = log.index + 1;
+    assert_eq!(restored.apply(&release, index), log.table.apply(&release, index));
+    assert_eq!(restored.get("b").map(|v| (v.owner, v.token)), Some(("m".into(), index)));
 }

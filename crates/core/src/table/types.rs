@@ -25,6 +25,18 @@ pub(super) struct Lease {
     pub(super) deadline: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
+    /// How long nobody may take the lock after this lease *expires*.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lock_delay_ms: Option<u64>,
+}
+
+/// A free lock nobody may take before `until_tick`: the lease of `owner`
+/// under `token`, granted with a lock delay, expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Delay {
+    pub(super) until_tick: u64,
+    pub(super) owner: String,
+    pub(super) token: FencingToken,
 }
 
 /// One owner waiting in a lock's queue.
@@ -37,6 +49,52 @@ pub(super) struct Waiter {
     pub(super) wait_deadline: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
+    /// The lock delay its lease gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) lock_delay_ms: Option<u64>,
+    /// A multi-acquire's locks, this one among them, all granted at once
+    /// (the waiter stands in each of their queues); empty for an acquire.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) set: Vec<String>,
+}
+
+impl Waiter {
+    /// The locks this waiter is granted together: its set, or `name` alone.
+    pub(super) fn names<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
+        if self.set.is_empty() {
+            vec![name]
+        } else {
+            self.set.iter().map(String::as_str).collect()
+        }
+    }
+}
+
+/// One lock of a multi-acquire that cannot be granted now, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub name: String,
+    #[serde(flatten)]
+    pub blocker: Blocker,
+}
+
+/// What keeps a lock from a new acquire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Blocker {
+    Held {
+        holder: String,
+        token: FencingToken,
+        expires_in_ms: u64,
+    },
+    /// Free, under the lock delay of an expired lease.
+    Delayed {
+        delayed_until_tick: u64,
+    },
+    /// Free, and kept for the multi-acquire first in its queue, which waits
+    /// for its other locks.
+    Reserved {
+        first_waiter: String,
+    },
 }
 
 /// A successful acquire or renew, as the holder sees it.
@@ -93,11 +151,26 @@ pub enum Outcome {
         owner: String,
         position: usize,
     },
+    /// Every lock of a multi-acquire, in the order asked, under one token.
+    GrantedMany {
+        grants: Vec<Grant>,
+        reacquired: bool,
+    },
+    /// The owner waits in the queue of every lock of a multi-acquire:
+    /// `(name, position)` in the order asked.
+    QueuedMany {
+        owner: String,
+        positions: Vec<(String, usize)>,
+    },
     Renewed {
         grant: Grant,
     },
     Released {
         name: String,
+        token: FencingToken,
+    },
+    ReleasedMany {
+        names: Vec<String>,
         token: FencingToken,
     },
     /// The owner left the queue (`false`: it was not waiting).
@@ -136,6 +209,17 @@ pub enum LockError {
     HeldByOther { name: String, holder: String, token: FencingToken, expires_in_ms: u64 },
     #[error("lock {name:?} is not held")]
     NotHeld { name: String },
+    /// Free, but kept for `first_waiter`, a multi-acquire first in its queue
+    /// that waits for its other locks.
+    #[error("lock {name:?} is free but reserved for {first_waiter:?}, first in its queue")]
+    Reserved { name: String, first_waiter: String },
+    /// A multi-acquire without `wait_ms` of which these locks cannot be granted now.
+    #[error("{} of the locks asked for cannot be granted now: {}", conflicts.len(), describe(conflicts))]
+    Conflicts { conflicts: Vec<Conflict> },
+    /// The lock is free, but its last lease expired with a lock delay that
+    /// runs until the Tick `delayed_until_tick`.
+    #[error("lock {name:?} is delayed until tick {delayed_until_tick} (its last lease expired)")]
+    LockDelayed { name: String, delayed_until_tick: u64 },
     #[error("token {given} is not the current token of lock {name:?} (current: {current})")]
     StaleToken { name: String, given: FencingToken, current: FencingToken },
     /// A fenced write whose token is not the lock's current one (`current`
@@ -154,6 +238,15 @@ pub enum LockError {
     RequestIdReused { request_id: String },
     #[error("invalid command: {0}")]
     Invalid(InvalidCommand),
+}
+
+fn describe(conflicts: &[Conflict]) -> String {
+    let one = |c: &Conflict| match &c.blocker {
+        Blocker::Held { holder, token, .. } => format!("{:?} held by {holder:?} under token {token}", c.name),
+        Blocker::Delayed { delayed_until_tick } => format!("{:?} delayed until tick {delayed_until_tick}", c.name),
+        Blocker::Reserved { first_waiter } => format!("{:?} reserved for {first_waiter:?}", c.name),
+    };
+    conflicts.iter().map(one).collect::<Vec<_>>().join(", ")
 }
 
 /// The result of applying one entry: the answer for the proposer, and the
@@ -177,4 +270,7 @@ pub struct TableImage {
     pub(super) requests: Requests,
     #[serde(default)]
     pub(super) fences: Fences,
+    /// Absent from snapshots taken before lock delays existed.
+    #[serde(default)]
+    pub(super) delays: BTreeMap<String, Delay>,
 }

@@ -52,7 +52,7 @@ impl Target {
     /// Acquires `lock` for `owner`, recording the request.
     pub async fn acquire(&self, lock: &str, owner: &str, wait: Option<Duration>) -> Option<Lease> {
         let request_id = new_request_id();
-        let options = AcquireOptions { wait, request_id: Some(request_id.clone()) };
+        let options = AcquireOptions { wait, request_id: Some(request_id.clone()), lock_delay: None };
         let kind = if wait.is_some() { OpKind::AcquireWait } else { OpKind::AcquireTry };
         let mut op = self.begin(kind, lock, owner, None);
         op.request_id = Some(request_id);

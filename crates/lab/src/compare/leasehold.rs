@@ -81,7 +81,8 @@ impl LockSession for LeaseholdSession {
         wait: Duration,
     ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
         Box::pin(async move {
-            let options = AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None };
+            let options =
+                AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None, lock_delay: None };
             let lease = self.client.acquire_with(name, &self.owner, ttl.as_millis() as u64, &options).await;
             let lease = match lease {
                 Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::WaitTimeout)) => {

@@ -240,7 +240,7 @@ impl Worker {
     async fn acquire(&mut self, account: usize, wait: Duration) -> Option<Lease> {
         // The client generates a request id per call and reuses it on its
         // own retries, so a retried acquire cannot be granted twice.
-        let options = AcquireOptions { wait: Some(wait), request_id: None };
+        let options = AcquireOptions { wait: Some(wait), request_id: None, lock_delay: None };
         match self.client.acquire_with(&account_lock(account), &self.owner, self.ttl_ms, &options).await {
             Ok(lease) => Some(lease),
             Err(e) => {
