@@ -164,25 +164,11 @@ impl LockTable {
         }
         let result = match command {
             Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
-                let lease = Lease {
-                    owner: owner.clone(),
-                    token: index,
-                    ttl_ms: *ttl_ms,
-                    deadline: 0,
-                    request_id: request_id.clone(),
-                    lock_delay_ms: *lock_delay_ms,
-                };
+                let lease = Lease::wanted(owner, index, *ttl_ms, request_id, *lock_delay_ms);
                 self.acquire(name, lease, *wait_ms, index, events)
             }
             Command::AcquireMany { names, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
-                let lease = Lease {
-                    owner: owner.clone(),
-                    token: index,
-                    ttl_ms: *ttl_ms,
-                    deadline: 0,
-                    request_id: request_id.clone(),
-                    lock_delay_ms: *lock_delay_ms,
-                };
+                let lease = Lease::wanted(owner, index, *ttl_ms, request_id, *lock_delay_ms);
                 self.acquire_many(names, lease, *wait_ms, index, events)
             }
             Command::ReleaseMany { names, token, .. } => self.release_many(names, *token, index, events),

@@ -30,6 +30,27 @@ pub(super) struct Lease {
     pub(super) lock_delay_ms: Option<u64>,
 }
 
+impl Lease {
+    /// The lease an acquire in the entry at `index` asks for: its token is
+    /// that index, and its deadline is set when it is granted.
+    pub(super) fn wanted(
+        owner: &str,
+        index: u64,
+        ttl_ms: u64,
+        request_id: &Option<String>,
+        lock_delay_ms: Option<u64>,
+    ) -> Lease {
+        Lease {
+            owner: owner.to_owned(),
+            token: index,
+            ttl_ms,
+            deadline: 0,
+            request_id: request_id.clone(),
+            lock_delay_ms,
+        }
+    }
+}
+
 /// A free lock nobody may take before `until_tick`: the lease of `owner`
 /// under `token`, granted with a lock delay, expired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
