@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+import cluster
 import leasehold
 
 pytestmark = pytest.mark.timeout(60)
@@ -249,3 +250,34 @@ def test_async_client_lifecycle(shared_cluster, unique):
             await client.release(unique(), other.token)
 
     asyncio.run(main())
+
+
+def test_lock_delay_keeps_an_expired_lock_from_everyone_then_grants_it(shared_cluster, unique):
+    client = shared_cluster.client()
+    name = unique()
+    delay = 2.0
+    lease = client.acquire(name, "alice", 3.0, lock_delay=delay)
+    # alice stops renewing: bound by the ttl plus a generous election's worth.
+    give_up = time.monotonic() + 3.0 + 10
+    while client.get(name) is not None:
+        assert time.monotonic() < give_up, "the lease never expired"
+        time.sleep(0.05)
+    with pytest.raises(leasehold.LockDelayed) as caught:
+        client.acquire(name, "bob", TTL)
+    delayed = caught.value
+    assert (delayed.status, delayed.name) == (409, name)
+    delay_ticks = round(delay * 1000 / cluster.TICK_MS)
+    assert delayed.delayed_until_tick is not None
+    assert delayed.delayed_until_tick >= lease.deadline_tick + delay_ticks
+    with pytest.raises(leasehold.LockDelayed):
+        client.acquire(name, "alice", TTL)  # the expired holder too
+    started = time.monotonic()
+    granted = client.acquire(name, "bob", TTL, wait=delay + 10, lock_delay=delay)
+    assert time.monotonic() - started < delay + 10
+    assert granted.owner == "bob"
+    assert granted.token > lease.token
+    ttl_ticks = round(TTL * 1000 / cluster.TICK_MS)
+    assert granted.deadline_tick >= delayed.delayed_until_tick + ttl_ticks, "granted before the end"
+    client.release(name, granted.token)
+    # bob's lease has a lock delay too, but a release ends it without one.
+    assert client.acquire(name, "carol", TTL).owner == "carol"

@@ -285,3 +285,25 @@ def test_fence_sql():
     )  # fmt: skip
     with pytest.raises(ValueError, match="identifier"):
         leasehold.fence_sql(1, "fence; DROP TABLE x")
+
+
+def test_lock_delay_is_sent_in_ms_only_when_asked():
+    bodies: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if request.url.path.endswith("/release"):
+            return httpx.Response(200, json={"name": "n", "token": 57, "released": True})
+        return httpx.Response(200, json=GRANT)
+
+    client = client_with(handler)
+    client.acquire("n", "o", 10, lock_delay=1.5)
+    client.acquire("n", "o", 10)
+    client.lock("n", ttl=10, owner="o", lock_delay=2).acquire().release()
+    assert bodies[0]["lock_delay_ms"] == 1500
+    assert "lock_delay_ms" not in bodies[1], "no delay asked: the field is left out"
+    assert bodies[2]["lock_delay_ms"] == 2000, "the guard passes its lock delay to the acquire"
+    with pytest.raises(leasehold.InvalidArgument) as caught:
+        client.acquire("n", "o", 10, lock_delay=-1)
+    assert caught.value.status is None, "refused by the client, nothing sent"
+    assert len(bodies) == 4, "three acquires and the guard's release, not the refused call"

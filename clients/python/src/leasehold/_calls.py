@@ -56,20 +56,29 @@ def _raw(data: Any, _sent: float) -> Any:
     return data
 
 
+def _add_wait_and_delay(body: dict[str, Any], wait_ms: int, lock_delay_ms: int) -> None:
+    """Zero means "not asked" for both (no wait, no delay): the field is
+    left out, so a request reads as it did before either existed."""
+    if wait_ms > 0:
+        body["wait_ms"] = wait_ms
+    if lock_delay_ms > 0:
+        body["lock_delay_ms"] = lock_delay_ms
+
+
 def acquire(
     name: str,
     owner: str,
     ttl_ms: int,
     wait_ms: int = 0,
     request_id: Optional[str] = None,
+    lock_delay_ms: int = 0,
 ) -> Call[Lease]:
     body: dict[str, Any] = {
         "owner": owner,
         "ttl_ms": ttl_ms,
         "request_id": request_id or new_request_id(),
     }
-    if wait_ms > 0:
-        body["wait_ms"] = wait_ms
+    _add_wait_and_delay(body, wait_ms, lock_delay_ms)
     return Call("POST", path_of("v1", "locks", name, "acquire"), _lease, body, wait=wait_ms / 1000)
 
 

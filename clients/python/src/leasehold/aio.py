@@ -113,6 +113,7 @@ class AsyncClient:
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
     ) -> Lease:
         """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
 
@@ -121,9 +122,19 @@ class AsyncClient:
         when the lock passes to ``owner``, or raises
         :class:`~leasehold.errors.WaitTimeout`. The same owner acquiring
         again gets its grant back (same token, ``reacquired``).
+
+        ``lock_delay`` (seconds, at most 300): should this lease expire
+        rather than be released, nobody is granted the lock for that long
+        after the expiry, so a holder that was only paused wakes up to find
+        nobody acting under the lock yet. Meanwhile a try-acquire raises
+        :class:`~leasehold.errors.LockDelayed`; a waiting one is granted when
+        the delay ends.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
-        return await self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id)
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        return await self._acquire_ms(
+            name, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms
+        )
 
     async def _acquire_ms(
         self,
@@ -132,8 +143,11 @@ class AsyncClient:
         ttl_ms: int,
         wait_ms: int = 0,
         request_id: Optional[str] = None,
+        lock_delay_ms: int = 0,
     ) -> Lease:
-        return await self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id))
+        return await self._run(
+            calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms)
+        )
 
     async def renew(
         self,
@@ -173,10 +187,13 @@ class AsyncClient:
         owner: Optional[str] = None,
         drift_margin: Optional[float] = None,
         on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
     ) -> AsyncLock:
         """An :class:`~leasehold.lock.AsyncLock` on ``name``: acquired on
         ``async with`` entry (or :meth:`AsyncLock.acquire`), renewed by a
-        watchdog task every ``ttl / 3``, released on exit."""
+        watchdog task every ``ttl / 3``, released on exit. ``lock_delay`` as
+        for :meth:`acquire`: it matters exactly when the watchdog fails and
+        the lease expires."""
         from .lock import AsyncLock
 
         return AsyncLock(
@@ -187,6 +204,7 @@ class AsyncClient:
             owner=owner,
             drift_margin=drift_margin,
             on_lost=on_lost,
+            lock_delay=lock_delay,
         )
 
     # --- fencing ---------------------------------------------------------------

@@ -112,6 +112,7 @@ class Client:
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
     ) -> Lease:
         """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
 
@@ -120,9 +121,17 @@ class Client:
         when the lock passes to ``owner``, or raises
         :class:`~leasehold.errors.WaitTimeout`. The same owner acquiring
         again gets its grant back (same token, ``reacquired``).
+
+        ``lock_delay`` (seconds, at most 300): should this lease expire
+        rather than be released, nobody is granted the lock for that long
+        after the expiry, so a holder that was only paused wakes up to find
+        nobody acting under the lock yet. Meanwhile a try-acquire raises
+        :class:`~leasehold.errors.LockDelayed`; a waiting one is granted when
+        the delay ends.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
-        return self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id)
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        return self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
 
     def _acquire_ms(
         self,
@@ -131,8 +140,9 @@ class Client:
         ttl_ms: int,
         wait_ms: int = 0,
         request_id: Optional[str] = None,
+        lock_delay_ms: int = 0,
     ) -> Lease:
-        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id))
+        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms))
 
     def renew(
         self,
@@ -172,10 +182,12 @@ class Client:
         owner: Optional[str] = None,
         drift_margin: Optional[float] = None,
         on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
     ) -> Lock:
         """A :class:`~leasehold.lock.Lock` on ``name``: acquired on ``with``
         entry (or :meth:`Lock.acquire`), renewed by a watchdog thread every
-        ``ttl / 3``, released on exit."""
+        ``ttl / 3``, released on exit. ``lock_delay`` as for :meth:`acquire`:
+        it matters exactly when the watchdog fails and the lease expires."""
         from .lock import Lock
 
         return Lock(
@@ -186,6 +198,7 @@ class Client:
             owner=owner,
             drift_margin=drift_margin,
             on_lost=on_lost,
+            lock_delay=lock_delay,
         )
 
     # --- fencing ---------------------------------------------------------------
