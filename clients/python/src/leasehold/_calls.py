@@ -3,20 +3,22 @@ answer. The sync and async clients only differ in how they run a Call."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, TypeVar
 
-from ._core import MEMBERSHIP_WAIT, new_request_id, path_of, to_ms
-from .errors import ApiError, DecodeError, NoRecord, NotHeld
+from ._core import MEMBERSHIP_WAIT, client_side, new_request_id, path_of, to_ms
+from .errors import ApiError, DecodeError, InvalidArgument, NoRecord, NotHeld
 from .types import (
     CheckResult,
     GateResult,
     Lease,
+    Leases,
     LeaseView,
     Record,
     RecordWritten,
     Released,
+    ReleasedMany,
 )
 
 T = TypeVar("T")
@@ -99,6 +101,52 @@ def release(name: str, token: int, request_id: Optional[str] = None) -> Call[Rel
         lambda d, _s: Released.from_json(_dict(d)),
         body,
     )
+
+
+def _names(names: Sequence[str]) -> list[str]:
+    """The list of lock names of a multi-lock call. One string is refused:
+    it is a sequence too, and would ask for a lock per character."""
+    if isinstance(names, str):
+        raise client_side(
+            InvalidArgument(
+                f"names must be a list of lock names, not the string {names!r}",
+                details={"field": "names"},
+            )
+        )
+    return list(names)
+
+
+def acquire_many(
+    names: Sequence[str],
+    owner: str,
+    ttl_ms: int,
+    wait_ms: int = 0,
+    request_id: Optional[str] = None,
+    lock_delay_ms: int = 0,
+) -> Call[Leases]:
+    body: dict[str, Any] = {
+        "names": _names(names),
+        "owner": owner,
+        "ttl_ms": ttl_ms,
+        "request_id": request_id or new_request_id(),
+    }
+    _add_wait_and_delay(body, wait_ms, lock_delay_ms)
+    return Call(
+        "POST",
+        "/v1/multi/acquire",
+        lambda d, sent: Leases.from_json(_dict(d), sent),
+        body,
+        wait=wait_ms / 1000,
+    )
+
+
+def release_many(
+    names: Sequence[str], token: int, request_id: Optional[str] = None
+) -> Call[ReleasedMany]:
+    body = {"names": _names(names), "token": token, "request_id": request_id or new_request_id()}
+    return Call(
+        "POST", "/v1/multi/release", lambda d, _s: ReleasedMany.from_json(_dict(d)), body
+    )  # fmt: skip
 
 
 def get(name: str) -> Call[Optional[LeaseView]]:

@@ -23,7 +23,17 @@ from ._core import (
     unreachable,
 )
 from .errors import LeaseholdError
-from .types import CheckResult, GateResult, Lease, LeaseView, Record, RecordWritten, Released
+from .types import (
+    CheckResult,
+    GateResult,
+    Lease,
+    Leases,
+    LeaseView,
+    Record,
+    RecordWritten,
+    Released,
+    ReleasedMany,
+)
 
 if TYPE_CHECKING:
     from .lock import Lock, LostReason
@@ -163,6 +173,43 @@ class Client:
     def release(self, name: str, token: int, *, request_id: Optional[str] = None) -> Released:
         """Releases the lock held under ``token``."""
         return self._run(calls.release(name, token, request_id))
+
+    def acquire_many(
+        self,
+        names: Sequence[str],
+        owner: str,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> Leases:
+        """Acquires every lock of ``names`` (1 to 64 distinct names) for
+        ``owner`` in one log entry, under one fencing token, or none of them.
+
+        Without ``wait``, a list with a lock that cannot be granted now
+        raises :class:`~leasehold.errors.HeldByOther`, granting nothing; its
+        ``conflicts`` names every lock in the way and why. With ``wait``
+        (seconds) the owner queues for every lock at once and holds none of
+        them until it can have all (then they are granted together), or
+        raises :class:`~leasehold.errors.WaitTimeout`, leaving every queue.
+        ``ttl``, ``request_id`` and ``lock_delay`` are as for
+        :meth:`acquire`, for each lock. The owner holding every lock under
+        one token already gets those grants back (``reacquired``).
+        """
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        return self._run(
+            calls.acquire_many(names, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
+        )
+
+    def release_many(
+        self, names: Sequence[str], token: int, *, request_id: Optional[str] = None
+    ) -> ReleasedMany:
+        """Releases every lock of ``names``, all held under ``token`` (the
+        one a multi-acquire answered), in one log entry, or none of them:
+        ``NotHeld`` / ``StaleToken`` for the first that is not held so."""
+        return self._run(calls.release_many(names, token, request_id))
 
     def get(self, name: str) -> Optional[LeaseView]:
         """The lease of ``name`` (linearizable), ``None`` when it is free."""
