@@ -381,3 +381,36 @@ def test_async_client_multi_acquire_and_release(shared_cluster, unique):
             assert await client.get(names[0]) is None
 
     asyncio.run(main())
+
+
+def test_lock_set_holds_every_lock_in_the_block_and_releases_them_together(shared_cluster, unique):
+    client = shared_cluster.client()
+    names = [unique("a"), unique("b")]
+    with client.lock_many(names, ttl=TTL, owner="alice") as locks:
+        assert locks.leases.names == names
+        assert [client.get(n).token for n in names] == [locks.token] * 2
+        assert 0 < locks.remaining() <= TTL
+        with pytest.raises(leasehold.HeldByOther) as caught:
+            client.lock_many([unique("c"), names[1]], ttl=TTL, owner="bob").acquire()
+        assert [c.name for c in caught.value.conflicts] == [names[1]]
+        assert client.get(unique("c")) is None
+    assert all(client.get(n) is None for n in names), "released on exit"
+
+
+def test_async_lock_set(shared_cluster, unique):
+    import asyncio
+
+    async def main() -> None:
+        async with shared_cluster.async_client() as client:
+            names = [unique("a"), unique("b")]
+
+            async def hold_and_fail() -> None:
+                async with client.lock_many(names, ttl=TTL, owner="alice") as locks:
+                    assert (await client.get(names[0])).token == locks.token
+                    raise RuntimeError("the block fails")
+
+            with pytest.raises(RuntimeError, match="the block fails"):
+                await hold_and_fail()
+            assert await client.get(names[0]) is None, "released when the block raised too"
+
+    asyncio.run(main())

@@ -397,3 +397,31 @@ def test_conflicts_of_a_multi_acquire_are_typed():
     assert (held.name, held.holder) == (None, None)
     single = errors.error_from_body(409, {"error": {"code": "held", "holder": "alice"}})
     assert single.conflicts == []  # type: ignore[attr-defined]
+
+
+def test_lock_set_leaving_after_its_ttl_ran_out_does_not_raise():
+    """No watchdog renews a set: a release refused once its ttl has run out
+    is the expected end; the same refusal before then is raised."""
+    short = multi_grant(["a", "b"])
+    for grant in short["grants"]:  # type: ignore[attr-defined]
+        grant["ttl_ms"] = 100
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/multi/acquire":
+            return httpx.Response(200, json=short)
+        return error(404, "not_held", name="a")
+
+    client = client_with(handler)
+    with client.lock_many(["a", "b"], ttl=10, owner="o") as locks:
+        assert locks.token == 88
+        assert locks.remaining(0) <= 0.1
+        time.sleep(0.15)
+    assert locks.remaining(0) <= 0
+    for grant in short["grants"]:  # type: ignore[attr-defined]
+        grant["ttl_ms"] = 10000
+    with pytest.raises(leasehold.NotHeld), client.lock_many(["a", "b"], ttl=10) as locks:
+        assert locks.remaining() > 5
+    with pytest.raises(RuntimeError, match="not acquired"):
+        _ = client.lock_many(["a"]).token
+    with pytest.raises(leasehold.InvalidArgument):
+        client.lock_many("ab")

@@ -47,6 +47,7 @@ from .errors import (
     WouldLoseQuorum,
 )
 from .lock import AsyncLock, Lock, LostReason
+from .multi import AsyncLockSet, LockSet
 from .types import (
     CheckResult,
     GateResult,
@@ -71,6 +72,7 @@ __all__ = [
     "ApiError",
     "AsyncClient",
     "AsyncLock",
+    "AsyncLockSet",
     "BodyTooLarge",
     "CheckResult",
     "Client",
@@ -89,6 +91,7 @@ __all__ = [
     "Lock",
     "LockDelayed",
     "LockMismatch",
+    "LockSet",
     "LostReason",
     "MethodNotAllowed",
     "NoRecord",

@@ -103,7 +103,7 @@ def release(name: str, token: int, request_id: Optional[str] = None) -> Call[Rel
     )
 
 
-def _names(names: Sequence[str]) -> list[str]:
+def lock_names(names: Sequence[str]) -> list[str]:
     """The list of lock names of a multi-lock call. One string is refused:
     it is a sequence too, and would ask for a lock per character."""
     if isinstance(names, str):
@@ -125,7 +125,7 @@ def acquire_many(
     lock_delay_ms: int = 0,
 ) -> Call[Leases]:
     body: dict[str, Any] = {
-        "names": _names(names),
+        "names": lock_names(names),
         "owner": owner,
         "ttl_ms": ttl_ms,
         "request_id": request_id or new_request_id(),
@@ -143,7 +143,11 @@ def acquire_many(
 def release_many(
     names: Sequence[str], token: int, request_id: Optional[str] = None
 ) -> Call[ReleasedMany]:
-    body = {"names": _names(names), "token": token, "request_id": request_id or new_request_id()}
+    body = {
+        "names": lock_names(names),
+        "token": token,
+        "request_id": request_id or new_request_id(),
+    }
     return Call(
         "POST", "/v1/multi/release", lambda d, _s: ReleasedMany.from_json(_dict(d)), body
     )  # fmt: skip

@@ -38,6 +38,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .lock import AsyncLock, LostReason
+    from .multi import AsyncLockSet
 
 T = TypeVar("T")
 
@@ -253,6 +254,23 @@ class AsyncClient:
             on_lost=on_lost,
             lock_delay=lock_delay,
         )
+
+    def lock_many(
+        self,
+        names: Sequence[str],
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> AsyncLockSet:
+        """A :class:`~leasehold.multi.AsyncLockSet` on every lock of ``names``:
+        acquired together on ``async with`` entry (or :meth:`AsyncLockSet.acquire`) as by
+        :meth:`acquire_many`, released together on exit. Nothing renews
+        them: the work must fit in ``ttl``."""
+        from .multi import AsyncLockSet
+
+        return AsyncLockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
 
     # --- fencing ---------------------------------------------------------------
 

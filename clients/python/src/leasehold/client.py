@@ -37,6 +37,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .lock import Lock, LostReason
+    from .multi import LockSet
 
 T = TypeVar("T")
 
@@ -247,6 +248,23 @@ class Client:
             on_lost=on_lost,
             lock_delay=lock_delay,
         )
+
+    def lock_many(
+        self,
+        names: Sequence[str],
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> LockSet:
+        """A :class:`~leasehold.multi.LockSet` on every lock of ``names``:
+        acquired together on ``with`` entry (or :meth:`LockSet.acquire`) as by
+        :meth:`acquire_many`, released together on exit. Nothing renews
+        them: the work must fit in ``ttl``."""
+        from .multi import LockSet
+
+        return LockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
 
     # --- fencing ---------------------------------------------------------------
 
