@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+import cluster
 import leasehold
 
 pytestmark = pytest.mark.timeout(60)
@@ -247,5 +248,169 @@ def test_async_client_lifecycle(shared_cluster, unique):
             with pytest.raises(leasehold.WaitTimeout):
                 await client.acquire(unique(), "dave", TTL, wait=1)
             await client.release(unique(), other.token)
+
+    asyncio.run(main())
+
+
+def test_lock_delay_keeps_an_expired_lock_from_everyone_then_grants_it(shared_cluster, unique):
+    client = shared_cluster.client()
+    name = unique()
+    delay = 2.0
+    lease = client.acquire(name, "alice", 3.0, lock_delay=delay)
+    # alice stops renewing: bound by the ttl plus a generous election's worth.
+    give_up = time.monotonic() + 3.0 + 10
+    while client.get(name) is not None:
+        assert time.monotonic() < give_up, "the lease never expired"
+        time.sleep(0.05)
+    with pytest.raises(leasehold.LockDelayed) as caught:
+        client.acquire(name, "bob", TTL)
+    delayed = caught.value
+    assert (delayed.status, delayed.name) == (409, name)
+    delay_ticks = round(delay * 1000 / cluster.TICK_MS)
+    assert delayed.delayed_until_tick is not None
+    assert delayed.delayed_until_tick >= lease.deadline_tick + delay_ticks
+    with pytest.raises(leasehold.LockDelayed):
+        client.acquire(name, "alice", TTL)  # the expired holder too
+    with pytest.raises(leasehold.HeldByOther) as refused:
+        client.acquire_many([unique("free"), name], "carol", TTL)
+    assert refused.value.conflicts == [
+        leasehold.Conflict(name, "delayed", delayed_until_tick=delayed.delayed_until_tick)
+    ]
+    started = time.monotonic()
+    granted = client.acquire(name, "bob", TTL, wait=delay + 10, lock_delay=delay)
+    assert time.monotonic() - started < delay + 10
+    assert granted.owner == "bob"
+    assert granted.token > lease.token
+    ttl_ticks = round(TTL * 1000 / cluster.TICK_MS)
+    assert granted.deadline_tick >= delayed.delayed_until_tick + ttl_ticks, "granted before the end"
+    client.release(name, granted.token)
+    # bob's lease has a lock delay too, but a release ends it without one.
+    assert client.acquire(name, "carol", TTL).owner == "carol"
+
+
+def test_multi_acquire_takes_every_lock_under_one_token(shared_cluster, unique):
+    client = shared_cluster.client()
+    names = [unique("b"), unique("a"), unique("c")]
+    leases = client.acquire_many(names, "transfer-9", TTL, request_id=unique("request"))
+    assert (leases.names, leases.reacquired) == (names, False), "grants in the order asked"
+    assert {g.token for g in leases.grants} == {leases.token}
+    for name in names:
+        view = client.get(name)
+        assert (view.owner, view.token) == ("transfer-9", leases.token)
+    again = client.acquire_many(names, "transfer-9", TTL)
+    assert (again.token, again.reacquired) == (leases.token, True), "holds them all: same grants"
+    retried = client.acquire_many(names, "transfer-9", TTL, request_id=unique("request"))
+    assert retried.token == leases.token
+    with pytest.raises(leasehold.InvalidArgument) as duplicate:
+        client.acquire_many([unique("d"), unique("d")], "transfer-9", TTL)
+    assert (duplicate.value.status, duplicate.value.field) == (400, "names")
+    with pytest.raises(leasehold.StaleToken):
+        client.release_many(names, leases.token + 1)
+    assert client.get(names[0]).token == leases.token, "a refused release releases none"
+    released = client.release_many(names, leases.token)
+    assert (released.names, released.token, released.released) == (names, leases.token, True)
+    assert all(client.get(name) is None for name in names)
+
+
+def test_multi_acquire_refused_with_the_conflicts_then_granted_by_the_release(
+    shared_cluster, unique
+):
+    client = shared_cluster.client()
+    held, free = unique("held"), unique("free")
+    alice = client.acquire(held, "alice", TTL)
+    with pytest.raises(leasehold.HeldByOther) as caught:
+        client.acquire_many([free, held], "bob", TTL)
+    assert caught.value.status == 409
+    [conflict] = caught.value.conflicts
+    assert (conflict.name, conflict.reason, conflict.holder, conflict.token) == (
+        held, "held", "alice", alice.token,
+    )  # fmt: skip
+    assert conflict.expires_in_ms is not None
+    assert client.get(free) is None, "refused: nothing granted"
+
+    versions: list[str] = []
+    client._waiting.event_hooks["response"].append(lambda r: versions.append(r.http_version))
+    outcome: dict[str, object] = {}
+
+    def wait_for_both() -> None:
+        try:
+            outcome["leases"] = client.acquire_many([free, held], "bob", TTL, wait=20)
+        except Exception as e:
+            outcome["error"] = e
+
+    waiter = threading.Thread(target=wait_for_both)
+    waiter.start()
+    give_up = time.monotonic() + 10
+    while not any(w.owner == "bob" for w in client.get(held).waiters):
+        assert time.monotonic() < give_up, "bob never queued"
+        time.sleep(0.05)
+    # The free lock is kept for bob, first in its queue, while he waits for the other.
+    with pytest.raises(leasehold.Reserved) as reserved:
+        client.acquire(free, "carol", TTL)
+    assert (reserved.value.name, reserved.value.first_waiter) == (free, "bob")
+    assert "leases" not in outcome, "granted while alice held one lock"
+    client.release(held, alice.token)
+    waiter.join(timeout=20)
+    assert not waiter.is_alive()
+    assert "error" not in outcome, outcome
+    leases = outcome["leases"]
+    assert isinstance(leases, leasehold.Leases)
+    assert leases.token > alice.token
+    assert [(g.name, g.owner, g.token) for g in leases.grants] == [
+        (free, "bob", leases.token), (held, "bob", leases.token),
+    ]  # fmt: skip
+    assert versions == ["HTTP/2"], "the waiting multi-acquire went over HTTP/2"
+    client.release_many([free, held], leases.token)
+
+
+def test_async_client_multi_acquire_and_release(shared_cluster, unique):
+    import asyncio
+
+    async def main() -> None:
+        async with shared_cluster.async_client() as client:
+            names = [unique("x"), unique("y")]
+            leases = await client.acquire_many(names, "alice", TTL, lock_delay=1)
+            assert leases.names == names
+            with pytest.raises(leasehold.HeldByOther) as caught:
+                await client.acquire_many(names, "bob", TTL)
+            assert [c.holder for c in caught.value.conflicts] == ["alice", "alice"]
+            with pytest.raises(leasehold.WaitTimeout):
+                await client.acquire_many(names, "bob", TTL, wait=1)
+            released = await client.release_many(names, leases.token)
+            assert released.released
+            assert await client.get(names[0]) is None
+
+    asyncio.run(main())
+
+
+def test_lock_set_holds_every_lock_in_the_block_and_releases_them_together(shared_cluster, unique):
+    client = shared_cluster.client()
+    names = [unique("a"), unique("b")]
+    with client.lock_many(names, ttl=TTL, owner="alice") as locks:
+        assert locks.leases.names == names
+        assert [client.get(n).token for n in names] == [locks.token] * 2
+        assert 0 < locks.remaining() <= TTL
+        with pytest.raises(leasehold.HeldByOther) as caught:
+            client.lock_many([unique("c"), names[1]], ttl=TTL, owner="bob").acquire()
+        assert [c.name for c in caught.value.conflicts] == [names[1]]
+        assert client.get(unique("c")) is None
+    assert all(client.get(n) is None for n in names), "released on exit"
+
+
+def test_async_lock_set(shared_cluster, unique):
+    import asyncio
+
+    async def main() -> None:
+        async with shared_cluster.async_client() as client:
+            names = [unique("a"), unique("b")]
+
+            async def hold_and_fail() -> None:
+                async with client.lock_many(names, ttl=TTL, owner="alice") as locks:
+                    assert (await client.get(names[0])).token == locks.token
+                    raise RuntimeError("the block fails")
+
+            with pytest.raises(RuntimeError, match="the block fails"):
+                await hold_and_fail()
+            assert await client.get(names[0]) is None, "released when the block raised too"
 
     asyncio.run(main())

@@ -285,3 +285,143 @@ def test_fence_sql():
     )  # fmt: skip
     with pytest.raises(ValueError, match="identifier"):
         leasehold.fence_sql(1, "fence; DROP TABLE x")
+
+
+def test_lock_delay_is_sent_in_ms_only_when_asked():
+    bodies: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if request.url.path.endswith("/release"):
+            return httpx.Response(200, json={"name": "n", "token": 57, "released": True})
+        return httpx.Response(200, json=GRANT)
+
+    client = client_with(handler)
+    client.acquire("n", "o", 10, lock_delay=1.5)
+    client.acquire("n", "o", 10)
+    client.lock("n", ttl=10, owner="o", lock_delay=2).acquire().release()
+    assert bodies[0]["lock_delay_ms"] == 1500
+    assert "lock_delay_ms" not in bodies[1], "no delay asked: the field is left out"
+    assert bodies[2]["lock_delay_ms"] == 2000, "the guard passes its lock delay to the acquire"
+    with pytest.raises(leasehold.InvalidArgument) as caught:
+        client.acquire("n", "o", 10, lock_delay=-1)
+    assert caught.value.status is None, "refused by the client, nothing sent"
+    assert len(bodies) == 4, "three acquires and the guard's release, not the refused call"
+
+
+def multi_grant(names: list[str], token: int = 88, reacquired: bool = False) -> dict[str, object]:
+    grants = [{**GRANT, "name": n, "token": token, "ttl_ms": 10000 - 1000 * i}
+              for i, n in enumerate(names)]  # fmt: skip
+    return {"token": token, "grants": grants, "reacquired": reacquired}
+
+
+def test_acquire_many_sends_one_body_and_reads_one_token():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=multi_grant(["b", "a"], reacquired=True))
+
+    leases = client_with(handler).acquire_many(
+        ("b", "a"), "o", 10, wait=2.5, lock_delay=1, request_id="tr-9"
+    )
+    assert seen[0].url.path == "/v1/multi/acquire"
+    assert json.loads(seen[0].content) == {
+        "names": ["b", "a"], "owner": "o", "ttl_ms": 10000, "wait_ms": 2500,
+        "lock_delay_ms": 1000, "request_id": "tr-9",
+    }  # fmt: skip
+    assert (leases.token, leases.names, leases.reacquired) == (88, ["b", "a"], True)
+    assert all(g.token == 88 and g.reacquired is True for g in leases.grants)
+    assert leases.grant("a").ttl_ms == 9000
+    with pytest.raises(KeyError):
+        leases.grant("c")
+    assert leases.valid_until(0.5) == pytest.approx(leases.sent_at + 9.0 - 0.5), "the shortest ttl"
+
+
+def test_a_waiting_multi_acquire_is_a_waiting_call():
+    """It goes over HTTP/2 exactly when a waiting single acquire does."""
+    assert leasehold._calls.acquire_many(["a"], "o", 10000, wait_ms=2500).wait == 2.5
+    assert leasehold._calls.acquire_many(["a"], "o", 10000).wait == 0.0
+
+
+def test_multi_answers_that_break_the_api_are_decode_errors():
+    mixed = multi_grant(["a", "b"])
+    mixed["grants"][1]["token"] = 89  # type: ignore[index]
+    with pytest.raises(leasehold.DecodeError, match="token 89"):
+        leasehold.Leases.from_json(mixed, 0.0)
+    with pytest.raises(leasehold.DecodeError):
+        leasehold.Leases.from_json({"token": 88, "grants": [], "reacquired": False}, 0.0)
+    with pytest.raises(leasehold.DecodeError):
+        leasehold.ReleasedMany.from_json({"names": "a", "token": 88, "released": True})
+
+
+def test_release_many_body_and_answer():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"names": ["a", "b"], "token": 88, "released": True})
+
+    released = client_with(handler).release_many(["a", "b"], 88)
+    assert seen[0].url.path == "/v1/multi/release"
+    body = json.loads(seen[0].content)
+    assert (body["names"], body["token"]) == (["a", "b"], 88)
+    assert body["request_id"]
+    assert released == leasehold.ReleasedMany(["a", "b"], 88, True)
+
+
+def test_one_string_as_names_is_refused_before_sending():
+    client = client_with(lambda _r: pytest.fail("nothing may be sent"))
+    for call in (lambda: client.acquire_many("ab", "o", 10), lambda: client.release_many("ab", 1)):
+        with pytest.raises(leasehold.InvalidArgument) as caught:
+            call()
+        assert (caught.value.status, caught.value.field) == (None, "names")
+
+
+def test_conflicts_of_a_multi_acquire_are_typed():
+    held = errors.error_from_body(409, {"error": {"code": "held", "message": "m", "conflicts": [
+        {"name": "a", "reason": "held", "holder": "alice", "token": 4, "expires_in_ms": 4500},
+        {"name": "b", "reason": "reserved", "first_waiter": "bob"},
+        {"name": "c", "reason": "delayed", "delayed_until_tick": 58},
+        {"name": "d", "reason": "held", "holder": 7, "token": True},
+        {"reason": "held"},
+        "junk",
+    ]}})  # fmt: skip
+    assert isinstance(held, leasehold.HeldByOther)
+    assert held.conflicts == [
+        leasehold.Conflict("a", "held", holder="alice", token=4, expires_in_ms=4500),
+        leasehold.Conflict("b", "reserved", first_waiter="bob"),
+        leasehold.Conflict("c", "delayed", delayed_until_tick=58),
+        leasehold.Conflict("d", "held"),
+    ], "wrong types read as None, entries without name or reason are left out"
+    assert (held.name, held.holder) == (None, None)
+    single = errors.error_from_body(409, {"error": {"code": "held", "holder": "alice"}})
+    assert single.conflicts == []  # type: ignore[attr-defined]
+
+
+def test_lock_set_leaving_after_its_ttl_ran_out_does_not_raise():
+    """No watchdog renews a set: a release refused once its ttl has run out
+    is the expected end; the same refusal before then is raised."""
+    short = multi_grant(["a", "b"])
+    for grant in short["grants"]:  # type: ignore[attr-defined]
+        grant["ttl_ms"] = 100
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/multi/acquire":
+            return httpx.Response(200, json=short)
+        return error(404, "not_held", name="a")
+
+    client = client_with(handler)
+    with client.lock_many(["a", "b"], ttl=10, owner="o") as locks:
+        assert locks.token == 88
+        assert locks.remaining(0) <= 0.1
+        time.sleep(0.15)
+    assert locks.remaining(0) <= 0
+    for grant in short["grants"]:  # type: ignore[attr-defined]
+        grant["ttl_ms"] = 10000
+    with pytest.raises(leasehold.NotHeld), client.lock_many(["a", "b"], ttl=10) as locks:
+        assert locks.remaining() > 5
+    with pytest.raises(RuntimeError, match="not acquired"):
+        _ = client.lock_many(["a"]).token
+    with pytest.raises(leasehold.InvalidArgument):
+        client.lock_many("ab")

@@ -3,20 +3,22 @@ answer. The sync and async clients only differ in how they run a Call."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, TypeVar
 
-from ._core import MEMBERSHIP_WAIT, new_request_id, path_of, to_ms
-from .errors import ApiError, DecodeError, NoRecord, NotHeld
+from ._core import MEMBERSHIP_WAIT, client_side, new_request_id, path_of, to_ms
+from .errors import ApiError, DecodeError, InvalidArgument, NoRecord, NotHeld
 from .types import (
     CheckResult,
     GateResult,
     Lease,
+    Leases,
     LeaseView,
     Record,
     RecordWritten,
     Released,
+    ReleasedMany,
 )
 
 T = TypeVar("T")
@@ -56,20 +58,29 @@ def _raw(data: Any, _sent: float) -> Any:
     return data
 
 
+def _add_wait_and_delay(body: dict[str, Any], wait_ms: int, lock_delay_ms: int) -> None:
+    """Zero means "not asked" for both (no wait, no delay): the field is
+    left out, so a request reads as it did before either existed."""
+    if wait_ms > 0:
+        body["wait_ms"] = wait_ms
+    if lock_delay_ms > 0:
+        body["lock_delay_ms"] = lock_delay_ms
+
+
 def acquire(
     name: str,
     owner: str,
     ttl_ms: int,
     wait_ms: int = 0,
     request_id: Optional[str] = None,
+    lock_delay_ms: int = 0,
 ) -> Call[Lease]:
     body: dict[str, Any] = {
         "owner": owner,
         "ttl_ms": ttl_ms,
         "request_id": request_id or new_request_id(),
     }
-    if wait_ms > 0:
-        body["wait_ms"] = wait_ms
+    _add_wait_and_delay(body, wait_ms, lock_delay_ms)
     return Call("POST", path_of("v1", "locks", name, "acquire"), _lease, body, wait=wait_ms / 1000)
 
 
@@ -90,6 +101,56 @@ def release(name: str, token: int, request_id: Optional[str] = None) -> Call[Rel
         lambda d, _s: Released.from_json(_dict(d)),
         body,
     )
+
+
+def lock_names(names: Sequence[str]) -> list[str]:
+    """The list of lock names of a multi-lock call. One string is refused:
+    it is a sequence too, and would ask for a lock per character."""
+    if isinstance(names, str):
+        raise client_side(
+            InvalidArgument(
+                f"names must be a list of lock names, not the string {names!r}",
+                details={"field": "names"},
+            )
+        )
+    return list(names)
+
+
+def acquire_many(
+    names: Sequence[str],
+    owner: str,
+    ttl_ms: int,
+    wait_ms: int = 0,
+    request_id: Optional[str] = None,
+    lock_delay_ms: int = 0,
+) -> Call[Leases]:
+    body: dict[str, Any] = {
+        "names": lock_names(names),
+        "owner": owner,
+        "ttl_ms": ttl_ms,
+        "request_id": request_id or new_request_id(),
+    }
+    _add_wait_and_delay(body, wait_ms, lock_delay_ms)
+    return Call(
+        "POST",
+        "/v1/multi/acquire",
+        lambda d, sent: Leases.from_json(_dict(d), sent),
+        body,
+        wait=wait_ms / 1000,
+    )
+
+
+def release_many(
+    names: Sequence[str], token: int, request_id: Optional[str] = None
+) -> Call[ReleasedMany]:
+    body = {
+        "names": lock_names(names),
+        "token": token,
+        "request_id": request_id or new_request_id(),
+    }
+    return Call(
+        "POST", "/v1/multi/release", lambda d, _s: ReleasedMany.from_json(_dict(d)), body
+    )  # fmt: skip
 
 
 def get(name: str) -> Call[Optional[LeaseView]]:

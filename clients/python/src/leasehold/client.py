@@ -23,10 +23,21 @@ from ._core import (
     unreachable,
 )
 from .errors import LeaseholdError
-from .types import CheckResult, GateResult, Lease, LeaseView, Record, RecordWritten, Released
+from .types import (
+    CheckResult,
+    GateResult,
+    Lease,
+    Leases,
+    LeaseView,
+    Record,
+    RecordWritten,
+    Released,
+    ReleasedMany,
+)
 
 if TYPE_CHECKING:
     from .lock import Lock, LostReason
+    from .multi import LockSet
 
 T = TypeVar("T")
 
@@ -112,6 +123,7 @@ class Client:
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
     ) -> Lease:
         """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
 
@@ -120,9 +132,17 @@ class Client:
         when the lock passes to ``owner``, or raises
         :class:`~leasehold.errors.WaitTimeout`. The same owner acquiring
         again gets its grant back (same token, ``reacquired``).
+
+        ``lock_delay`` (seconds, at most 300): should this lease expire
+        rather than be released, nobody is granted the lock for that long
+        after the expiry, so a holder that was only paused wakes up to find
+        nobody acting under the lock yet. Meanwhile a try-acquire raises
+        :class:`~leasehold.errors.LockDelayed`; a waiting one is granted when
+        the delay ends.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
-        return self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id)
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        return self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
 
     def _acquire_ms(
         self,
@@ -131,8 +151,9 @@ class Client:
         ttl_ms: int,
         wait_ms: int = 0,
         request_id: Optional[str] = None,
+        lock_delay_ms: int = 0,
     ) -> Lease:
-        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id))
+        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms))
 
     def renew(
         self,
@@ -154,6 +175,43 @@ class Client:
         """Releases the lock held under ``token``."""
         return self._run(calls.release(name, token, request_id))
 
+    def acquire_many(
+        self,
+        names: Sequence[str],
+        owner: str,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> Leases:
+        """Acquires every lock of ``names`` (1 to 64 distinct names) for
+        ``owner`` in one log entry, under one fencing token, or none of them.
+
+        Without ``wait``, a list with a lock that cannot be granted now
+        raises :class:`~leasehold.errors.HeldByOther`, granting nothing; its
+        ``conflicts`` names every lock in the way and why. With ``wait``
+        (seconds) the owner queues for every lock at once and holds none of
+        them until it can have all (then they are granted together), or
+        raises :class:`~leasehold.errors.WaitTimeout`, leaving every queue.
+        ``ttl``, ``request_id`` and ``lock_delay`` are as for
+        :meth:`acquire`, for each lock. The owner holding every lock under
+        one token already gets those grants back (``reacquired``).
+        """
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        return self._run(
+            calls.acquire_many(names, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
+        )
+
+    def release_many(
+        self, names: Sequence[str], token: int, *, request_id: Optional[str] = None
+    ) -> ReleasedMany:
+        """Releases every lock of ``names``, all held under ``token`` (the
+        one a multi-acquire answered), in one log entry, or none of them:
+        ``NotHeld`` / ``StaleToken`` for the first that is not held so."""
+        return self._run(calls.release_many(names, token, request_id))
+
     def get(self, name: str) -> Optional[LeaseView]:
         """The lease of ``name`` (linearizable), ``None`` when it is free."""
         return self._run(calls.get(name))
@@ -172,10 +230,12 @@ class Client:
         owner: Optional[str] = None,
         drift_margin: Optional[float] = None,
         on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
     ) -> Lock:
         """A :class:`~leasehold.lock.Lock` on ``name``: acquired on ``with``
         entry (or :meth:`Lock.acquire`), renewed by a watchdog thread every
-        ``ttl / 3``, released on exit."""
+        ``ttl / 3``, released on exit. ``lock_delay`` as for :meth:`acquire`:
+        it matters exactly when the watchdog fails and the lease expires."""
         from .lock import Lock
 
         return Lock(
@@ -186,7 +246,25 @@ class Client:
             owner=owner,
             drift_margin=drift_margin,
             on_lost=on_lost,
+            lock_delay=lock_delay,
         )
+
+    def lock_many(
+        self,
+        names: Sequence[str],
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> LockSet:
+        """A :class:`~leasehold.multi.LockSet` on every lock of ``names``:
+        acquired together on ``with`` entry (or :meth:`LockSet.acquire`) as by
+        :meth:`acquire_many`, released together on exit. Nothing renews
+        them: the work must fit in ``ttl``."""
+        from .multi import LockSet
+
+        return LockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
 
     # --- fencing ---------------------------------------------------------------
 

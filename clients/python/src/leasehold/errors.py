@@ -8,7 +8,10 @@ not know raises :class:`LeaseholdError` itself, with ``code`` and ``body`` set.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Optional, TypeVar
+
+_T = TypeVar("_T")
 
 
 class LeaseholdError(Exception):
@@ -212,13 +215,76 @@ class UnsupportedMediaType(ApiError):
 # --- 409 ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """One lock of a multi-acquire that cannot be granted now, and why: an
+    element of :attr:`HeldByOther.conflicts`.
+
+    ``reason`` is ``"held"`` (another owner holds it: ``holder``, ``token``,
+    ``expires_in_ms``), ``"delayed"`` (free, but the lock delay of an expired
+    lease runs until tick ``delayed_until_tick``) or ``"reserved"`` (free,
+    but kept for ``first_waiter``, a multi-acquire first in its queue). The
+    fields of the other reasons are ``None``.
+    """
+
+    name: str
+    reason: str
+    holder: Optional[str] = None
+    token: Optional[int] = None
+    expires_in_ms: Optional[int] = None
+    delayed_until_tick: Optional[int] = None
+    first_waiter: Optional[str] = None
+
+
+def _typed(item: dict[str, Any], key: str, kind: type[_T]) -> Optional[_T]:
+    value = item.get(key)
+    if isinstance(value, bool) and kind is not bool:
+        return None
+    return value if isinstance(value, kind) else None
+
+
+def _conflicts(value: Any) -> list[Conflict]:
+    """The ``conflicts`` detail, leaving out entries without a ``name`` and a
+    ``reason`` (a field of the wrong type reads as ``None``): the error is
+    raised either way, and it should not turn into a decoding error."""
+    if not isinstance(value, list):
+        return []
+    conflicts = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        name, reason = _typed(item, "name", str), _typed(item, "reason", str)
+        if name is None or reason is None:
+            continue
+        conflicts.append(
+            Conflict(
+                name=name,
+                reason=reason,
+                holder=_typed(item, "holder", str),
+                token=_typed(item, "token", int),
+                expires_in_ms=_typed(item, "expires_in_ms", int),
+                delayed_until_tick=_typed(item, "delayed_until_tick", int),
+                first_waiter=_typed(item, "first_waiter", str),
+            )
+        )
+    return conflicts
+
+
 @_register
 class HeldByOther(ApiError):
     """409 ``held``: another owner holds the lock (``holder``, ``token``,
-    ``expires_in_ms``)."""
+    ``expires_in_ms``). From a multi-acquire, some of its locks cannot be
+    granted now: ``conflicts`` names each of them and what is in the way
+    (the single-lock attributes are ``None`` then)."""
 
     code = "held"
     status = 409
+
+    @property
+    def conflicts(self) -> list[Conflict]:
+        """Every lock of a refused multi-acquire that could not be granted,
+        in the order asked; empty for a single acquire."""
+        return _conflicts(self._detail("conflicts"))
 
     @property
     def name(self) -> Optional[str]:
@@ -429,6 +495,7 @@ __all__ = [
     "AlreadyInitialized",
     "ApiError",
     "BodyTooLarge",
+    "Conflict",
     "DecodeError",
     "Forbidden",
     "Full",
@@ -448,8 +515,8 @@ __all__ = [
     "Overloaded",
     "PermissionDenied",
     "RequestIdReused",
-    "Reserved",
     "RequestTimeout",
+    "Reserved",
     "StaleToken",
     "TlsRequired",
     "Unauthenticated",

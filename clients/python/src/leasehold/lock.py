@@ -112,11 +112,13 @@ class _Base:
         owner: Optional[str],
         drift_margin: Optional[float],
         on_lost: Optional[Callable[[LostReason], object]],
+        lock_delay: Optional[float],
     ) -> None:
         self._ttl_ms, self._margin = _options(ttl, drift_margin)
         self._name = name
         self._owner = owner if owner is not None else default_owner()
         self._wait_ms = 0 if wait is None else to_ms(wait, "wait")
+        self._lock_delay_ms = 0 if lock_delay is None else to_ms(lock_delay, "lock_delay")
         self._on_lost = on_lost
         self._mutex = threading.Lock()
         self._token: Optional[int] = None
@@ -246,7 +248,8 @@ class Lock(_Base):
     stop acting when :attr:`lost` (a :class:`threading.Event`) is set, or
     check :meth:`is_lost` / :meth:`valid_until` before each action.
     ``on_lost(reason)`` is called once, from the watchdog thread, when it is
-    set.
+    set. ``lock_delay`` (seconds) is the acquire's: should the watchdog fail
+    and the lease expire, nobody gets the lock for that long after.
     """
 
     def __init__(
@@ -259,9 +262,16 @@ class Lock(_Base):
         owner: Optional[str] = None,
         drift_margin: Optional[float] = None,
         on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
     ) -> None:
         super().__init__(
-            name, ttl=ttl, wait=wait, owner=owner, drift_margin=drift_margin, on_lost=on_lost
+            name,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
         )
         self._client = client
         #: Set when the lock can no longer be known to be held.
@@ -276,7 +286,9 @@ class Lock(_Base):
         if self._token is not None:
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
-        lease = self._client._acquire_ms(self._name, self._owner, self._ttl_ms, self._wait_ms)
+        lease = self._client._acquire_ms(
+            self._name, self._owner, self._ttl_ms, self._wait_ms, lock_delay_ms=self._lock_delay_ms
+        )
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
@@ -438,9 +450,16 @@ class AsyncLock(_Base):
         owner: Optional[str] = None,
         drift_margin: Optional[float] = None,
         on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
     ) -> None:
         super().__init__(
-            name, ttl=ttl, wait=wait, owner=owner, drift_margin=drift_margin, on_lost=on_lost
+            name,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
         )
         self._client = client
         self._lost: Optional[asyncio.Event] = None
@@ -461,8 +480,8 @@ class AsyncLock(_Base):
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
         lease = await self._client._acquire_ms(
-            self._name, self._owner, self._ttl_ms, self._wait_ms
-        )  # fmt: skip
+            self._name, self._owner, self._ttl_ms, self._wait_ms, lock_delay_ms=self._lock_delay_ms
+        )
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:

@@ -87,6 +87,57 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Leases:
+    """Locks granted together by one multi-acquire: one :class:`Lease` per
+    lock, in the order asked, all under the one fencing ``token`` (the index
+    of the log entry that granted them), all anchored at ``sent_at``.
+
+    ``reacquired`` is true when the owner already held every lock under
+    ``token`` (a retried multi-acquire; every lease restarted): then it is
+    true on every grant too.
+    """
+
+    token: int
+    grants: list[Lease]
+    reacquired: bool
+    sent_at: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], sent_at: float) -> Leases:
+        token, reacquired = _int(data, "token"), _bool(data, "reacquired")
+        grants = data.get("grants")
+        if not isinstance(grants, list) or not grants:
+            raise DecodeError(f"expected a non-empty list 'grants' in {data!r}")
+        leases = []
+        for grant in grants:
+            if not isinstance(grant, dict):
+                raise DecodeError(f"expected a grant object, got {grant!r}")
+            lease = Lease.from_json({**grant, "reacquired": reacquired}, sent_at)
+            # The cluster never mixes tokens in one answer; a grant that does
+            # would fence writes under a token the set does not hold.
+            if lease.token != token:
+                raise DecodeError(f"grant of {lease.name!r} has token {lease.token}, not {token}")
+            leases.append(lease)
+        return cls(token=token, grants=leases, reacquired=reacquired, sent_at=sent_at)
+
+    @property
+    def names(self) -> list[str]:
+        return [lease.name for lease in self.grants]
+
+    def grant(self, name: str) -> Lease:
+        """The grant of lock ``name``; ``KeyError`` if it is not in the set."""
+        for lease in self.grants:
+            if lease.name == name:
+                return lease
+        raise KeyError(name)
+
+    def valid_until(self, margin: Optional[float] = None) -> float:
+        """Until when the holder may act on every lock of the set: the
+        earliest :meth:`Lease.valid_until` of its grants."""
+        return min(lease.valid_until(margin) for lease in self.grants)
+
+
+@dataclass(frozen=True)
 class Waiter:
     owner: str
     #: 1 = next in line.
@@ -134,6 +185,23 @@ class Released:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Released:
         return cls(_str(data, "name"), _int(data, "token"), _bool(data, "released"))
+
+
+@dataclass(frozen=True)
+class ReleasedMany:
+    """The answer to a multi-release: every lock of ``names``, held under
+    ``token``, released in one log entry."""
+
+    names: list[str]
+    token: int
+    released: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReleasedMany:
+        names = data.get("names")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise DecodeError(f"expected a list of strings 'names' in {data!r}")
+        return cls(names, _int(data, "token"), _bool(data, "released"))
 
 
 @dataclass(frozen=True)
