@@ -1,10 +1,12 @@
 //! One worker process of `leasehold demo payments`.
 //!
-//! It loops until its time is up: pick two distinct accounts, acquire their
-//! locks in account order (so two workers never wait on each other in a
-//! cycle), read both balances from PostgreSQL, move a small amount, do some
-//! "work", write both balances and record the transfer id in one
-//! transaction, release both locks.
+//! It loops until its time is up: pick two distinct accounts, acquire both
+//! locks in one atomic multi-acquire (one log entry, one fencing token for
+//! both; a waiting one holds neither lock until both can be granted, so no
+//! two workers can wait on each other and no order is needed), read both
+//! balances from PostgreSQL, move a small amount, do some "work", write both
+//! balances and record the transfer id in one transaction, release both
+//! locks in one multi-release.
 //!
 //! The read is a transaction of its own (both fenced reads, committed): the
 //! fence it raises must be visible to the next holder while this worker
@@ -15,8 +17,8 @@
 //! idempotency record, committed, or rolled back when any statement touched
 //! no row.
 //!
-//! It uses plain leases ([`Client::acquire_with`]), not the renewing `Lock`
-//! guard, and does not check `Lease::valid_until` before writing. A check
+//! It uses plain leases ([`Client::acquire_many`]), not a renewing guard,
+//! and does not check `Leases::valid_until` before writing. A check
 //! would catch the pause the coordinator injects here, but no check can
 //! catch a pause that falls between the check and the write (a GC, a page
 //! fault, a VM migration); the SIGSTOP stands for that pause, so only the
@@ -41,7 +43,7 @@ use tokio_postgres::Statement;
 
 use super::ledger::{self, NOTE_REFUSAL, READ_FENCED, READ_UNFENCED, RECORD, WRITE_FENCED, WRITE_UNFENCED};
 use super::{account_lock, say, DemoError, WorkerOptions, WorkerReport};
-use leasehold_client::{default_owner, AcquireOptions, Client, Lease};
+use leasehold_client::{default_owner, AcquireOptions, Client, FencingToken, Leases};
 
 /// Longest wait in a lock's queue. Longer than a ttl, so a worker queued
 /// behind the paused one gets the lock once that lease expires.
@@ -220,16 +222,11 @@ impl Worker {
     async fn one_transfer(&mut self, wait: Duration) {
         let (a, b) = pick_pair(&mut self.rng, self.accounts);
         let started = Instant::now();
-        let Some(lease_a) = self.acquire(a, wait).await else { return };
-        let Some(lease_b) = self.acquire(b, wait).await else {
-            self.release(a, &lease_a).await;
-            return;
-        };
+        let Some(leases) = self.acquire([a, b], wait).await else { return };
         let acquired = started.elapsed();
-        let db_time = self.move_money([(a, &lease_a), (b, &lease_b)]).await;
+        let db_time = self.move_money([(a, leases.token), (b, leases.token)]).await;
         let releasing = Instant::now();
-        self.release(b, &lease_b).await;
-        self.release(a, &lease_a).await;
+        self.release([a, b], leases.token).await;
         if let Some(db_time) = db_time {
             self.report.acquire_us.push(acquired.as_micros() as u64);
             self.report.db_us.push(db_time.as_micros() as u64);
@@ -237,12 +234,14 @@ impl Worker {
         }
     }
 
-    async fn acquire(&mut self, account: usize, wait: Duration) -> Option<Lease> {
+    async fn acquire(&mut self, accounts: [usize; 2], wait: Duration) -> Option<Leases> {
         // The client generates a request id per call and reuses it on its
         // own retries, so a retried acquire cannot be granted twice.
         let options = AcquireOptions { wait: Some(wait), request_id: None, lock_delay: None };
-        match self.client.acquire_with(&account_lock(account), &self.owner, self.ttl_ms, &options).await {
-            Ok(lease) => Some(lease),
+        let names = accounts.map(account_lock);
+        let names = names.each_ref().map(String::as_str);
+        match self.client.acquire_many(&names, &self.owner, self.ttl_ms, &options).await {
+            Ok(leases) => Some(leases),
             Err(e) => {
                 let timed_out = e.code() == Some(ErrorCode::WaitTimeout);
                 // A wait cut short by the end of the run is no failure.
@@ -250,29 +249,30 @@ impl Worker {
                     self.report.acquire_failures += 1;
                 }
                 if !timed_out {
-                    eprintln!("worker {}: acquire {}: {e}", self.id, account_lock(account));
+                    eprintln!("worker {}: acquire {names:?}: {e}", self.id);
                 }
                 None
             }
         }
     }
 
-    async fn release(&mut self, account: usize, lease: &Lease) {
-        // After a pause the lease is gone (stale_token, not_held); that is
+    async fn release(&mut self, accounts: [usize; 2], token: FencingToken) {
+        // After a pause the leases are gone (stale_token, not_held); that is
         // expected and harmless: a token-checked release cannot free a lock
-        // someone else holds now.
-        if self.client.release(&account_lock(account), lease.token()).await.is_err() {
+        // someone else holds now, and a refused multi-release frees none.
+        let names = accounts.map(account_lock);
+        if self.client.release_many(&names.each_ref().map(String::as_str), token).await.is_err() {
             self.report.releases_refused += 1;
         }
     }
 
     /// Moves money between the two held accounts; returns the time spent
     /// in the database when the transfer was applied.
-    async fn move_money(&mut self, held: [(usize, &Lease); 2]) -> Option<Duration> {
+    async fn move_money(&mut self, held: [(usize, FencingToken); 2]) -> Option<Duration> {
         // A new id per attempt, refused or not; only a replay reuses one.
         self.transfers_started += 1;
         let transfer = format!("w{}-{}-{}", self.id, std::process::id(), self.transfers_started);
-        let tokens = held.map(|(_, lease)| lease.token() as i64);
+        let tokens = held.map(|(_, token)| token as i64);
         let ids = held.map(|(account, _)| account as i32);
         let reading = Instant::now();
         let balances = match self.read(ids, tokens).await {
@@ -428,13 +428,13 @@ impl Worker {
     /// it read, then waits until the coordinator says it has stopped (and,
     /// by the time this returns, continued) this process. Returns whether
     /// the handshake completed.
-    async fn pause_here(&mut self, held: &[(usize, &Lease); 2], balances: &[i64; 2]) -> bool {
+    async fn pause_here(&mut self, held: &[(usize, FencingToken); 2], balances: &[i64; 2]) -> bool {
         self.pause_requested = false;
         let what: Vec<String> = held
             .iter()
             .zip(balances)
-            .map(|((account, lease), balance)| {
-                format!("{} (token {}, balance read {balance})", account_lock(*account), lease.token())
+            .map(|((account, token), balance)| {
+                format!("{} (token {token}, balance read {balance})", account_lock(*account))
             })
             .collect();
         say(&format!("holding {}", what.join(" and ")));
