@@ -105,12 +105,62 @@ impl LockSession for LeaseholdSession {
         Box::pin(async move {
             let token =
                 grant.token.ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))?;
-            match self.client.release(&grant.name, token).await {
-                Err(e) if matches!(e.code(), Some(ErrorCode::StaleToken | ErrorCode::NotHeld)) => {
-                    Err(AdapterError::NotHeld { name: grant.name.clone() })
-                }
-                other => Ok(other?),
-            }
+            not_held_as_such(self.client.release(&grant.name, token).await, || grant.name.clone())
         })
+    }
+
+    /// One multi-acquire: every lock in one entry, under one token.
+    fn acquire_all<'a>(
+        &'a mut self,
+        names: &'a [String],
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Vec<Grant>, AdapterError>> {
+        Box::pin(async move {
+            let options =
+                AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None, lock_delay: None };
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let leases = match self.client.acquire_many(&names, &self.owner, ttl.as_millis() as u64, &options).await {
+                Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::WaitTimeout)) => {
+                    return Err(AdapterError::NotAcquired { name: names.join(","), waited: wait })
+                }
+                other => other?,
+            };
+            let valid_until = leases.valid_until(drift_margin(ttl));
+            Ok(leases
+                .grants
+                .iter()
+                .map(|g| Grant {
+                    name: g.name.clone(),
+                    token: Some(leases.token),
+                    anchor: leases.sent_at,
+                    valid_until,
+                    release_key: String::new(),
+                    own_lease: None,
+                })
+                .collect())
+        })
+    }
+
+    /// One multi-release of locks taken together.
+    fn release_all<'a>(&'a mut self, grants: &'a [Grant]) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            let token = grants
+                .first()
+                .and_then(|g| g.token)
+                .ok_or_else(|| AdapterError::Unexpected("leasehold grants without a token".into()))?;
+            let names: Vec<&str> = grants.iter().map(|g| g.name.as_str()).collect();
+            not_held_as_such(self.client.release_many(&names, token).await, || names.join(","))
+        })
+    }
+}
+
+/// A release refused because the lock was no longer this session's.
+fn not_held_as_such(released: Result<(), ClientError>, name: impl FnOnce() -> String) -> Result<(), AdapterError> {
+    match released {
+        Err(e) if matches!(e.code(), Some(ErrorCode::StaleToken | ErrorCode::NotHeld)) => {
+            Err(AdapterError::NotHeld { name: name() })
+        }
+        other => Ok(other?),
     }
 }

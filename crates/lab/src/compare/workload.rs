@@ -2,7 +2,9 @@
 //! acquire → release, either on a lock name of its own
 //! ([`Workload::Distinct`]) or all on one hot name ([`Workload::Hot`]: every
 //! cycle after the first is a hand-off from one client to the next). A
-//! [`Workload::Herd`] is the hot name with hundreds or thousands of
+//! [`Workload::Pair`] cycle takes two names of the client's own at once and
+//! releases both (leasehold in one multi-acquire, the others one after the
+//! other). A [`Workload::Herd`] is the hot name with hundreds or thousands of
 //! waiters, each session pinned to one node in turn (where the system lets
 //! a client choose), as a fleet of workers behind a load balancer would be.
 //!
@@ -32,10 +34,14 @@ pub enum Workload {
     /// Distinct names while a flood of idle connections is held open
     /// against one server ([`super::flood`]).
     Flood,
+    /// Two names per client, taken and released together: a transfer
+    /// between two accounts, without contention.
+    Pair,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood];
+    pub const ALL: [Workload; 5] =
+        [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair];
 
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {
@@ -49,6 +55,7 @@ impl Workload {
             Workload::Hot => "hot",
             Workload::Herd => "herd",
             Workload::Flood => "flood",
+            Workload::Pair => "pair",
         }
     }
 
@@ -58,6 +65,7 @@ impl Workload {
             Workload::Hot => "hot-handoff",
             Workload::Herd => "herd-handoff",
             Workload::Flood => "cycle-distinct-flooded",
+            Workload::Pair => "cycle-pair",
         }
     }
 }
@@ -85,14 +93,17 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Lock names are new for every measurement, so nothing left by an
-    /// earlier one (a lease whose release failed) is in the way.
-    fn lock_name(&self, client: usize) -> String {
+    /// The names one client's cycle takes. They are new for every
+    /// measurement, so nothing left by an earlier one (a lease whose
+    /// release failed) is in the way.
+    fn lock_names(&self, client: usize) -> Vec<String> {
+        let (run, clients) = (self.run, self.clients);
         match self.workload {
-            Workload::Distinct => format!("bench/{}/{}/{}", self.run, self.clients, client),
-            Workload::Flood => format!("bench/flooded/{}/{}/{}", self.run, self.clients, client),
-            Workload::Hot => format!("bench/hot/{}/{}", self.run, self.clients),
-            Workload::Herd => format!("bench/herd/{}/{}", self.run, self.clients),
+            Workload::Distinct => vec![format!("bench/{run}/{clients}/{client}")],
+            Workload::Flood => vec![format!("bench/flooded/{run}/{clients}/{client}")],
+            Workload::Hot => vec![format!("bench/hot/{run}/{clients}")],
+            Workload::Herd => vec![format!("bench/herd/{run}/{clients}")],
+            Workload::Pair => ["from", "to"].map(|end| format!("bench/pair/{run}/{clients}/{client}/{end}")).into(),
         }
     }
 }
@@ -142,7 +153,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
     let latencies = Latencies(Arc::new(Mutex::new((histogram(), histogram()))));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, mut session) in sessions.into_iter().enumerate() {
-        let name = plan.lock_name(i);
+        let names = plan.lock_names(i);
         let ttl = plan.ttl;
         let latencies = latencies.clone();
         tasks.spawn(async move {
@@ -150,9 +161,17 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
             while Instant::now() < stop_at {
                 let began = Instant::now();
                 let cycle = async {
-                    let grant = session.acquire(&name, ttl, wait).await?;
-                    let acquired = began.elapsed();
-                    session.release(&grant).await?;
+                    let acquired = if let [name] = names.as_slice() {
+                        let grant = session.acquire(name, ttl, wait).await?;
+                        let acquired = began.elapsed();
+                        session.release(&grant).await?;
+                        acquired
+                    } else {
+                        let grants = session.acquire_all(&names, ttl, wait).await?;
+                        let acquired = began.elapsed();
+                        session.release_all(&grants).await?;
+                        acquired
+                    };
                     Ok::<_, AdapterError>(acquired)
                 };
                 match tokio::time::timeout_at((stop_at + DRAIN).into(), cycle).await {
