@@ -48,7 +48,8 @@ fn measure(leases: usize) -> Row {
         let acquire = Command::Acquire {
             name,
             owner: format!("worker-{}", i % 64),
-            ttl_ms: LONG_TTL_MS,
+            ttl_ms: Some(LONG_TTL_MS),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
@@ -76,7 +77,8 @@ fn measure(leases: usize) -> Row {
                         Command::Acquire {
                             name,
                             owner: "s".into(),
-                            ttl_ms: 3_000,
+                            ttl_ms: Some(3_000),
+                            session: None,
                             wait_ms: None,
                             request_id: None,
                             lock_delay_ms: None,

@@ -245,7 +245,8 @@ mod tests {
             Command::Acquire {
                 name: "a".into(),
                 owner: "o".into(),
-                ttl_ms: 5000,
+                ttl_ms: Some(5000),
+                session: None,
                 wait_ms: None,
                 request_id: None,
                 lock_delay_ms: None,
@@ -253,7 +254,8 @@ mod tests {
             Command::Acquire {
                 name: "b".into(),
                 owner: "p".into(),
-                ttl_ms: 5000,
+                ttl_ms: Some(5000),
+                session: None,
                 wait_ms: Some(10),
                 request_id: Some("r".into()),
                 lock_delay_ms: None,

@@ -10,9 +10,9 @@ impl LockTable {
     /// The waiter the owner of `wanted` (the lease it asks for) becomes,
     /// waiting `wait_ms` for the locks of `set` (empty: one lock).
     pub(super) fn waiter(&self, wanted: Lease, wait_ms: u64, set: Vec<String>) -> Waiter {
-        let Lease { owner, ttl_ms, request_id, lock_delay_ms, .. } = wanted;
+        let Lease { owner, ttl_ms, request_id, lock_delay_ms, session, .. } = wanted;
         let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
-        Waiter { owner, ttl_ms, wait_deadline, request_id, lock_delay_ms, set }
+        Waiter { owner, ttl_ms, wait_deadline, request_id, lock_delay_ms, set, session }
     }
 
     /// Puts `waiter` last in the queue of `name`; returns its position.
@@ -21,6 +21,9 @@ impl LockTable {
         let owner = waiter.owner.clone();
         self.by_wait_deadline.insert((waiter.wait_deadline, name.to_owned(), owner.clone()));
         self.queued.insert((name.to_owned(), owner.clone()));
+        if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.waits.insert(name.to_owned());
+        }
         queue.push_back(waiter);
         let position = queue.len();
         events.push(event(index, name, EventKind::Queued { owner, position }));
@@ -117,6 +120,7 @@ impl LockTable {
                 deadline: 0,
                 request_id: waiter.request_id,
                 lock_delay_ms: waiter.lock_delay_ms,
+                session: waiter.session,
             };
             grants.push(self.insert(n, lease));
             let (owner, token) = (owner.clone(), index);
@@ -147,6 +151,9 @@ impl LockTable {
             self.queues.remove(name);
         }
         self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), owner.to_owned()));
+        if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.waits.remove(name);
+        }
         Some(waiter)
     }
 }

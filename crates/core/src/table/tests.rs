@@ -3,6 +3,8 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod sessions;
+
 const TICK: u64 = 100;
 
 /// A table fed by a fake log: every command gets the next index.
@@ -29,7 +31,8 @@ impl Log {
         self.apply(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms,
+            ttl_ms: Some(ttl_ms),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
@@ -208,7 +211,8 @@ fn grant_before_first_tick_runs_long() {
     let c = Command::Acquire {
         name: "a".into(),
         owner: "o".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
@@ -259,7 +263,8 @@ impl Log {
         self.apply_with_events(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms: Some(wait_ms),
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,
@@ -392,7 +397,8 @@ fn request_id_replays_the_original_result() {
     let acquire = |id: &str| Command::Acquire {
         name: "a".into(),
         owner: "alice".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: Some(id.into()),
         lock_delay_ms: None,
@@ -425,7 +431,8 @@ fn request_records_age_out() {
     log.apply(Command::Acquire {
         name: "a".into(),
         owner: "o".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: Some("old".into()),
         lock_delay_ms: None,
@@ -444,7 +451,8 @@ fn events_tell_the_story_in_log_order() {
     let acquired = kinds(log.apply_with_events(Command::Acquire {
         name: "a".into(),
         owner: "x".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
@@ -545,7 +553,8 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
         let wait = Command::Acquire {
             name: "a".into(),
             owner: format!("w{i}"),
-            ttl_ms: 5000,
+            ttl_ms: Some(5000),
+            session: None,
             wait_ms: Some(60_000),
             request_id: None,
             lock_delay_ms: None,
@@ -570,7 +579,8 @@ impl Log {
         self.apply_with_events(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: None,
             lock_delay_ms: Some(delay_ms),
@@ -741,7 +751,8 @@ impl Log {
         self.apply_with_events(Command::AcquireMany {
             names: names(list),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,

@@ -1,0 +1,189 @@
+//! Sessions: one deadline, kept by keepalives, for every lock held under
+//! it. A session ends on the Tick that reaches its deadline (its locks then
+//! expire, lock delays included) or on delete (its locks are released); in
+//! that entry every lock it held passes to its first waiter, and its own
+//! waiters leave their queues.
+
+use std::collections::BTreeSet;
+
+use super::super::event::{EventKind, LockEvent};
+use super::super::InvalidCommand;
+use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
+
+/// Why a session ended: it decides what its leases' ends count as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionEnd {
+    /// Its deadline passed: each lease expires (a lock delay starts).
+    Expired,
+    /// Deleted by its owner: each lease is released.
+    Deleted,
+}
+
+impl LockTable {
+    /// Number of live sessions.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Session `id` with the locks it holds, if alive.
+    pub fn session(&self, id: SessionId) -> Option<SessionView> {
+        let session = self.sessions.get(&id)?;
+        let locks = session
+            .locks
+            .iter()
+            .map(|name| SessionLock { name: name.clone(), token: self.leases[name].token })
+            .collect();
+        Some(SessionView { locks: Some(locks), ..self.session_view(id, session) })
+    }
+
+    /// Live sessions with ids above `after`, in id order, at most `limit`,
+    /// without their lock lists.
+    pub fn list_sessions(&self, after: SessionId, limit: usize) -> Vec<SessionView> {
+        self.sessions.range(after.saturating_add(1)..).take(limit).map(|(id, s)| self.session_view(*id, s)).collect()
+    }
+
+    /// Live session `id`, which `owner` must own.
+    pub(super) fn session_of(&self, id: SessionId, owner: &str) -> Result<&Session, LockError> {
+        let session = self.sessions.get(&id).ok_or(LockError::SessionNotFound { session: id })?;
+        if session.owner != owner {
+            return Err(LockError::Invalid(InvalidCommand {
+                field: "owner".into(),
+                reason: format!("session {id} belongs to {:?}; acquire under it as that owner", session.owner),
+            }));
+        }
+        Ok(session)
+    }
+
+    /// The CreateSession command, in the entry at `index` (the new id).
+    pub(super) fn create_session(
+        &mut self,
+        owner: &str,
+        ttl_ms: u64,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Outcome {
+        let deadline = self.deadline_for(ttl_ms);
+        let session =
+            Session { owner: owner.to_owned(), ttl_ms, deadline, locks: BTreeSet::new(), waits: BTreeSet::new() };
+        self.by_session_deadline.insert((deadline, index));
+        let view = self.session_view(index, &session);
+        self.sessions.insert(index, session);
+        events
+            .push(session_event(index, EventKind::SessionCreated { owner: owner.to_owned(), session: index, ttl_ms }));
+        Outcome::SessionCreated { session: view }
+    }
+
+    /// The KeepAlive command: one deadline moves, whatever the session holds.
+    pub(super) fn keep_alive(&mut self, id: SessionId, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
+        let current = self.sessions.get(&id).ok_or(LockError::SessionNotFound { session: id })?;
+        let ttl_ms = ttl_ms.unwrap_or(current.ttl_ms);
+        let new = self.deadline_for(ttl_ms);
+        let session = self.sessions.get_mut(&id).expect("looked up above");
+        session.ttl_ms = ttl_ms;
+        let old = std::mem::replace(&mut session.deadline, new);
+        self.by_session_deadline.remove(&(old, id));
+        self.by_session_deadline.insert((new, id));
+        Ok(Outcome::KeptAlive { session: self.session_view(id, &self.sessions[&id]) })
+    }
+
+    /// The DeleteSession command.
+    pub(super) fn delete_session(
+        &mut self,
+        id: SessionId,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        let released = self.end_session(id, SessionEnd::Deleted, index, events)?;
+        Ok(Outcome::SessionDeleted { session: id, released: released.into_iter().map(|(name, _)| name).collect() })
+    }
+
+    /// Ends the sessions this Tick reaches; adds the leases that expired
+    /// with them to `expired` and returns their ids.
+    pub(super) fn expire_sessions(
+        &mut self,
+        expired: &mut Vec<(String, FencingToken)>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Vec<SessionId> {
+        let mut ended = Vec::new();
+        while let Some(&(deadline, id)) = self.by_session_deadline.first() {
+            if deadline > self.now_tick {
+                break;
+            }
+            let leases =
+                self.end_session(id, SessionEnd::Expired, index, events).expect("deadline index matches sessions");
+            expired.extend(leases);
+            ended.push(id);
+        }
+        ended
+    }
+
+    /// Ends session `id`: its waiters leave their queues, then every lease
+    /// it holds ends (`why` says how) and, once all are free, each lock
+    /// passes to its first waiter, so a multi-acquire waiting for several of
+    /// them is granted in this entry too. Returns the leases it held.
+    fn end_session(
+        &mut self,
+        id: SessionId,
+        why: SessionEnd,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Vec<(String, FencingToken)>, LockError> {
+        let session = self.sessions.remove(&id).ok_or(LockError::SessionNotFound { session: id })?;
+        self.by_session_deadline.remove(&(session.deadline, id));
+        let owner = session.owner;
+        // Waiters first: nothing may be handed to a session that has ended.
+        for name in &session.waits {
+            let cancelled = |owner: String| EventKind::Cancelled { owner };
+            // None: it left with an earlier lock of its multi-acquire.
+            if let Some(waiter) = self.withdraw(name, &owner, cancelled, index, events) {
+                if let Some(request_id) = &waiter.request_id {
+                    self.requests.resolve(request_id, Err(LockError::SessionNotFound { session: id }));
+                }
+            }
+        }
+        let mut ended = Vec::with_capacity(session.locks.len());
+        for name in session.locks {
+            let lease = self.leases.remove(&name).expect("session locks match leases");
+            let (owner, token) = (lease.owner.clone(), lease.token);
+            let kind = match why {
+                SessionEnd::Expired => {
+                    let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+                    EventKind::Expired { owner, token, delayed_until_tick }
+                }
+                SessionEnd::Deleted => EventKind::Released { owner, token },
+            };
+            events.push(event(index, &name, kind));
+            ended.push((name, token));
+        }
+        let kind = match why {
+            SessionEnd::Expired => EventKind::SessionExpired { owner: owner.clone(), session: id },
+            SessionEnd::Deleted => EventKind::SessionDeleted { owner: owner.clone(), session: id },
+        };
+        events.push(session_event(index, kind));
+        for (name, token) in &ended {
+            // A lock under a lock delay stays free until it ends.
+            self.hand_over(name, Some((owner.clone(), *token)), index, events);
+        }
+        Ok(ended)
+    }
+
+    fn session_view(&self, id: SessionId, s: &Session) -> SessionView {
+        SessionView {
+            session: id,
+            owner: s.owner.clone(),
+            ttl_ms: s.ttl_ms,
+            expires_in_ms: self.expires_in_ms(s.deadline),
+            deadline_tick: s.deadline,
+            lock_count: s.locks.len(),
+            waiting_count: s.waits.len(),
+            locks: None,
+        }
+    }
+}
+
+/// A session's own event: it is about no one lock, so its `name` is empty
+/// (no lock can have that name) and only the all-locks stream shows it.
+fn session_event(index: u64, kind: EventKind) -> LockEvent {
+    event(index, "", kind)
+}
