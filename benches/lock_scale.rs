@@ -53,6 +53,7 @@ fn measure(leases: usize) -> Row {
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         apply(&mut table, acquire);
     }
@@ -82,6 +83,7 @@ fn measure(leases: usize) -> Row {
                             wait_ms: None,
                             request_id: None,
                             lock_delay_ms: None,
+                            seq: None,
                         },
                     );
                 }

@@ -119,6 +119,10 @@ impl From<LockError> for ApiError {
             LockError::SessionNotFound { session } => {
                 ApiError::new(ErrorCode::SessionNotFound, message).with("session", session)
             }
+            LockError::SeqTooOld { session, seq, oldest } => ApiError::new(ErrorCode::SeqTooOld, message)
+                .with("session", session)
+                .with("seq", seq)
+                .with("oldest", oldest),
             LockError::HeldUnderSession { name, session } => {
                 ApiError::new(ErrorCode::HeldUnderSession, message).with("name", name).with("session", session)
             }

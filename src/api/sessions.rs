@@ -45,7 +45,7 @@ async fn keep_alive(
     ApiPath(id): ApiPath<u64>,
     ApiJson(req): ApiJson<KeepAliveRequest>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let command = Command::KeepAlive { session: id, ttl_ms: req.ttl_ms, request_id: req.request_id };
+    let command = Command::KeepAlive { session: id, ttl_ms: req.ttl_ms, request_id: req.request_id, seq: req.seq };
     match propose(&node, command).await? {
         Outcome::KeptAlive { session } => Ok(Json(session.into())),
         other => Err(unexpected(other)),

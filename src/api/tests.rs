@@ -566,3 +566,26 @@ async fn bad_session_input_is_refused_and_changes_nothing() {
     let (_, locks) = api.call("GET", "/v1/locks", None).await;
     assert_eq!(locks["locks"], json!([]));
 }
+
+// Ensures a session request's seq de-duplicates it through the router: a
+// retried acquire gets its first grant even after the lock was released,
+// a seq needs a session, and a release may name its session and seq.
+#[tokio::test]
+async fn session_seq_replays_through_the_router() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 60000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let acquire = json!({"owner": "s", "session": id, "seq": 1});
+    let (status, first) = api.call("POST", "/v1/locks/a/acquire", Some(acquire.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let release = json!({"token": first["token"], "session": id, "seq": 2});
+    let (status, released) = api.call("POST", "/v1/locks/a/release", Some(release)).await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let (status, again) = api.call("POST", "/v1/locks/a/acquire", Some(acquire)).await;
+    assert_eq!((status, &again["token"]), (StatusCode::OK, &first["token"]), "{again}");
+    let (status, free) = api.call("GET", "/v1/locks/a", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the retry was not applied again: {free}");
+    let (status, error) =
+        api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000, "seq": 3}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("seq")), "{error}");
+}

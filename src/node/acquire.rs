@@ -33,6 +33,8 @@ pub struct AcquireRequest {
     pub ttl_ms: Option<u64>,
     /// Hold the lock as long as this session lives.
     pub session: Option<SessionId>,
+    /// With `session`: the request's sequence number in it.
+    pub seq: Option<u64>,
     /// Wait up to this long in the queue when another owner holds the lock.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
@@ -47,6 +49,7 @@ pub struct AcquireManyRequest {
     pub owner: String,
     pub ttl_ms: Option<u64>,
     pub session: Option<SessionId>,
+    pub seq: Option<u64>,
     /// Wait up to this long until every lock can be granted at once.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
@@ -84,7 +87,7 @@ impl Node {
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
     pub async fn acquire(self: &Arc<Self>, request: AcquireRequest) -> Result<Result<Acquired, LockError>, NodeError> {
-        let AcquireRequest { name, owner, ttl_ms, session, wait, request_id, lock_delay_ms } = request;
+        let AcquireRequest { name, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
         let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
         let command = Command::Acquire {
@@ -95,6 +98,7 @@ impl Node {
             wait_ms,
             request_id,
             lock_delay_ms,
+            seq,
         };
         Ok(match self.acquire_in_turn(command, &name, &owner, session, wait).await? {
             Ok(Turned::Answered(Outcome::Granted { grant, reacquired })) => Ok(Acquired { grant, reacquired }),
@@ -114,7 +118,7 @@ impl Node {
         self: &Arc<Self>,
         request: AcquireManyRequest,
     ) -> Result<Result<AcquiredMany, LockError>, NodeError> {
-        let AcquireManyRequest { names, owner, ttl_ms, session, wait, request_id, lock_delay_ms } = request;
+        let AcquireManyRequest { names, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
         let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
         // An empty list is refused by validation before `first` is needed.
@@ -127,6 +131,7 @@ impl Node {
             wait_ms,
             request_id,
             lock_delay_ms,
+            seq,
         };
         Ok(match self.acquire_in_turn(command, &first, &owner, session, wait).await? {
             Ok(Turned::Answered(Outcome::GrantedMany { grants, reacquired })) => {

@@ -250,6 +250,7 @@ mod tests {
                 wait_ms: None,
                 request_id: None,
                 lock_delay_ms: None,
+                seq: None,
             },
             Command::Acquire {
                 name: "b".into(),
@@ -259,9 +260,10 @@ mod tests {
                 wait_ms: Some(10),
                 request_id: Some("r".into()),
                 lock_delay_ms: None,
+                seq: None,
             },
             Command::Renew { name: "a".into(), token: 7, ttl_ms: Some(3000), request_id: None },
-            Command::Release { name: "a".into(), token: 7, request_id: Some("x".into()) },
+            Command::Release { name: "a".into(), token: 7, request_id: Some("x".into()), session: None, seq: None },
             Command::Cancel { name: "b".into(), owner: "p".into() },
             Command::PutRecord {
                 key: "k".into(),

@@ -153,19 +153,20 @@ impl Lease {
     }
 }
 
-/// What an acquire's lease lives by: its own ttl or a session.
+/// What an acquire's lease lives by: its own ttl, or a session (with the
+/// request's sequence number in it).
 #[derive(Debug, Clone, Copy)]
 enum Lifetime {
     Ttl(u64),
-    Session(SessionId),
+    Session { id: SessionId, seq: u64 },
 }
 
 impl Lifetime {
-    /// The request's `ttl_ms` and `session`: exactly one is set.
-    fn fields(self) -> (Option<u64>, Option<SessionId>) {
+    /// The request's `ttl_ms`, `session` and `seq`: one of the first two.
+    fn fields(self) -> (Option<u64>, Option<SessionId>, Option<u64>) {
         match self {
-            Lifetime::Ttl(ttl_ms) => (Some(ttl_ms), None),
-            Lifetime::Session(id) => (None, Some(id)),
+            Lifetime::Ttl(ttl_ms) => (Some(ttl_ms), None, None),
+            Lifetime::Session { id, seq } => (None, Some(id), Some(seq)),
         }
     }
 }
@@ -287,11 +288,12 @@ impl Client {
         options: &AcquireOptions,
     ) -> Result<Lease, ClientError> {
         let wait = options.wait.unwrap_or_default();
-        let (ttl_ms, session) = lifetime.fields();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = AcquireRequest {
             owner: owner.to_owned(),
             ttl_ms,
             session,
+            seq,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
@@ -312,7 +314,7 @@ impl Client {
 
     /// Releases the lock held under `token`.
     pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = ReleaseRequest { token, request_id: Some(new_request_id()) };
+        let body = ReleaseRequest { token, request_id: Some(new_request_id()), session: None, seq: None };
         let path = ["v1", "locks", name, "release"];
         let _: (ReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())

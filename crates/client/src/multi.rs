@@ -61,12 +61,13 @@ impl Client {
         options: &AcquireOptions,
     ) -> Result<Leases, ClientError> {
         let wait = options.wait.unwrap_or_default();
-        let (ttl_ms, session) = lifetime.fields();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = MultiAcquireRequest {
             names: names.iter().map(|n| n.to_string()).collect(),
             owner: owner.to_owned(),
             ttl_ms,
             session,
+            seq,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
@@ -80,7 +81,7 @@ impl Client {
     /// Releases every lock of `names`, all held under `token`, or none.
     pub async fn release_many(&self, names: &[&str], token: FencingToken) -> Result<(), ClientError> {
         let names = names.iter().map(|n| n.to_string()).collect();
-        let body = MultiReleaseRequest { names, token, request_id: Some(new_request_id()) };
+        let body = MultiReleaseRequest { names, token, request_id: Some(new_request_id()), session: None, seq: None };
         let path = ["v1", "multi", "release"];
         let _: (MultiReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())

@@ -9,7 +9,13 @@
 //! wait in its queue, is safe exactly as long as the session: the cluster
 //! ends it only with the session. A keepalive answered `session_not_found`
 //! means the session has ended (its locks are gone): `lost` fires at once.
+//!
+//! Every acquire and keepalive of a session carries the next number of the
+//! session's sequence (`seq`), the same on each retry of one call: the
+//! cluster answers a retry it has applied from the session's memory, for the
+//! session's whole life, not only while its request id is remembered.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,9 +66,14 @@ impl Client {
         self.call(Method::POST, &["v1", "sessions"], &[], Some(&body), Duration::ZERO).await
     }
 
-    /// `POST /v1/sessions/{id}/keepalive`: restarts the session's deadline.
-    pub async fn keep_alive(&self, session: SessionId) -> Result<(SessionView, Instant), ClientError> {
-        let body = KeepAliveRequest { ttl_ms: None, request_id: Some(new_request_id()) };
+    /// `POST /v1/sessions/{id}/keepalive`: restarts the session's deadline;
+    /// `seq`, the request's number in the session's sequence, if it keeps one.
+    pub async fn keep_alive(
+        &self,
+        session: SessionId,
+        seq: Option<u64>,
+    ) -> Result<(SessionView, Instant), ClientError> {
+        let body = KeepAliveRequest { ttl_ms: None, request_id: Some(new_request_id()), seq };
         let id = session.to_string();
         self.call(Method::POST, &["v1", "sessions", &id, "keepalive"], &[], Some(&body), Duration::ZERO).await
     }
@@ -116,6 +127,8 @@ pub struct Session {
     owner: String,
     ttl: Duration,
     watched: Watched,
+    /// The last `seq` sent, shared with the watchdog's keepalives.
+    seq: Arc<AtomicU64>,
     /// False once `close` deleted it.
     open: bool,
 }
@@ -130,9 +143,10 @@ impl Session {
         let timing = Timing::new(ttl, options.drift_margin.unwrap_or(ttl / 10))?;
         let started = Instant::now();
         let (view, sent_at) = client.create_session(&options.owner, ttl_ms).await?;
-        let renewal = KeepAlive { client: Arc::clone(&client), id: view.session };
+        let seq = Arc::new(AtomicU64::new(0));
+        let renewal = KeepAlive { client: Arc::clone(&client), id: view.session, seq: Arc::clone(&seq) };
         let watched = Watched::start(renewal, timing, started.min(sent_at));
-        Ok(Session { client, id: view.session, owner: options.owner, ttl, watched, open: true })
+        Ok(Session { client, id: view.session, owner: options.owner, ttl, watched, seq, open: true })
     }
 
     pub fn id(&self) -> SessionId {
@@ -174,7 +188,8 @@ impl Session {
     /// has ended.
     pub async fn lock(&self, name: &str, wait: Option<Duration>) -> Result<Grant, ClientError> {
         let options = AcquireOptions { wait, request_id: None, lock_delay: None };
-        let lease = self.client.acquire_for(name, &self.owner, Lifetime::Session(self.id), &options).await?;
+        let lifetime = Lifetime::Session { id: self.id, seq: next(&self.seq) };
+        let lease = self.client.acquire_for(name, &self.owner, lifetime, &options).await?;
         Ok(lease.grant)
     }
 
@@ -183,7 +198,8 @@ impl Session {
     /// come in the order asked.
     pub async fn lock_many(&self, names: &[&str], wait: Option<Duration>) -> Result<Vec<Grant>, ClientError> {
         let options = AcquireOptions { wait, request_id: None, lock_delay: None };
-        let leases = self.client.acquire_many_for(names, &self.owner, Lifetime::Session(self.id), &options).await?;
+        let lifetime = Lifetime::Session { id: self.id, seq: next(&self.seq) };
+        let leases = self.client.acquire_many_for(names, &self.owner, lifetime, &options).await?;
         Ok(leases.grants)
     }
 
@@ -228,10 +244,16 @@ impl Drop for Session {
     }
 }
 
+/// The next number of a session's sequence.
+fn next(seq: &AtomicU64) -> u64 {
+    seq.fetch_add(1, Ordering::Relaxed) + 1
+}
+
 /// The keepalive of one session.
 struct KeepAlive {
     client: Arc<Client>,
     id: SessionId,
+    seq: Arc<AtomicU64>,
 }
 
 impl Renewal for KeepAlive {
@@ -240,7 +262,7 @@ impl Renewal for KeepAlive {
     }
 
     async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
-        match self.client.keep_alive(self.id).await {
+        match self.client.keep_alive(self.id, Some(next(&self.seq))).await {
             Ok((_, sent_at)) => Ok(sent_at),
             Err(e) => Err(ended_by(e, &[ErrorCode::SessionNotFound])),
         }

@@ -97,11 +97,12 @@ mod tests {
             wait_ms,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         }
     }
 
     fn release(name: &str, token: u64) -> Command {
-        Command::Release { name: name.into(), token, request_id: None }
+        Command::Release { name: name.into(), token, request_id: None, session: None, seq: None }
     }
 
     // Ensures a Tick never shares an entry, in either direction, and a batch
@@ -132,7 +133,7 @@ mod tests {
         let mut batch = Batch::single(create("a"));
         assert_eq!(batch.try_push(create("b")), Err(create("b")));
         assert!(batch.try_push(acquire("n", "x", false)).is_ok());
-        assert!(batch.try_push(Command::KeepAlive { session: 1, ttl_ms: None, request_id: None }).is_ok());
+        assert!(batch.try_push(Command::KeepAlive { session: 1, ttl_ms: None, request_id: None, seq: None }).is_ok());
     }
 
     fn grants(events: Vec<crate::LockEvent>) -> Vec<(String, u64)> {

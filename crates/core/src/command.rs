@@ -64,6 +64,10 @@ pub enum Command {
         request_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lock_delay_ms: Option<u64>,
+        /// With `session`: this request's sequence number in the session
+        /// (see [`Command::session_seq`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Restart the lease of `name` held under `token`, with `ttl_ms` or, when
     /// absent, the ttl of the grant. The token does not change.
@@ -83,12 +87,18 @@ pub enum Command {
         request_id: Option<String>,
     },
     /// Free lock `name` held under `token`, handing it to the first waiter if
-    /// any. Same errors as `Renew`.
+    /// any. Same errors as `Renew`. With `session` (needed for `seq`), the
+    /// lock must be held under that live session (`SessionNotFound`,
+    /// `Invalid`).
     Release {
         name: String,
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Take every lock in `names` for `owner` in this one entry, or none:
     /// all are granted under one token, the index of the entry that grants
@@ -131,15 +141,21 @@ pub enum Command {
         request_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lock_delay_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Free every lock in `names`, all held under `token`, handing each to
     /// its first waiter; nothing changes unless all are (errors as `Release`,
-    /// for the first lock that is not).
+    /// for the first lock that is not); `session` and `seq` as for `Release`.
     ReleaseMany {
         names: Vec<String>,
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Remove `owner` from the queue of `name` (its waiting client went
     /// away), and from the queues of the other locks of its multi-acquire.
@@ -189,6 +205,8 @@ pub enum Command {
         ttl_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// End `session` now: release every lock it holds (as a release: no lock
     /// delay), each handed to its first waiter in this entry, and take its
@@ -303,10 +321,28 @@ impl InvalidCommand {
 }
 
 impl Command {
+    /// The session and sequence number of a session-bound request that
+    /// carries one: the session remembers the answers to its last
+    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS) sequence numbers
+    /// for its whole life, so a retry with one of them gets its first answer
+    /// without being applied again, and one older than those is refused
+    /// (`SeqTooOld`) rather than applied twice (Raft dissertation §6.3).
+    pub fn session_seq(&self) -> Option<(SessionId, u64)> {
+        match self {
+            Command::Acquire { session, seq, .. }
+            | Command::AcquireMany { session, seq, .. }
+            | Command::Release { session, seq, .. }
+            | Command::ReleaseMany { session, seq, .. } => Some(((*session)?, (*seq)?)),
+            Command::KeepAlive { session, seq, .. } => Some((*session, (*seq)?)),
+            _ => None,
+        }
+    }
+
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
-            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms } => {
+            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
@@ -319,11 +355,13 @@ impl Command {
                 check_request_id(request_id, limits)?;
                 ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
             }
-            Command::Release { name, request_id, .. } => {
+            Command::Release { name, request_id, session, seq, .. } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_request_id(request_id, limits)
             }
-            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms } => {
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+                check_seq(*session, *seq)?;
                 check_names(names, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
@@ -331,7 +369,8 @@ impl Command {
                 check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
                 check_lifetime(*ttl_ms, *session, limits)
             }
-            Command::ReleaseMany { names, request_id, .. } => {
+            Command::ReleaseMany { names, request_id, session, seq, .. } => {
+                check_seq(*session, *seq)?;
                 check_names(names, limits)?;
                 check_request_id(request_id, limits)
             }
@@ -370,6 +409,14 @@ impl Command {
             Command::Tick { .. } => Ok(()),
         }
     }
+}
+
+/// A sequence number is counted within a session: none without one.
+fn check_seq(session: Option<SessionId>, seq: Option<u64>) -> Result<(), InvalidCommand> {
+    if seq.is_some() && session.is_none() {
+        return Err(InvalidCommand::new("seq", "is counted within a session: give session too"));
+    }
+    Ok(())
 }
 
 /// Exactly one of a ttl (checked) and a session.
@@ -453,6 +500,7 @@ mod tests {
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         }
     }
 
@@ -472,9 +520,21 @@ mod tests {
         assert_eq!(field(acquire("n", "o", l.max_ttl_ms + 1)), "ttl_ms");
         let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1), request_id: None };
         assert_eq!(field(renew), "ttl_ms");
-        let release = Command::Release { name: "\u{7f}".into(), token: 1, request_id: Some(String::new()) };
+        let release = Command::Release {
+            name: "\u{7f}".into(),
+            token: 1,
+            request_id: Some(String::new()),
+            session: None,
+            seq: None,
+        };
         assert_eq!(field(release), "name");
-        let release = Command::Release { name: "n".into(), token: 1, request_id: Some("r".repeat(129)) };
+        let release = Command::Release {
+            name: "n".into(),
+            token: 1,
+            request_id: Some("r".repeat(129)),
+            session: None,
+            seq: None,
+        };
         assert_eq!(field(release), "request_id");
         let waiting = Command::Acquire {
             name: "n".into(),
@@ -484,6 +544,7 @@ mod tests {
             wait_ms: Some(l.max_wait_ms + 1),
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         assert_eq!(field(waiting), "wait_ms");
         let delayed = Command::Acquire {
@@ -494,6 +555,7 @@ mod tests {
             wait_ms: None,
             request_id: None,
             lock_delay_ms: Some(l.max_lock_delay_ms + 1),
+            seq: None,
         };
         assert_eq!(field(delayed), "lock_delay_ms");
     }

@@ -4,6 +4,8 @@
 
 mod queue;
 mod sessions;
+
+pub use self::sessions::MAX_SESSION_ANSWERS;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -178,24 +180,35 @@ impl LockTable {
             Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
         };
+        let session_seq = command.session_seq();
+        if let Some((session, seq)) = session_seq {
+            if let Some(replayed) = self.replay_seq(session, seq) {
+                return replayed;
+            }
+        }
         if let Some(id) = request_id {
             if let Some(replayed) = self.requests.replay(id, &name, kind) {
                 return replayed;
             }
         }
         let result = match command {
-            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms } => self
+            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
                 .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
                 .and_then(|lease| self.acquire(name, lease, *wait_ms, index, events)),
-            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms } => self
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
                 .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
                 .and_then(|lease| self.acquire_many(names, lease, *wait_ms, index, events)),
             Command::CreateSession { owner, ttl_ms, .. } => Ok(self.create_session(owner, *ttl_ms, index, events)),
             Command::KeepAlive { session, ttl_ms, .. } => self.keep_alive(*session, *ttl_ms),
             Command::DeleteSession { session, .. } => self.delete_session(*session, index, events),
-            Command::ReleaseMany { names, token, .. } => self.release_many(names, *token, index, events),
+            Command::ReleaseMany { names, token, session, .. } => names
+                .iter()
+                .try_for_each(|name| self.held_under(name, *session))
+                .and_then(|()| self.release_many(names, *token, index, events)),
             Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
-            Command::Release { name, token, .. } => self.release(name, *token, index, events),
+            Command::Release { name, token, session, .. } => {
+                self.held_under(name, *session).and_then(|()| self.release(name, *token, index, events))
+            }
             Command::PutRecord { key, lock, token, value, .. } => {
                 let current = self.leases.get(lock).map(|l| l.token);
                 self.fences.put(key, lock, *token, value, current, index)
@@ -210,6 +223,9 @@ impl LockTable {
         };
         if let Some(id) = request_id {
             self.requests.record(id, index, self.now_tick, &name, kind, &result);
+        }
+        if let Some((session, seq)) = session_seq {
+            self.remember_seq(session, seq, &result);
         }
         result
     }

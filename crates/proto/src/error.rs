@@ -57,6 +57,9 @@ pub enum ErrorCode {
     /// 409: a renew of a lock held under a session (`session`): keep the
     /// session alive instead; the lock has no lease of its own.
     HeldUnderSession,
+    /// 409: a session-bound request's `seq` is older than the answers its
+    /// session remembers (`session`, `seq`, `oldest`): not applied again.
+    SeqTooOld,
     /// 409: this request id was used for a different request.
     RequestIdReused,
     /// 409: the cluster is initialized already.
@@ -96,7 +99,7 @@ impl ErrorCode {
             NotFound | NotHeld | NoRecord | NoSnapshot | NotMember | SessionNotFound => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
-            Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession
+            Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
             | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -128,6 +131,7 @@ impl ErrorCode {
             WaitTimeout => "wait_timeout",
             LockMismatch => "lock_mismatch",
             HeldUnderSession => "held_under_session",
+            SeqTooOld => "seq_too_old",
             RequestIdReused => "request_id_reused",
             AlreadyInitialized => "already_initialized",
             WouldLoseQuorum => "would_lose_quorum",
@@ -144,7 +148,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 29] = {
+    pub const ALL: [ErrorCode; 30] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -165,6 +169,7 @@ impl ErrorCode {
             WaitTimeout,
             LockMismatch,
             HeldUnderSession,
+            SeqTooOld,
             RequestIdReused,
             AlreadyInitialized,
             WouldLoseQuorum,

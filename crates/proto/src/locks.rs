@@ -36,6 +36,10 @@ pub struct AcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
     pub lock_delay_ms: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// `POST /v1/multi/acquire`: every lock of `names` in one log entry, or none.
@@ -66,6 +70,10 @@ pub struct MultiAcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
     pub lock_delay_ms: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to a multi-acquire: one grant per lock, in the order asked,
@@ -94,6 +102,14 @@ pub struct MultiReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// The session the lock(s) are held under; needed with `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::release_session))]
+    pub session: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to a multi-release.
@@ -133,6 +149,14 @@ pub struct ReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// The session the lock(s) are held under; needed with `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::release_session))]
+    pub session: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to acquire and renew: the grant, with its fencing token.

@@ -108,6 +108,20 @@ pub fn acquire_session() -> Object {
     )
 }
 
+pub fn seq() -> Object {
+    uint(
+        0,
+        crate::MAX_TOKEN,
+        true,
+        "With `session`: this request's sequence number in the session. A retry with a seq the session remembers \
+         (its last 64) gets the first answer without being applied again; an older one is refused, 409 `seq_too_old`.",
+    )
+}
+
+pub fn release_session() -> Object {
+    uint(0, crate::MAX_TOKEN, true, "The session the lock is held under; needed with `seq`.")
+}
+
 /// A session id, in a path or body.
 pub fn session_id() -> Object {
     uint(0, crate::MAX_TOKEN, false, "A session id: the log index of the entry that created the session.")

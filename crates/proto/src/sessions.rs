@@ -36,6 +36,10 @@ pub struct KeepAliveRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// This request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// A session, as the answer to create, keepalive and get, and in lists

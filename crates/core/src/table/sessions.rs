@@ -4,11 +4,16 @@
 //! that entry every lock it held passes to its first waiter, and its own
 //! waiters leave their queues.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::event::{EventKind, LockEvent};
 use super::super::InvalidCommand;
 use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
+
+/// Answers a session remembers for retries by sequence number: with the
+/// largest answer (a multi-acquire of 64 locks, about 30 KiB of JSON) that
+/// bounds a session's memory of them to about 2 MiB.
+pub const MAX_SESSION_ANSWERS: usize = 64;
 
 /// Why a session ended: it decides what its leases' ends count as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +59,49 @@ impl LockTable {
         Ok(session)
     }
 
+    /// The answer to replay for `seq` of `session`, if it has one: the
+    /// remembered answer, `SeqTooOld` for a forgotten one, `SessionNotFound`.
+    pub(super) fn replay_seq(&self, id: SessionId, seq: u64) -> Option<Result<Outcome, LockError>> {
+        let Some(session) = self.sessions.get(&id) else {
+            return Some(Err(LockError::SessionNotFound { session: id }));
+        };
+        if let Some(answer) = session.answers.get(&seq) {
+            return Some(answer.clone());
+        }
+        (seq < session.forgotten_below).then(|| {
+            let oldest = session.answers.keys().next().copied().unwrap_or(session.forgotten_below);
+            Err(LockError::SeqTooOld { session: id, seq, oldest })
+        })
+    }
+
+    /// Remembers `result` as the answer to `seq` of `session` (gone already
+    /// if this deleted it), forgetting the oldest beyond the bound.
+    pub(super) fn remember_seq(&mut self, id: SessionId, seq: u64, result: &Result<Outcome, LockError>) {
+        let Some(session) = self.sessions.get_mut(&id) else { return };
+        session.answers.insert(seq, result.clone());
+        while session.answers.len() > MAX_SESSION_ANSWERS {
+            let (oldest, _) = session.answers.pop_first().expect("more than the bound");
+            session.forgotten_below = session.forgotten_below.max(oldest + 1);
+        }
+    }
+
+    /// With `session`, that lock `name` is held under it: what a release
+    /// within a session asks (`None`: no such condition).
+    pub(super) fn held_under(&self, name: &str, session: Option<SessionId>) -> Result<(), LockError> {
+        let Some(id) = session else { return Ok(()) };
+        if !self.sessions.contains_key(&id) {
+            return Err(LockError::SessionNotFound { session: id });
+        }
+        match self.leases.get(name) {
+            Some(lease) if lease.session != Some(id) => Err(LockError::Invalid(InvalidCommand {
+                field: "session".into(),
+                reason: format!("lock {name:?} is not held under session {id}"),
+            })),
+            // Free: the release's own check says `not_held`.
+            _ => Ok(()),
+        }
+    }
+
     /// The CreateSession command, in the entry at `index` (the new id).
     pub(super) fn create_session(
         &mut self,
@@ -63,8 +111,15 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Outcome {
         let deadline = self.deadline_for(ttl_ms);
-        let session =
-            Session { owner: owner.to_owned(), ttl_ms, deadline, locks: BTreeSet::new(), waits: BTreeSet::new() };
+        let session = Session {
+            owner: owner.to_owned(),
+            ttl_ms,
+            deadline,
+            locks: BTreeSet::new(),
+            waits: BTreeSet::new(),
+            answers: BTreeMap::new(),
+            forgotten_below: 0,
+        };
         self.by_session_deadline.insert((deadline, index));
         let view = self.session_view(index, &session);
         self.sessions.insert(index, session);

@@ -36,6 +36,7 @@ impl Log {
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
@@ -48,7 +49,7 @@ impl Log {
         self.apply(Command::Renew { name: name.into(), token, ttl_ms, request_id: None })
     }
     fn release(&mut self, name: &str, token: u64) -> Result<Outcome, LockError> {
-        self.apply(Command::Release { name: name.into(), token, request_id: None })
+        self.apply(Command::Release { name: name.into(), token, request_id: None, session: None, seq: None })
     }
     fn tick(&mut self) -> Vec<(String, FencingToken)> {
         match self.apply(Command::Tick { period_ms: TICK }) {
@@ -216,6 +217,7 @@ fn grant_before_first_tick_runs_long() {
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     };
     match table.apply(&c, 5).result.unwrap() {
         Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
@@ -268,6 +270,7 @@ impl Log {
             wait_ms: Some(wait_ms),
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
@@ -288,7 +291,13 @@ fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
     let view = log.table.get("a").unwrap();
     assert_eq!(view.waiters.iter().map(|w| w.position).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
     for i in 1..=5 {
-        let applied = log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None });
+        let applied = log.apply_with_events(Command::Release {
+            name: "a".into(),
+            token,
+            request_id: None,
+            session: None,
+            seq: None,
+        });
         let handed = applied.events.last().unwrap().clone();
         assert_eq!(
             handed,
@@ -402,6 +411,7 @@ fn request_id_replays_the_original_result() {
         wait_ms: None,
         request_id: Some(id.into()),
         lock_delay_ms: None,
+        seq: None,
     };
     let first = log.apply(acquire("r1")).unwrap();
     log.ticks(5);
@@ -409,7 +419,7 @@ fn request_id_replays_the_original_result() {
     assert_eq!(log.apply(acquire("r1")).unwrap(), first);
     assert_eq!(log.table, before, "a replay changed the table");
     let token = log.holder("a").unwrap().1;
-    let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()) };
+    let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()), session: None, seq: None };
     log.apply(release.clone()).unwrap();
     assert_eq!(log.apply(release).unwrap(), Outcome::Released { name: "a".into(), token });
     assert!(matches!(log.apply(acquire("r2")), Err(LockError::RequestIdReused { .. })));
@@ -436,6 +446,7 @@ fn request_records_age_out() {
         wait_ms: None,
         request_id: Some("old".into()),
         lock_delay_ms: None,
+        seq: None,
     })
     .unwrap();
     assert_eq!(log.table.remembered_requests(), 1);
@@ -456,13 +467,20 @@ fn events_tell_the_story_in_log_order() {
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     }));
     let token = log.index;
     assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
     let renewed =
         kinds(log.apply_with_events(Command::Renew { name: "a".into(), token, ttl_ms: None, request_id: None }));
     assert_eq!(renewed, [(log.index, EventKind::Renewed { owner: "x".into(), token })]);
-    let released = kinds(log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None }));
+    let released = kinds(log.apply_with_events(Command::Release {
+        name: "a".into(),
+        token,
+        request_id: None,
+        session: None,
+        seq: None,
+    }));
     assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token })]);
     log.token("a", "y", 3000);
     let expired: Vec<_> =
@@ -558,6 +576,7 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
             wait_ms: Some(60_000),
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         assert!(matches!(log.apply(wait), Ok(Outcome::Queued { .. })));
     }
@@ -584,6 +603,7 @@ impl Log {
             wait_ms,
             request_id: None,
             lock_delay_ms: Some(delay_ms),
+            seq: None,
         })
     }
     fn delayed_token(&mut self, name: &str, owner: &str, delay_ms: u64) -> FencingToken {
@@ -756,6 +776,7 @@ impl Log {
             wait_ms,
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn many_token(&mut self, list: &[&str], owner: &str) -> FencingToken {
@@ -765,7 +786,13 @@ impl Log {
         }
     }
     fn release_many(&mut self, list: &[&str], token: FencingToken) -> Applied {
-        self.apply_with_events(Command::ReleaseMany { names: names(list), token, request_id: None })
+        self.apply_with_events(Command::ReleaseMany {
+            names: names(list),
+            token,
+            request_id: None,
+            session: None,
+            seq: None,
+        })
     }
     fn cancel(&mut self, name: &str, owner: &str) -> Applied {
         self.apply_with_events(Command::Cancel { name: name.into(), owner: owner.into() })
@@ -1070,7 +1097,7 @@ fn multi_waiters_survive_image_round_trip() {
     let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
     let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
     assert_eq!(restored, log.table);
-    let release = Command::Release { name: "a".into(), token: a, request_id: None };
+    let release = Command::Release { name: "a".into(), token: a, request_id: None, session: None, seq: None };
     let index = log.index + 1;
     assert_eq!(restored.apply(&release, index), log.table.apply(&release, index));
     assert_eq!(restored.get("b").map(|v| (v.owner, v.token)), Some(("m".into(), index)));

@@ -55,6 +55,13 @@ pub(super) struct Session {
     /// Locks in whose queue a waiter of the session stands.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(super) waits: BTreeSet<String>,
+    /// The answers to the session's last sequence numbers (at most
+    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS)), for retries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) answers: BTreeMap<u64, Result<Outcome, LockError>>,
+    /// Every sequence number below this one was forgotten, or never used.
+    #[serde(default)]
+    pub(super) forgotten_below: u64,
 }
 
 /// A free lock nobody may take before `until_tick`: the lease of `owner`
@@ -317,6 +324,10 @@ pub enum LockError {
     /// keeps it, it has no lease of its own to restart.
     #[error("lock {name:?} is held under session {session}: keep the session alive instead of renewing the lock")]
     HeldUnderSession { name: String, session: SessionId },
+    /// A sequence number of `session` older than those it remembers: its
+    /// answer is forgotten, and applying it again could apply it twice.
+    #[error("seq {seq} of session {session} is older than the answers it remembers (from {oldest})")]
+    SeqTooOld { session: SessionId, seq: u64, oldest: u64 },
     #[error("request id {request_id:?} was already used for another request")]
     RequestIdReused { request_id: String },
     #[error("invalid command: {0}")]

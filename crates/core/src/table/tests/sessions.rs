@@ -13,6 +13,7 @@ fn under(name: &str, owner: &str, session: SessionId, wait_ms: Option<u64>, lock
         wait_ms,
         request_id: None,
         lock_delay_ms,
+        seq: None,
     }
 }
 
@@ -24,7 +25,7 @@ impl Log {
         }
     }
     fn keep_alive(&mut self, session: SessionId) -> Result<Outcome, LockError> {
-        self.apply(Command::KeepAlive { session, ttl_ms: None, request_id: None })
+        self.apply(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None })
     }
     fn delete_session(&mut self, session: SessionId) -> Applied {
         self.apply_with_events(Command::DeleteSession { session, request_id: None })
@@ -192,6 +193,7 @@ fn multi_acquire_under_a_session() {
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     });
     let token = log.index;
     assert!(matches!(applied.result, Ok(Outcome::GrantedMany { .. })), "{:?}", applied.result);
@@ -228,6 +230,7 @@ fn waiters_of_an_ended_session_leave_their_queues() {
         wait_ms: Some(60_000),
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     };
     assert!(matches!(log.apply(multi), Ok(Outcome::QueuedMany { .. })));
     log.wait("a", "next", 60_000, None).result.unwrap();
@@ -318,4 +321,82 @@ fn sessions_survive_image_round_trip() {
     let mut old = serde_json::to_value(TableImage::from(&LockTable::new())).unwrap();
     old.as_object_mut().unwrap().remove("sessions");
     assert!(serde_json::from_value::<TableImage>(old).is_ok());
+}
+
+/// `command` with sequence number `seq` (an acquire, release or keepalive).
+fn with_seq(mut command: Command, number: u64) -> Command {
+    match &mut command {
+        Command::Acquire { seq, .. }
+        | Command::AcquireMany { seq, .. }
+        | Command::Release { seq, .. }
+        | Command::ReleaseMany { seq, .. }
+        | Command::KeepAlive { seq, .. } => *seq = Some(number),
+        other => panic!("{other} has no seq"),
+    }
+    command
+}
+
+// Ensures a retried session request with a seq the session remembers gets
+// its first answer without being applied again, long after request ids
+// would have been forgotten, and survives an image round trip.
+#[test]
+fn a_remembered_seq_replays_its_first_answer() {
+    let mut log = Log::new();
+    let session = log.create_session("s", 3_600_000);
+    let acquire = with_seq(under("a", "s", session, None, None), 1);
+    let first = log.apply(acquire.clone());
+    let token = log.index;
+    let release = Command::Release { name: "a".into(), token, request_id: None, session: Some(session), seq: Some(2) };
+    assert!(log.apply(release.clone()).is_ok());
+    log.ticks(MAX_REQUEST_AGE_MS / TICK + 10);
+
+    assert_eq!(log.apply(acquire.clone()), first, "the first grant, not a new one");
+    assert_eq!(log.holder("a"), None, "not applied again");
+    assert!(matches!(log.apply(release), Ok(Outcome::Released { .. })), "the first answer, not not_held");
+    let keepalive = with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, 3);
+    let kept = log.apply(keepalive.clone());
+    log.ticks(5);
+    assert_eq!(log.apply(keepalive), kept, "the same deadline: not kept alive again");
+
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored.apply(&acquire, log.index + 1).result, first);
+}
+
+// Ensures a session remembers its last MAX_SESSION_ANSWERS answers only: an
+// older seq is refused with seq_too_old (never applied twice), a new seq
+// below the highest (requests may arrive out of order) is applied, and seq
+// needs a session.
+#[test]
+fn seq_memory_is_bounded_and_older_ones_are_refused() {
+    let mut log = Log::new();
+    let session = log.create_session("s", 3_600_000);
+    let keepalive = |seq| with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, seq);
+    for seq in (3..=MAX_SESSION_ANSWERS as u64 + 3).rev() {
+        assert!(log.apply(keepalive(seq)).is_ok());
+    }
+    assert_eq!(log.apply(keepalive(3)), Err(LockError::SeqTooOld { session, seq: 3, oldest: 4 }));
+    assert_eq!(log.apply(keepalive(1)), Err(LockError::SeqTooOld { session, seq: 1, oldest: 4 }));
+    assert!(matches!(log.apply(keepalive(4)), Ok(Outcome::KeptAlive { .. })));
+    assert!(matches!(log.apply(keepalive(1000)), Ok(Outcome::KeptAlive { .. })));
+
+    let unbound = with_seq(
+        Command::Acquire {
+            name: "a".into(),
+            owner: "s".into(),
+            ttl_ms: Some(5000),
+            session: None,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+            seq: None,
+        },
+        1,
+    );
+    assert!(matches!(log.apply(unbound), Err(LockError::Invalid(i)) if i.field == "seq"));
+    let other = log.create_session("s", 3_600_000);
+    let token = log.session_token("a", "s", other);
+    let wrong = Command::Release { name: "a".into(), token, request_id: None, session: Some(session), seq: None };
+    assert!(matches!(log.apply(wrong), Err(LockError::Invalid(i)) if i.field == "session"));
+    assert_eq!(log.holder("a"), Some(("s".into(), token)));
 }
