@@ -497,12 +497,15 @@ impl LockTable {
     fn tick(&mut self, period_ms: u64, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
         self.now_tick += 1;
         self.tick_ms = Some(self.tick_ms.unwrap_or(0).max(period_ms.max(MIN_TICK_MS)));
+        // Sessions first: what they free, and what the rest of this Tick
+        // frees, must not go to a waiter of a session that ends in it.
+        let mut expired = Vec::new();
+        let expired_sessions = self.expire_sessions(&mut expired, index, events);
         // Delays end before leases expire: a delay that a lease expiring now
         // starts cannot end on this Tick (it lasts at least one).
         self.end_delays(index, events);
         // Expire before waits run out, so a waiter whose wait ends on this
         // same Tick still gets the lock it waited for.
-        let mut expired = Vec::new();
         while let Some((deadline, _)) = self.by_deadline.first() {
             if *deadline > self.now_tick {
                 break;
@@ -517,7 +520,6 @@ impl LockTable {
                 self.hand_over(&name, Some((owner, token)), index, events);
             }
         }
-        let expired_sessions = self.expire_sessions(&mut expired, index, events);
         self.time_out_waits(index, events);
         self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
         Outcome::Ticked { now_tick: self.now_tick, expired, expired_sessions }

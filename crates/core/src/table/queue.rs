@@ -67,6 +67,24 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Option<Waiter> {
+        let (waiter, names) = self.leave_queues(name, owner, why, index, events)?;
+        for name in &names {
+            self.hand_over(name, None, index, events);
+        }
+        Some(waiter)
+    }
+
+    /// The first half of [`withdraw`](Self::withdraw): takes `owner` out of
+    /// the queues, telling each with `why`, and returns the waiter and the
+    /// locks it left, for the caller to hand over.
+    pub(super) fn leave_queues(
+        &mut self,
+        name: &str,
+        owner: &str,
+        why: impl Fn(String) -> EventKind,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Option<(Waiter, Vec<String>)> {
         let waiter = self.remove_waiter(name, owner)?;
         let names: Vec<String> = waiter.names(name).into_iter().map(str::to_owned).collect();
         for other in names.iter().filter(|n| *n != name) {
@@ -75,10 +93,7 @@ impl LockTable {
         for name in &names {
             events.push(event(index, name, why(owner.to_owned())));
         }
-        for name in &names {
-            self.hand_over(name, None, index, events);
-        }
-        Some(waiter)
+        Some((waiter, names))
     }
 
     /// Grants lock `name`, if free and not delayed, to the first in its

@@ -141,86 +141,104 @@ impl LockTable {
         Ok(Outcome::KeptAlive { session: self.session_view(id, &self.sessions[&id]) })
     }
 
-    /// The DeleteSession command.
+    /// The DeleteSession command (alone in its entry, see
+    /// [`Batch`](super::super::Batch)).
     pub(super) fn delete_session(
         &mut self,
         id: SessionId,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let released = self.end_session(id, SessionEnd::Deleted, index, events)?;
+        if !self.sessions.contains_key(&id) {
+            return Err(LockError::SessionNotFound { session: id });
+        }
+        let released = self.end_sessions(&[id], SessionEnd::Deleted, index, events);
         Ok(Outcome::SessionDeleted { session: id, released: released.into_iter().map(|(name, _)| name).collect() })
     }
 
     /// Ends the sessions this Tick reaches; adds the leases that expired
-    /// with them to `expired` and returns their ids.
+    /// with them to `expired` and returns their ids. The Tick does this
+    /// before anything else, so that nothing it frees is handed to a waiter
+    /// of a session it ends (which would grant that lock twice in one entry).
     pub(super) fn expire_sessions(
         &mut self,
         expired: &mut Vec<(String, FencingToken)>,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Vec<SessionId> {
-        let mut ended = Vec::new();
-        while let Some(&(deadline, id)) = self.by_session_deadline.first() {
-            if deadline > self.now_tick {
-                break;
-            }
-            let leases =
-                self.end_session(id, SessionEnd::Expired, index, events).expect("deadline index matches sessions");
-            expired.extend(leases);
-            ended.push(id);
-        }
-        ended
+        let due: Vec<SessionId> = self
+            .by_session_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= self.now_tick)
+            .map(|(_, id)| *id)
+            .collect();
+        expired.extend(self.end_sessions(&due, SessionEnd::Expired, index, events));
+        due
     }
 
-    /// Ends session `id`: its waiters leave their queues, then every lease
-    /// it holds ends (`why` says how) and, once all are free, each lock
-    /// passes to its first waiter, so a multi-acquire waiting for several of
-    /// them is granted in this entry too. Returns the leases it held.
-    fn end_session(
+    /// Ends the live sessions `ids` at once: first their waiters leave their
+    /// queues, then every lease they hold ends (`why` says how), and only
+    /// then is each lock passed to its first waiter. Handing nothing over
+    /// before all of them are done is what keeps a lock from being granted
+    /// to one of them and freed again in the same entry, and lets a
+    /// multi-acquire waiting for several of their locks be granted them
+    /// together. Returns the leases they held.
+    fn end_sessions(
         &mut self,
-        id: SessionId,
+        ids: &[SessionId],
         why: SessionEnd,
         index: u64,
         events: &mut Vec<LockEvent>,
-    ) -> Result<Vec<(String, FencingToken)>, LockError> {
-        let session = self.sessions.remove(&id).ok_or(LockError::SessionNotFound { session: id })?;
-        self.by_session_deadline.remove(&(session.deadline, id));
-        let owner = session.owner;
-        // Waiters first: nothing may be handed to a session that has ended.
-        for name in &session.waits {
-            let cancelled = |owner: String| EventKind::Cancelled { owner };
-            // None: it left with an earlier lock of its multi-acquire.
-            if let Some(waiter) = self.withdraw(name, &owner, cancelled, index, events) {
-                if let Some(request_id) = &waiter.request_id {
-                    self.requests.resolve(request_id, Err(LockError::SessionNotFound { session: id }));
+    ) -> Vec<(String, FencingToken)> {
+        let mut ended = Vec::with_capacity(ids.len());
+        for id in ids {
+            let session = self.sessions.remove(id).expect("ids of live sessions");
+            self.by_session_deadline.remove(&(session.deadline, *id));
+            ended.push((*id, session));
+        }
+        let mut left = Vec::new();
+        for (id, session) in &ended {
+            for name in &session.waits {
+                let cancelled = |owner: String| EventKind::Cancelled { owner };
+                // None: it left with an earlier lock of its multi-acquire.
+                if let Some((waiter, names)) = self.leave_queues(name, &session.owner, cancelled, index, events) {
+                    if let Some(request_id) = &waiter.request_id {
+                        self.requests.resolve(request_id, Err(LockError::SessionNotFound { session: *id }));
+                    }
+                    left.extend(names);
                 }
             }
         }
-        let mut ended = Vec::with_capacity(session.locks.len());
-        for name in session.locks {
-            let lease = self.leases.remove(&name).expect("session locks match leases");
-            let (owner, token) = (lease.owner.clone(), lease.token);
+        let mut freed = Vec::new();
+        for (id, session) in ended {
+            for name in session.locks {
+                let lease = self.leases.remove(&name).expect("session locks match leases");
+                let (owner, token) = (lease.owner.clone(), lease.token);
+                let kind = match why {
+                    SessionEnd::Expired => {
+                        let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+                        EventKind::Expired { owner, token, delayed_until_tick }
+                    }
+                    SessionEnd::Deleted => EventKind::Released { owner, token },
+                };
+                events.push(event(index, &name, kind));
+                freed.push((name, session.owner.clone(), token));
+            }
+            let owner = session.owner;
             let kind = match why {
-                SessionEnd::Expired => {
-                    let delayed_until_tick = self.delay_after_expiry(&name, &lease);
-                    EventKind::Expired { owner, token, delayed_until_tick }
-                }
-                SessionEnd::Deleted => EventKind::Released { owner, token },
+                SessionEnd::Expired => EventKind::SessionExpired { owner, session: id },
+                SessionEnd::Deleted => EventKind::SessionDeleted { owner, session: id },
             };
-            events.push(event(index, &name, kind));
-            ended.push((name, token));
+            events.push(session_event(index, kind));
         }
-        let kind = match why {
-            SessionEnd::Expired => EventKind::SessionExpired { owner: owner.clone(), session: id },
-            SessionEnd::Deleted => EventKind::SessionDeleted { owner: owner.clone(), session: id },
-        };
-        events.push(session_event(index, kind));
-        for (name, token) in &ended {
-            // A lock under a lock delay stays free until it ends.
+        // A lock under a lock delay stays free until the delay ends.
+        for (name, owner, token) in &freed {
             self.hand_over(name, Some((owner.clone(), *token)), index, events);
         }
-        Ok(ended)
+        for name in &left {
+            self.hand_over(name, None, index, events);
+        }
+        freed.into_iter().map(|(name, _, token)| (name, token)).collect()
     }
 
     fn session_view(&self, id: SessionId, s: &Session) -> SessionView {

@@ -400,3 +400,36 @@ fn seq_memory_is_bounded_and_older_ones_are_refused() {
     assert!(matches!(log.apply(wrong), Err(LockError::Invalid(i)) if i.field == "session"));
     assert_eq!(log.holder("a"), Some(("s".into(), token)));
 }
+
+// Ensures one Tick grants each lock once, whatever ends in it together: a
+// session waiting for the lock of another session that expires with it, and
+// a session waiting for a ttl lease that expires with it, get nothing; the
+// next waiter is granted, once, under that Tick's index.
+#[test]
+fn what_ends_in_one_tick_is_granted_once() {
+    let mut log = Log::new();
+    let first = log.create_session("s1", 3000);
+    let second = log.create_session("s2", 3000);
+    log.session_token("a", "s1", first);
+    log.token("b", "x", 3000);
+    log.apply(under("a", "s2", second, Some(60_000), None)).unwrap();
+    log.apply(under("b", "s2", second, Some(60_000), None)).unwrap();
+    log.wait("a", "wa", 60_000, None).result.unwrap();
+    log.wait("b", "wb", 60_000, None).result.unwrap();
+    log.ticks(30);
+    let applied = log.tick_with_events();
+    let index = log.index;
+    let granted: Vec<(String, String)> = applied
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Acquired { owner, .. } | EventKind::HandedOver { owner, .. } => {
+                Some((e.name.clone(), owner.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(granted, [("a".to_string(), "wa".to_string()), ("b".to_string(), "wb".to_string())]);
+    assert_eq!(log.owners(&["a", "b"]), [Some(("wa".into(), index)), Some(("wb".into(), index))]);
+    assert_eq!(log.table.sessions(), 0);
+}
