@@ -16,7 +16,7 @@ use leasehold_core::{Command, LockError, Outcome};
 use leasehold_proto::sessions::{
     CreateSessionRequest, DeleteSessionResponse, KeepAliveRequest, SessionListQuery, SessionListResponse, SessionView,
 };
-use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MAX_TOKEN};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
@@ -88,6 +88,10 @@ async fn list(
             ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
         );
     }
-    let sessions = node.read(|table| table.list_sessions(query.after.unwrap_or(0), limit)).await?;
+    let after = query.after.unwrap_or(0);
+    if after > MAX_TOKEN {
+        return Err(ApiError::bad_request(format!("after must be at most {MAX_TOKEN}")).with("field", "after"));
+    }
+    let sessions = node.read(|table| table.list_sessions(after, limit)).await?;
     Ok(Json(SessionListResponse { sessions: sessions.into_iter().map(SessionView::from).collect() }))
 }

@@ -552,7 +552,14 @@ async fn bad_session_input_is_refused_and_changes_nothing() {
         .call("POST", "/v1/multi/acquire", Some(json!({"names": ["x"], "owner": "s", "session": id, "ttl_ms": 5000})))
         .await;
     assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("session")), "{error}");
-    for path in ["/v1/sessions/abc", "/v1/sessions/-1", "/v1/sessions?limit=0", "/v1/sessions?after=x"] {
+    let paths = [
+        "/v1/sessions/abc",
+        "/v1/sessions/-1",
+        "/v1/sessions?limit=0",
+        "/v1/sessions?after=x",
+        "/v1/sessions?after=9007199254740992",
+    ];
+    for path in paths {
         let (status, error) = api.call("GET", path, None).await;
         assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{path}");
     }
