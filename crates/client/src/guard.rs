@@ -128,6 +128,7 @@ impl Lock {
         let ttl_ms = whole_ms(options.ttl)?;
         let drift_margin = options.effective_drift_margin();
         let requested_ttl = Duration::from_millis(ttl_ms);
+        // Refused before anything is sent.
         Timing::new(requested_ttl, drift_margin)?;
         let request = AcquireOptions { wait: options.wait, request_id: None, lock_delay: None };
         let started = Instant::now();
@@ -135,7 +136,8 @@ impl Lock {
         let token = lease.token();
         // The shorter of what was asked and what was granted.
         let ttl = requested_ttl.min(Duration::from_millis(lease.grant.ttl_ms));
-        let timing = Timing::new(ttl, drift_margin)?;
+        // Not refused now that the lock is held: a shorter grant only brings the deadline closer.
+        let timing = Timing { ttl, drift_margin };
         let mut anchor = started.min(lease.sent_at);
         if timing.deadline(anchor) < Instant::now() + timing.interval() {
             let started = Instant::now();

@@ -28,7 +28,9 @@
 //! reaches it once, through `leasehold run`.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
+use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,12 +174,12 @@ impl Held {
         }
     }
 
-    fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send + 'static {
-        let lost: std::pin::Pin<Box<dyn std::future::Future<Output = LostReason> + Send>> = match self {
+    /// Resolves when the lock, or the session with all its locks, is lost.
+    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
+        match self {
             Held::Lock(lock) => Box::pin(lock.lost()),
             Held::Session { session, .. } => Box::pin(session.lost()),
-        };
-        lost
+        }
     }
 
     /// Releases the lock, or deletes the session (releasing all its locks).
@@ -224,8 +226,7 @@ pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     };
     // Its own process group, led by the command itself.
     let group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
-    let lost = held.lost();
-    tokio::pin!(lost);
+    let mut lost = held.lost();
     let status = loop {
         tokio::select! {
             biased;
