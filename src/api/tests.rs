@@ -596,3 +596,31 @@ async fn session_seq_replays_through_the_router() {
         api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000, "seq": 3}))).await;
     assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("seq")), "{error}");
 }
+
+// Ensures a waiting acquire under a session that is deleted while it waits
+// leaves the queue and is answered 404 session_not_found, not wait_timeout.
+#[tokio::test]
+async fn waiter_of_a_deleted_session_is_told_so() {
+    let api = Arc::new(OneNode::start().await);
+    api.call("POST", "/v1/locks/q/acquire", Some(json!({"owner": "x", "ttl_ms": 60000}))).await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 60000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let waiter = {
+        let api = api.clone();
+        let body = json!({"owner": "s", "session": id, "wait_ms": 30000});
+        tokio::spawn(async move { api.call("POST", "/v1/locks/q/acquire", Some(body)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while api.call("GET", &format!("/v1/sessions/{id}"), None).await.1["waiting_count"] != json!(1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the session's waiter queued");
+    let (status, _) = api.call("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, answer) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+    assert_eq!((status, &answer["error"]["code"]), (StatusCode::NOT_FOUND, &json!("session_not_found")), "{answer}");
+    let (_, view) = api.call("GET", "/v1/locks/q", None).await;
+    assert_eq!(view["waiters"], json!([]), "{view}");
+}

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, start_cluster, step};
+use crate::common::{bounded, leasehold_run, start_cluster, step};
 use leasehold_client::{AcquireOptions, ErrorCode, LostReason};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -148,6 +148,30 @@ async fn killed_session_holder_hands_both_locks_to_waiters() {
         assert_eq!(grants[0].token, grants[1].token, "both handed over by the Tick that expired the session");
         assert!(client.get_session(session).await.unwrap().is_none(), "the session expired");
         drop(pids);
+    })
+    .await;
+}
+
+// Ensures `leasehold run` with several locks gives its command the names, the
+// one token and the session, and deletes the session when the command exits,
+// releasing every lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_several_locks_shares_one_token_and_releases_them() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let client = cluster.client();
+        let endpoints = cluster.endpoints().join(",");
+        let script = r#"echo "$LEASEHOLD_LOCK $LEASEHOLD_TOKEN $LEASEHOLD_SESSION $LEASEHOLD_OWNER""#;
+        let args = ["run", "--endpoints", &endpoints, "--lock", "ra", "--lock", "rb", "--owner", "runner"];
+        let out = leasehold_run(&[&args[..], &["--", "sh", "-c", script]].concat()).await;
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [locks, token, session, owner] = fields[..] else { panic!("the command printed {line:?}") };
+        assert_eq!((locks, owner), ("ra,rb", "runner"));
+        let (token, session): (u64, u64) = (token.parse().unwrap(), session.parse().unwrap());
+        assert!(token > session, "granted under the session after it was created: {line}");
+        assert!(client.get("ra").await.unwrap().is_none() && client.get("rb").await.unwrap().is_none());
+        assert!(client.get_session(session).await.unwrap().is_none(), "the session was deleted");
     })
     .await;
 }
