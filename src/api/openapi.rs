@@ -96,7 +96,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, request_id_reused")]),
     Operation(Post, "/v1/multi/release", "locks", Some(Client), "releaseLocks", "Release every lock of `names`, all held under `token`, or none", Named("MultiReleaseRequest"), (200, Named("MultiReleaseResponse")), MUTATION),
     Operation(Get, "/v1/sessions", "sessions", Some(Client), "listSessions", "Live sessions in id order, without their locks (`after`, `limit` query parameters); linearizable", Body::None, (200, Named("SessionListResponse")), &[BAD]),
-    Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused")]),
+    Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/sessions/{id}", "sessions", Some(Client), "getSession", "One session with the locks it holds; linearizable", Body::None, (200, Named("SessionView")), &[BAD, NO_SESSION]),
     Operation(Delete, "/v1/sessions/{id}", "sessions", Some(Client), "deleteSession", "End the session: release every lock it holds (each handed to its first waiter) and take its waiters out of their queues, in one entry", Body::None, (200, Named("DeleteSessionResponse")), &[BAD, NO_SESSION]),
     Operation(Post, "/v1/sessions/{id}/keepalive", "sessions", Some(Client), "keepAliveSession", "Restart the session's deadline (with `ttl_ms`, or its own): one entry, whatever it holds", Named("KeepAliveRequest"), (200, Named("SessionView")), &[BAD, NO_SESSION, (409, "request_id_reused")]),
@@ -356,7 +356,7 @@ fn error_meaning(status: u16) -> &'static str {
         413 => "the request body is larger than 64 KiB",
         415 => "the request body is not declared `application/json`",
         500 => "internal error",
-        507 => "no room for more records or gates",
+        507 => "no room for more records, gates or sessions",
         503 => "no leader or no quorum now, or too many connections, requests in flight or waiting requests (`overloaded`); retry after `Retry-After` seconds",
         _ => "error",
     }

@@ -189,7 +189,7 @@ pub enum Command {
     /// entry (an entry creates at most one session, see
     /// [`Batch`](super::Batch)). Its deadline follows the rule of lease
     /// deadlines, so it never expires before `ttl_ms` of real time after the
-    /// request was sent.
+    /// request was sent. Errors: `Full` at [`MAX_SESSIONS`](super::MAX_SESSIONS) live sessions.
     CreateSession {
         owner: String,
         ttl_ms: u64,

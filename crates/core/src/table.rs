@@ -5,7 +5,7 @@
 mod queue;
 mod sessions;
 
-pub use self::sessions::MAX_SESSION_ANSWERS;
+pub use self::sessions::{MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
 mod tests;
 mod types;
@@ -198,7 +198,7 @@ impl LockTable {
             Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
                 .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
                 .and_then(|lease| self.acquire_many(names, lease, *wait_ms, index, events)),
-            Command::CreateSession { owner, ttl_ms, .. } => Ok(self.create_session(owner, *ttl_ms, index, events)),
+            Command::CreateSession { owner, ttl_ms, .. } => self.create_session(owner, *ttl_ms, index, events),
             Command::KeepAlive { session, ttl_ms, .. } => self.keep_alive(*session, *ttl_ms),
             Command::DeleteSession { session, .. } => self.delete_session(*session, index, events),
             Command::ReleaseMany { names, token, session, .. } => names

@@ -15,6 +15,10 @@ use super::{event, FencingToken, LockError, LockTable, Outcome, Session, Session
 /// bounds a session's memory of them to about 2 MiB.
 pub const MAX_SESSION_ANSWERS: usize = 64;
 
+/// Live sessions at most: with the answers each remembers, this bounds what
+/// sessions can take of the replicated state (and of every snapshot).
+pub const MAX_SESSIONS: usize = 10_000;
+
 /// Why a session ended: it decides what its leases' ends count as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SessionEnd {
@@ -102,14 +106,18 @@ impl LockTable {
         }
     }
 
-    /// The CreateSession command, in the entry at `index` (the new id).
+    /// The CreateSession command, in the entry at `index` (the new id);
+    /// `Full` at [`MAX_SESSIONS`].
     pub(super) fn create_session(
         &mut self,
         owner: &str,
         ttl_ms: u64,
         index: u64,
         events: &mut Vec<LockEvent>,
-    ) -> Outcome {
+    ) -> Result<Outcome, LockError> {
+        if self.sessions.len() >= MAX_SESSIONS {
+            return Err(LockError::Full { what: "sessions".into(), limit: MAX_SESSIONS });
+        }
         let deadline = self.deadline_for(ttl_ms);
         let session = Session {
             owner: owner.to_owned(),
@@ -125,7 +133,7 @@ impl LockTable {
         self.sessions.insert(index, session);
         events
             .push(session_event(index, EventKind::SessionCreated { owner: owner.to_owned(), session: index, ttl_ms }));
-        Outcome::SessionCreated { session: view }
+        Ok(Outcome::SessionCreated { session: view })
     }
 
     /// The KeepAlive command: one deadline moves, whatever the session holds.

@@ -285,8 +285,9 @@ fn session_misuse_is_refused_and_changes_nothing() {
     assert_eq!(field(log.apply(under("a", "mallory", session, None, None))), "owner");
     assert_eq!(log.apply(under("a", "s", 999, None, None)), Err(LockError::SessionNotFound { session: 999 }));
     let short = Command::CreateSession { owner: "s".into(), ttl_ms: 10, request_id: None };
+    let full = log.table.sessions();
     assert_eq!(field(log.apply(short)), "ttl_ms");
-    assert_eq!(log.table.len(), 0);
+    assert_eq!((log.table.len(), log.table.sessions()), (0, full));
 
     let token = log.session_token("a", "s", session);
     assert_eq!(log.renew("a", token, None), Err(LockError::HeldUnderSession { name: "a".into(), session }));
@@ -432,4 +433,19 @@ fn what_ends_in_one_tick_is_granted_once() {
     assert_eq!(granted, [("a".to_string(), "wa".to_string()), ("b".to_string(), "wb".to_string())]);
     assert_eq!(log.owners(&["a", "b"]), [Some(("wa".into(), index)), Some(("wb".into(), index))]);
     assert_eq!(log.table.sessions(), 0);
+}
+
+// Ensures the number of live sessions is bounded: one more is refused with
+// Full, and a session that ends makes room again.
+#[test]
+fn live_sessions_are_bounded() {
+    let mut log = Log::new();
+    let first = log.create_session("s0", 3_600_000);
+    for i in 1..MAX_SESSIONS {
+        log.create_session(&format!("s{i}"), 3_600_000);
+    }
+    let one_more = Command::CreateSession { owner: "late".into(), ttl_ms: 3_600_000, request_id: None };
+    assert_eq!(log.apply(one_more.clone()), Err(LockError::Full { what: "sessions".into(), limit: MAX_SESSIONS }));
+    log.delete_session(first).result.unwrap();
+    assert!(matches!(log.apply(one_more), Ok(Outcome::SessionCreated { .. })));
 }
