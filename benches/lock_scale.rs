@@ -48,10 +48,12 @@ fn measure(leases: usize) -> Row {
         let acquire = Command::Acquire {
             name,
             owner: format!("worker-{}", i % 64),
-            ttl_ms: LONG_TTL_MS,
+            ttl_ms: Some(LONG_TTL_MS),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         apply(&mut table, acquire);
     }
@@ -76,10 +78,12 @@ fn measure(leases: usize) -> Row {
                         Command::Acquire {
                             name,
                             owner: "s".into(),
-                            ttl_ms: 3_000,
+                            ttl_ms: Some(3_000),
+                            session: None,
                             wait_ms: None,
                             request_id: None,
                             lock_delay_ms: None,
+                            seq: None,
                         },
                     );
                 }

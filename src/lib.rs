@@ -26,7 +26,7 @@
 //!   peer connections; [`ServeConfig`](server::ServeConfig) holds its settings.
 //! - [`admission`] — how much one client may hold: connection and waiting
 //!   budgets, in total and per address, sized from the fd limit.
-//! - [`api`] — axum routes: client API (`/v1/locks`, waiting, SSE events),
+//! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, waiting, SSE events),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
 //!   checks, request deadlines and the in-flight bound, and the one

@@ -67,6 +67,8 @@ pub struct Metrics {
     hold_seconds: Histogram,
     pub queue_depth: Gauge,
     pub live_leases: Gauge,
+    pub live_sessions: Gauge,
+    session_expiries: Counter,
     pub tick: Gauge,
     tick_lag_seconds: Gauge<f64, AtomicU64>,
     pub term: Gauge,
@@ -164,6 +166,18 @@ impl Metrics {
                 Gauge::default(),
             ),
             live_leases: registered(r, "live_leases", "Locks held (this replica's applied table)", Gauge::default()),
+            live_sessions: registered(
+                r,
+                "live_sessions",
+                "Live sessions (this replica's applied table)",
+                Gauge::default(),
+            ),
+            session_expiries: registered(
+                r,
+                "session_expiries",
+                "Sessions expired by a Tick, applied on this replica (their locks count in expiries too)",
+                Counter::default(),
+            ),
             tick: registered(r, "tick", "Committed ticks applied on this replica: the cluster clock", Gauge::default()),
             tick_lag_seconds: registered(
                 r,
@@ -331,7 +345,13 @@ impl Metrics {
                 EventKind::WaitTimeout { owner } | EventKind::Cancelled { owner } => {
                     since.queued.remove(&(name.clone(), owner.clone()));
                 }
-                EventKind::Renewed { .. } | EventKind::DelayEnded { .. } => {}
+                EventKind::SessionExpired { .. } => {
+                    self.session_expiries.inc();
+                }
+                EventKind::Renewed { .. }
+                | EventKind::DelayEnded { .. }
+                | EventKind::SessionCreated { .. }
+                | EventKind::SessionDeleted { .. } => {}
             }
         }
     }

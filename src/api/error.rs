@@ -116,6 +116,16 @@ impl From<LockError> for ApiError {
             LockError::RequestIdReused { request_id } => {
                 ApiError::new(ErrorCode::RequestIdReused, message).with("request_id", request_id)
             }
+            LockError::SessionNotFound { session } => {
+                ApiError::new(ErrorCode::SessionNotFound, message).with("session", session)
+            }
+            LockError::SeqTooOld { session, seq, oldest } => ApiError::new(ErrorCode::SeqTooOld, message)
+                .with("session", session)
+                .with("seq", seq)
+                .with("oldest", oldest),
+            LockError::HeldUnderSession { name, session } => {
+                ApiError::new(ErrorCode::HeldUnderSession, message).with("name", name).with("session", session)
+            }
             LockError::Invalid(invalid) => invalid.into(),
         }
     }

@@ -66,6 +66,8 @@ async fn grant_or_queue(
         name,
         owner: req.owner,
         ttl_ms: req.ttl_ms,
+        session: req.session,
+        seq: req.seq,
         wait,
         request_id: req.request_id,
         lock_delay_ms: req.lock_delay_ms,
@@ -116,6 +118,8 @@ async fn grant_many(
         names: req.names,
         owner: req.owner,
         ttl_ms: req.ttl_ms,
+        session: req.session,
+        seq: req.seq,
         wait,
         request_id: req.request_id,
         lock_delay_ms: req.lock_delay_ms,
@@ -133,7 +137,13 @@ async fn release_many(
     State(node): State<Arc<Node>>,
     ApiJson(req): ApiJson<MultiReleaseRequest>,
 ) -> Result<Json<MultiReleaseResponse>, ApiError> {
-    let command = Command::ReleaseMany { names: req.names, token: req.token, request_id: req.request_id };
+    let command = Command::ReleaseMany {
+        names: req.names,
+        token: req.token,
+        request_id: req.request_id,
+        session: req.session,
+        seq: req.seq,
+    };
     let answer = match propose(&node, command).await {
         Ok(Outcome::ReleasedMany { names, token }) => Ok(Json(MultiReleaseResponse { names, token, released: true })),
         Ok(other) => Err(unexpected(other)),
@@ -171,7 +181,9 @@ async fn release(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    let answer = match propose(&node, Command::Release { name, token: req.token, request_id: req.request_id }).await {
+    let command =
+        Command::Release { name, token: req.token, request_id: req.request_id, session: req.session, seq: req.seq };
+    let answer = match propose(&node, command).await {
         Ok(Outcome::Released { name, token }) => Ok(Json(ReleaseResponse { name, token, released: true })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),

@@ -17,8 +17,9 @@ pub fn routes() -> Router<Arc<Node>> {
 /// Sets the series read from state (lock table, Raft), then encodes them all.
 async fn scrape(State(node): State<Arc<Node>>) -> impl IntoResponse {
     let metrics = node.metrics();
-    let (live, waiting, tick) = node.locks().read(|t| (t.len(), t.waiting(), t.now_tick()));
+    let (live, sessions, waiting, tick) = node.locks().read(|t| (t.len(), t.sessions(), t.waiting(), t.now_tick()));
     metrics.live_leases.set(live as i64);
+    metrics.live_sessions.set(sessions as i64);
     metrics.queue_depth.set(waiting as i64);
     metrics.tick.set(tick as i64);
     crate::raft::observer::observe(node.raft(), metrics);

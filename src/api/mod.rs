@@ -1,5 +1,5 @@
-//! The HTTP API (axum): the client API under `/v1/locks` and `/v1/multi` (with its SSE event
-//! stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
+//! The HTTP API (axum): the client API under `/v1/locks`, `/v1/multi` and `/v1/sessions` (with
+//! its SSE event stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
 //! `/readyz` (readiness); for
 //! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
@@ -23,6 +23,7 @@ mod metrics;
 mod nodes;
 pub mod openapi;
 mod raft_rpc;
+mod sessions;
 mod ui;
 
 use std::sync::Arc;
@@ -76,6 +77,7 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let to_leader = || middleware::from_fn_with_state(forwarding.clone(), forward::to_leader);
     let guard = |part| middleware::from_fn_with_state(auth::Guard::new(&config.secrets, part), auth::require);
     let client = locks::routes()
+        .merge(sessions::routes())
         .merge(fence::routes())
         .route_layer(to_leader())
         .merge(events::routes())

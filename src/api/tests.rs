@@ -466,3 +466,161 @@ async fn dropped_multi_waiter_leaves_every_queue() {
     let (status, granted) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
     assert_eq!(status, StatusCode::OK, "b is still reserved: {granted}");
 }
+
+// Ensures the session lifecycle through the router: create (id = entry
+// index), locks under it (single and multi) listed by GET, renew refused,
+// keepalive, list, delete releasing every lock, then 404 everywhere.
+#[tokio::test]
+async fn session_lifecycle_through_the_router() {
+    let api = OneNode::start().await;
+    let (status, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["session"].as_u64().expect("a session id");
+    assert_eq!((&created["owner"], &created["ttl_ms"], &created["lock_count"]), (&json!("s"), &json!(5000), &json!(0)));
+
+    let (status, grant) = api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "s", "session": id}))).await;
+    assert_eq!(status, StatusCode::OK, "{grant}");
+    assert!(grant["token"].as_u64().expect("a token") > id);
+    let body = json!({"names": ["b", "c"], "owner": "s", "session": id});
+    let (status, many) = api.call("POST", "/v1/multi/acquire", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{many}");
+    let (_, view) = api.call("GET", "/v1/locks/b", None).await;
+    assert_eq!(view["session"], json!(id), "{view}");
+
+    let (status, renew) = api.call("POST", "/v1/locks/a/renew", Some(json!({"token": grant["token"]}))).await;
+    assert_eq!((status, &renew["error"]["code"]), (StatusCode::CONFLICT, &json!("held_under_session")), "{renew}");
+    let keepalive = format!("/v1/sessions/{id}/keepalive");
+    let (status, kept) = api.call("POST", &keepalive, Some(json!({}))).await;
+    assert_eq!((status, &kept["lock_count"]), (StatusCode::OK, &json!(3)), "{kept}");
+
+    let (status, got) = api.call("GET", &format!("/v1/sessions/{id}"), None).await;
+    let names: Vec<_> = got["locks"].as_array().expect("locks").iter().map(|l| l["name"].clone()).collect();
+    assert_eq!((status, names), (StatusCode::OK, vec![json!("a"), json!("b"), json!("c")]), "{got}");
+    let (status, listed) = api.call("GET", &format!("/v1/sessions?after={}&limit=10", id - 1), None).await;
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    assert_eq!((status, sessions.len(), &sessions[0]["session"]), (StatusCode::OK, 1, &json!(id)), "{listed}");
+    assert_eq!(sessions[0].get("locks"), None, "lists leave the locks out");
+    let (_, after) = api.call("GET", &format!("/v1/sessions?after={id}"), None).await;
+    assert_eq!(after["sessions"], json!([]));
+
+    let (status, deleted) = api.call("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!((status, &deleted["released"]), (StatusCode::OK, &json!(["a", "b", "c"])), "{deleted}");
+    let (status, free) = api.call("GET", "/v1/locks/a", None).await;
+    assert_eq!((status, &free["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_held")));
+    for (method, path, body) in [
+        ("GET", format!("/v1/sessions/{id}"), None),
+        ("DELETE", format!("/v1/sessions/{id}"), None),
+        ("POST", keepalive, Some(json!({}))),
+        ("POST", "/v1/locks/d/acquire".to_string(), Some(json!({"owner": "s", "session": id}))),
+    ] {
+        let (status, gone) = api.call(method, &path, body).await;
+        assert_eq!(
+            (status, &gone["error"]["code"], &gone["error"]["session"]),
+            (StatusCode::NOT_FOUND, &json!("session_not_found"), &json!(id)),
+            "{method} {path}: {gone}"
+        );
+    }
+}
+
+// Ensures bad session input gets its JSON 400 (or 404 for an unknown id)
+// and changes nothing: no session created, no lock taken.
+#[tokio::test]
+async fn bad_session_input_is_refused_and_changes_nothing() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let creates = [
+        json!({"owner": "s", "ttl_ms": 10}),
+        json!({"owner": "", "ttl_ms": 5000}),
+        json!({"owner": "s"}),
+        json!({"owner": "s", "ttl_ms": 5000, "session": 1}),
+    ];
+    for body in creates {
+        let (status, error) = api.call("POST", "/v1/sessions", Some(body.clone())).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{body}");
+    }
+    let acquires = [
+        (json!({"owner": "s", "session": id, "ttl_ms": 5000}), "session"),
+        (json!({"owner": "s"}), "ttl_ms"),
+        (json!({"owner": "mallory", "session": id}), "owner"),
+    ];
+    for (body, field) in acquires {
+        let (status, error) = api.call("POST", "/v1/locks/x/acquire", Some(body.clone())).await;
+        assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!(field)), "{body}: {error}");
+    }
+    let (status, error) = api
+        .call("POST", "/v1/multi/acquire", Some(json!({"names": ["x"], "owner": "s", "session": id, "ttl_ms": 5000})))
+        .await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("session")), "{error}");
+    let paths = [
+        "/v1/sessions/abc",
+        "/v1/sessions/-1",
+        "/v1/sessions?limit=0",
+        "/v1/sessions?after=x",
+        "/v1/sessions?after=9007199254740992",
+    ];
+    for path in paths {
+        let (status, error) = api.call("GET", path, None).await;
+        assert_eq!((status, &error["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{path}");
+    }
+    let (status, error) = api.call("POST", "/v1/sessions/1/keepalive", Some(json!({"ttl_ms": 1}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("ttl_ms")), "{error}");
+    let (status, error) = api.call("POST", &format!("/v1/sessions/{}/keepalive", id + 1000), Some(json!({}))).await;
+    assert_eq!((status, &error["error"]["code"]), (StatusCode::NOT_FOUND, &json!("session_not_found")), "{error}");
+
+    let (_, listed) = api.call("GET", "/v1/sessions", None).await;
+    assert_eq!(listed["sessions"].as_array().map(Vec::len), Some(1), "{listed}");
+    let (_, locks) = api.call("GET", "/v1/locks", None).await;
+    assert_eq!(locks["locks"], json!([]));
+}
+
+// Ensures a session request's seq de-duplicates it through the router: a
+// retried acquire gets its first grant even after the lock was released,
+// a seq needs a session, and a release may name its session and seq.
+#[tokio::test]
+async fn session_seq_replays_through_the_router() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 60000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let acquire = json!({"owner": "s", "session": id, "seq": 1});
+    let (status, first) = api.call("POST", "/v1/locks/a/acquire", Some(acquire.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let release = json!({"token": first["token"], "session": id, "seq": 2});
+    let (status, released) = api.call("POST", "/v1/locks/a/release", Some(release)).await;
+    assert_eq!(status, StatusCode::OK, "{released}");
+    let (status, again) = api.call("POST", "/v1/locks/a/acquire", Some(acquire)).await;
+    assert_eq!((status, &again["token"]), (StatusCode::OK, &first["token"]), "{again}");
+    let (status, free) = api.call("GET", "/v1/locks/a", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the retry was not applied again: {free}");
+    let (status, error) =
+        api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "s", "ttl_ms": 5000, "seq": 3}))).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("seq")), "{error}");
+}
+
+// Ensures a waiting acquire under a session that is deleted while it waits
+// leaves the queue and is answered 404 session_not_found, not wait_timeout.
+#[tokio::test]
+async fn waiter_of_a_deleted_session_is_told_so() {
+    let api = Arc::new(OneNode::start().await);
+    api.call("POST", "/v1/locks/q/acquire", Some(json!({"owner": "x", "ttl_ms": 60000}))).await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 60000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let waiter = {
+        let api = api.clone();
+        let body = json!({"owner": "s", "session": id, "wait_ms": 30000});
+        tokio::spawn(async move { api.call("POST", "/v1/locks/q/acquire", Some(body)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while api.call("GET", &format!("/v1/sessions/{id}"), None).await.1["waiting_count"] != json!(1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the session's waiter queued");
+    let (status, _) = api.call("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, answer) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+    assert_eq!((status, &answer["error"]["code"]), (StatusCode::NOT_FOUND, &json!("session_not_found")), "{answer}");
+    let (_, view) = api.call("GET", "/v1/locks/q", None).await;
+    assert_eq!(view["waiters"], json!([]), "{view}");
+}

@@ -123,7 +123,7 @@ pub enum ClientCmd {
         #[arg(long)]
         token: u64,
     },
-    /// Run a command while holding a lock; stop it if the lock is lost.
+    /// Run a command while holding a lock (several: under one session); stop it if they are lost.
     #[command(after_long_help = exit::RUN_TABLE)]
     Run(RunArgs),
 }
@@ -140,10 +140,12 @@ const ANY: std::ops::RangeInclusive<Duration> = Duration::ZERO..=Duration::MAX;
 pub struct RunArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
-    /// Lock to hold while the command runs.
-    #[arg(long)]
-    lock: String,
-    /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m).
+    /// Lock to hold while the command runs. Repeat it to take several: all
+    /// at once, in one log entry under one token, under one session that
+    /// ends (freeing them all) when the command does or this process dies.
+    #[arg(long = "lock", value_name = "NAME", required = true)]
+    locks: Vec<String>,
+    /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m); the session's, for several locks.
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     ttl: Duration,
     /// Wait up to this long for the lock when it is held (default: fail at once).
@@ -234,7 +236,7 @@ async fn run_locked(args: RunArgs) -> i32 {
     let options = RunOptions {
         credentials,
         endpoints: args.cluster.endpoints,
-        lock: args.lock,
+        locks: args.locks,
         ttl: args.ttl,
         wait: args.wait,
         owner: args.owner,

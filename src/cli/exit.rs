@@ -76,7 +76,9 @@ fn of_code(code: ErrorCode) -> Exit {
     use ErrorCode::*;
     match code {
         Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember
-        | LockMismatch | AlreadyInitialized | WouldLoseQuorum => Exit::No,
+        | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld => {
+            Exit::No
+        }
         InvalidArgument | RequestIdReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome};
+use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, SessionId};
 
 use super::{Node, NodeError};
 use crate::raft::{LockResult, Turn};
@@ -29,7 +29,12 @@ pub const WAIT_SLACK: Duration = Duration::from_secs(10);
 pub struct AcquireRequest {
     pub name: String,
     pub owner: String,
-    pub ttl_ms: u64,
+    /// Exactly one of `ttl_ms` and `session` (the command's validation says so).
+    pub ttl_ms: Option<u64>,
+    /// Hold the lock as long as this session lives.
+    pub session: Option<SessionId>,
+    /// With `session`: the request's sequence number in it.
+    pub seq: Option<u64>,
     /// Wait up to this long in the queue when another owner holds the lock.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
@@ -42,7 +47,9 @@ pub struct AcquireRequest {
 pub struct AcquireManyRequest {
     pub names: Vec<String>,
     pub owner: String,
-    pub ttl_ms: u64,
+    pub ttl_ms: Option<u64>,
+    pub session: Option<SessionId>,
+    pub seq: Option<u64>,
     /// Wait up to this long until every lock can be granted at once.
     pub wait: Option<Duration>,
     pub request_id: Option<String>,
@@ -80,12 +87,20 @@ impl Node {
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
     pub async fn acquire(self: &Arc<Self>, request: AcquireRequest) -> Result<Result<Acquired, LockError>, NodeError> {
-        let AcquireRequest { name, owner, ttl_ms, wait, request_id, lock_delay_ms } = request;
+        let AcquireRequest { name, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
         let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
-        let command =
-            Command::Acquire { name: name.clone(), owner: owner.clone(), ttl_ms, wait_ms, request_id, lock_delay_ms };
-        Ok(match self.acquire_in_turn(command, &name, &owner, wait).await? {
+        let command = Command::Acquire {
+            name: name.clone(),
+            owner: owner.clone(),
+            ttl_ms,
+            session,
+            wait_ms,
+            request_id,
+            lock_delay_ms,
+            seq,
+        };
+        Ok(match self.acquire_in_turn(command, &name, &owner, session, wait).await? {
             Ok(Turned::Answered(Outcome::Granted { grant, reacquired })) => Ok(Acquired { grant, reacquired }),
             Ok(Turned::Handed(token)) => Ok(Acquired { grant: self.handed(&name, &owner, token), reacquired: false }),
             Ok(Turned::Answered(other)) => return Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
@@ -103,7 +118,7 @@ impl Node {
         self: &Arc<Self>,
         request: AcquireManyRequest,
     ) -> Result<Result<AcquiredMany, LockError>, NodeError> {
-        let AcquireManyRequest { names, owner, ttl_ms, wait, request_id, lock_delay_ms } = request;
+        let AcquireManyRequest { names, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
         let wait = wait.unwrap_or_default();
         let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
         // An empty list is refused by validation before `first` is needed.
@@ -112,11 +127,13 @@ impl Node {
             names: names.clone(),
             owner: owner.clone(),
             ttl_ms,
+            session,
             wait_ms,
             request_id,
             lock_delay_ms,
+            seq,
         };
-        Ok(match self.acquire_in_turn(command, &first, &owner, wait).await? {
+        Ok(match self.acquire_in_turn(command, &first, &owner, session, wait).await? {
             Ok(Turned::Answered(Outcome::GrantedMany { grants, reacquired })) => {
                 Ok(AcquiredMany { grants, reacquired })
             }
@@ -134,12 +151,14 @@ impl Node {
     /// a waiting one registers for its turn *before* proposing (so a
     /// hand-over cannot fall between the answer and the registration) and,
     /// if queued, waits for it. If the caller goes away before it is
-    /// answered, its place is given up with a `Cancel`.
+    /// answered, its place is given up with a `Cancel`. A wait under
+    /// `session` that ends because the session did is `SessionNotFound`.
     async fn acquire_in_turn(
         self: &Arc<Self>,
         command: Command,
         name: &str,
         owner: &str,
+        session: Option<SessionId>,
         wait: Duration,
     ) -> Result<Result<Turned, LockError>, NodeError> {
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
@@ -152,7 +171,8 @@ impl Node {
             QueuePlace { node: self.clone(), name: name.to_owned(), owner: owner.to_owned(), armed: !wait.is_zero() };
         let answer = match self.propose(command).await? {
             Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. }) => {
-                self.wait_for_turn(turn, name, owner, wait + WAIT_SLACK).await.map(|r| r.map(Turned::Handed))
+                let waited = self.wait_for_turn(turn, name, owner, wait + WAIT_SLACK).await;
+                waited.map(|r| r.map(Turned::Handed).map_err(|timeout| self.session_ended(session).unwrap_or(timeout)))
             }
             Ok(outcome) => Ok(Ok(Turned::Answered(outcome))),
             Err(refused) => Ok(Err(refused)),
@@ -197,6 +217,13 @@ impl Node {
                 "the cluster did not end this wait in time; retry with the same request_id".into(),
             )),
         }
+    }
+
+    /// `SessionNotFound` when a wait under `session` ended because the
+    /// session is gone (the state machine took its waiters out of the queues).
+    fn session_ended(&self, session: Option<SessionId>) -> Option<LockError> {
+        let session = session?;
+        self.locks().read(|t| t.session(session).is_none()).then_some(LockError::SessionNotFound { session })
     }
 
     /// The grant of `name` the state machine handed `owner` under `token`.

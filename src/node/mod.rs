@@ -336,7 +336,7 @@ impl Node {
             .nodes()
             .map(|(id, n)| Member { id: *id, addr: n.addr.clone(), voter: voters.contains(id) })
             .collect();
-        let (tick, locks_held) = self.locks.read(|t| (t.now_tick(), t.len()));
+        let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
         ClusterStatus {
             id: self.id,
             version: crate::VERSION.into(),
@@ -360,6 +360,7 @@ impl Node {
             tick_ms: self.tick_ms,
             millis_since_quorum_ack: m.millis_since_quorum_ack,
             locks_held,
+            sessions,
             members,
             storage: self.locks.stats(),
             data_dir_bytes: dir_bytes(&self.data_dir),

@@ -8,6 +8,7 @@
 //! - `waiting` — FIFO queues, hand-over tokens, wait timeouts, request ids, events.
 //! - `lock_delay` — an expired lease's lock delay, refused and then handed over.
 //! - `multi_lock` — several locks in one entry under one token: via a follower, retried, waited for.
+//! - `sessions` — locks kept by one session; a killed session holder's locks handed over.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
@@ -38,6 +39,7 @@ mod openapi;
 mod payments;
 mod readiness;
 mod security;
+mod sessions;
 mod snapshots;
 mod ui;
 mod waiting;

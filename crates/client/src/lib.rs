@@ -24,6 +24,8 @@
 //!
 //! [`Lock`] (`guard.rs`) holds a lock for as long as it lives: a watchdog
 //! task renews it and fires [`Lock::lost`] by the client's safe deadline.
+//! [`Session`] (`session.rs`) does the same for any number of locks at
+//! once: one keepalive, one `lost` for all of them.
 //!
 //! For a cluster with auth or TLS on, [`Client::with_credentials`] sends a
 //! bearer token on every request and trusts a custom CA; endpoints without a
@@ -35,7 +37,9 @@
 //! # Layout
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
-//! - `guard.rs` — [`Lock`]: the watchdog that renews, and the `lost` signal.
+//! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
+//! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
+//! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
 //! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Secret`] and CA files: what a client presents.
@@ -49,14 +53,18 @@ mod guard;
 mod multi;
 pub mod run;
 mod secret;
+mod session;
 pub mod signals;
 mod warm;
+mod watchdog;
 
-pub use guard::{default_owner, Lock, LockOptions, LostReason};
+pub use guard::{default_owner, Lock, LockOptions};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
 pub use multi::{Leases, LockSet};
 pub use secret::{load_ca, Secret, SecretError};
+pub use session::{Session, SessionId, SessionOptions};
+pub use watchdog::LostReason;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -142,6 +150,24 @@ impl Lease {
     /// margin covers drift between this process's clock and the leader's.
     pub fn valid_until(&self, margin: Duration) -> Instant {
         (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
+    }
+}
+
+/// What an acquire's lease lives by: its own ttl, or a session (with the
+/// request's sequence number in it).
+#[derive(Debug, Clone, Copy)]
+enum Lifetime {
+    Ttl(u64),
+    Session { id: SessionId, seq: u64 },
+}
+
+impl Lifetime {
+    /// The request's `ttl_ms`, `session` and `seq`: one of the first two.
+    fn fields(self) -> (Option<u64>, Option<SessionId>, Option<u64>) {
+        match self {
+            Lifetime::Ttl(ttl_ms) => (Some(ttl_ms), None, None),
+            Lifetime::Session { id, seq } => (None, Some(id), Some(seq)),
+        }
     }
 }
 
@@ -250,10 +276,24 @@ impl Client {
         ttl_ms: u64,
         options: &AcquireOptions,
     ) -> Result<Lease, ClientError> {
+        self.acquire_for(name, owner, Lifetime::Ttl(ttl_ms), options).await
+    }
+
+    /// The acquire of `name` with a lease that lives by `lifetime`.
+    async fn acquire_for(
+        &self,
+        name: &str,
+        owner: &str,
+        lifetime: Lifetime,
+        options: &AcquireOptions,
+    ) -> Result<Lease, ClientError> {
         let wait = options.wait.unwrap_or_default();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = AcquireRequest {
             owner: owner.to_owned(),
             ttl_ms,
+            session,
+            seq,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
@@ -274,7 +314,7 @@ impl Client {
 
     /// Releases the lock held under `token`.
     pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = ReleaseRequest { token, request_id: Some(new_request_id()) };
+        let body = ReleaseRequest { token, request_id: Some(new_request_id()), session: None, seq: None };
         let path = ["v1", "locks", name, "release"];
         let _: (ReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())

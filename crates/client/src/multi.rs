@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
-use super::{new_request_id, AcquireOptions, Client, ClientError};
+use super::{new_request_id, AcquireOptions, Client, ClientError, Lifetime};
 use leasehold_proto::locks::{MultiAcquireRequest, MultiLeaseResponse, MultiReleaseRequest, MultiReleaseResponse};
 use leasehold_proto::{FencingToken, Grant};
 
@@ -49,11 +49,25 @@ impl Client {
         ttl_ms: u64,
         options: &AcquireOptions,
     ) -> Result<Leases, ClientError> {
+        self.acquire_many_for(names, owner, Lifetime::Ttl(ttl_ms), options).await
+    }
+
+    /// The multi-acquire of `names` with leases that live by `lifetime`.
+    pub(super) async fn acquire_many_for(
+        &self,
+        names: &[&str],
+        owner: &str,
+        lifetime: Lifetime,
+        options: &AcquireOptions,
+    ) -> Result<Leases, ClientError> {
         let wait = options.wait.unwrap_or_default();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = MultiAcquireRequest {
             names: names.iter().map(|n| n.to_string()).collect(),
             owner: owner.to_owned(),
             ttl_ms,
+            session,
+            seq,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
@@ -67,7 +81,7 @@ impl Client {
     /// Releases every lock of `names`, all held under `token`, or none.
     pub async fn release_many(&self, names: &[&str], token: FencingToken) -> Result<(), ClientError> {
         let names = names.iter().map(|n| n.to_string()).collect();
-        let body = MultiReleaseRequest { names, token, request_id: Some(new_request_id()) };
+        let body = MultiReleaseRequest { names, token, request_id: Some(new_request_id()), session: None, seq: None };
         let path = ["v1", "multi", "release"];
         let _: (MultiReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())

@@ -1,14 +1,19 @@
-//! `leasehold run`: runs a command while holding a lock.
+//! `leasehold run`: runs a command while holding a lock, or several.
 //!
-//! It acquires the lock (waiting in its queue when asked to) through a
-//! [`Lock`] guard, starts the command with `LEASEHOLD_LOCK`,
-//! `LEASEHOLD_TOKEN` and `LEASEHOLD_OWNER` in its environment, and lets the
-//! guard's watchdog renew the lease while the command runs.
+//! One lock is acquired (waiting in its queue when asked to) through a
+//! [`Lock`] guard, whose watchdog renews the lease while the command runs.
+//! Several are taken through one [`Session`]: a single multi-acquire under
+//! it grants them all in one log entry under one token (or none), and the
+//! session's one keepalive keeps them all; the session's end (expiry after
+//! this process died, or delete when it is done) frees them all in one
+//! entry. The command gets `LEASEHOLD_LOCK` (the names, comma-separated, for
+//! several), `LEASEHOLD_TOKEN` (the one token) and `LEASEHOLD_OWNER` in its
+//! environment, and `LEASEHOLD_SESSION` (its id) for several.
 //!
 //! - The command exits: the lock is released and `leasehold run` exits with
 //!   the command's status (128 + signal number when a signal ended it).
-//! - The lock is lost (see [`Lock::lost`]; it fires by the client's safe
-//!   deadline, before the cluster can give the lock to anyone else): the
+//! - The lock is lost (see [`Lock::lost`], [`Session::lost`]; it fires by the
+//!   client's safe deadline, before the cluster can give it to anyone else): the
 //!   command gets SIGTERM, SIGKILL after the grace period, and `leasehold
 //!   run` exits with [`EXIT_LOCK_LOST`]. The command should still pass
 //!   `LEASEHOLD_TOKEN` with its writes: a paused or slow process can outlive
@@ -23,7 +28,9 @@
 //! reaches it once, through `leasehold run`.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
+use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +39,9 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::signals::Signals;
-use crate::{Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason};
+use crate::{
+    Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason, Session, SessionOptions,
+};
 
 /// Exit status when the lock could not be acquired (held, wait timeout,
 /// cluster unavailable, bad arguments).
@@ -53,7 +62,9 @@ pub struct RunOptions {
     pub endpoints: Vec<String>,
     /// Token and CA for a cluster with auth or TLS on.
     pub credentials: Credentials,
-    pub lock: String,
+    /// One lock (held by its own lease), or several (held under one session).
+    pub locks: Vec<String>,
+    /// The lease's ttl, or the session's.
     pub ttl: Duration,
     /// Wait up to this long for the lock; `None` fails at once when held.
     pub wait: Option<Duration>,
@@ -75,6 +86,8 @@ pub enum RunError {
     Acquire { message: String, source: ClientError },
     #[error("no command given")]
     NoCommand,
+    #[error("no lock given")]
+    NoLock,
     #[error("cannot run {program:?}: {source}")]
     Spawn { program: OsString, source: std::io::Error },
     #[error("signal handling: {0}")]
@@ -91,7 +104,9 @@ impl RunError {
     /// The exit status `leasehold run` ends with.
     pub fn exit_code(&self) -> i32 {
         match self {
-            RunError::Client(_) | RunError::Acquire { .. } | RunError::NoCommand => EXIT_ACQUIRE_FAILED,
+            RunError::Client(_) | RunError::Acquire { .. } | RunError::NoCommand | RunError::NoLock => {
+                EXIT_ACQUIRE_FAILED
+            }
             RunError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
             RunError::Spawn { .. } | RunError::Signals(_) | RunError::Wait(_) => EXIT_CANNOT_RUN,
             RunError::Interrupted { signal, .. } => 128 + *signal as i32,
@@ -112,60 +127,121 @@ pub async fn run(options: &RunOptions) -> i32 {
     }
 }
 
+/// What `run` holds while its command runs: one lock by its own lease, or
+/// several under one session.
+enum Held {
+    Lock(Lock),
+    Session { session: Session, token: FencingToken },
+}
+
+impl Held {
+    /// Takes `options.locks` for `options.owner` (or a fresh owner).
+    async fn acquire(client: &Arc<Client>, options: &RunOptions) -> Result<Held, RunError> {
+        let names: Vec<&str> = options.locks.iter().map(String::as_str).collect();
+        let failed = |source| acquire_error(&options.locks.join(","), options.wait, source);
+        let owner = options.owner.clone().unwrap_or_else(crate::default_owner);
+        match names.as_slice() {
+            [] => Err(RunError::NoLock),
+            [name] => {
+                let mut lock_options = LockOptions::new(options.ttl).with_owner(owner);
+                lock_options.wait = options.wait;
+                lock_options.drift_margin = options.drift_margin;
+                Ok(Held::Lock(client.lock(name, lock_options).await.map_err(failed)?))
+            }
+            names => {
+                let mut session_options = SessionOptions::new(owner, options.ttl);
+                session_options.drift_margin = options.drift_margin;
+                let session = Session::open(Arc::clone(client), session_options).await.map_err(failed)?;
+                // On failure the session is dropped, which deletes it.
+                let grants = session.lock_many(names, options.wait).await.map_err(failed)?;
+                let token = grants.first().map_or(0, |g| g.token);
+                Ok(Held::Session { session, token })
+            }
+        }
+    }
+
+    fn token(&self) -> FencingToken {
+        match self {
+            Held::Lock(lock) => lock.token(),
+            Held::Session { token, .. } => *token,
+        }
+    }
+
+    fn owner(&self) -> &str {
+        match self {
+            Held::Lock(lock) => lock.owner(),
+            Held::Session { session, .. } => session.owner(),
+        }
+    }
+
+    /// Resolves when the lock, or the session with all its locks, is lost.
+    fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
+        match self {
+            Held::Lock(lock) => Box::pin(lock.lost()),
+            Held::Session { session, .. } => Box::pin(session.lost()),
+        }
+    }
+
+    /// Releases the lock, or deletes the session (releasing all its locks).
+    async fn release(self) -> Result<(), ClientError> {
+        match self {
+            Held::Lock(lock) => lock.release().await,
+            Held::Session { session, .. } => session.close().await.map(drop),
+        }
+    }
+}
+
 /// Runs `leasehold run`: `Ok` with the command's exit status when it ended
 /// on its own while the lock was held.
 pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     let (program, args) = options.command.split_first().ok_or(RunError::NoCommand)?;
     let client = Arc::new(Client::with_credentials(&options.endpoints, &options.credentials)?);
-    let mut lock_options = LockOptions::new(options.ttl);
-    lock_options.wait = options.wait;
-    lock_options.drift_margin = options.drift_margin;
-    if let Some(owner) = &options.owner {
-        lock_options.owner = owner.clone();
-    }
+    let locks = options.locks.join(",");
     // Handlers first: from here on these signals no longer end this process.
     let mut signals = Signals::new().map_err(RunError::Signals)?;
-    let guard = tokio::select! {
-        acquired = client.lock(&options.lock, lock_options) => {
-            acquired.map_err(|source| acquire_error(&options.lock, options.wait, source))?
-        }
+    let held = tokio::select! {
+        acquired = Held::acquire(&client, options) => acquired?,
         signal = signals.recv() => {
-            return Err(RunError::Interrupted { lock: options.lock.clone(), signal });
+            return Err(RunError::Interrupted { lock: locks, signal });
         }
     };
-    let token = guard.token();
-    let mut child = match tokio::process::Command::new(program)
+    let token = held.token();
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
-        .env("LEASEHOLD_LOCK", &options.lock)
+        .env("LEASEHOLD_LOCK", &locks)
         .env("LEASEHOLD_TOKEN", token.to_string())
-        .env("LEASEHOLD_OWNER", guard.owner())
+        .env("LEASEHOLD_OWNER", held.owner())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    if let Held::Session { session, .. } = &held {
+        command.env("LEASEHOLD_SESSION", session.id().to_string());
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(source) => {
-            release(guard).await;
+            release(held, &locks).await;
             return Err(RunError::Spawn { program: program.clone(), source });
         }
     };
     // Its own process group, led by the command itself.
     let group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
+    let mut lost = held.lost();
     let status = loop {
         tokio::select! {
             biased;
-            reason = guard.lost() => {
+            reason = &mut lost => {
                 eprintln!(
-                    "leasehold run: lost lock {:?} (token {token}): {reason}; sending SIGTERM to the command (SIGKILL after {:?})",
-                    options.lock, options.grace
+                    "leasehold run: lost lock {locks:?} (token {token}): {reason}; sending SIGTERM to the command (SIGKILL after {:?})",
+                    options.grace
                 );
                 let status = stop(&mut child, group, options.grace).await;
                 if matches!(reason, LostReason::Expired { .. }) {
                     // The lease may still be held: free it early if the cluster answers.
-                    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_BOUND, guard.release()).await;
+                    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_BOUND, held.release()).await;
                 }
                 let status = status.map_or_else(|e| format!("wait failed: {e}"), describe);
-                return Err(RunError::Lost { lock: options.lock.clone(), token, reason, status });
+                return Err(RunError::Lost { lock: locks, token, reason, status });
             }
             status = child.wait() => break status.map_err(RunError::Wait)?,
             signal = signals.recv() => {
@@ -175,13 +251,17 @@ pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
             }
         }
     };
-    release(guard).await;
+    release(held, &locks).await;
     Ok(exit_code(status))
 }
 
 /// The message for a failed acquire.
 fn acquire_error(lock: &str, wait: Option<Duration>, source: ClientError) -> RunError {
     let message = match source.detail() {
+        Some(e) if e.code == ErrorCode::Held && !e.conflicts().is_empty() => {
+            let names: Vec<String> = e.conflicts().into_iter().map(|c| c.name).collect();
+            format!("locks {names:?} of {lock:?} cannot be taken now; add --wait to queue for them")
+        }
         Some(e) if e.code == ErrorCode::Held => {
             let number = |key| e.number(key).map_or_else(|| "?".to_string(), |n| n.to_string());
             let holder = e.holder().unwrap_or("?");
@@ -196,11 +276,10 @@ fn acquire_error(lock: &str, wait: Option<Duration>, source: ClientError) -> Run
     RunError::Acquire { message, source }
 }
 
-/// Releases, reporting a failure on stderr (the lease then runs out).
-async fn release(guard: Lock) {
-    let lock = guard.name().to_string();
-    if let Err(e) = guard.release().await {
-        eprintln!("leasehold run: could not release lock {lock:?} (it runs out after its ttl): {e}");
+/// Releases, reporting a failure on stderr (the lease or session then runs out).
+async fn release(held: Held, locks: &str) {
+    if let Err(e) = held.release().await {
+        eprintln!("leasehold run: could not release lock {locks:?} (it runs out after its ttl): {e}");
     }
 }
 

@@ -10,7 +10,12 @@
 //! - a lock granted in an entry can only be freed again by a later one: a
 //!   renew or release naming a token granted in the entry being applied is
 //!   refused ([`LockTable::apply`](super::LockTable::apply)), so a lock
-//!   changes hands at most once per entry, whatever else the entry holds.
+//!   changes hands at most once per entry, whatever else the entry holds;
+//! - a session's delete travels alone too: it frees every lock of the
+//!   session, and must not free one granted in its own entry (to a waiter
+//!   of the session, by a release before it);
+//! - an entry creates at most one session, since a session's id is the
+//!   index of the entry that created it.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,10 +40,20 @@ impl Batch {
     }
 
     /// Adds `command` to this entry, or hands it back when it may not share
-    /// it: the entry is full, or either side is a Tick.
+    /// it: the entry is full, either side is a Tick or a session delete, or
+    /// both create a session.
+    // The command comes back by value, as it went in: the caller proposes it
+    // in the next entry without a copy, so its size is no cost here.
+    #[allow(clippy::result_large_err)]
     pub fn try_push(&mut self, command: Command) -> Result<(), Command> {
-        let tick = |c: &Command| matches!(c, Command::Tick { .. });
-        if tick(&command) || self.is_tick() || self.commands.len() >= Self::MAX_COMMANDS {
+        let alone = |c: &Command| matches!(c, Command::Tick { .. } | Command::DeleteSession { .. });
+        let creates = |c: &Command| matches!(c, Command::CreateSession { .. });
+        let second_session = creates(&command) && self.commands.iter().any(creates);
+        if alone(&command)
+            || self.commands.iter().any(alone)
+            || second_session
+            || self.commands.len() >= Self::MAX_COMMANDS
+        {
             return Err(command);
         }
         self.commands.push(command);
@@ -85,15 +100,17 @@ mod tests {
         Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 10_000,
+            ttl_ms: Some(10_000),
+            session: None,
             wait_ms,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         }
     }
 
     fn release(name: &str, token: u64) -> Command {
-        Command::Release { name: name.into(), token, request_id: None }
+        Command::Release { name: name.into(), token, request_id: None, session: None, seq: None }
     }
 
     // Ensures a Tick never shares an entry, in either direction, and a batch
@@ -114,6 +131,20 @@ mod tests {
         }
         assert!(full.try_push(acquire("last", "x", false)).is_err());
         assert_eq!(full.len(), Batch::MAX_COMMANDS);
+    }
+
+    // Ensures an entry creates at most one session, so session ids (entry
+    // indexes) are unique, while other commands still join it.
+    #[test]
+    fn an_entry_creates_one_session_at_most() {
+        let create = |owner: &str| Command::CreateSession { owner: owner.into(), ttl_ms: 10_000, request_id: None };
+        let mut batch = Batch::single(create("a"));
+        assert_eq!(batch.try_push(create("b")), Err(create("b")));
+        assert!(batch.try_push(acquire("n", "x", false)).is_ok());
+        assert!(batch.try_push(Command::KeepAlive { session: 1, ttl_ms: None, request_id: None, seq: None }).is_ok());
+        let delete = Command::DeleteSession { session: 1, request_id: None };
+        assert!(batch.try_push(delete.clone()).is_err(), "a delete travels alone");
+        assert!(Batch::single(delete).try_push(acquire("n", "y", false)).is_err());
     }
 
     fn grants(events: Vec<crate::LockEvent>) -> Vec<(String, u64)> {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use super::FencingToken;
+use super::{FencingToken, SessionId};
 
 /// One state-machine command, the payload of a Raft log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +37,16 @@ pub enum Command {
     /// paused has time to notice before anyone else acts under the lock. A
     /// release ends the lease without a delay.
     ///
+    /// Exactly one of `ttl_ms` and `session`: with `session`, the lease has
+    /// no ttl of its own and lives as long as that session (its keepalives
+    /// keep it; renew refuses it, `HeldUnderSession`), ending with it: on
+    /// expiry (as an expiry, lock delay included) or delete (as a release).
+    /// The session must be alive (`SessionNotFound`) and `owner` must be
+    /// its owner (`Invalid`); a queued waiter of a session leaves the queue
+    /// when the session ends. An owner re-acquiring a lock it holds must
+    /// name the same session (or none, for a ttl lease) as its grant
+    /// (`Invalid`): one lease never changes what it lives by.
+    ///
     /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
     /// [`LockError::LockDelayed`]: super::LockError::LockDelayed
     /// [`Outcome::Queued`]: super::Outcome::Queued
@@ -44,19 +54,27 @@ pub enum Command {
     Acquire {
         name: String,
         owner: String,
-        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lock_delay_ms: Option<u64>,
+        /// With `session`: this request's sequence number in the session
+        /// (see [`Command::session_seq`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Restart the lease of `name` held under `token`, with `ttl_ms` or, when
     /// absent, the ttl of the grant. The token does not change.
     ///
     /// Errors: [`LockError::NotHeld`] when the lock is free,
-    /// [`LockError::StaleToken`] when `token` is not the current holder's.
+    /// [`LockError::StaleToken`] when `token` is not the current holder's,
+    /// `HeldUnderSession` when the lease lives by a session.
     ///
     /// [`LockError::NotHeld`]: super::LockError::NotHeld
     /// [`LockError::StaleToken`]: super::LockError::StaleToken
@@ -69,12 +87,18 @@ pub enum Command {
         request_id: Option<String>,
     },
     /// Free lock `name` held under `token`, handing it to the first waiter if
-    /// any. Same errors as `Renew`.
+    /// any. Same errors as `Renew`. With `session` (needed for `seq`), the
+    /// lock must be held under that live session (`SessionNotFound`,
+    /// `Invalid`).
     Release {
         name: String,
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Take every lock in `names` for `owner` in this one entry, or none:
     /// all are granted under one token, the index of the entry that grants
@@ -102,25 +126,36 @@ pub enum Command {
     /// waits for one of these locks in another.
     ///
     /// [`LockError::Conflicts`]: super::LockError::Conflicts
+    ///
+    /// `ttl_ms` or `session` as for `Acquire`.
     AcquireMany {
         names: Vec<String>,
         owner: String,
-        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lock_delay_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Free every lock in `names`, all held under `token`, handing each to
     /// its first waiter; nothing changes unless all are (errors as `Release`,
-    /// for the first lock that is not).
+    /// for the first lock that is not); `session` and `seq` as for `Release`.
     ReleaseMany {
         names: Vec<String>,
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Remove `owner` from the queue of `name` (its waiting client went
     /// away), and from the queues of the other locks of its multi-acquire.
@@ -150,23 +185,55 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Open a session for `owner` with `ttl_ms`; its id is the index of this
+    /// entry (an entry creates at most one session, see
+    /// [`Batch`](super::Batch)). Its deadline follows the rule of lease
+    /// deadlines, so it never expires before `ttl_ms` of real time after the
+    /// request was sent. Errors: `Full` at [`MAX_SESSIONS`](super::MAX_SESSIONS) live sessions.
+    CreateSession {
+        owner: String,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Restart the deadline of `session`, with `ttl_ms` or, when absent, the
+    /// session's ttl: one deadline for all the locks it holds. Errors:
+    /// `SessionNotFound`.
+    KeepAlive {
+        session: SessionId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    },
+    /// End `session` now: release every lock it holds (as a release: no lock
+    /// delay), each handed to its first waiter in this entry, and take its
+    /// waiters out of their queues. Errors: `SessionNotFound`.
+    DeleteSession {
+        session: SessionId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
     /// lease whose deadline this Tick reaches expires in this entry, and
-    /// every lock delay this Tick reaches ends in it.
+    /// every lock delay this Tick reaches ends in it, and every session
+    /// whose deadline it reaches expires in it, with its locks.
     Tick { period_ms: u64 },
 }
 
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::Acquire { name, owner, ttl_ms, .. } => {
-                write!(f, "acquire({name}, owner={owner}, ttl={ttl_ms}ms)")
+            Command::Acquire { name, owner, ttl_ms, session, .. } => {
+                write!(f, "acquire({name}, owner={owner}, {})", Lifetime(*ttl_ms, *session))
             }
             Command::Renew { name, token, .. } => write!(f, "renew({name}, token={token})"),
             Command::Release { name, token, .. } => write!(f, "release({name}, token={token})"),
-            Command::AcquireMany { names, owner, ttl_ms, .. } => {
-                write!(f, "acquire_many({}, owner={owner}, ttl={ttl_ms}ms)", names.join(", "))
+            Command::AcquireMany { names, owner, ttl_ms, session, .. } => {
+                write!(f, "acquire_many({}, owner={owner}, {})", names.join(", "), Lifetime(*ttl_ms, *session))
             }
             Command::ReleaseMany { names, token, .. } => {
                 write!(f, "release_many({}, token={token})", names.join(", "))
@@ -174,7 +241,22 @@ impl fmt::Display for Command {
             Command::Cancel { name, owner } => write!(f, "cancel({name}, owner={owner})"),
             Command::PutRecord { key, lock, token, .. } => write!(f, "put_record({key}, lock={lock}, token={token})"),
             Command::Gate { resource, lock, token, .. } => write!(f, "gate({resource}, lock={lock}, token={token})"),
+            Command::CreateSession { owner, ttl_ms, .. } => write!(f, "create_session(owner={owner}, ttl={ttl_ms}ms)"),
+            Command::KeepAlive { session, .. } => write!(f, "keepalive(session={session})"),
+            Command::DeleteSession { session, .. } => write!(f, "delete_session(session={session})"),
             Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
+        }
+    }
+}
+
+/// What an acquire's lease lives by, for display.
+struct Lifetime(Option<u64>, Option<SessionId>);
+
+impl fmt::Display for Lifetime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lifetime(_, Some(session)) => write!(f, "session={session}"),
+            Lifetime(ttl_ms, None) => write!(f, "ttl={}ms", ttl_ms.unwrap_or_default()),
         }
     }
 }
@@ -239,35 +321,56 @@ impl InvalidCommand {
 }
 
 impl Command {
+    /// The session and sequence number of a session-bound request that
+    /// carries one: the session remembers the answers to its last
+    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS) sequence numbers
+    /// for its whole life, so a retry with one of them gets its first answer
+    /// without being applied again, and one older than those is refused
+    /// (`SeqTooOld`) rather than applied twice (Raft dissertation §6.3).
+    pub fn session_seq(&self) -> Option<(SessionId, u64)> {
+        match self {
+            Command::Acquire { session, seq, .. }
+            | Command::AcquireMany { session, seq, .. }
+            | Command::Release { session, seq, .. }
+            | Command::ReleaseMany { session, seq, .. } => Some(((*session)?, (*seq)?)),
+            Command::KeepAlive { session, seq, .. } => Some((*session, (*seq)?)),
+            _ => None,
+        }
+    }
+
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
                 check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
                 check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
-                check_ttl(*ttl_ms, limits)
+                check_lifetime(*ttl_ms, *session, limits)
             }
             Command::Renew { name, ttl_ms, request_id, .. } => {
                 check_name(name, limits)?;
                 check_request_id(request_id, limits)?;
                 ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
             }
-            Command::Release { name, request_id, .. } => {
+            Command::Release { name, request_id, session, seq, .. } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_request_id(request_id, limits)
             }
-            Command::AcquireMany { names, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+                check_seq(*session, *seq)?;
                 check_names(names, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
                 check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
                 check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
-                check_ttl(*ttl_ms, limits)
+                check_lifetime(*ttl_ms, *session, limits)
             }
-            Command::ReleaseMany { names, request_id, .. } => {
+            Command::ReleaseMany { names, request_id, session, seq, .. } => {
+                check_seq(*session, *seq)?;
                 check_names(names, limits)?;
                 check_request_id(request_id, limits)
             }
@@ -293,8 +396,36 @@ impl Command {
                 check_text("lock", lock, limits.max_name_bytes)?;
                 check_request_id(request_id, limits)
             }
+            Command::CreateSession { owner, ttl_ms, request_id } => {
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                check_ttl(*ttl_ms, limits)
+            }
+            Command::KeepAlive { ttl_ms, request_id, .. } => {
+                check_request_id(request_id, limits)?;
+                ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
+            }
+            Command::DeleteSession { request_id, .. } => check_request_id(request_id, limits),
             Command::Tick { .. } => Ok(()),
         }
+    }
+}
+
+/// A sequence number is counted within a session: none without one.
+fn check_seq(session: Option<SessionId>, seq: Option<u64>) -> Result<(), InvalidCommand> {
+    if seq.is_some() && session.is_none() {
+        return Err(InvalidCommand::new("seq", "is counted within a session: give session too"));
+    }
+    Ok(())
+}
+
+/// Exactly one of a ttl (checked) and a session.
+fn check_lifetime(ttl_ms: Option<u64>, session: Option<SessionId>, limits: &Limits) -> Result<(), InvalidCommand> {
+    match (ttl_ms, session) {
+        (Some(ttl_ms), None) => check_ttl(ttl_ms, limits),
+        (None, Some(_)) => Ok(()),
+        (Some(_), Some(_)) => Err(InvalidCommand::new("session", "give either ttl_ms or session, not both")),
+        (None, None) => Err(InvalidCommand::new("ttl_ms", "give either ttl_ms or session")),
     }
 }
 
@@ -364,10 +495,12 @@ mod tests {
         Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms,
+            ttl_ms: Some(ttl_ms),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         }
     }
 
@@ -387,26 +520,42 @@ mod tests {
         assert_eq!(field(acquire("n", "o", l.max_ttl_ms + 1)), "ttl_ms");
         let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1), request_id: None };
         assert_eq!(field(renew), "ttl_ms");
-        let release = Command::Release { name: "\u{7f}".into(), token: 1, request_id: Some(String::new()) };
+        let release = Command::Release {
+            name: "\u{7f}".into(),
+            token: 1,
+            request_id: Some(String::new()),
+            session: None,
+            seq: None,
+        };
         assert_eq!(field(release), "name");
-        let release = Command::Release { name: "n".into(), token: 1, request_id: Some("r".repeat(129)) };
+        let release = Command::Release {
+            name: "n".into(),
+            token: 1,
+            request_id: Some("r".repeat(129)),
+            session: None,
+            seq: None,
+        };
         assert_eq!(field(release), "request_id");
         let waiting = Command::Acquire {
             name: "n".into(),
             owner: "o".into(),
-            ttl_ms: 5000,
+            ttl_ms: Some(5000),
+            session: None,
             wait_ms: Some(l.max_wait_ms + 1),
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         assert_eq!(field(waiting), "wait_ms");
         let delayed = Command::Acquire {
             name: "n".into(),
             owner: "o".into(),
-            ttl_ms: 5000,
+            ttl_ms: Some(5000),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: Some(l.max_lock_delay_ms + 1),
+            seq: None,
         };
         assert_eq!(field(delayed), "lock_delay_ms");
     }

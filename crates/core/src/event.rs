@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::FencingToken;
+use super::{FencingToken, SessionId};
 
-/// One change to one lock, stamped with the index of the log entry that made it.
+/// One change to one lock, stamped with the index of the log entry that made
+/// it; or, with an empty `name` (no lock has it), a session's start or end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockEvent {
     pub index: u64,
@@ -65,9 +66,27 @@ pub enum EventKind {
     WaitTimeout {
         owner: String,
     },
-    /// `owner` left the queue because its client went away.
+    /// `owner` left the queue because its client went away, or because
+    /// the session it waited under ended.
     Cancelled {
         owner: String,
+    },
+    /// `owner` opened `session` (its id is `index`).
+    SessionCreated {
+        owner: String,
+        session: SessionId,
+        ttl_ms: u64,
+    },
+    /// A Tick reached the session's deadline; its locks expired in this
+    /// entry (events `expired`, before this one).
+    SessionExpired {
+        owner: String,
+        session: SessionId,
+    },
+    /// The session was deleted; its locks were released in this entry.
+    SessionDeleted {
+        owner: String,
+        session: SessionId,
     },
 }
 
@@ -83,7 +102,10 @@ impl EventKind {
             | EventKind::HandedOver { owner, .. }
             | EventKind::Queued { owner, .. }
             | EventKind::WaitTimeout { owner }
-            | EventKind::Cancelled { owner } => owner,
+            | EventKind::Cancelled { owner }
+            | EventKind::SessionCreated { owner, .. }
+            | EventKind::SessionExpired { owner, .. }
+            | EventKind::SessionDeleted { owner, .. } => owner,
         }
     }
 }

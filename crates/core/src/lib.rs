@@ -1,5 +1,5 @@
 //! The pure lock core: commands and the batches a log entry carries, leases, waiting queues, the lock table,
-//! fencing tokens and the fence checks served on them (records, gates),
+//! sessions, fencing tokens and the fence checks served on them (records, gates),
 //! request de-duplication and lock events.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
@@ -22,5 +22,6 @@ pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
-    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, TableImage, WaiterView,
+    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, SessionId, SessionLock,
+    SessionView, TableImage, WaiterView, MAX_SESSIONS, MAX_SESSION_ANSWERS,
 };

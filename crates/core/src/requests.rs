@@ -30,6 +30,9 @@ pub enum RequestKind {
     ReleaseMany,
     PutRecord,
     Gate,
+    CreateSession,
+    KeepAlive,
+    DeleteSession,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

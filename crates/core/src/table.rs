@@ -1,7 +1,11 @@
 //! The lock table: who holds which lock under which fencing token until which
-//! tick, who waits for it, and what each request id got.
+//! tick, who waits for it, which sessions keep which locks, and what each
+//! request id got.
 
 mod queue;
+mod sessions;
+
+pub use self::sessions::{MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
 mod tests;
 mod types;
@@ -15,9 +19,10 @@ use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::{Command, InvalidCommand, Limits};
 
 pub use self::types::{
-    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, TableImage, WaiterView,
+    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
+    SessionView, TableImage, WaiterView,
 };
-use self::types::{Delay, Lease, Waiter};
+use self::types::{Delay, Lease, Session, Waiter};
 
 /// Tick period assumed for grants made before the first Tick was applied. It is
 /// the smallest period a leader may use, so such a deadline is at least as many
@@ -34,8 +39,12 @@ pub struct LockTable {
     /// than when it was set.
     tick_ms: Option<u64>,
     leases: BTreeMap<String, Lease>,
-    /// `(deadline, name)` of every lease, so a Tick visits only what expires.
+    /// `(deadline, name)` of every lease that has its own ttl (not of those
+    /// held under a session), so a Tick visits only what expires.
     by_deadline: BTreeSet<(u64, String)>,
+    sessions: BTreeMap<SessionId, Session>,
+    /// `(deadline, id)` of every session.
+    by_session_deadline: BTreeSet<(u64, SessionId)>,
     /// FIFO queues; a lock has a queue only while it is held, delayed, or
     /// reserved for a multi-acquire first in its queue.
     queues: BTreeMap<String, VecDeque<Waiter>>,
@@ -62,13 +71,16 @@ impl From<&LockTable> for TableImage {
             requests: t.requests.clone(),
             fences: t.fences.clone(),
             delays: t.delays.clone(),
+            sessions: t.sessions.clone(),
         }
     }
 }
 
 impl From<TableImage> for LockTable {
     fn from(image: TableImage) -> Self {
-        let by_deadline = image.leases.iter().map(|(n, l)| (l.deadline, n.clone())).collect();
+        let by_deadline =
+            image.leases.iter().filter(|(_, l)| l.session.is_none()).map(|(n, l)| (l.deadline, n.clone())).collect();
+        let by_session_deadline = image.sessions.iter().map(|(id, s)| (s.deadline, *id)).collect();
         let waiters = || image.queues.iter().flat_map(|(n, q)| q.iter().map(move |w| (n, w)));
         let by_wait_deadline = waiters().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
         let queued = waiters().map(|(n, w)| (n.clone(), w.owner.clone())).collect();
@@ -85,6 +97,8 @@ impl From<TableImage> for LockTable {
             fences: image.fences,
             delays: image.delays,
             by_delay_end,
+            sessions: image.sessions,
+            by_session_deadline,
         }
     }
 }
@@ -154,26 +168,47 @@ impl LockTable {
             }
             Command::PutRecord { key, request_id, .. } => (lock_key(key), request_id, RequestKind::PutRecord),
             Command::Gate { resource, request_id, .. } => (lock_key(resource), request_id, RequestKind::Gate),
+            Command::CreateSession { owner, request_id, .. } => {
+                (lock_key(owner), request_id, RequestKind::CreateSession)
+            }
+            Command::KeepAlive { session, request_id, .. } => {
+                (Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive)
+            }
+            Command::DeleteSession { session, request_id } => {
+                (Cow::Owned(session.to_string()), request_id, RequestKind::DeleteSession)
+            }
             Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
         };
+        let session_seq = command.session_seq();
+        if let Some((session, seq)) = session_seq {
+            if let Some(replayed) = self.replay_seq(session, seq) {
+                return replayed;
+            }
+        }
         if let Some(id) = request_id {
             if let Some(replayed) = self.requests.replay(id, &name, kind) {
                 return replayed;
             }
         }
         let result = match command {
-            Command::Acquire { name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
-                let lease = Lease::wanted(owner, index, *ttl_ms, request_id, *lock_delay_ms);
-                self.acquire(name, lease, *wait_ms, index, events)
-            }
-            Command::AcquireMany { names, owner, ttl_ms, wait_ms, request_id, lock_delay_ms } => {
-                let lease = Lease::wanted(owner, index, *ttl_ms, request_id, *lock_delay_ms);
-                self.acquire_many(names, lease, *wait_ms, index, events)
-            }
-            Command::ReleaseMany { names, token, .. } => self.release_many(names, *token, index, events),
+            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
+                .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
+                .and_then(|lease| self.acquire(name, lease, *wait_ms, index, events)),
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
+                .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
+                .and_then(|lease| self.acquire_many(names, lease, *wait_ms, index, events)),
+            Command::CreateSession { owner, ttl_ms, .. } => self.create_session(owner, *ttl_ms, index, events),
+            Command::KeepAlive { session, ttl_ms, .. } => self.keep_alive(*session, *ttl_ms),
+            Command::DeleteSession { session, .. } => self.delete_session(*session, index, events),
+            Command::ReleaseMany { names, token, session, .. } => names
+                .iter()
+                .try_for_each(|name| self.held_under(name, *session))
+                .and_then(|()| self.release_many(names, *token, index, events)),
             Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
-            Command::Release { name, token, .. } => self.release(name, *token, index, events),
+            Command::Release { name, token, session, .. } => {
+                self.held_under(name, *session).and_then(|()| self.release(name, *token, index, events))
+            }
             Command::PutRecord { key, lock, token, value, .. } => {
                 let current = self.leases.get(lock).map(|l| l.token);
                 self.fences.put(key, lock, *token, value, current, index)
@@ -188,6 +223,9 @@ impl LockTable {
         };
         if let Some(id) = request_id {
             self.requests.record(id, index, self.now_tick, &name, kind, &result);
+        }
+        if let Some((session, seq)) = session_seq {
+            self.remember_seq(session, seq, &result);
         }
         result
     }
@@ -234,6 +272,31 @@ impl LockTable {
         self.queued.contains(&(name.to_owned(), owner.to_owned()))
     }
 
+    /// The lease an acquire of `owner` asks for (token = `index`): with its
+    /// own ttl, or under a live session of the same owner.
+    fn wanted(
+        &self,
+        owner: &str,
+        ttl_ms: Option<u64>,
+        session: Option<SessionId>,
+        request_id: &Option<String>,
+        lock_delay_ms: Option<u64>,
+        index: u64,
+    ) -> Result<Lease, LockError> {
+        if let Some(id) = session {
+            self.session_of(id, owner)?;
+        }
+        Ok(Lease {
+            owner: owner.to_owned(),
+            token: index,
+            ttl_ms: ttl_ms.unwrap_or_default(),
+            deadline: 0,
+            request_id: request_id.clone(),
+            lock_delay_ms,
+            session,
+        })
+    }
+
     /// The Acquire command: `wanted` is the lease it would get (token = `index`).
     fn acquire(
         &mut self,
@@ -244,7 +307,11 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         // Same owner: keep the token, restart the lease.
-        if let Some(token) = self.leases.get(name).filter(|l| l.owner == wanted.owner).map(|l| l.token) {
+        if let Some(held) = self.leases.get(name).filter(|l| l.owner == wanted.owner) {
+            if held.session != wanted.session {
+                return Err(other_lifetime(name, held.session));
+            }
+            let token = held.token;
             let mut lease = self.take_current(name, token).expect("holder checked above");
             lease.ttl_ms = wanted.ttl_ms;
             let grant = self.insert(name, lease);
@@ -261,7 +328,9 @@ impl LockTable {
             (Some(blocker), None) => Err(refusal(name, blocker)),
             (Some(_), Some(wait_ms)) => {
                 let position = match self.place(name, &owner) {
-                    Some((_, waiter)) if !waiter.set.is_empty() => return Err(waits_elsewhere(name)),
+                    Some((_, waiter)) if !waiter.set.is_empty() || waiter.session != wanted.session => {
+                        return Err(waits_elsewhere(name))
+                    }
                     Some((position, _)) => position,
                     None => {
                         let waiter = self.waiter(wanted, wait_ms, Vec::new());
@@ -277,7 +346,7 @@ impl LockTable {
     /// lock delay, or a queue (free with a queue: reserved for its first).
     fn blocker(&self, name: &str) -> Option<Blocker> {
         if let Some(l) = self.leases.get(name) {
-            let expires_in_ms = self.expires_in_ms(l.deadline);
+            let expires_in_ms = self.expires_in_ms(self.lifetime(l).1);
             return Some(Blocker::Held { holder: l.owner.clone(), token: l.token, expires_in_ms });
         }
         if let Some(delayed_until_tick) = self.delayed_until(name) {
@@ -298,6 +367,9 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         let owner = wanted.owner.clone();
         if let Some(token) = self.held_together(names, &owner) {
+            if let Some(held) = self.leases.get(&names[0]).filter(|l| l.session != wanted.session) {
+                return Err(other_lifetime(&names[0], held.session));
+            }
             let grants = names
                 .iter()
                 .map(|name| {
@@ -327,7 +399,7 @@ impl LockTable {
         // Already waiting for this very set (a retry without request id): keep the places.
         let places: Vec<_> = names.iter().map(|name| self.place(name, &owner)).collect();
         if let Some(elsewhere) = names.iter().zip(&places).find_map(|(name, place)| match place {
-            Some((_, waiter)) if waiter.set != names => Some(name),
+            Some((_, waiter)) if waiter.set != names || waiter.session != wanted.session => Some(name),
             _ => None,
         }) {
             return Err(waits_elsewhere(elsewhere));
@@ -358,7 +430,11 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let mut lease = self.take_granted_before(name, token, index)?;
+        self.check_granted_before(name, token, index)?;
+        if let Some(session) = self.leases.get(name).and_then(|l| l.session) {
+            return Err(LockError::HeldUnderSession { name: name.to_owned(), session });
+        }
+        let mut lease = self.take_current(name, token)?;
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
         let owner = lease.owner.clone();
         let grant = self.insert(name, lease);
@@ -421,12 +497,15 @@ impl LockTable {
     fn tick(&mut self, period_ms: u64, index: u64, events: &mut Vec<LockEvent>) -> Outcome {
         self.now_tick += 1;
         self.tick_ms = Some(self.tick_ms.unwrap_or(0).max(period_ms.max(MIN_TICK_MS)));
+        // Sessions first: what they free, and what the rest of this Tick
+        // frees, must not go to a waiter of a session that ends in it.
+        let mut expired = Vec::new();
+        let expired_sessions = self.expire_sessions(&mut expired, index, events);
         // Delays end before leases expire: a delay that a lease expiring now
         // starts cannot end on this Tick (it lasts at least one).
         self.end_delays(index, events);
         // Expire before waits run out, so a waiter whose wait ends on this
         // same Tick still gets the lock it waited for.
-        let mut expired = Vec::new();
         while let Some((deadline, _)) = self.by_deadline.first() {
             if *deadline > self.now_tick {
                 break;
@@ -443,7 +522,7 @@ impl LockTable {
         }
         self.time_out_waits(index, events);
         self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
-        Outcome::Ticked { now_tick: self.now_tick, expired }
+        Outcome::Ticked { now_tick: self.now_tick, expired, expired_sessions }
     }
 
     /// Starts the lock delay of `lease`, which just expired on lock `name`,
@@ -507,17 +586,41 @@ impl LockTable {
             return Err(LockError::StaleToken { name: name.to_owned(), given: token, current });
         }
         let lease = self.leases.remove(name).expect("checked above");
-        self.by_deadline.remove(&(lease.deadline, name.to_owned()));
+        match lease.session.and_then(|id| self.sessions.get_mut(&id)) {
+            Some(session) => {
+                session.locks.remove(name);
+            }
+            None => {
+                self.by_deadline.remove(&(lease.deadline, name.to_owned()));
+            }
+        }
         Ok(lease)
     }
 
-    /// Stores `lease` with a deadline freshly computed from its ttl.
+    /// Stores `lease`: with a deadline freshly computed from its ttl, or
+    /// among the locks of its session, which must be alive.
     fn insert(&mut self, name: &str, mut lease: Lease) -> Grant {
-        lease.deadline = self.deadline_for(lease.ttl_ms);
+        match lease.session {
+            Some(id) => {
+                let session = self.sessions.get_mut(&id).expect("acquires and waiters name live sessions only");
+                session.locks.insert(name.to_owned());
+            }
+            None => {
+                lease.deadline = self.deadline_for(lease.ttl_ms);
+                self.by_deadline.insert((lease.deadline, name.to_owned()));
+            }
+        }
         let grant = self.grant_of(name, &lease);
-        self.by_deadline.insert((lease.deadline, name.to_owned()));
         self.leases.insert(name.to_owned(), lease);
         grant
+    }
+
+    /// The ttl and deadline a lease lives by: its own, or its session's.
+    fn lifetime(&self, l: &Lease) -> (u64, u64) {
+        match l.session.and_then(|id| self.sessions.get(&id)) {
+            Some(session) => (session.ttl_ms, session.deadline),
+            None => (l.ttl_ms, l.deadline),
+        }
     }
 
     /// `now_tick + ceil(ttl / tick) + 1`. The Tick that completes the period in
@@ -535,13 +638,14 @@ impl LockTable {
     }
 
     fn grant_of(&self, name: &str, l: &Lease) -> Grant {
+        let (ttl_ms, deadline) = self.lifetime(l);
         Grant {
             name: name.to_owned(),
             owner: l.owner.clone(),
             token: l.token,
-            ttl_ms: l.ttl_ms,
-            expires_in_ms: self.expires_in_ms(l.deadline),
-            deadline_tick: l.deadline,
+            ttl_ms,
+            expires_in_ms: self.expires_in_ms(deadline),
+            deadline_tick: deadline,
         }
     }
 
@@ -549,14 +653,16 @@ impl LockTable {
         let waiters = self.queues.get(name).map_or_else(Vec::new, |q| {
             q.iter().enumerate().map(|(i, w)| WaiterView { owner: w.owner.clone(), position: i + 1 }).collect()
         });
+        let (ttl_ms, deadline) = self.lifetime(l);
         LeaseView {
             name: name.to_owned(),
             owner: l.owner.clone(),
             token: l.token,
-            ttl_ms: l.ttl_ms,
-            expires_in_ms: self.expires_in_ms(l.deadline),
-            deadline_tick: l.deadline,
+            ttl_ms,
+            expires_in_ms: self.expires_in_ms(deadline),
+            deadline_tick: deadline,
             request_id: l.request_id.clone(),
+            session: l.session,
             waiters,
         }
     }
@@ -578,6 +684,16 @@ fn waits_elsewhere(name: &str) -> LockError {
     LockError::Invalid(InvalidCommand {
         field: "owner".into(),
         reason: format!("already waits for lock {name:?} in another acquire"),
+    })
+}
+
+/// A re-acquire by the holder that names another session (or none) than
+/// its grant lives by.
+fn other_lifetime(name: &str, held: Option<SessionId>) -> LockError {
+    let how = held.map_or_else(|| "with its own ttl_ms".to_owned(), |id| format!("under session {id}"));
+    LockError::Invalid(InvalidCommand {
+        field: "session".into(),
+        reason: format!("this owner holds lock {name:?} {how}; acquire it again the same way"),
     })
 }
 

@@ -123,6 +123,9 @@ pub struct ClusterStatus {
     pub tick_ms: u64,
     pub millis_since_quorum_ack: Option<u64>,
     pub locks_held: usize,
+    /// Live sessions (absent from nodes that predate sessions).
+    #[serde(default)]
+    pub sessions: usize,
     pub members: Vec<Member>,
     /// Tick apply time and snapshot costs on this node.
     #[serde(default)]

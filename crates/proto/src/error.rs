@@ -29,6 +29,9 @@ pub enum ErrorCode {
     NoSnapshot,
     /// 404: no member with this id.
     NotMember,
+    /// 404: no live session with this id (`session`): never created,
+    /// expired or deleted. Its locks are gone with it.
+    SessionNotFound,
     /// 405: the path exists, the method does not.
     MethodNotAllowed,
     /// 408: the request was not answered within the node's request timeout.
@@ -51,6 +54,12 @@ pub enum ErrorCode {
     WaitTimeout,
     /// 409: a gate serves another lock.
     LockMismatch,
+    /// 409: a renew of a lock held under a session (`session`): keep the
+    /// session alive instead; the lock has no lease of its own.
+    HeldUnderSession,
+    /// 409: a session-bound request's `seq` is older than the answers its
+    /// session remembers (`session`, `seq`, `oldest`): not applied again.
+    SeqTooOld,
     /// 409: this request id was used for a different request.
     RequestIdReused,
     /// 409: the cluster is initialized already.
@@ -87,11 +96,11 @@ impl ErrorCode {
             InvalidArgument | TlsRequired => 400,
             Unauthenticated => 401,
             PermissionDenied => 403,
-            NotFound | NotHeld | NoRecord | NoSnapshot | NotMember => 404,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NotMember | SessionNotFound => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
-            Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | RequestIdReused
-            | AlreadyInitialized | WouldLoseQuorum => 409,
+            Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
+            | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -112,6 +121,7 @@ impl ErrorCode {
             NoRecord => "no_record",
             NoSnapshot => "no_snapshot",
             NotMember => "not_member",
+            SessionNotFound => "session_not_found",
             MethodNotAllowed => "method_not_allowed",
             RequestTimeout => "request_timeout",
             Held => "held",
@@ -120,6 +130,8 @@ impl ErrorCode {
             StaleToken => "stale_token",
             WaitTimeout => "wait_timeout",
             LockMismatch => "lock_mismatch",
+            HeldUnderSession => "held_under_session",
+            SeqTooOld => "seq_too_old",
             RequestIdReused => "request_id_reused",
             AlreadyInitialized => "already_initialized",
             WouldLoseQuorum => "would_lose_quorum",
@@ -136,7 +148,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 27] = {
+    pub const ALL: [ErrorCode; 30] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -147,6 +159,7 @@ impl ErrorCode {
             NoRecord,
             NoSnapshot,
             NotMember,
+            SessionNotFound,
             MethodNotAllowed,
             RequestTimeout,
             Held,
@@ -155,6 +168,8 @@ impl ErrorCode {
             StaleToken,
             WaitTimeout,
             LockMismatch,
+            HeldUnderSession,
+            SeqTooOld,
             RequestIdReused,
             AlreadyInitialized,
             WouldLoseQuorum,

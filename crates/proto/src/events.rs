@@ -68,9 +68,27 @@ pub enum EventKind {
     WaitTimeout {
         owner: String,
     },
-    /// `owner` left the queue because its client went away.
+    /// `owner` left the queue because its client went away, or because
+    /// the session it waited under ended.
     Cancelled {
         owner: String,
+    },
+    /// `owner` opened `session` (its id is `index`). Session events have an
+    /// empty `name`: they are about no one lock (`GET /v1/events` only).
+    SessionCreated {
+        owner: String,
+        session: u64,
+        ttl_ms: u64,
+    },
+    /// The session's deadline passed; its locks expired in this entry.
+    SessionExpired {
+        owner: String,
+        session: u64,
+    },
+    /// The session was deleted; its locks were released in this entry.
+    SessionDeleted {
+        owner: String,
+        session: u64,
     },
 }
 
@@ -91,6 +109,9 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::Queued { owner, position } => EventKind::Queued { owner, position },
             Core::WaitTimeout { owner } => EventKind::WaitTimeout { owner },
             Core::Cancelled { owner } => EventKind::Cancelled { owner },
+            Core::SessionCreated { owner, session, ttl_ms } => EventKind::SessionCreated { owner, session, ttl_ms },
+            Core::SessionExpired { owner, session } => EventKind::SessionExpired { owner, session },
+            Core::SessionDeleted { owner, session } => EventKind::SessionDeleted { owner, session },
         };
         LockEvent { index: e.index, name: e.name, kind }
     }
@@ -109,6 +130,9 @@ impl EventKind {
             EventKind::Queued { .. } => "queued",
             EventKind::WaitTimeout { .. } => "wait_timeout",
             EventKind::Cancelled { .. } => "cancelled",
+            EventKind::SessionCreated { .. } => "session_created",
+            EventKind::SessionExpired { .. } => "session_expired",
+            EventKind::SessionDeleted { .. } => "session_deleted",
         }
     }
 }
@@ -130,9 +154,16 @@ mod tests {
                 from_token: 3,
             },
         };
-        let twin = LockEvent::from(core.clone());
-        let json = serde_json::to_value(&twin).unwrap();
-        assert_eq!(json, serde_json::to_value(&core).unwrap());
-        assert_eq!(json["type"], twin.kind.name());
+        let session = leasehold_core::LockEvent {
+            index: 4,
+            name: String::new(),
+            kind: leasehold_core::EventKind::SessionExpired { owner: "s".into(), session: 2 },
+        };
+        for core in [core, session] {
+            let twin = LockEvent::from(core.clone());
+            let json = serde_json::to_value(&twin).unwrap();
+            assert_eq!(json, serde_json::to_value(&core).unwrap());
+            assert_eq!(json["type"], twin.kind.name());
+        }
     }
 }

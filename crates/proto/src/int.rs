@@ -73,6 +73,17 @@ pub fn option_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
     d.deserialize_option(Opt)
 }
 
+/// `#[serde(default, deserialize_with = "crate::int::option_token")]`: a
+/// log index (token or session id) at most [`MAX_TOKEN`](crate::MAX_TOKEN), or `null`.
+pub fn option_token<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match option_u64(d)? {
+        Some(index) if index > crate::MAX_TOKEN => {
+            Err(D::Error::invalid_value(Unexpected::Unsigned(index), &"a log index below 2^53"))
+        }
+        index => Ok(index),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -5,6 +5,7 @@
 //! # Layout
 //!
 //! - [`locks`] — acquire, renew, release, get and list bodies.
+//! - [`sessions`] — create, keep alive, delete, get and list sessions.
 //! - [`fence`] — fence check, fenced records and gates.
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
@@ -28,6 +29,7 @@ mod int;
 pub mod locks;
 #[cfg(feature = "openapi")]
 pub mod schema;
+pub mod sessions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use events::{EventKind, LockEvent};

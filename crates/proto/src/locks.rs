@@ -11,12 +11,18 @@ use crate::FencingToken;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AcquireRequest {
-    /// Who takes the lock; an acquire by the holder returns its own grant again.
+    /// Who takes the lock; an acquire by the holder returns its own grant
+    /// again. Under a session, the session's owner.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
     pub owner: String,
-    #[serde(deserialize_with = "crate::int::u64")]
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
-    pub ttl_ms: u64,
+    /// The lease's ttl; exactly one of `ttl_ms` and `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_ttl_ms))]
+    pub ttl_ms: Option<u64>,
+    /// Hold the lock as long as this session lives, instead of a ttl.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_session))]
+    pub session: Option<u64>,
     /// Wait up to this long in the lock's FIFO queue when another owner holds it.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::wait_ms))]
@@ -30,6 +36,10 @@ pub struct AcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
     pub lock_delay_ms: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// `POST /v1/multi/acquire`: every lock of `names` in one log entry, or none.
@@ -42,9 +52,14 @@ pub struct MultiAcquireRequest {
     pub names: Vec<String>,
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
     pub owner: String,
-    #[serde(deserialize_with = "crate::int::u64")]
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
-    pub ttl_ms: u64,
+    /// The leases' ttl; exactly one of `ttl_ms` and `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_ttl_ms))]
+    pub ttl_ms: Option<u64>,
+    /// Hold every lock as long as this session lives, instead of a ttl.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_session))]
+    pub session: Option<u64>,
     /// Wait up to this long until every lock can be granted at once.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::wait_ms))]
@@ -55,6 +70,10 @@ pub struct MultiAcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::lock_delay_ms))]
     pub lock_delay_ms: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to a multi-acquire: one grant per lock, in the order asked,
@@ -83,6 +102,14 @@ pub struct MultiReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// The session the lock(s) are held under; needed with `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::release_session))]
+    pub session: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to a multi-release.
@@ -122,6 +149,14 @@ pub struct ReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// The session the lock(s) are held under; needed with `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::release_session))]
+    pub session: Option<u64>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// The answer to acquire and renew: the grant, with its fencing token.
@@ -260,6 +295,10 @@ pub struct LeaseView {
     pub deadline_tick: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The session the lease lives by, if any (`ttl_ms` and the deadline
+    /// are then the session's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
     /// The queue, first in line first.
     #[serde(default)]
     pub waiters: Vec<WaiterView>,
@@ -267,10 +306,19 @@ pub struct LeaseView {
 
 impl From<leasehold_core::LeaseView> for LeaseView {
     fn from(v: leasehold_core::LeaseView) -> Self {
-        let leasehold_core::LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, waiters } =
-            v;
+        let leasehold_core::LeaseView {
+            name,
+            owner,
+            token,
+            ttl_ms,
+            expires_in_ms,
+            deadline_tick,
+            request_id,
+            session,
+            waiters,
+        } = v;
         let waiters = waiters.into_iter().map(WaiterView::from).collect();
-        LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, waiters }
+        LeaseView { name, owner, token, ttl_ms, expires_in_ms, deadline_tick, request_id, session, waiters }
     }
 }
 
@@ -298,6 +346,7 @@ mod tests {
             expires_in_ms: 4900,
             deadline_tick: 50,
             request_id: Some("r".into()),
+            session: Some(4),
             waiters: vec![leasehold_core::WaiterView { owner: "w".into(), position: 1 }],
         };
         let json = |v: &dyn erased::Json| v.json();

@@ -93,6 +93,58 @@ pub fn ttl_ms() -> Object {
     uint(l.min_ttl_ms, l.max_ttl_ms, false, "The lease's time to live, in ms.")
 }
 
+pub fn acquire_ttl_ms() -> Object {
+    let l = Limits::DEFAULT;
+    uint(l.min_ttl_ms, l.max_ttl_ms, true, "The lease's time to live, in ms; exactly one of `ttl_ms` and `session`.")
+}
+
+pub fn acquire_session() -> Object {
+    uint(
+        0,
+        crate::MAX_TOKEN,
+        true,
+        "Hold the lock as long as this session lives (its keepalives keep it; renew refuses it) instead of a ttl; \
+         `owner` must be the session's owner. Exactly one of `ttl_ms` and `session`.",
+    )
+}
+
+pub fn seq() -> Object {
+    uint(
+        0,
+        crate::MAX_TOKEN,
+        true,
+        "With `session`: this request's sequence number in the session. A retry with a seq the session remembers \
+         (its last 64) gets the first answer without being applied again; an older one is refused, 409 `seq_too_old`.",
+    )
+}
+
+pub fn release_session() -> Object {
+    uint(0, crate::MAX_TOKEN, true, "The session the lock is held under; needed with `seq`.")
+}
+
+/// A session id, in a path or body.
+pub fn session_id() -> Object {
+    uint(0, crate::MAX_TOKEN, false, "A session id: the log index of the entry that created the session.")
+}
+
+pub fn session_after() -> Object {
+    uint(0, crate::MAX_TOKEN, false, "Only sessions with ids above this (the last id of the previous page).")
+}
+
+pub fn session_owner() -> Object {
+    text(Limits::DEFAULT.max_owner_bytes, false, "Who holds locks under the session.")
+}
+
+pub fn session_ttl_ms() -> Object {
+    let l = Limits::DEFAULT;
+    uint(l.min_ttl_ms, l.max_ttl_ms, false, "The session's time to live, in ms, restarted by each keepalive.")
+}
+
+pub fn keepalive_ttl_ms() -> Object {
+    let l = Limits::DEFAULT;
+    uint(l.min_ttl_ms, l.max_ttl_ms, true, "The new ttl, in ms; the session's when absent.")
+}
+
 pub fn renew_ttl_ms() -> Object {
     let l = Limits::DEFAULT;
     uint(l.min_ttl_ms, l.max_ttl_ms, true, "The new ttl, in ms; the grant's when absent.")

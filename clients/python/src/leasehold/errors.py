@@ -379,6 +379,43 @@ class Reserved(ApiError):
 
 
 @_register
+class SessionNotFound(ApiError):
+    """404: no live session with this id (expired, deleted, or never created)."""
+
+    code = "session_not_found"
+    status = 404
+
+    @property
+    def session(self) -> Optional[int]:
+        return self._detail("session")  # type: ignore[no-any-return]
+
+
+@_register
+class HeldUnderSession(ApiError):
+    """409: a renew of a lock held under a session; keep the session alive instead."""
+
+    code = "held_under_session"
+    status = 409
+
+    @property
+    def session(self) -> Optional[int]:
+        return self._detail("session")  # type: ignore[no-any-return]
+
+
+@_register
+class SeqTooOld(ApiError):
+    """409: a session request's ``seq`` is older than the answers the session
+    remembers (``oldest``); it was not applied again."""
+
+    code = "seq_too_old"
+    status = 409
+
+    @property
+    def oldest(self) -> Optional[int]:
+        return self._detail("oldest")  # type: ignore[no-any-return]
+
+
+@_register
 class WaitTimeout(ApiError):
     """409: a waiting acquire's wait ran out before the lock passed to it."""
 

@@ -10,9 +10,9 @@ impl LockTable {
     /// The waiter the owner of `wanted` (the lease it asks for) becomes,
     /// waiting `wait_ms` for the locks of `set` (empty: one lock).
     pub(super) fn waiter(&self, wanted: Lease, wait_ms: u64, set: Vec<String>) -> Waiter {
-        let Lease { owner, ttl_ms, request_id, lock_delay_ms, .. } = wanted;
+        let Lease { owner, ttl_ms, request_id, lock_delay_ms, session, .. } = wanted;
         let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
-        Waiter { owner, ttl_ms, wait_deadline, request_id, lock_delay_ms, set }
+        Waiter { owner, ttl_ms, wait_deadline, request_id, lock_delay_ms, set, session }
     }
 
     /// Puts `waiter` last in the queue of `name`; returns its position.
@@ -21,6 +21,9 @@ impl LockTable {
         let owner = waiter.owner.clone();
         self.by_wait_deadline.insert((waiter.wait_deadline, name.to_owned(), owner.clone()));
         self.queued.insert((name.to_owned(), owner.clone()));
+        if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.waits.insert(name.to_owned());
+        }
         queue.push_back(waiter);
         let position = queue.len();
         events.push(event(index, name, EventKind::Queued { owner, position }));
@@ -64,6 +67,24 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Option<Waiter> {
+        let (waiter, names) = self.leave_queues(name, owner, why, index, events)?;
+        for name in &names {
+            self.hand_over(name, None, index, events);
+        }
+        Some(waiter)
+    }
+
+    /// The first half of [`withdraw`](Self::withdraw): takes `owner` out of
+    /// the queues, telling each with `why`, and returns the waiter and the
+    /// locks it left, for the caller to hand over.
+    pub(super) fn leave_queues(
+        &mut self,
+        name: &str,
+        owner: &str,
+        why: impl Fn(String) -> EventKind,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Option<(Waiter, Vec<String>)> {
         let waiter = self.remove_waiter(name, owner)?;
         let names: Vec<String> = waiter.names(name).into_iter().map(str::to_owned).collect();
         for other in names.iter().filter(|n| *n != name) {
@@ -72,10 +93,7 @@ impl LockTable {
         for name in &names {
             events.push(event(index, name, why(owner.to_owned())));
         }
-        for name in &names {
-            self.hand_over(name, None, index, events);
-        }
-        Some(waiter)
+        Some((waiter, names))
     }
 
     /// Grants lock `name`, if free and not delayed, to the first in its
@@ -117,6 +135,7 @@ impl LockTable {
                 deadline: 0,
                 request_id: waiter.request_id,
                 lock_delay_ms: waiter.lock_delay_ms,
+                session: waiter.session,
             };
             grants.push(self.insert(n, lease));
             let (owner, token) = (owner.clone(), index);
@@ -147,6 +166,9 @@ impl LockTable {
             self.queues.remove(name);
         }
         self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), owner.to_owned()));
+        if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.waits.remove(name);
+        }
         Some(waiter)
     }
 }

@@ -3,6 +3,8 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod sessions;
+
 const TICK: u64 = 100;
 
 /// A table fed by a fake log: every command gets the next index.
@@ -29,10 +31,12 @@ impl Log {
         self.apply(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms,
+            ttl_ms: Some(ttl_ms),
+            session: None,
             wait_ms: None,
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
@@ -45,7 +49,7 @@ impl Log {
         self.apply(Command::Renew { name: name.into(), token, ttl_ms, request_id: None })
     }
     fn release(&mut self, name: &str, token: u64) -> Result<Outcome, LockError> {
-        self.apply(Command::Release { name: name.into(), token, request_id: None })
+        self.apply(Command::Release { name: name.into(), token, request_id: None, session: None, seq: None })
     }
     fn tick(&mut self) -> Vec<(String, FencingToken)> {
         match self.apply(Command::Tick { period_ms: TICK }) {
@@ -208,10 +212,12 @@ fn grant_before_first_tick_runs_long() {
     let c = Command::Acquire {
         name: "a".into(),
         owner: "o".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     };
     match table.apply(&c, 5).result.unwrap() {
         Outcome::Granted { grant, .. } => assert_eq!(grant.deadline_tick, 3000 / MIN_TICK_MS + 1),
@@ -259,10 +265,12 @@ impl Log {
         self.apply_with_events(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms: Some(wait_ms),
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn holder(&self, name: &str) -> Option<(String, FencingToken)> {
@@ -283,7 +291,13 @@ fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
     let view = log.table.get("a").unwrap();
     assert_eq!(view.waiters.iter().map(|w| w.position).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
     for i in 1..=5 {
-        let applied = log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None });
+        let applied = log.apply_with_events(Command::Release {
+            name: "a".into(),
+            token,
+            request_id: None,
+            session: None,
+            seq: None,
+        });
         let handed = applied.events.last().unwrap().clone();
         assert_eq!(
             handed,
@@ -392,10 +406,12 @@ fn request_id_replays_the_original_result() {
     let acquire = |id: &str| Command::Acquire {
         name: "a".into(),
         owner: "alice".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: Some(id.into()),
         lock_delay_ms: None,
+        seq: None,
     };
     let first = log.apply(acquire("r1")).unwrap();
     log.ticks(5);
@@ -403,7 +419,7 @@ fn request_id_replays_the_original_result() {
     assert_eq!(log.apply(acquire("r1")).unwrap(), first);
     assert_eq!(log.table, before, "a replay changed the table");
     let token = log.holder("a").unwrap().1;
-    let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()) };
+    let release = Command::Release { name: "a".into(), token, request_id: Some("r2".into()), session: None, seq: None };
     log.apply(release.clone()).unwrap();
     assert_eq!(log.apply(release).unwrap(), Outcome::Released { name: "a".into(), token });
     assert!(matches!(log.apply(acquire("r2")), Err(LockError::RequestIdReused { .. })));
@@ -425,10 +441,12 @@ fn request_records_age_out() {
     log.apply(Command::Acquire {
         name: "a".into(),
         owner: "o".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: Some("old".into()),
         lock_delay_ms: None,
+        seq: None,
     })
     .unwrap();
     assert_eq!(log.table.remembered_requests(), 1);
@@ -444,17 +462,25 @@ fn events_tell_the_story_in_log_order() {
     let acquired = kinds(log.apply_with_events(Command::Acquire {
         name: "a".into(),
         owner: "x".into(),
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: None,
         lock_delay_ms: None,
+        seq: None,
     }));
     let token = log.index;
     assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
     let renewed =
         kinds(log.apply_with_events(Command::Renew { name: "a".into(), token, ttl_ms: None, request_id: None }));
     assert_eq!(renewed, [(log.index, EventKind::Renewed { owner: "x".into(), token })]);
-    let released = kinds(log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None }));
+    let released = kinds(log.apply_with_events(Command::Release {
+        name: "a".into(),
+        token,
+        request_id: None,
+        session: None,
+        seq: None,
+    }));
     assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token })]);
     log.token("a", "y", 3000);
     let expired: Vec<_> =
@@ -545,10 +571,12 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
         let wait = Command::Acquire {
             name: "a".into(),
             owner: format!("w{i}"),
-            ttl_ms: 5000,
+            ttl_ms: Some(5000),
+            session: None,
             wait_ms: Some(60_000),
             request_id: None,
             lock_delay_ms: None,
+            seq: None,
         };
         assert!(matches!(log.apply(wait), Ok(Outcome::Queued { .. })));
     }
@@ -570,10 +598,12 @@ impl Log {
         self.apply_with_events(Command::Acquire {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: None,
             lock_delay_ms: Some(delay_ms),
+            seq: None,
         })
     }
     fn delayed_token(&mut self, name: &str, owner: &str, delay_ms: u64) -> FencingToken {
@@ -741,10 +771,12 @@ impl Log {
         self.apply_with_events(Command::AcquireMany {
             names: names(list),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: request_id.map(Into::into),
             lock_delay_ms: None,
+            seq: None,
         })
     }
     fn many_token(&mut self, list: &[&str], owner: &str) -> FencingToken {
@@ -754,7 +786,13 @@ impl Log {
         }
     }
     fn release_many(&mut self, list: &[&str], token: FencingToken) -> Applied {
-        self.apply_with_events(Command::ReleaseMany { names: names(list), token, request_id: None })
+        self.apply_with_events(Command::ReleaseMany {
+            names: names(list),
+            token,
+            request_id: None,
+            session: None,
+            seq: None,
+        })
     }
     fn cancel(&mut self, name: &str, owner: &str) -> Applied {
         self.apply_with_events(Command::Cancel { name: name.into(), owner: owner.into() })
@@ -1059,7 +1097,7 @@ fn multi_waiters_survive_image_round_trip() {
     let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
     let mut restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
     assert_eq!(restored, log.table);
-    let release = Command::Release { name: "a".into(), token: a, request_id: None };
+    let release = Command::Release { name: "a".into(), token: a, request_id: None, session: None, seq: None };
     let index = log.index + 1;
     assert_eq!(restored.apply(&release, index), log.table.apply(&release, index));
     assert_eq!(restored.get("b").map(|v| (v.owner, v.token)), Some(("m".into(), index)));

@@ -2,7 +2,7 @@
 //! outcomes, errors), the fencing token, its snapshot image, and the leases
 //! and waiters it stores.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +14,10 @@ use super::super::InvalidCommand;
 /// The Raft log index of the entry that granted a lock. Strictly increasing per
 /// lock name (log indexes only grow), not dense, and not unique across names.
 pub type FencingToken = u64;
+
+/// The Raft log index of the entry that created a session: unique and
+/// increasing, since an entry creates at most one (see [`Batch`](super::super::Batch)).
+pub type SessionId = u64;
 
 /// One held lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,27 +32,36 @@ pub(super) struct Lease {
     /// How long nobody may take the lock after this lease *expires*.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) lock_delay_ms: Option<u64>,
+    /// The session the lease lives by: it then has no deadline of its own
+    /// (`deadline` is unused and the lease is not in the deadline index),
+    /// and ends when the session does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) session: Option<SessionId>,
 }
 
-impl Lease {
-    /// The lease an acquire in the entry at `index` asks for: its token is
-    /// that index, and its deadline is set when it is granted.
-    pub(super) fn wanted(
-        owner: &str,
-        index: u64,
-        ttl_ms: u64,
-        request_id: &Option<String>,
-        lock_delay_ms: Option<u64>,
-    ) -> Lease {
-        Lease {
-            owner: owner.to_owned(),
-            token: index,
-            ttl_ms,
-            deadline: 0,
-            request_id: request_id.clone(),
-            lock_delay_ms,
-        }
-    }
+/// A session: an owner's liveness, kept by keepalives, that any number of
+/// leases live by. Its one deadline stands for all of them, so keeping a
+/// session of a thousand locks alive touches one deadline, not a thousand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Session {
+    pub(super) owner: String,
+    pub(super) ttl_ms: u64,
+    /// The session expires when a Tick makes `now_tick >= deadline` (the
+    /// rule of lease deadlines).
+    pub(super) deadline: u64,
+    /// Locks held under the session.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) locks: BTreeSet<String>,
+    /// Locks in whose queue a waiter of the session stands.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) waits: BTreeSet<String>,
+    /// The answers to the session's last sequence numbers (at most
+    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS)), for retries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) answers: BTreeMap<u64, Result<Outcome, LockError>>,
+    /// Every sequence number below this one was forgotten, or never used.
+    #[serde(default)]
+    pub(super) forgotten_below: u64,
 }
 
 /// A free lock nobody may take before `until_tick`: the lease of `owner`
@@ -77,6 +90,9 @@ pub(super) struct Waiter {
     /// (the waiter stands in each of their queues); empty for an acquire.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) set: Vec<String>,
+    /// The session its lease will live by (`ttl_ms` is then unused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) session: Option<SessionId>,
 }
 
 impl Waiter {
@@ -132,6 +148,32 @@ pub struct Grant {
     pub deadline_tick: u64,
 }
 
+/// A session as a reader (or its creator) sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub session: SessionId,
+    pub owner: String,
+    pub ttl_ms: u64,
+    /// Lower bound on the real time left, counted in whole tick periods.
+    pub expires_in_ms: u64,
+    pub deadline_tick: u64,
+    /// Number of locks held under the session.
+    pub lock_count: usize,
+    /// Number of locks a waiter of the session is queued for.
+    pub waiting_count: usize,
+    /// The locks held under the session, in name order: given by a read of
+    /// one session, left out of lists and of write answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<Vec<SessionLock>>,
+}
+
+/// A lock held under a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionLock {
+    pub name: String,
+    pub token: FencingToken,
+}
+
 /// A waiter as a reader sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaiterView {
@@ -152,6 +194,10 @@ pub struct LeaseView {
     pub deadline_tick: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The session the lease lives by, if any (then `ttl_ms` and the
+    /// deadline are the session's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
     /// The queue, first in line first.
     #[serde(default)]
     pub waiters: Vec<WaiterView>,
@@ -213,10 +259,26 @@ pub enum Outcome {
         lock: String,
         token: FencingToken,
     },
-    /// The clock advanced to `now_tick`; these leases expired in this entry.
+    /// The clock advanced to `now_tick`; these leases expired in this entry
+    /// (those of expired sessions among them), and these sessions.
     Ticked {
         now_tick: u64,
         expired: Vec<(String, FencingToken)>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        expired_sessions: Vec<SessionId>,
+    },
+    SessionCreated {
+        session: SessionView,
+    },
+    /// A keepalive restarted the session's deadline.
+    KeptAlive {
+        session: SessionView,
+    },
+    /// The session ended on request; `released` are the locks it held, each
+    /// handed to its first waiter in this entry.
+    SessionDeleted {
+        session: SessionId,
+        released: Vec<String>,
     },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
@@ -255,6 +317,17 @@ pub enum LockError {
     Full { what: String, limit: usize },
     #[error("the wait for lock {name:?} ran out before it was granted")]
     WaitTimeout { name: String },
+    /// No live session has this id (never created, expired or deleted).
+    #[error("session {session} does not exist (it expired, was deleted, or never existed)")]
+    SessionNotFound { session: SessionId },
+    /// A renew of a lock held under a session: the session's keepalive
+    /// keeps it, it has no lease of its own to restart.
+    #[error("lock {name:?} is held under session {session}: keep the session alive instead of renewing the lock")]
+    HeldUnderSession { name: String, session: SessionId },
+    /// A sequence number of `session` older than those it remembers: its
+    /// answer is forgotten, and applying it again could apply it twice.
+    #[error("seq {seq} of session {session} is older than the answers it remembers (from {oldest})")]
+    SeqTooOld { session: SessionId, seq: u64, oldest: u64 },
     #[error("request id {request_id:?} was already used for another request")]
     RequestIdReused { request_id: String },
     #[error("invalid command: {0}")]
@@ -294,4 +367,7 @@ pub struct TableImage {
     /// Absent from snapshots taken before lock delays existed.
     #[serde(default)]
     pub(super) delays: BTreeMap<String, Delay>,
+    /// Absent from snapshots taken before sessions existed.
+    #[serde(default)]
+    pub(super) sessions: BTreeMap<SessionId, Session>,
 }

@@ -537,7 +537,9 @@ fn pair_target(rows: &[BenchRow]) -> Option<Target> {
     let pair = point(rows, "cycle-pair", 64, BASELINE);
     let measured = same_run_ratio(&single, &pair, |r| r.ops_per_sec)?;
     Some(Target {
-        goal: format!("{BASELINE} single-lock cycles/s ÷ two-lock (cycle-pair) cycles/s at 64 clients, same run ≤ 1.30"),
+        goal: format!(
+            "{BASELINE} single-lock cycles/s ÷ two-lock (cycle-pair) cycles/s at 64 clients, same run ≤ 1.30"
+        ),
         measured,
         met: measured <= 1.3,
     })

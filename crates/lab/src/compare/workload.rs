@@ -40,8 +40,7 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] =
-        [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair];
+    pub const ALL: [Workload; 5] = [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair];
 
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {

@@ -1,0 +1,289 @@
+//! The watchdog shared by [`Lock`](crate::Lock) (which renews one lease)
+//! and [`Session`](crate::Session) (which keeps one session, and so all its
+//! locks, alive): what it renews differs, the timing and the `lost` signal
+//! do not.
+//!
+//! # Timing
+//!
+//! The cluster never expires a lease or a session before `ttl` of real time
+//! has passed since the entry that granted or renewed it was committed
+//! (guarantee 2 of the README), and that commit happens after the client
+//! sent the request. So, on this process's monotonic clock, it is certainly
+//! still alive until
+//!
+//! ```text
+//! anchor + ttl − drift_margin
+//! ```
+//!
+//! where `anchor` is a send time of the request that produced the last grant
+//! or renewal, and `drift_margin` covers the difference between the rates of
+//! this machine's clock and the leader's. That instant is the *safe
+//! deadline*. The cluster's `expires_in_ms` plays no part: it is counted from
+//! the commit, which this process cannot observe.
+//!
+//! Each call is anchored at the instant it started, which is no later than
+//! the send time of any attempt the client's retry loop made (the answer's
+//! `sent_at`, the first attempt's send time, is never earlier). When the
+//! cluster de-duplicates a retried request by its request id, the answer may
+//! stem from an earlier attempt's commit; the start of the call precedes
+//! every attempt, so the anchor stays safe whichever attempt took effect.
+//!
+//! The watchdog renews every `ttl / 3` after the anchor. A failed renewal is
+//! retried with a short back-off until the safe deadline; every attempt is
+//! cut off at that deadline (the client's own retry budget, 10 s by default,
+//! does not delay it), so `lost` fires no later than the safe deadline even
+//! when every node hangs. A renewal the cluster refuses because the lease or
+//! session has ended fires `lost` at once.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::{ClientError, ErrorCode};
+
+/// First pause after a failed renewal; it doubles up to [`MAX_BACKOFF`].
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Why a [`Lock`](crate::Lock) or a [`Session`](crate::Session) stopped
+/// protecting its holder.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LostReason {
+    /// The safe deadline passed without a successful renewal (no quorum,
+    /// nodes unreachable or hung, this process paused). The lease may still
+    /// be held on the cluster, but nothing guarantees it any more.
+    #[error("no renewal succeeded before the safe deadline (last error: {last_error})")]
+    Expired { last_error: String },
+    /// The cluster answered a renewal with `stale_token` or `not_held` (a
+    /// lock), or `session_not_found` (a session): it has ended and another
+    /// owner may hold the lock.
+    #[error("the cluster ended the lease: {code}: {message}")]
+    Revoked { code: ErrorCode, message: String },
+    /// The guard was released or dropped before anything was lost. Only a
+    /// future from `lost` that outlives its guard sees this.
+    #[error("the lock guard was released or dropped")]
+    Ended,
+}
+
+/// What a watchdog keeps alive: one renewal request of it.
+pub(crate) trait Renewal: Send + Sync + 'static {
+    /// What the logs call it.
+    fn subject(&self) -> String;
+
+    /// Sends one renewal; answers the send time of its first attempt, or why
+    /// it failed. `Err(Ok(reason))`: the cluster says it has ended.
+    fn renew(&self) -> impl Future<Output = Result<Instant, Result<LostReason, ClientError>>> + Send;
+}
+
+/// The safe-deadline arithmetic of one ttl.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) ttl: Duration,
+    pub(crate) drift_margin: Duration,
+}
+
+impl Timing {
+    /// The timing of `ttl` with `drift_margin`, which must be at most half of it.
+    pub(crate) fn new(ttl: Duration, drift_margin: Duration) -> Result<Timing, ClientError> {
+        if drift_margin > ttl / 2 {
+            return Err(ClientError::InvalidArgument(format!(
+                "drift margin {drift_margin:?} is more than half the ttl {ttl:?}"
+            )));
+        }
+        Ok(Timing { ttl, drift_margin })
+    }
+
+    /// The safe deadline of a lease anchored at `anchor`.
+    pub(crate) fn deadline(&self, anchor: Instant) -> Instant {
+        (anchor + self.ttl).checked_sub(self.drift_margin).unwrap_or(anchor)
+    }
+
+    /// Time between the anchor and the next renewal.
+    pub(crate) fn interval(&self) -> Duration {
+        self.ttl / 3
+    }
+}
+
+/// A `ttl` as the whole milliseconds the cluster takes, refusing zero.
+pub(crate) fn whole_ms(ttl: Duration) -> Result<u64, ClientError> {
+    u64::try_from(ttl.as_millis())
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| ClientError::InvalidArgument(format!("ttl {ttl:?} is not a whole number of ms")))
+}
+
+/// What the watchdog publishes.
+#[derive(Debug, Clone)]
+struct State {
+    valid_until: Instant,
+    lost: Option<LostReason>,
+}
+
+/// The holder's side of a running watchdog: the safe deadline and the
+/// `lost` signal, and the switch that stops it.
+pub(crate) struct Watched {
+    state: watch::Receiver<State>,
+    /// Set before the watchdog is stopped on purpose (release or drop).
+    ended: Arc<AtomicBool>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl Watched {
+    /// Starts the watchdog of `renewal`, anchored at `anchor`.
+    pub(crate) fn start(renewal: impl Renewal, timing: Timing, anchor: Instant) -> Watched {
+        let (sender, state) = watch::channel(State { valid_until: timing.deadline(anchor), lost: None });
+        let watchdog = Watchdog { renewal, timing, state: sender };
+        Watched { state, ended: Arc::new(AtomicBool::new(false)), watchdog: Some(tokio::spawn(watchdog.run(anchor))) }
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state.borrow().valid_until
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        let state = self.state.borrow();
+        state.lost.is_some() || Instant::now() >= state.valid_until
+    }
+
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        self.state.borrow().lost.clone()
+    }
+
+    pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let mut state = self.state.clone();
+        let ended = Arc::clone(&self.ended);
+        async move {
+            let fired = state.wait_for(|s| s.lost.is_some()).await.map(|s| s.lost.clone());
+            match fired {
+                Ok(Some(reason)) => reason,
+                // The watchdog is gone without firing: stopped by release or
+                // drop, or it died (a panic, the runtime shutting down), in
+                // which case nothing renews any more.
+                _ if ended.load(Ordering::SeqCst) => LostReason::Ended,
+                _ => LostReason::Expired { last_error: "the watchdog task stopped".to_string() },
+            }
+        }
+    }
+
+    /// Stops the watchdog and waits until it has stopped, so no renewal is
+    /// sent after whatever the caller does next.
+    pub(crate) async fn stop(&mut self) {
+        self.abort();
+        if let Some(watchdog) = self.watchdog.take() {
+            // An aborted task ends with a cancelled JoinError.
+            let _ = watchdog.await;
+        }
+    }
+
+    /// Stops the watchdog without waiting (drop cannot wait).
+    pub(crate) fn abort(&mut self) {
+        self.ended.store(true, Ordering::SeqCst);
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.abort();
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.borrow();
+        f.debug_struct("Watched").field("valid_until", &state.valid_until).field("lost", &state.lost).finish()
+    }
+}
+
+struct Watchdog<R> {
+    renewal: R,
+    timing: Timing,
+    state: watch::Sender<State>,
+}
+
+impl<R: Renewal> Watchdog<R> {
+    /// Renews every interval after the anchor until a renewal cannot be
+    /// obtained before the safe deadline; then publishes the reason and ends.
+    async fn run(self, mut anchor: Instant) {
+        loop {
+            let renew_at = anchor + self.timing.interval();
+            tokio::time::sleep_until(renew_at.into()).await;
+            match self.renew_before(self.timing.deadline(anchor)).await {
+                Ok(new_anchor) => {
+                    anchor = new_anchor;
+                    let valid_until = self.timing.deadline(anchor);
+                    self.state.send_modify(|s| s.valid_until = s.valid_until.max(valid_until));
+                }
+                Err(reason) => {
+                    tracing::warn!(subject = %self.renewal.subject(), %reason, "lost");
+                    self.state.send_modify(|s| s.lost = Some(reason));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Renews, retrying failures, until `deadline`. Returns the new anchor
+    /// (the start of the call that succeeded).
+    async fn renew_before(&self, deadline: Instant) -> Result<Instant, LostReason> {
+        let mut backoff = INITIAL_BACKOFF;
+        let mut last_error = "no renewal attempt finished".to_string();
+        loop {
+            if Instant::now() >= deadline {
+                return Err(LostReason::Expired { last_error });
+            }
+            let started = Instant::now();
+            let answer = tokio::time::timeout_at(deadline.into(), self.renewal.renew()).await;
+            // Past the deadline it is no longer known to be safe (and
+            // `is_lost` already says so): a success that comes in now does
+            // not count, and the loop's check fires `lost`.
+            let late = Instant::now() >= deadline;
+            match answer {
+                Ok(Ok(_)) if late => last_error = "the renewal was answered after the safe deadline".to_string(),
+                Ok(Ok(sent_at)) => return Ok(started.min(sent_at)),
+                Ok(Err(Ok(ended))) => return Err(ended),
+                Ok(Err(Err(e))) => last_error = e.to_string(),
+                Err(_) => last_error = "the renewal was still unanswered at the safe deadline".to_string(),
+            }
+            if late {
+                continue;
+            }
+            tracing::debug!(subject = %self.renewal.subject(), error = %last_error, "renewal failed; retrying");
+            let pause = Instant::now() + backoff;
+            tokio::time::sleep_until(pause.min(deadline).into()).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+}
+
+/// `Err(Ok(reason))` when `error` is one of `codes`, the cluster's word that
+/// what was renewed has ended; else the error as is.
+pub(crate) fn ended_by(error: ClientError, codes: &[ErrorCode]) -> Result<LostReason, ClientError> {
+    match error {
+        ClientError::Api { error, .. } if codes.contains(&error.code) => {
+            Ok(LostReason::Revoked { code: error.code, message: error.message })
+        }
+        other => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_is_anchor_plus_ttl_minus_margin() {
+        let timing = Timing::new(Duration::from_secs(3), Duration::from_millis(300)).unwrap();
+        let anchor = Instant::now();
+        assert_eq!(timing.deadline(anchor), anchor + Duration::from_millis(2700));
+        assert_eq!(timing.interval(), Duration::from_secs(1));
+        assert!(anchor + timing.interval() < timing.deadline(anchor));
+        assert!(Timing::new(Duration::from_secs(3), Duration::from_millis(1501)).is_err());
+    }
+}

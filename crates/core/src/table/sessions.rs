@@ -1,0 +1,270 @@
+//! Sessions: one deadline, kept by keepalives, for every lock held under
+//! it. A session ends on the Tick that reaches its deadline (its locks then
+//! expire, lock delays included) or on delete (its locks are released); in
+//! that entry every lock it held passes to its first waiter, and its own
+//! waiters leave their queues.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::super::event::{EventKind, LockEvent};
+use super::super::InvalidCommand;
+use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
+
+/// Answers a session remembers for retries by sequence number: with the
+/// largest answer (a multi-acquire of 64 locks, about 30 KiB of JSON) that
+/// bounds a session's memory of them to about 2 MiB.
+pub const MAX_SESSION_ANSWERS: usize = 64;
+
+/// Live sessions at most: with the answers each remembers, this bounds what
+/// sessions can take of the replicated state (and of every snapshot).
+pub const MAX_SESSIONS: usize = 10_000;
+
+/// Why a session ended: it decides what its leases' ends count as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionEnd {
+    /// Its deadline passed: each lease expires (a lock delay starts).
+    Expired,
+    /// Deleted by its owner: each lease is released.
+    Deleted,
+}
+
+impl LockTable {
+    /// Number of live sessions.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Session `id` with the locks it holds, if alive.
+    pub fn session(&self, id: SessionId) -> Option<SessionView> {
+        let session = self.sessions.get(&id)?;
+        let locks = session
+            .locks
+            .iter()
+            .map(|name| SessionLock { name: name.clone(), token: self.leases[name].token })
+            .collect();
+        Some(SessionView { locks: Some(locks), ..self.session_view(id, session) })
+    }
+
+    /// Live sessions with ids above `after`, in id order, at most `limit`,
+    /// without their lock lists.
+    pub fn list_sessions(&self, after: SessionId, limit: usize) -> Vec<SessionView> {
+        self.sessions.range(after.saturating_add(1)..).take(limit).map(|(id, s)| self.session_view(*id, s)).collect()
+    }
+
+    /// Live session `id`, which `owner` must own.
+    pub(super) fn session_of(&self, id: SessionId, owner: &str) -> Result<&Session, LockError> {
+        let session = self.sessions.get(&id).ok_or(LockError::SessionNotFound { session: id })?;
+        if session.owner != owner {
+            return Err(LockError::Invalid(InvalidCommand {
+                field: "owner".into(),
+                reason: format!("session {id} belongs to {:?}; acquire under it as that owner", session.owner),
+            }));
+        }
+        Ok(session)
+    }
+
+    /// The answer to replay for `seq` of `session`, if it has one: the
+    /// remembered answer, `SeqTooOld` for a forgotten one, `SessionNotFound`.
+    pub(super) fn replay_seq(&self, id: SessionId, seq: u64) -> Option<Result<Outcome, LockError>> {
+        let Some(session) = self.sessions.get(&id) else {
+            return Some(Err(LockError::SessionNotFound { session: id }));
+        };
+        if let Some(answer) = session.answers.get(&seq) {
+            return Some(answer.clone());
+        }
+        (seq < session.forgotten_below).then(|| {
+            let oldest = session.answers.keys().next().copied().unwrap_or(session.forgotten_below);
+            Err(LockError::SeqTooOld { session: id, seq, oldest })
+        })
+    }
+
+    /// Remembers `result` as the answer to `seq` of `session` (gone already
+    /// if this deleted it), forgetting the oldest beyond the bound.
+    pub(super) fn remember_seq(&mut self, id: SessionId, seq: u64, result: &Result<Outcome, LockError>) {
+        let Some(session) = self.sessions.get_mut(&id) else { return };
+        session.answers.insert(seq, result.clone());
+        while session.answers.len() > MAX_SESSION_ANSWERS {
+            let (oldest, _) = session.answers.pop_first().expect("more than the bound");
+            session.forgotten_below = session.forgotten_below.max(oldest + 1);
+        }
+    }
+
+    /// With `session`, that lock `name` is held under it: what a release
+    /// within a session asks (`None`: no such condition).
+    pub(super) fn held_under(&self, name: &str, session: Option<SessionId>) -> Result<(), LockError> {
+        let Some(id) = session else { return Ok(()) };
+        if !self.sessions.contains_key(&id) {
+            return Err(LockError::SessionNotFound { session: id });
+        }
+        match self.leases.get(name) {
+            Some(lease) if lease.session != Some(id) => Err(LockError::Invalid(InvalidCommand {
+                field: "session".into(),
+                reason: format!("lock {name:?} is not held under session {id}"),
+            })),
+            // Free: the release's own check says `not_held`.
+            _ => Ok(()),
+        }
+    }
+
+    /// The CreateSession command, in the entry at `index` (the new id);
+    /// `Full` at [`MAX_SESSIONS`].
+    pub(super) fn create_session(
+        &mut self,
+        owner: &str,
+        ttl_ms: u64,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        if self.sessions.len() >= MAX_SESSIONS {
+            return Err(LockError::Full { what: "sessions".into(), limit: MAX_SESSIONS });
+        }
+        let deadline = self.deadline_for(ttl_ms);
+        let session = Session {
+            owner: owner.to_owned(),
+            ttl_ms,
+            deadline,
+            locks: BTreeSet::new(),
+            waits: BTreeSet::new(),
+            answers: BTreeMap::new(),
+            forgotten_below: 0,
+        };
+        self.by_session_deadline.insert((deadline, index));
+        let view = self.session_view(index, &session);
+        self.sessions.insert(index, session);
+        events
+            .push(session_event(index, EventKind::SessionCreated { owner: owner.to_owned(), session: index, ttl_ms }));
+        Ok(Outcome::SessionCreated { session: view })
+    }
+
+    /// The KeepAlive command: one deadline moves, whatever the session holds.
+    pub(super) fn keep_alive(&mut self, id: SessionId, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
+        let current = self.sessions.get(&id).ok_or(LockError::SessionNotFound { session: id })?;
+        let ttl_ms = ttl_ms.unwrap_or(current.ttl_ms);
+        let new = self.deadline_for(ttl_ms);
+        let session = self.sessions.get_mut(&id).expect("looked up above");
+        session.ttl_ms = ttl_ms;
+        let old = std::mem::replace(&mut session.deadline, new);
+        self.by_session_deadline.remove(&(old, id));
+        self.by_session_deadline.insert((new, id));
+        Ok(Outcome::KeptAlive { session: self.session_view(id, &self.sessions[&id]) })
+    }
+
+    /// The DeleteSession command (alone in its entry, see
+    /// [`Batch`](super::super::Batch)).
+    pub(super) fn delete_session(
+        &mut self,
+        id: SessionId,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<Outcome, LockError> {
+        if !self.sessions.contains_key(&id) {
+            return Err(LockError::SessionNotFound { session: id });
+        }
+        let released = self.end_sessions(&[id], SessionEnd::Deleted, index, events);
+        Ok(Outcome::SessionDeleted { session: id, released: released.into_iter().map(|(name, _)| name).collect() })
+    }
+
+    /// Ends the sessions this Tick reaches; adds the leases that expired
+    /// with them to `expired` and returns their ids. The Tick does this
+    /// before anything else, so that nothing it frees is handed to a waiter
+    /// of a session it ends (which would grant that lock twice in one entry).
+    pub(super) fn expire_sessions(
+        &mut self,
+        expired: &mut Vec<(String, FencingToken)>,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Vec<SessionId> {
+        let due: Vec<SessionId> = self
+            .by_session_deadline
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= self.now_tick)
+            .map(|(_, id)| *id)
+            .collect();
+        expired.extend(self.end_sessions(&due, SessionEnd::Expired, index, events));
+        due
+    }
+
+    /// Ends the live sessions `ids` at once: first their waiters leave their
+    /// queues, then every lease they hold ends (`why` says how), and only
+    /// then is each lock passed to its first waiter. Handing nothing over
+    /// before all of them are done is what keeps a lock from being granted
+    /// to one of them and freed again in the same entry, and lets a
+    /// multi-acquire waiting for several of their locks be granted them
+    /// together. Returns the leases they held.
+    fn end_sessions(
+        &mut self,
+        ids: &[SessionId],
+        why: SessionEnd,
+        index: u64,
+        events: &mut Vec<LockEvent>,
+    ) -> Vec<(String, FencingToken)> {
+        let mut ended = Vec::with_capacity(ids.len());
+        for id in ids {
+            let session = self.sessions.remove(id).expect("ids of live sessions");
+            self.by_session_deadline.remove(&(session.deadline, *id));
+            ended.push((*id, session));
+        }
+        let mut left = Vec::new();
+        for (id, session) in &ended {
+            for name in &session.waits {
+                let cancelled = |owner: String| EventKind::Cancelled { owner };
+                // None: it left with an earlier lock of its multi-acquire.
+                if let Some((waiter, names)) = self.leave_queues(name, &session.owner, cancelled, index, events) {
+                    if let Some(request_id) = &waiter.request_id {
+                        self.requests.resolve(request_id, Err(LockError::SessionNotFound { session: *id }));
+                    }
+                    left.extend(names);
+                }
+            }
+        }
+        let mut freed = Vec::new();
+        for (id, session) in ended {
+            for name in session.locks {
+                let lease = self.leases.remove(&name).expect("session locks match leases");
+                let (owner, token) = (lease.owner.clone(), lease.token);
+                let kind = match why {
+                    SessionEnd::Expired => {
+                        let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+                        EventKind::Expired { owner, token, delayed_until_tick }
+                    }
+                    SessionEnd::Deleted => EventKind::Released { owner, token },
+                };
+                events.push(event(index, &name, kind));
+                freed.push((name, session.owner.clone(), token));
+            }
+            let owner = session.owner;
+            let kind = match why {
+                SessionEnd::Expired => EventKind::SessionExpired { owner, session: id },
+                SessionEnd::Deleted => EventKind::SessionDeleted { owner, session: id },
+            };
+            events.push(session_event(index, kind));
+        }
+        // A lock under a lock delay stays free until the delay ends.
+        for (name, owner, token) in &freed {
+            self.hand_over(name, Some((owner.clone(), *token)), index, events);
+        }
+        for name in &left {
+            self.hand_over(name, None, index, events);
+        }
+        freed.into_iter().map(|(name, _, token)| (name, token)).collect()
+    }
+
+    fn session_view(&self, id: SessionId, s: &Session) -> SessionView {
+        SessionView {
+            session: id,
+            owner: s.owner.clone(),
+            ttl_ms: s.ttl_ms,
+            expires_in_ms: self.expires_in_ms(s.deadline),
+            deadline_tick: s.deadline,
+            lock_count: s.locks.len(),
+            waiting_count: s.waits.len(),
+            locks: None,
+        }
+    }
+}
+
+/// A session's own event: it is about no one lock, so its `name` is empty
+/// (no lock can have that name) and only the all-locks stream shows it.
+fn session_event(index: u64, kind: EventKind) -> LockEvent {
+    event(index, "", kind)
+}
