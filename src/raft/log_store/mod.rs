@@ -438,21 +438,25 @@ mod tests {
         log.purge(LogId::new(CommittedLeaderId::new(2, 1), 30)).await.expect("purge");
         let state = log.get_log_state().await.expect("state");
         assert_eq!(state.last_log_id.map(|l| l.index), Some(34));
-        drop(log);
-
-        let mut log = open(dir.path());
-        assert_eq!(indexes(&mut log).await, (31..35).map(|i| (i, 2)).collect::<Vec<_>>());
-        let state = log.get_log_state().await.expect("state");
-        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(30));
-        // The writer deletes purged segments after purge returns.
+        // The writer deletes purged segments after purge returns. Wait for
+        // it before reopening: the dropped store's writer thread finishes its
+        // queue on its own, and a second store listing the folder meanwhile
+        // would find a segment gone between listing and reading it (a node
+        // never opens its log twice).
         let first_segment = || *segments(dir.path()).expect("list").first().expect("a segment");
-        for _ in 0..200 {
+        for _ in 0..500 {
             if first_segment() > 0 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(first_segment() > 0, "segments holding only purged entries are deleted");
+        drop(log);
+
+        let mut log = open(dir.path());
+        assert_eq!(indexes(&mut log).await, (31..35).map(|i| (i, 2)).collect::<Vec<_>>());
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(30));
     }
 
     // Ensures the size after a snapshot point counts exactly the later frames.
