@@ -1,6 +1,7 @@
 //! Atomic multi-lock on a real 3-node cluster: several locks granted in one
 //! log entry under one token, through a follower, de-duplicated by request
-//! id, and a waiting multi-acquire granted all at once.
+//! id (also across a kill -9 of the leader), and a waiting multi-acquire
+//! granted all at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +93,40 @@ async fn multi_acquire_through_a_follower_with_retry_and_wait() {
             }
         }
         assert!(via_other.get("account-2").await.unwrap().is_none(), "released with the set");
+    })
+    .await;
+}
+
+// Ensures a multi-acquire answered through a follower survives a kill -9 of
+// the leader that granted it: the caller's retry with the same request id,
+// through the same follower and answered by the new leader, gets the same
+// grants under the same token, and the locks are still held under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_acquire_retried_after_leader_kill_keeps_its_token() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let via_follower = Client::new(&[cluster.endpoint(follower)]).unwrap();
+        let options = AcquireOptions { request_id: Some("transfer-after-crash".into()), ..AcquireOptions::default() };
+        let names = ["crash-from", "crash-to"];
+        let first = via_follower.acquire_many(&names, "transfer", TTL_MS, &options).await.unwrap();
+
+        step(&format!("kill -9 the leader (node {leader})"));
+        cluster.kill(leader);
+        let new_leader =
+            cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        assert_ne!(new_leader, leader);
+
+        step("the retry through the follower gets the original grants");
+        let retried = via_follower.acquire_many(&names, "transfer", TTL_MS, &options).await.unwrap();
+        assert_eq!((retried.token, &retried.grants), (first.token, &first.grants), "the retry got a new grant");
+        for name in names {
+            assert_eq!(via_follower.get(name).await.unwrap().map(|v| v.token), Some(first.token), "{name}");
+        }
+        step("a new grant after the crash has a higher token");
+        let later = via_follower.acquire("crash-later", "transfer", TTL_MS).await.unwrap();
+        assert!(later.token() > first.token, "{} after {}", later.token(), first.token);
     })
     .await;
 }
