@@ -4,10 +4,17 @@
 //! memory per lease (process RSS growth), and the snapshot image's size and
 //! encode/decode time. Set LEASEHOLD_SCALE_SIZES (e.g. "1000,100000") to
 //! choose the sizes.
+//!
+//! Then, for 100, 1 000 and 10 000 live sessions (the most the table
+//! allows, `MAX_SESSIONS`) holding 10 locks each, taken in one multi-acquire
+//! per session, it measures a Tick that expires nothing, a Tick that expires
+//! one session (releasing its 10 locks), and a keepalive: none of them may
+//! grow with the number of sessions or locks. Set LEASEHOLD_SCALE_SESSIONS
+//! to choose those sizes.
 
 use std::time::{Duration, Instant};
 
-use leasehold_core::{Command, LockTable, TableImage};
+use leasehold_core::{Applied, Command, LockTable, Outcome, TableImage};
 
 const TICK_MS: u64 = 100;
 const LONG_TTL_MS: u64 = 3_600_000;
@@ -109,17 +116,114 @@ fn measure(leases: usize) -> Row {
     Row { leases, tick_idle, tick_expiring_100, bytes_per_lease, snapshot_bytes: image.len(), encode, decode }
 }
 
-fn main() {
-    let sizes: Vec<usize> = std::env::var("LEASEHOLD_SCALE_SIZES")
-        .unwrap_or_else(|_| "1000,100000,1000000".into())
+/// Locks each measured session holds.
+const LOCKS_PER_SESSION: usize = 10;
+
+struct SessionRow {
+    sessions: usize,
+    tick_idle: Duration,
+    tick_expiring_one: Duration,
+    keepalive: Duration,
+}
+
+/// A lock table and the index of the next entry it applies.
+struct Log {
+    table: LockTable,
+    index: u64,
+}
+
+impl Log {
+    fn apply(&mut self, command: Command) -> Applied {
+        self.index += 1;
+        self.table.apply(&command, self.index)
+    }
+
+    /// Applies a Tick; returns how long it took and what it did.
+    fn tick(&mut self) -> (Duration, Applied) {
+        let started = Instant::now();
+        let applied = self.apply(Command::Tick { period_ms: TICK_MS });
+        (started.elapsed(), applied)
+    }
+
+    /// Opens a session of `owner` holding [`LOCKS_PER_SESSION`] locks
+    /// named under `prefix`, taken in one multi-acquire; returns its id.
+    fn open(&mut self, owner: &str, ttl_ms: u64, prefix: &str) -> u64 {
+        let created = self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None });
+        assert!(created.result.is_ok(), "{:?}", created.result);
+        let id = self.index;
+        let taken = self.apply(Command::AcquireMany {
+            names: (0..LOCKS_PER_SESSION).map(|l| format!("{prefix}/{l}")).collect(),
+            owner: owner.into(),
+            ttl_ms: None,
+            session: Some(id),
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+            seq: None,
+        });
+        assert!(matches!(taken.result, Ok(Outcome::GrantedMany { .. })), "{:?}", taken.result);
+        id
+    }
+}
+
+/// A table with `sessions` live sessions of [`LOCKS_PER_SESSION`] locks
+/// each: `sessions − 1` that live through the run, and the one a Tick expires.
+fn measure_sessions(sessions: usize) -> SessionRow {
+    let mut log = Log { table: LockTable::new(), index: 0 };
+    log.tick();
+    for s in 0..sessions.saturating_sub(2) {
+        log.open(&format!("worker-{s}"), LONG_TTL_MS, &format!("account/{s:06}"));
+    }
+    let kept = log.open("kept", LONG_TTL_MS, "kept");
+    assert_eq!(log.table.sessions(), sessions - 1);
+    let tick_idle = median((0..1000).map(|_| log.tick().0).collect());
+    let tick_expiring_one = median(
+        (0..20)
+            .map(|round| {
+                // The `sessions`th session, until the Tick that expires it.
+                log.open(&format!("short-{round}"), 3_000, &format!("short/{round}"));
+                loop {
+                    let (elapsed, applied) = log.tick();
+                    if !applied.events.is_empty() {
+                        // The session's end, then one event per lock.
+                        assert!(applied.events.len() > LOCKS_PER_SESSION, "{:?}", applied.events);
+                        break elapsed;
+                    }
+                }
+            })
+            .collect(),
+    );
+    let keepalive = median(
+        (0..1000)
+            .map(|_| {
+                let started = Instant::now();
+                let applied =
+                    log.apply(Command::KeepAlive { session: kept, ttl_ms: None, request_id: None, seq: None });
+                let elapsed = started.elapsed();
+                assert!(applied.result.is_ok(), "{:?}", applied.result);
+                elapsed
+            })
+            .collect(),
+    );
+    SessionRow { sessions, tick_idle, tick_expiring_one, keepalive }
+}
+
+/// Comma-separated sizes from `var`, else `default`.
+fn sizes(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.into())
         .split(',')
-        .map(|s| s.trim().parse().expect("LEASEHOLD_SCALE_SIZES: numbers"))
-        .collect();
+        .map(|s| s.trim().parse().unwrap_or_else(|_| panic!("{var}: numbers")))
+        .collect()
+}
+
+fn main() {
+    let sizes_of_leases = sizes("LEASEHOLD_SCALE_SIZES", "1000,100000,1000000");
     let mut table = String::from(
         "| live leases | Tick apply, none expiring | Tick apply, 100 expiring | memory per lease | snapshot image | encode | decode |\n\
          |---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for leases in sizes {
+    for leases in sizes_of_leases {
         eprintln!("lock_scale: {leases} live leases ...");
         let r = measure(leases);
         table.push_str(&format!(
@@ -131,6 +235,21 @@ fn main() {
             r.snapshot_bytes as f64 / 1e6,
             r.encode.as_secs_f64() * 1e3,
             r.decode.as_secs_f64() * 1e3,
+        ));
+    }
+    table.push_str(&format!(
+        "\n| live sessions (× {LOCKS_PER_SESSION} locks) | Tick apply, none expiring | Tick apply, one session expiring | keepalive apply |\n\
+         |---:|---:|---:|---:|\n"
+    ));
+    for sessions in sizes("LEASEHOLD_SCALE_SESSIONS", "100,1000,10000") {
+        eprintln!("lock_scale: {sessions} live sessions of {LOCKS_PER_SESSION} locks ...");
+        let r = measure_sessions(sessions);
+        table.push_str(&format!(
+            "| {} | {:.2} µs | {:.1} µs | {:.2} µs |\n",
+            r.sessions,
+            r.tick_idle.as_secs_f64() * 1e6,
+            r.tick_expiring_one.as_secs_f64() * 1e6,
+            r.keepalive.as_secs_f64() * 1e6,
         ));
     }
     println!("{table}");
