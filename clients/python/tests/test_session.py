@@ -68,6 +68,36 @@ def test_deleting_the_session_from_another_client_sets_lost(shared_cluster, uniq
     assert operator.acquire(unique("a"), "bob", TTL).owner == "bob"
 
 
+def test_lost_is_set_by_the_safe_deadline_when_every_node_hangs(make_cluster):
+    cluster = make_cluster()
+    client = cluster.client()
+    try:
+        with client.session("alice", ttl=TTL) as session:
+            session.lock("fragile")
+            first_deadline = session.valid_until()
+            give_up = time.monotonic() + 10
+            while session.valid_until() == first_deadline:  # one keepalive first
+                assert time.monotonic() < give_up, "the watchdog never kept the session alive"
+                time.sleep(0.05)
+            for node in cluster.ids:
+                cluster.stop_node(node)
+            stopped_at = time.monotonic()
+            assert session.lost.wait(timeout=TTL + 10), "lost was never set"
+            lost_at = time.monotonic()
+            assert lost_at <= session.valid_until() + session.drift_margin
+            assert lost_at <= stopped_at + TTL, f"{lost_at - (stopped_at + TTL):.3f} s late"
+            assert session.lost_reason is not None
+            assert session.lost_reason.kind == "expired"
+            for node in cluster.ids:
+                cluster.cont_node(node)
+            cluster.wait_for_leader()
+        # Leaving the block after the loss does not raise, whether or not the
+        # cluster has expired the session by then.
+    finally:
+        for node in cluster.ids:
+            cluster.cont_node(node)
+
+
 def test_a_retried_acquire_with_the_same_seq_gets_its_first_answer(shared_cluster, unique):
     client = shared_cluster.client()
     created = client.create_session("alice", TTL)
