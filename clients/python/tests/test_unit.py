@@ -428,3 +428,153 @@ def test_lock_set_leaving_after_its_ttl_ran_out_does_not_raise():
         _ = client.lock_many(["a"]).token
     with pytest.raises(leasehold.InvalidArgument):
         client.lock_many("ab")
+
+
+def session_view(session: int = 120, ttl_ms: int = 10000, **extra: object) -> dict[str, object]:
+    return {
+        "session": session, "owner": "o", "ttl_ms": ttl_ms, "expires_in_ms": ttl_ms - 100,
+        "deadline_tick": 512, "lock_count": 0, "waiting_count": 0, **extra,
+    }  # fmt: skip
+
+
+def test_an_acquire_takes_exactly_one_of_ttl_and_session_and_seq_needs_a_session():
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json=GRANT)
+
+    client = client_with(handler)
+    refused = [
+        lambda: client.acquire("n", "o", 10, session=120),
+        lambda: client.acquire("n", "o"),
+        lambda: client.acquire("n", "o", 10, seq=1),
+        lambda: client.acquire_many(["a", "b"], "o", 10, session=120),
+        lambda: client.acquire_many(["a", "b"], "o"),
+        lambda: client.release("n", 57, seq=3),
+    ]
+    for call in refused:
+        with pytest.raises(leasehold.InvalidArgument) as caught:
+            call()
+        assert caught.value.status is None, "refused by the client"
+        assert caught.value.details["field"] in ("ttl_ms", "seq")
+    assert sent == [], "nothing was sent"
+
+
+def test_acquires_under_a_session_send_session_and_seq_instead_of_ttl():
+    bodies: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if request.url.path == "/v1/multi/acquire":
+            return httpx.Response(200, json=multi_grant(["a", "b"]))
+        if request.url.path.endswith("/release"):
+            return httpx.Response(200, json={"name": "n", "token": 57, "released": True})
+        return httpx.Response(200, json=GRANT)
+
+    client = client_with(handler)
+    client.acquire("n", "o", session=120, seq=4)
+    client.acquire_many(["a", "b"], "o", session=120)
+    client.release("n", 57, session=120, seq=5)
+    client.acquire("n", "o", 10)
+    assert {k: bodies[0][k] for k in ("session", "seq")} == {"session": 120, "seq": 4}
+    assert "ttl_ms" not in bodies[0]
+    assert "ttl_ms" not in bodies[1]
+    assert bodies[1]["session"] == 120
+    assert "seq" not in bodies[1]
+    assert (bodies[2]["session"], bodies[2]["seq"]) == (120, 5)
+    assert bodies[3]["ttl_ms"] == 10000
+    assert "session" not in bodies[3]
+
+
+def test_session_calls_and_their_typed_answers():
+    seen: list[tuple[str, str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path, request.url.query.decode()))
+        path = request.url.path
+        if path == "/v1/sessions" and request.method == "GET":
+            return httpx.Response(200, json={"sessions": [session_view(121), session_view(125)]})
+        if path.startswith("/v1/sessions/7"):
+            return error(404, "session_not_found", session=7)
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"session": 120, "deleted": True, "released": ["a"]})
+        if request.method == "GET":
+            locks = [{"name": "a", "token": 121}, {"name": "b", "token": 124}]
+            return httpx.Response(200, json=session_view(lock_count=2, locks=locks))
+        return httpx.Response(200, json=session_view())
+
+    client = client_with(handler)
+    created = client.create_session("o", 10)
+    assert (created.session, created.ttl_ms, created.locks) == (120, 10000, None)
+    assert created.sent_at <= time.monotonic()
+    assert client.keepalive(120, seq=2).session == 120
+    view = client.get_session(120)
+    assert view is not None
+    assert view.locks == [leasehold.SessionLock("a", 121), leasehold.SessionLock("b", 124)]
+    assert client.get_session(7) is None, "a session that ended reads as None"
+    with pytest.raises(leasehold.SessionNotFound) as caught:
+        client.keepalive(7)
+    assert caught.value.session == 7
+    assert [s.session for s in client.list_sessions(after=120, limit=2)] == [121, 125]
+    assert client.delete_session(120) == leasehold.SessionDeleted(120, True, ["a"])
+    assert ("GET", "/v1/sessions", "after=120&limit=2") in seen
+    with pytest.raises(leasehold.InvalidArgument):
+        client.get_session(0)
+
+
+def test_session_guard_numbers_its_requests_and_keeps_alive_every_third_of_its_ttl():
+    requests: list[tuple[str, str, dict[str, object]]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        requests.append((request.method, request.url.path, body))
+        if request.url.path == "/v1/multi/acquire":
+            return httpx.Response(200, json=multi_grant(["a", "b"]))
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"session": 120, "deleted": True, "released": ["n"]})
+        if request.url.path.endswith("/acquire"):
+            return httpx.Response(200, json=GRANT)
+        return httpx.Response(200, json=session_view(ttl_ms=300))
+
+    client = client_with(handler)
+    with client.session("o", ttl=0.3) as session:
+        assert session.id == 120
+        first = session.valid_until()
+        assert first <= time.monotonic() + 0.3 - 0.03
+        assert session.lock("n").token == 57
+        assert session.lock_many(["a", "b"]).token == 88
+        give_up = time.monotonic() + 5
+        while sum(path.endswith("/keepalive") for _, path, _ in requests) < 3:
+            assert time.monotonic() < give_up, "the watchdog never kept the session alive"
+            time.sleep(0.02)
+        assert session.valid_until() > first, "each keepalive moves the deadline"
+        assert not session.lost.is_set()
+    assert requests[0][1] == "/v1/sessions"
+    assert requests[-1][:2] == ("DELETE", "/v1/sessions/120")
+    numbered = [body["seq"] for _, path, body in requests[1:-1]]
+    assert numbered == sorted(numbered)
+    assert len(set(numbered)) == len(numbered)
+    assert numbered[:2] == [1, 2], "the two acquires come first"
+    assert all(body["session"] == 120 for _, _, body in requests[1:3])
+
+
+def test_a_session_the_cluster_ended_sets_lost_at_once_and_exit_does_not_raise():
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/sessions":
+            return httpx.Response(200, json=session_view(ttl_ms=3000))
+        return error(404, "session_not_found", session=120)
+
+    called: list[leasehold.LostReason] = []
+    client = client_with(handler)
+    with client.session("o", ttl=3, on_lost=called.append) as session:
+        assert session.lost.wait(timeout=3), "lost was never set"
+        assert session.remaining() > 0, "set by the cluster's answer, before the deadline"
+        reason = session.lost_reason
+        assert reason is not None
+        assert (reason.kind, reason.code) == ("revoked", "session_not_found")
+        assert called == [reason]
+    with pytest.raises(leasehold.SessionNotFound), client.session("o", ttl=3) as session:
+        pass  # deleted before any keepalive could say it had ended: raised
+    with pytest.raises(RuntimeError, match="not open"):
+        client.session("o").valid_until()

@@ -51,6 +51,7 @@ from .errors import (
 )
 from .lock import AsyncLock, Lock, LostReason
 from .multi import AsyncLockSet, LockSet
+from .session import AsyncSession, Session
 from .types import (
     CheckResult,
     GateResult,
@@ -61,6 +62,9 @@ from .types import (
     RecordWritten,
     Released,
     ReleasedMany,
+    SessionDeleted,
+    SessionLock,
+    SessionView,
     SqlFence,
     Waiter,
     fence_sql,
@@ -76,6 +80,7 @@ __all__ = [
     "AsyncClient",
     "AsyncLock",
     "AsyncLockSet",
+    "AsyncSession",
     "BodyTooLarge",
     "CheckResult",
     "Client",
@@ -114,7 +119,11 @@ __all__ = [
     "RequestTimeout",
     "Reserved",
     "SeqTooOld",
+    "Session",
+    "SessionDeleted",
+    "SessionLock",
     "SessionNotFound",
+    "SessionView",
     "SqlFence",
     "StaleToken",
     "TlsRequired",

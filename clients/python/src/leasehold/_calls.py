@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, TypeVar
 
 from ._core import MEMBERSHIP_WAIT, client_side, new_request_id, path_of, to_ms
-from .errors import ApiError, DecodeError, InvalidArgument, NoRecord, NotHeld
+from .errors import (
+    ApiError,
+    DecodeError,
+    InvalidArgument,
+    LeaseholdError,
+    NoRecord,
+    NotHeld,
+    SessionNotFound,
+)
 from .types import (
     CheckResult,
     GateResult,
@@ -19,6 +27,8 @@ from .types import (
     RecordWritten,
     Released,
     ReleasedMany,
+    SessionDeleted,
+    SessionView,
 )
 
 T = TypeVar("T")
@@ -67,19 +77,47 @@ def _add_wait_and_delay(body: dict[str, Any], wait_ms: int, lock_delay_ms: int) 
         body["lock_delay_ms"] = lock_delay_ms
 
 
+def _refused(message: str, field: str) -> LeaseholdError:
+    return client_side(InvalidArgument(message, details={"field": field}))
+
+
+def _add_lifetime(
+    body: dict[str, Any], ttl_ms: Optional[int], session: Optional[int], seq: Optional[int]
+) -> None:
+    """An acquire's lease lives by its own ``ttl_ms`` or by a ``session``,
+    exactly one: refused here as the server would (400 with ``field``), so
+    the mistake shows without a round trip. ``seq`` numbers a request in
+    its session's sequence and means nothing without one."""
+    if (ttl_ms is None) == (session is None):
+        both = "both" if session is not None else "neither"
+        raise _refused(f"an acquire takes exactly one of ttl and session, not {both}", "ttl_ms")
+    if ttl_ms is not None:
+        body["ttl_ms"] = ttl_ms
+    _add_session(body, session, seq)
+
+
+def _add_session(body: dict[str, Any], session: Optional[int], seq: Optional[int]) -> None:
+    if seq is not None and session is None:
+        raise _refused("seq numbers a request in a session: it needs session", "seq")
+    if session is not None:
+        body["session"] = session
+    if seq is not None:
+        body["seq"] = seq
+
+
 def acquire(
     name: str,
     owner: str,
-    ttl_ms: int,
+    ttl_ms: Optional[int],
     wait_ms: int = 0,
     request_id: Optional[str] = None,
     lock_delay_ms: int = 0,
+    *,
+    session: Optional[int] = None,
+    seq: Optional[int] = None,
 ) -> Call[Lease]:
-    body: dict[str, Any] = {
-        "owner": owner,
-        "ttl_ms": ttl_ms,
-        "request_id": request_id or new_request_id(),
-    }
+    body: dict[str, Any] = {"owner": owner, "request_id": request_id or new_request_id()}
+    _add_lifetime(body, ttl_ms, session, seq)
     _add_wait_and_delay(body, wait_ms, lock_delay_ms)
     return Call("POST", path_of("v1", "locks", name, "acquire"), _lease, body, wait=wait_ms / 1000)
 
@@ -93,8 +131,16 @@ def renew(
     return Call("POST", path_of("v1", "locks", name, "renew"), _lease, body)
 
 
-def release(name: str, token: int, request_id: Optional[str] = None) -> Call[Released]:
-    body = {"token": token, "request_id": request_id or new_request_id()}
+def release(
+    name: str,
+    token: int,
+    request_id: Optional[str] = None,
+    *,
+    session: Optional[int] = None,
+    seq: Optional[int] = None,
+) -> Call[Released]:
+    body: dict[str, Any] = {"token": token, "request_id": request_id or new_request_id()}
+    _add_session(body, session, seq)
     return Call(
         "POST",
         path_of("v1", "locks", name, "release"),
@@ -119,17 +165,20 @@ def lock_names(names: Sequence[str]) -> list[str]:
 def acquire_many(
     names: Sequence[str],
     owner: str,
-    ttl_ms: int,
+    ttl_ms: Optional[int],
     wait_ms: int = 0,
     request_id: Optional[str] = None,
     lock_delay_ms: int = 0,
+    *,
+    session: Optional[int] = None,
+    seq: Optional[int] = None,
 ) -> Call[Leases]:
     body: dict[str, Any] = {
         "names": lock_names(names),
         "owner": owner,
-        "ttl_ms": ttl_ms,
         "request_id": request_id or new_request_id(),
     }
+    _add_lifetime(body, ttl_ms, session, seq)
     _add_wait_and_delay(body, wait_ms, lock_delay_ms)
     return Call(
         "POST",
@@ -141,13 +190,19 @@ def acquire_many(
 
 
 def release_many(
-    names: Sequence[str], token: int, request_id: Optional[str] = None
+    names: Sequence[str],
+    token: int,
+    request_id: Optional[str] = None,
+    *,
+    session: Optional[int] = None,
+    seq: Optional[int] = None,
 ) -> Call[ReleasedMany]:
-    body = {
+    body: dict[str, Any] = {
         "names": lock_names(names),
         "token": token,
         "request_id": request_id or new_request_id(),
     }
+    _add_session(body, session, seq)
     return Call(
         "POST", "/v1/multi/release", lambda d, _s: ReleasedMany.from_json(_dict(d)), body
     )  # fmt: skip
@@ -171,6 +226,56 @@ def list_locks(prefix: str = "", limit: int = 100) -> Call[list[LeaseView]]:
 
     query = {"prefix": prefix, "limit": str(limit)}
     return Call("GET", "/v1/locks", decode, query=query)
+
+
+def _session_view(data: Any, sent_at: float) -> SessionView:
+    return SessionView.from_json(_dict(data), sent_at)
+
+
+def _session_path(session: int, *rest: str) -> str:
+    if isinstance(session, bool) or not isinstance(session, int) or session <= 0:
+        raise _refused(f"a session id is a positive integer, not {session!r}", "session")
+    return path_of("v1", "sessions", str(session), *rest)
+
+
+def create_session(owner: str, ttl_ms: int, request_id: Optional[str] = None) -> Call[SessionView]:
+    body = {"owner": owner, "ttl_ms": ttl_ms, "request_id": request_id or new_request_id()}
+    return Call("POST", "/v1/sessions", _session_view, body)
+
+
+def keepalive(
+    session: int,
+    ttl_ms: Optional[int] = None,
+    request_id: Optional[str] = None,
+    seq: Optional[int] = None,
+) -> Call[SessionView]:
+    body: dict[str, Any] = {"request_id": request_id or new_request_id()}
+    if ttl_ms is not None:
+        body["ttl_ms"] = ttl_ms
+    if seq is not None:
+        body["seq"] = seq
+    return Call("POST", _session_path(session, "keepalive"), _session_view, body)
+
+
+def delete_session(session: int) -> Call[SessionDeleted]:
+    return Call(
+        "DELETE", _session_path(session), lambda d, _s: SessionDeleted.from_json(_dict(d))
+    )  # fmt: skip
+
+
+def get_session(session: int) -> Call[Optional[SessionView]]:
+    return Call("GET", _session_path(session), _session_view, none_on=SessionNotFound)
+
+
+def list_sessions(after: int = 0, limit: int = 100) -> Call[list[SessionView]]:
+    def decode(data: Any, sent_at: float) -> list[SessionView]:
+        sessions = _dict(data).get("sessions")
+        if not isinstance(sessions, list):
+            raise DecodeError(f"no sessions in {data!r}")
+        return [SessionView.from_json(_dict(item), sent_at) for item in sessions]
+
+    query = {"after": str(after), "limit": str(limit)}
+    return Call("GET", "/v1/sessions", decode, query=query)
 
 
 def check(lock: str, token: int) -> Call[CheckResult]:
@@ -251,3 +356,8 @@ def raw(
 
 def seconds_to_ms(seconds: Optional[float], what: str) -> int:
     return 0 if seconds is None else to_ms(seconds, what)
+
+
+def optional_ms(seconds: Optional[float], what: str) -> Optional[int]:
+    """``None`` stays "not given" (a field left out); else whole ms."""
+    return None if seconds is None else to_ms(seconds, what)

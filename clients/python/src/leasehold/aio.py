@@ -34,11 +34,14 @@ from .types import (
     RecordWritten,
     Released,
     ReleasedMany,
+    SessionDeleted,
+    SessionView,
 )
 
 if TYPE_CHECKING:
     from .lock import AsyncLock, LostReason
     from .multi import AsyncLockSet
+    from .session import AsyncSession
 
 T = TypeVar("T")
 
@@ -120,13 +123,20 @@ class AsyncClient:
         self,
         name: str,
         owner: str,
-        ttl: float,
+        ttl: Optional[float] = None,
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
         lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
     ) -> Lease:
-        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
+        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h),
+        or, with ``session`` (an id) instead of ``ttl``, for as long as that
+        session lives (``owner`` must be the session's; exactly one of the
+        two, else ``InvalidArgument`` before anything is sent). ``seq`` is
+        the request's number in the session's sequence (see :class:`Session`,
+        which counts for you).
 
         Without ``wait``, raises :class:`~leasehold.errors.HeldByOther` when
         another owner holds it; with ``wait`` (seconds) queues and returns
@@ -143,9 +153,11 @@ class AsyncClient:
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
         lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
-        return await self._acquire_ms(
-            name, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms
-        )
+        call = calls.acquire(
+            name, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return await self._run(call)
 
     async def _acquire_ms(
         self,
@@ -176,19 +188,31 @@ class AsyncClient:
     async def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:
         return await self._run(calls.renew(name, token, ttl_ms), deadline=deadline)
 
-    async def release(self, name: str, token: int, *, request_id: Optional[str] = None) -> Released:
-        """Releases the lock held under ``token``."""
-        return await self._run(calls.release(name, token, request_id))
+    async def release(
+        self,
+        name: str,
+        token: int,
+        *,
+        request_id: Optional[str] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
+    ) -> Released:
+        """Releases the lock held under ``token``. ``session`` (which must be
+        the one the lock is held under) is needed only to number the release
+        with ``seq`` in that session's sequence."""
+        return await self._run(calls.release(name, token, request_id, session=session, seq=seq))
 
     async def acquire_many(
         self,
         names: Sequence[str],
         owner: str,
-        ttl: float,
+        ttl: Optional[float] = None,
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
         lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
     ) -> Leases:
         """Acquires every lock of ``names`` (1 to 64 distinct names) for
         ``owner`` in one log entry, under one fencing token, or none of them.
@@ -202,12 +226,16 @@ class AsyncClient:
         ``ttl``, ``request_id`` and ``lock_delay`` are as for
         :meth:`acquire`, for each lock. The owner holding every lock under
         one token already gets those grants back (``reacquired``).
+        ``session`` and ``seq`` as for :meth:`acquire`: every lock then lives
+        as long as the session.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
         lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
-        return await self._run(
-            calls.acquire_many(names, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
-        )
+        call = calls.acquire_many(
+            names, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return await self._run(call)
 
     async def release_many(
         self, names: Sequence[str], token: int, *, request_id: Optional[str] = None
@@ -271,6 +299,68 @@ class AsyncClient:
         from .multi import AsyncLockSet
 
         return AsyncLockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
+
+    # --- sessions --------------------------------------------------------------
+
+    async def create_session(
+        self, owner: str, ttl: float, *, request_id: Optional[str] = None
+    ) -> SessionView:
+        """Creates a session of ``owner`` whose ttl is ``ttl`` seconds (3 s to
+        1 h). Locks acquired under it (``session=`` its id) live as long as
+        it does: one keepalive keeps them all. Raises ``Full`` at the
+        cluster's session limit. :meth:`session` also keeps it alive."""
+        return await self._run(calls.create_session(owner, to_ms(ttl, "ttl"), request_id))
+
+    async def keepalive(
+        self,
+        session: int,
+        ttl: Optional[float] = None,
+        *,
+        seq: Optional[int] = None,
+        request_id: Optional[str] = None,
+    ) -> SessionView:
+        """Restarts the session's deadline (with ``ttl`` seconds from now, or
+        its ttl), and so every lock's under it. ``SessionNotFound`` once it
+        has ended: its locks are gone."""
+        ttl_ms = calls.optional_ms(ttl, "ttl")
+        return await self._run(calls.keepalive(session, ttl_ms, request_id, seq))
+
+    async def _keepalive_until(self, session: int, seq: int, deadline: float) -> SessionView:
+        return await self._run(calls.keepalive(session, seq=seq), deadline=deadline)
+
+    async def delete_session(self, session: int) -> SessionDeleted:
+        """Ends the session now, releasing every lock under it (each handed to
+        its first waiter) in one log entry. ``SessionNotFound`` if it had
+        already ended."""
+        return await self._run(calls.delete_session(session))
+
+    async def get_session(self, session: int) -> Optional[SessionView]:
+        """The session with its ``locks`` (linearizable), ``None`` once it
+        has ended (or never existed)."""
+        return await self._run(calls.get_session(session))
+
+    async def list_sessions(self, after: int = 0, limit: int = 100) -> builtins.list[SessionView]:
+        """Live sessions with ids above ``after`` (at most ``limit``, 1 to
+        1000), in id order, without their locks: pass a page's last id as
+        the next page's ``after``."""
+        return await self._run(calls.list_sessions(after, limit))
+
+    def session(
+        self,
+        owner: Optional[str] = None,
+        ttl: float = 10.0,
+        *,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> AsyncSession:
+        """A :class:`~leasehold.session.AsyncSession` of ``owner`` (a fresh owner id
+        by default): created on ``async with`` entry (or :meth:`AsyncSession.open`), kept
+        alive by a watchdog every ``ttl / 3``, deleted on exit, which
+        releases every lock taken under it with :meth:`AsyncSession.lock` and
+        :meth:`AsyncSession.lock_many`."""
+        from .session import AsyncSession
+
+        return AsyncSession(self, owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
 
     # --- fencing ---------------------------------------------------------------
 

@@ -33,11 +33,14 @@ from .types import (
     RecordWritten,
     Released,
     ReleasedMany,
+    SessionDeleted,
+    SessionView,
 )
 
 if TYPE_CHECKING:
     from .lock import Lock, LostReason
     from .multi import LockSet
+    from .session import Session
 
 T = TypeVar("T")
 
@@ -119,13 +122,20 @@ class Client:
         self,
         name: str,
         owner: str,
-        ttl: float,
+        ttl: Optional[float] = None,
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
         lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
     ) -> Lease:
-        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h).
+        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h),
+        or, with ``session`` (an id) instead of ``ttl``, for as long as that
+        session lives (``owner`` must be the session's; exactly one of the
+        two, else ``InvalidArgument`` before anything is sent). ``seq`` is
+        the request's number in the session's sequence (see :class:`Session`,
+        which counts for you).
 
         Without ``wait``, raises :class:`~leasehold.errors.HeldByOther` when
         another owner holds it; with ``wait`` (seconds) queues and returns
@@ -142,7 +152,11 @@ class Client:
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
         lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
-        return self._acquire_ms(name, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
+        call = calls.acquire(
+            name, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return self._run(call)
 
     def _acquire_ms(
         self,
@@ -171,19 +185,31 @@ class Client:
     def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:
         return self._run(calls.renew(name, token, ttl_ms), deadline=deadline)
 
-    def release(self, name: str, token: int, *, request_id: Optional[str] = None) -> Released:
-        """Releases the lock held under ``token``."""
-        return self._run(calls.release(name, token, request_id))
+    def release(
+        self,
+        name: str,
+        token: int,
+        *,
+        request_id: Optional[str] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
+    ) -> Released:
+        """Releases the lock held under ``token``. ``session`` (which must be
+        the one the lock is held under) is needed only to number the release
+        with ``seq`` in that session's sequence."""
+        return self._run(calls.release(name, token, request_id, session=session, seq=seq))
 
     def acquire_many(
         self,
         names: Sequence[str],
         owner: str,
-        ttl: float,
+        ttl: Optional[float] = None,
         *,
         wait: Optional[float] = None,
         request_id: Optional[str] = None,
         lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
     ) -> Leases:
         """Acquires every lock of ``names`` (1 to 64 distinct names) for
         ``owner`` in one log entry, under one fencing token, or none of them.
@@ -197,12 +223,16 @@ class Client:
         ``ttl``, ``request_id`` and ``lock_delay`` are as for
         :meth:`acquire`, for each lock. The owner holding every lock under
         one token already gets those grants back (``reacquired``).
+        ``session`` and ``seq`` as for :meth:`acquire`: every lock then lives
+        as long as the session.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
         lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
-        return self._run(
-            calls.acquire_many(names, owner, to_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms)
-        )
+        call = calls.acquire_many(
+            names, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return self._run(call)
 
     def release_many(
         self, names: Sequence[str], token: int, *, request_id: Optional[str] = None
@@ -265,6 +295,68 @@ class Client:
         from .multi import LockSet
 
         return LockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
+
+    # --- sessions --------------------------------------------------------------
+
+    def create_session(
+        self, owner: str, ttl: float, *, request_id: Optional[str] = None
+    ) -> SessionView:
+        """Creates a session of ``owner`` whose ttl is ``ttl`` seconds (3 s to
+        1 h). Locks acquired under it (``session=`` its id) live as long as
+        it does: one keepalive keeps them all. Raises ``Full`` at the
+        cluster's session limit. :meth:`session` also keeps it alive."""
+        return self._run(calls.create_session(owner, to_ms(ttl, "ttl"), request_id))
+
+    def keepalive(
+        self,
+        session: int,
+        ttl: Optional[float] = None,
+        *,
+        seq: Optional[int] = None,
+        request_id: Optional[str] = None,
+    ) -> SessionView:
+        """Restarts the session's deadline (with ``ttl`` seconds from now, or
+        its ttl), and so every lock's under it. ``SessionNotFound`` once it
+        has ended: its locks are gone."""
+        ttl_ms = calls.optional_ms(ttl, "ttl")
+        return self._run(calls.keepalive(session, ttl_ms, request_id, seq))
+
+    def _keepalive_until(self, session: int, seq: int, deadline: float) -> SessionView:
+        return self._run(calls.keepalive(session, seq=seq), deadline=deadline)
+
+    def delete_session(self, session: int) -> SessionDeleted:
+        """Ends the session now, releasing every lock under it (each handed to
+        its first waiter) in one log entry. ``SessionNotFound`` if it had
+        already ended."""
+        return self._run(calls.delete_session(session))
+
+    def get_session(self, session: int) -> Optional[SessionView]:
+        """The session with its ``locks`` (linearizable), ``None`` once it
+        has ended (or never existed)."""
+        return self._run(calls.get_session(session))
+
+    def list_sessions(self, after: int = 0, limit: int = 100) -> builtins.list[SessionView]:
+        """Live sessions with ids above ``after`` (at most ``limit``, 1 to
+        1000), in id order, without their locks: pass a page's last id as
+        the next page's ``after``."""
+        return self._run(calls.list_sessions(after, limit))
+
+    def session(
+        self,
+        owner: Optional[str] = None,
+        ttl: float = 10.0,
+        *,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> Session:
+        """A :class:`~leasehold.session.Session` of ``owner`` (a fresh owner id
+        by default): created on ``with`` entry (or :meth:`Session.open`), kept
+        alive by a watchdog every ``ttl / 3``, deleted on exit, which
+        releases every lock taken under it with :meth:`Session.lock` and
+        :meth:`Session.lock_many`."""
+        from .session import Session
+
+        return Session(self, owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
 
     # --- fencing ---------------------------------------------------------------
 

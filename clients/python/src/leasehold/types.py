@@ -157,6 +157,9 @@ class LeaseView:
     deadline_tick: int
     request_id: Optional[str] = None
     waiters: list[Waiter] = field(default_factory=list)
+    #: The session the lease lives by (``ttl_ms`` and the deadline are then
+    #: the session's), ``None`` for a lease with a ttl of its own.
+    session: Optional[int] = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LeaseView:
@@ -173,6 +176,7 @@ class LeaseView:
             deadline_tick=_int(data, "deadline_tick"),
             request_id=request_id if isinstance(request_id, str) else None,
             waiters=[Waiter(owner=_str(w, "owner"), position=_int(w, "position")) for w in waiters],
+            session=_opt_int(data, "session"),
         )
 
 
@@ -202,6 +206,75 @@ class ReleasedMany:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise DecodeError(f"expected a list of strings 'names' in {data!r}")
         return cls(names, _int(data, "token"), _bool(data, "released"))
+
+
+@dataclass(frozen=True)
+class SessionLock:
+    """A lock held under a session, as ``GET /v1/sessions/{id}`` lists it."""
+
+    name: str
+    token: int
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session, as create, keepalive, get and list answer it.
+
+    ``sent_at`` is the send time of the call's first attempt on this
+    process's ``time.monotonic()`` (as :attr:`Lease.sent_at`): a create or
+    keepalive anchors the session there, and so every lock under it.
+    """
+
+    #: The id: the index of the log entry that created the session.
+    session: int
+    owner: str
+    ttl_ms: int
+    #: Real time left from the *commit* of the answering entry (not a
+    #: deadline for the client: see :meth:`leasehold.Session.valid_until`).
+    expires_in_ms: int
+    deadline_tick: int
+    #: Locks held under the session, and locks its waiters are queued for.
+    lock_count: int
+    waiting_count: int
+    sent_at: float
+    #: ``get_session`` only: the locks held under it, in name order.
+    locks: Optional[list[SessionLock]] = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], sent_at: float) -> SessionView:
+        locks = data.get("locks")
+        if locks is not None and not isinstance(locks, list):
+            raise DecodeError(f"expected a list 'locks' in {data!r}")
+        return cls(
+            session=_int(data, "session"),
+            owner=_str(data, "owner"),
+            ttl_ms=_int(data, "ttl_ms"),
+            expires_in_ms=_int(data, "expires_in_ms"),
+            deadline_tick=_int(data, "deadline_tick"),
+            lock_count=_int(data, "lock_count"),
+            waiting_count=_int(data, "waiting_count"),
+            sent_at=sent_at,
+            locks=None
+            if locks is None
+            else [SessionLock(_str(lock, "name"), _int(lock, "token")) for lock in locks],
+        )
+
+
+@dataclass(frozen=True)
+class SessionDeleted:
+    """The answer to a session delete: every lock it held, released (each
+    handed to its first waiter) in the same log entry."""
+
+    session: int
+    deleted: bool
+    released: list[str]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionDeleted:
+        released = data.get("released")
+        if not isinstance(released, list) or not all(isinstance(n, str) for n in released):
+            raise DecodeError(f"expected a list of strings 'released' in {data!r}")
+        return cls(_int(data, "session"), _bool(data, "deleted"), released)
 
 
 @dataclass(frozen=True)
