@@ -5,8 +5,8 @@
 //! encode/decode time. Set LEASEHOLD_SCALE_SIZES (e.g. "1000,100000") to
 //! choose the sizes.
 //!
-//! Then, for 100, 1 000 and 10 000 live sessions (the most the table
-//! allows, `MAX_SESSIONS`) holding 10 locks each, taken in one multi-acquire
+//! Then, for 100, 1 000, 10 000 and 100 000 live sessions (the last is the
+//! most the table allows, `MAX_SESSIONS`) holding 10 locks each, taken in one multi-acquire
 //! per session, it measures a Tick that expires nothing, a Tick that expires
 //! one session (releasing its 10 locks), and a keepalive: none of them may
 //! grow with the number of sessions or locks. Set LEASEHOLD_SCALE_SESSIONS
@@ -241,7 +241,7 @@ fn main() {
         "\n| live sessions (× {LOCKS_PER_SESSION} locks) | Tick apply, none expiring | Tick apply, one session expiring | keepalive apply |\n\
          |---:|---:|---:|---:|\n"
     ));
-    for sessions in sizes("LEASEHOLD_SCALE_SESSIONS", "100,1000,10000") {
+    for sessions in sizes("LEASEHOLD_SCALE_SESSIONS", "100,1000,10000,100000") {
         eprintln!("lock_scale: {sessions} live sessions of {LOCKS_PER_SESSION} locks ...");
         let r = measure_sessions(sessions);
         table.push_str(&format!(

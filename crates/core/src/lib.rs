@@ -23,5 +23,5 @@ pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, SessionId, SessionLock,
-    SessionView, TableImage, WaiterView, MAX_SESSIONS, MAX_SESSION_ANSWERS,
+    SessionView, TableImage, WaiterView, MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
 };

@@ -5,7 +5,7 @@
 mod queue;
 mod sessions;
 
-pub use self::sessions::{MAX_SESSIONS, MAX_SESSION_ANSWERS};
+pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
 mod tests;
 mod types;
@@ -45,6 +45,11 @@ pub struct LockTable {
     sessions: BTreeMap<SessionId, Session>,
     /// `(deadline, id)` of every session.
     by_session_deadline: BTreeSet<(u64, SessionId)>,
+    /// `(index, session, seq)` of every remembered session answer, oldest
+    /// first, and the sum of their weights: what
+    /// [`MAX_REMEMBERED_NAMES`] bounds.
+    answer_order: BTreeSet<(u64, SessionId, u64)>,
+    answer_weight: usize,
     /// FIFO queues; a lock has a queue only while it is held, delayed, or
     /// reserved for a multi-acquire first in its queue.
     queues: BTreeMap<String, VecDeque<Waiter>>,
@@ -85,6 +90,9 @@ impl From<TableImage> for LockTable {
         let by_wait_deadline = waiters().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
         let queued = waiters().map(|(n, w)| (n.clone(), w.owner.clone())).collect();
         let by_delay_end = image.delays.iter().map(|(n, d)| (d.until_tick, n.clone())).collect();
+        let answers = || image.sessions.iter().flat_map(|(id, s)| s.answers.iter().map(move |(seq, a)| (*id, *seq, a)));
+        let answer_order = answers().map(|(id, seq, a)| (a.index, id, seq)).collect();
+        let answer_weight = answers().map(|(_, _, a)| a.weight()).sum();
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
@@ -99,6 +107,8 @@ impl From<TableImage> for LockTable {
             by_delay_end,
             sessions: image.sessions,
             by_session_deadline,
+            answer_order,
+            answer_weight,
         }
     }
 }
@@ -225,7 +235,7 @@ impl LockTable {
             self.requests.record(id, index, self.now_tick, &name, kind, &result);
         }
         if let Some((session, seq)) = session_seq {
-            self.remember_seq(session, seq, &result);
+            self.remember_seq(session, seq, &result, index);
         }
         result
     }

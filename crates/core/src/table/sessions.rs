@@ -8,16 +8,27 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::event::{EventKind, LockEvent};
 use super::super::InvalidCommand;
+use super::types::Answer;
 use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
 
-/// Answers a session remembers for retries by sequence number: with the
-/// largest answer (a multi-acquire of 64 locks, about 30 KiB of JSON) that
-/// bounds a session's memory of them to about 2 MiB.
+/// Answers a session remembers for retries by sequence number, at most.
 pub const MAX_SESSION_ANSWERS: usize = 64;
 
-/// Live sessions at most: with the answers each remembers, this bounds what
-/// sessions can take of the replicated state (and of every snapshot).
-pub const MAX_SESSIONS: usize = 10_000;
+/// Lock names carried by the answers all sessions remember together (an
+/// answer about one lock counts one, a multi-acquire's its names): beyond
+/// it the oldest answers in the table are forgotten first. A name-carrying
+/// answer takes at most about 600 bytes (a 256-byte name, a 128-byte owner
+/// and the grant around them), so this bounds sessions' answers to about
+/// 600 MB at worst and to about 150 MB with names and owners of a few dozen
+/// bytes, whatever the number of sessions — the bound a per-session count
+/// alone could not give (64 multi-acquires of 64 locks in each of
+/// [`MAX_SESSIONS`] sessions).
+pub const MAX_REMEMBERED_NAMES: usize = 1_000_000;
+
+/// Live sessions at most: a session without locks or answers takes a few
+/// hundred bytes (its owner, deadline and index entries), so this bounds
+/// sessions themselves to a few tens of MB of the replicated state.
+pub const MAX_SESSIONS: usize = 100_000;
 
 /// Why a session ended: it decides what its leases' ends count as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +81,7 @@ impl LockTable {
             return Some(Err(LockError::SessionNotFound { session: id }));
         };
         if let Some(answer) = session.answers.get(&seq) {
-            return Some(answer.clone());
+            return Some(answer.result.clone());
         }
         (seq < session.forgotten_below).then(|| {
             let oldest = session.answers.keys().next().copied().unwrap_or(session.forgotten_below);
@@ -79,14 +90,37 @@ impl LockTable {
     }
 
     /// Remembers `result` as the answer to `seq` of `session` (gone already
-    /// if this deleted it), forgetting the oldest beyond the bound.
-    pub(super) fn remember_seq(&mut self, id: SessionId, seq: u64, result: &Result<Outcome, LockError>) {
+    /// if this deleted it), given in the entry at `index`; forgets the
+    /// session's oldest answer beyond [`MAX_SESSION_ANSWERS`] and the
+    /// table's oldest beyond [`MAX_REMEMBERED_NAMES`].
+    pub(super) fn remember_seq(&mut self, id: SessionId, seq: u64, result: &Result<Outcome, LockError>, index: u64) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
-        session.answers.insert(seq, result.clone());
-        while session.answers.len() > MAX_SESSION_ANSWERS {
-            let (oldest, _) = session.answers.pop_first().expect("more than the bound");
-            session.forgotten_below = session.forgotten_below.max(oldest + 1);
+        let answer = Answer { index, result: result.clone() };
+        self.answer_weight += answer.weight();
+        self.answer_order.insert((index, id, seq));
+        if let Some(replaced) = session.answers.insert(seq, answer) {
+            // Not reached (a remembered seq is replayed, not applied); kept
+            // exact so the weight always matches what is remembered.
+            self.answer_weight -= replaced.weight();
+            self.answer_order.remove(&(replaced.index, id, seq));
         }
+        if session.answers.len() > MAX_SESSION_ANSWERS {
+            self.forget_oldest_answer(id);
+        }
+        while self.answer_weight > MAX_REMEMBERED_NAMES {
+            let &(_, oldest_session, _) = self.answer_order.first().expect("weight comes from remembered answers");
+            self.forget_oldest_answer(oldest_session);
+        }
+    }
+
+    /// Forgets the answer to the lowest seq `id` remembers: every seq below
+    /// the forgotten one then counts as forgotten too (`SeqTooOld`).
+    fn forget_oldest_answer(&mut self, id: SessionId) {
+        let session = self.sessions.get_mut(&id).expect("answers of live sessions");
+        let (seq, answer) = session.answers.pop_first().expect("a session with answers");
+        session.forgotten_below = session.forgotten_below.max(seq + 1);
+        self.answer_weight -= answer.weight();
+        self.answer_order.remove(&(answer.index, id, seq));
     }
 
     /// With `session`, that lock `name` is held under it: what a release
@@ -202,6 +236,10 @@ impl LockTable {
         for id in ids {
             let session = self.sessions.remove(id).expect("ids of live sessions");
             self.by_session_deadline.remove(&(session.deadline, *id));
+            for (seq, answer) in &session.answers {
+                self.answer_weight -= answer.weight();
+                self.answer_order.remove(&(answer.index, *id, *seq));
+            }
             ended.push((*id, session));
         }
         let mut left = Vec::new();

@@ -56,12 +56,57 @@ pub(super) struct Session {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(super) waits: BTreeSet<String>,
     /// The answers to the session's last sequence numbers (at most
-    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS)), for retries.
+    /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS), and fewer when
+    /// the table's [`MAX_REMEMBERED_NAMES`](super::MAX_REMEMBERED_NAMES)
+    /// is reached), by seq, for retries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(super) answers: BTreeMap<u64, Result<Outcome, LockError>>,
+    pub(super) answers: BTreeMap<u64, Answer>,
     /// Every sequence number below this one was forgotten, or never used.
     #[serde(default)]
     pub(super) forgotten_below: u64,
+}
+
+/// A remembered answer of a session, with the index of the entry that gave
+/// it: the table forgets the oldest answers first when it must.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "AnswerForm")]
+pub(super) struct Answer {
+    pub(super) index: u64,
+    pub(super) result: Result<Outcome, LockError>,
+}
+
+impl Answer {
+    /// Its share of [`MAX_REMEMBERED_NAMES`](super::MAX_REMEMBERED_NAMES):
+    /// the lock names it carries (at least one), which is what its size
+    /// grows with.
+    pub(super) fn weight(&self) -> usize {
+        let names = match &self.result {
+            Ok(Outcome::GrantedMany { grants, .. }) => grants.len(),
+            Ok(Outcome::QueuedMany { positions, .. }) => positions.len(),
+            Ok(Outcome::ReleasedMany { names, .. }) => names.len(),
+            Err(LockError::Conflicts { conflicts }) => conflicts.len(),
+            _ => 1,
+        };
+        names.max(1)
+    }
+}
+
+/// How an [`Answer`] is read: images written before answers carried their
+/// index hold the bare result, which then counts as the oldest.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AnswerForm {
+    Indexed { index: u64, result: Result<Outcome, LockError> },
+    Bare(Result<Outcome, LockError>),
+}
+
+impl From<AnswerForm> for Answer {
+    fn from(form: AnswerForm) -> Self {
+        match form {
+            AnswerForm::Indexed { index, result } => Answer { index, result },
+            AnswerForm::Bare(result) => Answer { index: 0, result },
+        }
+    }
 }
 
 /// A free lock nobody may take before `until_tick`: the lease of `owner`

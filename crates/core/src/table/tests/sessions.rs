@@ -449,3 +449,82 @@ fn live_sessions_are_bounded() {
     log.delete_session(first).result.unwrap();
     assert!(matches!(log.apply(one_more), Ok(Outcome::SessionCreated { .. })));
 }
+
+// Ensures what all sessions remember together is bounded by lock names
+// (MAX_REMEMBERED_NAMES), oldest first across sessions: sessions whose
+// answers are 64-name conflicts fill the budget; the first answer given is
+// then forgotten (seq_too_old, not applied again) while the latest is still
+// replayed; ending a session gives its share back.
+#[test]
+fn remembered_answers_are_bounded_across_sessions() {
+    let mut log = Log::new();
+    let held: Vec<String> = (0..64).map(|i| format!("held-{i}")).collect();
+    let held_refs: Vec<&str> = held.iter().map(String::as_str).collect();
+    log.many_token(&held_refs, "holder");
+    let conflict = |session, seq| {
+        with_seq(
+            Command::AcquireMany {
+                names: held.clone(),
+                owner: "s".into(),
+                ttl_ms: None,
+                session: Some(session),
+                wait_ms: None,
+                request_id: None,
+                lock_delay_ms: None,
+                seq: None,
+            },
+            seq,
+        )
+    };
+    let answers_to_fill = MAX_REMEMBERED_NAMES / 64;
+    let sessions: Vec<SessionId> =
+        (0..answers_to_fill.div_ceil(MAX_SESSION_ANSWERS)).map(|_| log.create_session("s", 3_600_000)).collect();
+    let mut given = Vec::new();
+    'fill: for &session in &sessions {
+        for seq in 1..=MAX_SESSION_ANSWERS as u64 {
+            if given.len() == answers_to_fill {
+                break 'fill;
+            }
+            assert!(matches!(log.apply(conflict(session, seq)), Err(LockError::Conflicts { .. })));
+            given.push((session, seq));
+        }
+    }
+    let (first_session, _) = given[0];
+    assert_eq!(log.table.answer_weight, MAX_REMEMBERED_NAMES, "exactly full: nothing forgotten yet");
+    assert!(matches!(log.apply(conflict(first_session, 1)), Err(LockError::Conflicts { .. })), "replayed");
+
+    let latest = log.create_session("s", 3_600_000);
+    log.apply(conflict(latest, 1)).unwrap_err();
+    assert_eq!(log.table.answer_weight, MAX_REMEMBERED_NAMES, "one forgotten for the new one");
+    assert_eq!(
+        log.apply(conflict(first_session, 1)),
+        Err(LockError::SeqTooOld { session: first_session, seq: 1, oldest: 2 })
+    );
+    assert!(matches!(log.apply(conflict(first_session, 2)), Err(LockError::Conflicts { .. })), "still replayed");
+
+    let (last_session, _) = *given.last().unwrap();
+    let share = 64 * log.table.sessions[&last_session].answers.len();
+    log.delete_session(last_session).result.unwrap();
+    assert_eq!(log.table.answer_weight, MAX_REMEMBERED_NAMES - share);
+}
+
+// Ensures an image rebuilds the order in which answers are forgotten, and
+// that one written before answers carried their entry's index is still
+// read: such answers count as the oldest.
+#[test]
+fn images_keep_the_answer_order_and_read_bare_answers_as_oldest() {
+    let mut log = Log::new();
+    let session = log.create_session("s", 3_600_000);
+    log.apply(with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, 1)).unwrap();
+    let mut image = serde_json::to_value(TableImage::from(&log.table)).unwrap();
+    let answer = &mut image["sessions"][session.to_string()]["answers"]["1"];
+    *answer = answer["result"].take();
+    let restored = LockTable::from(serde_json::from_value::<TableImage>(image).unwrap());
+    assert_eq!(restored.answer_order.first(), Some(&(0, session, 1)));
+    assert_eq!(restored.answer_weight, 1);
+
+    log.apply(with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, 2)).unwrap();
+    let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
+    let restored = LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap());
+    assert_eq!(restored, log.table, "the answer order and weight are rebuilt from the image");
+}
