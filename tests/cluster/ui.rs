@@ -164,7 +164,8 @@ fn file(fd: OwnedFd) -> tokio::fs::File {
 
 // Ensures the status page, loaded from a follower in headless Chromium, shows
 // the cluster's leader, every member and the lock the test acquired with its
-// holder and token, and that a later acquire appears in its event feed.
+// holder and token, and that a later acquire appears in its event feed; then
+// a session's multi-lock: the session, its locks, the counts and its events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_page_shows_leader_and_lock() {
     bounded(async {
@@ -191,6 +192,24 @@ async fn status_page_shows_leader_and_lock() {
         step("an acquire shows in the live event feed");
         let second = client.acquire("ui/ledger", "ui-worker-2", 60_000).await.unwrap();
         page.wait_for(&[format!("#{t} acquired ui/ledger ui-worker-2 token {t}", t = second.token())]).await;
+
+        step("a session holding a multi-lock shows with its locks, in the counts and in the feed");
+        let session = std::sync::Arc::new(cluster.client())
+            .session("ui-batch", std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+        let grants = session.lock_many(&["ui/a", "ui/b"], None).await.unwrap();
+        let id = session.id();
+        page.wait_for(&[
+            format!("data-session=\"{id}\""),
+            "<td>ui-batch</td>".to_owned(),
+            format!("<td class=\"num\">{id}</td>"),
+            "4 locks held · 1 live sessions".to_owned(),
+            format!("#{id} session_created session {id} ui-batch"),
+            format!("#{t} acquired ui/b ui-batch token {t}", t = grants[1].token),
+        ])
+        .await;
+        session.close().await.unwrap();
 
         step("the root path serves the same page");
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
