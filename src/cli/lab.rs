@@ -15,7 +15,7 @@ use leasehold_lab::compare::safety::{self, SafetyOptions};
 use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
 use leasehold_lab::demo::{payments, worker, PaymentsOptions, WorkerOptions};
 use leasehold_lab::fault::FaultKind;
-use leasehold_lab::scale::{self, ScaleOptions};
+use leasehold_lab::scale::{self, Holders, ScaleOptions};
 
 use super::{duration, this_binary, CredentialFiles};
 
@@ -171,6 +171,10 @@ pub struct BenchArgs {
     /// Concurrent clients creating the --bulk leases.
     #[arg(long, default_value_t = 128)]
     bulk_clients: usize,
+    /// With --bulk N: the N holders are sessions, each holding this many
+    /// locks taken in one multi-acquire (N × this many live leases).
+    #[arg(long, requires = "bulk", value_parser = clap::value_parser!(u64).range(1..=64))]
+    bulk_sessions: Option<u64>,
     /// Instead of lock cycles: every system under faults (paused holder,
     /// clock jump, failover, paused leader), counting safety violations
     /// (safety.json, safety.md, a section of README.md).
@@ -314,11 +318,15 @@ const EXIT_VIOLATIONS: i32 = 1;
 
 /// `leasehold bench`; `Ok` carries the exit status.
 async fn bench(args: BenchArgs) -> Result<i32> {
-    if let Some(leases) = args.bulk {
+    if let Some(holders) = args.bulk {
         let options = ScaleOptions {
             binary: this_binary()?,
             nodes: args.nodes.unwrap_or(3) as usize,
-            leases,
+            holders,
+            holder_kind: match args.bulk_sessions {
+                Some(locks_each) => Holders::Sessions { locks_each: locks_each as usize },
+                None => Holders::Leases,
+            },
             clients: args.bulk_clients,
             out: args.out,
         };

@@ -104,7 +104,9 @@ impl Client {
 /// Locks held together under one token until [`release`](Self::release).
 ///
 /// No watchdog renews them: a set is for work that fits in its ttl (check
-/// [`valid_until`](Leases::valid_until)). As with [`Lock`](super::Lock),
+/// [`valid_until`](Leases::valid_until)); for longer work take the set
+/// under a [`Session`](super::Session) ([`Session::lock_many`](super::Session::lock_many)),
+/// whose one watchdog keeps every lock of it. As with [`Lock`](super::Lock),
 /// dropping the guard does not release: the leases run out after their ttl.
 pub struct LockSet {
     client: Arc<Client>,

@@ -9,6 +9,10 @@
 //! and reports its size and build time. Finally a new node joins as a
 //! learner: it catches up by installing that snapshot, and its install time
 //! is reported. Writes `scale.json` and `scale.md` into the results folder.
+//!
+//! With `--bulk-sessions K` the N holders are sessions instead, each holding
+//! K locks taken in one multi-acquire (N × K live leases): what is measured
+//! then is that a Tick's apply time does not grow with the sessions either.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
-use leasehold_client::{Client, ClientError};
+use leasehold_client::{Client, ClientError, Session};
 use leasehold_proto::cluster::ClusterStatus;
 use leasehold_proto::NodeId;
 
@@ -47,10 +51,38 @@ pub enum ScaleError {
     Acquires { failed: u64, wanted: u64, last: String },
 }
 
+/// Who holds the live leases.
+#[derive(Debug, Clone, Copy)]
+pub enum Holders {
+    /// One lease per holder, each with its own ttl.
+    Leases,
+    /// Sessions of `locks_each` locks, acquired in one multi-acquire each.
+    Sessions { locks_each: usize },
+}
+
+impl Holders {
+    fn noun(self) -> &'static str {
+        match self {
+            Holders::Leases => "leases",
+            Holders::Sessions { .. } => "sessions",
+        }
+    }
+
+    /// Live leases per holder.
+    fn leases_each(self) -> u64 {
+        match self {
+            Holders::Leases => 1,
+            Holders::Sessions { locks_each } => locks_each as u64,
+        }
+    }
+}
+
 pub struct ScaleOptions {
     pub binary: PathBuf,
     pub nodes: usize,
-    pub leases: u64,
+    /// Holders to create: leases, or sessions.
+    pub holders: u64,
+    pub holder_kind: Holders,
     /// Concurrent acquiring clients.
     pub clients: usize,
     pub out: PathBuf,
@@ -60,6 +92,10 @@ pub struct ScaleOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct Checkpoint {
     pub leases: u64,
+    /// Live sessions holding the leases (none: each lease has its own ttl).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u64>,
+    /// Holders (leases or sessions) created per second.
     pub acquires_per_sec: f64,
     pub tick_apply_p50_us: u64,
     pub tick_apply_max_us: u64,
@@ -75,6 +111,8 @@ pub struct Checkpoint {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ScaleReport {
+    /// The command line that reproduces this run.
+    pub command: String,
     pub nodes: usize,
     pub checkpoints: Vec<Checkpoint>,
     /// The joining learner: time from being added to having caught up, and
@@ -104,12 +142,16 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
 
     let mut checkpoints = Vec::new();
     let mut created = 0;
-    for target in checkpoint_targets(options.leases) {
-        eprintln!("bulk: creating leases {created}..{target} with {} clients", options.clients);
+    // Sessions must outlive the run: held here, dropped after the cluster stops.
+    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (what, locks_each) = (options.holder_kind.noun(), options.holder_kind.leases_each());
+    for target in checkpoint_targets(options.holders) {
+        eprintln!("bulk: creating {what} {created}..{target} with {} clients", options.clients);
         let started = Instant::now();
-        create_leases(&client, created, target, options.clients).await?;
+        create_holders(&client, options.holder_kind, created, target, options.clients, &held).await?;
         let rate = (target - created) as f64 / started.elapsed().as_secs_f64();
         created = target;
+        let leases = target * locks_each;
         tokio::time::sleep(SETTLE).await;
         let statuses = statuses(&client, &voters).await?;
         let rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
@@ -117,11 +159,12 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         let taken = client.snapshot_of((leader - 1) as usize).await?;
         let leader_status = &statuses[(leader - 1) as usize];
         let checkpoint = Checkpoint {
-            leases: target,
+            leases,
+            sessions: matches!(options.holder_kind, Holders::Sessions { .. }).then_some(target),
             acquires_per_sec: rate,
             tick_apply_p50_us: leader_status.storage.tick_apply_p50_us,
             tick_apply_max_us: leader_status.storage.tick_apply_max_us,
-            bytes_per_lease: grown / voters.len() as u64 / target,
+            bytes_per_lease: grown / voters.len() as u64 / leases,
             rss_mb: rss.iter().map(|b| b >> 20).collect(),
             data_dir_mb: statuses.iter().map(|s| s.data_dir_bytes >> 20).collect(),
             max_log_entries: statuses.iter().map(log_entries).max().unwrap_or(0),
@@ -139,7 +182,15 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
     let added_at = client.add_learner(learner, &cluster.endpoint(learner)).await?;
     let joined = applied_through(&Client::new(&[cluster.endpoint(learner)])?, added_at).await?;
     let learner_catch_up_ms = started.elapsed().as_millis() as u64;
+    let sessions = match options.holder_kind {
+        Holders::Leases => String::new(),
+        Holders::Sessions { locks_each } => format!(" --bulk-sessions {locks_each}"),
+    };
     let report = ScaleReport {
+        command: format!(
+            "leasehold bench --bulk {}{sessions} --nodes {} --bulk-clients {}",
+            options.holders, options.nodes, options.clients
+        ),
         nodes: options.nodes,
         checkpoints,
         learner_catch_up_ms,
@@ -147,6 +198,10 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         learner_locks_held: joined.locks_held,
     };
     cluster.stop_all(Duration::from_secs(10));
+    // Outside the runtime a dropped Session does not try to delete itself
+    // from the cluster that is gone.
+    let sessions = std::mem::take(&mut *held.lock().expect("no worker panicked"));
+    std::thread::spawn(move || drop(sessions)).join().expect("dropping sessions does not panic");
     std::fs::write(options.out.join("scale.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
     std::fs::write(options.out.join("scale.md"), markdown(&report))?;
     Ok(report)
@@ -160,13 +215,23 @@ fn checkpoint_targets(leases: u64) -> Vec<u64> {
     targets
 }
 
-/// Acquires `bulk/{i}` for every i in `from..to`, `clients` at a time.
-async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize) -> Result<(), ScaleError> {
+/// Creates holder `i` for every i in `from..to`, `clients` at a time: the
+/// lease `bulk/{i}`, or a session holding `bulk/{i}/0`.. in one multi-acquire
+/// (kept in `held`).
+async fn create_holders(
+    client: &Arc<Client>,
+    kind: Holders,
+    from: u64,
+    to: u64,
+    clients: usize,
+    held: &Arc<std::sync::Mutex<Vec<Session>>>,
+) -> Result<(), ScaleError> {
+    let what = kind.noun();
     let next = Arc::new(AtomicU64::new(from));
     let done = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..clients)
         .map(|_| {
-            let (client, next, done) = (client.clone(), next.clone(), done.clone());
+            let (client, next, done, held) = (client.clone(), next.clone(), done.clone(), held.clone());
             tokio::spawn(async move {
                 let (mut failed, mut last) = (0u64, String::new());
                 loop {
@@ -174,20 +239,20 @@ async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize)
                     if i >= to {
                         return (failed, last);
                     }
-                    // A lease's acquire is retried as a whole when the client's
-                    // own retries run out (a snapshot of a million leases or an
+                    // A holder is retried as a whole when the client's own
+                    // retries run out (a snapshot of a million leases or an
                     // election can stall commits for seconds): the same owner
-                    // re-acquiring its own lock is idempotent.
-                    let name = format!("bulk/{i:08}");
-                    let mut outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                    // re-acquiring its own lock is idempotent, and a session
+                    // that failed to take its locks is simply left to expire.
+                    let mut outcome = create_holder(&client, kind, i, &held).await;
                     for _ in 1..ACQUIRE_ATTEMPTS {
                         if outcome.is_ok() {
                             break;
                         }
-                        outcome = client.acquire(&name, "bulk", BULK_TTL_MS).await;
+                        outcome = create_holder(&client, kind, i, &held).await;
                     }
                     match outcome {
-                        Ok(_) => {
+                        Ok(()) => {
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(e) => (failed, last) = (failed + 1, e.to_string()),
@@ -201,7 +266,7 @@ async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize)
         loop {
             tokio::time::sleep(PROGRESS_EVERY).await;
             let n = done.load(Ordering::Relaxed);
-            eprintln!("bulk:   {} / {} leases, {:.0}/s", from + n, to, n as f64 / started.elapsed().as_secs_f64());
+            eprintln!("bulk:   {} / {} {what}, {:.0}/s", from + n, to, n as f64 / started.elapsed().as_secs_f64());
         }
     });
     let (mut failed, mut last) = (0, String::new());
@@ -216,6 +281,25 @@ async fn create_leases(client: &Arc<Client>, from: u64, to: u64, clients: usize)
     match failed {
         0 => Ok(()),
         _ => Err(ScaleError::Acquires { failed, wanted: to - from, last }),
+    }
+}
+
+async fn create_holder(
+    client: &Arc<Client>,
+    kind: Holders,
+    i: u64,
+    held: &std::sync::Mutex<Vec<Session>>,
+) -> Result<(), ClientError> {
+    let name = format!("bulk/{i:08}");
+    match kind {
+        Holders::Leases => client.acquire(&name, "bulk", BULK_TTL_MS).await.map(drop),
+        Holders::Sessions { locks_each } => {
+            let session = client.session("bulk", Duration::from_millis(BULK_TTL_MS)).await?;
+            let names: Vec<String> = (0..locks_each).map(|k| format!("{name}/{k}")).collect();
+            session.lock_many(&names.iter().map(String::as_str).collect::<Vec<_>>(), None).await?;
+            held.lock().expect("no worker panicked").push(session);
+            Ok(())
+        }
     }
 }
 
@@ -260,13 +344,20 @@ fn proc_rss(path: &Path) -> Result<u64, ScaleError> {
 }
 
 pub fn markdown(report: &ScaleReport) -> String {
+    let sessions = report.checkpoints.iter().any(|c| c.sessions.is_some());
+    let (holders, per_sec) = if sessions { ("live sessions | ", "sessions/s") } else { ("", "acquires/s") };
     let mut out = format!(
-        "# leasehold lock scale: {}-node cluster\n\n\
-         | live leases | acquires/s | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | snapshot MB | snapshot build ms |\n\
-         |---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
-        report.nodes
+        "# leasehold lock scale: {}-node cluster\n\nCommand: `{}`\n\n\
+         | {holders}live leases | {per_sec} | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | snapshot MB | snapshot build ms |\n\
+         |{}---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
+        report.nodes,
+        report.command,
+        if sessions { "---:|" } else { "" },
     );
     for c in &report.checkpoints {
+        if let Some(n) = c.sessions {
+            out.push_str(&format!("| {n} "));
+        }
         out.push_str(&format!(
             "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {} | {:.1} | {} |\n",
             c.leases,
