@@ -36,7 +36,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
@@ -66,6 +66,9 @@ const TLS_HANDSHAKE: u8 = 0x16;
 /// the forwarding channel), for clusters of up to 7 nodes, with room for
 /// reconnects.
 const MAX_PEER_CONNECTIONS: usize = 64;
+/// Accept queue asked for; Linux caps it at `net.core.somaxconn` (4 096 by
+/// default since 5.4), which the operator may raise.
+const LISTEN_BACKLOG: u32 = 65_535;
 /// Requests at once on one client HTTP/2 connection (waits, event streams).
 const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 /// Requests at once on one member's forwarding channel: every waiting
@@ -103,9 +106,8 @@ pub async fn run(
     serve_config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
-    let listener = TcpListener::bind(serve_config.listen)
-        .await
-        .map_err(|e| NodeError::Internal(format!("bind {}: {e}", serve_config.listen)))?;
+    let listener =
+        bind(serve_config.listen).map_err(|e| NodeError::Internal(format!("bind {}: {e}", serve_config.listen)))?;
     let started = Node::start(&node).await?;
     let limits = &serve_config.connection_limits;
     tracing::info!(
@@ -123,6 +125,19 @@ pub async fn run(
     serve(listener, router, peers, serve_config.tls, serve_config.connection_limits, shutdown).await;
     started.shutdown().await;
     Ok(())
+}
+
+/// Binds the listener with the longest accept queue the kernel allows.
+/// A flood's connections come back together (closed together by the
+/// header-read timeout, or a fleet retrying at once): past a full queue the
+/// kernel drops their handshakes, and every client whose connection is
+/// dropped, a flooder or not, waits out SYN retransmits of 1, 3, 7, 15 s.
+/// Tokio's `TcpListener::bind` asks for 1 024 places.
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open
