@@ -100,10 +100,7 @@ impl Target {
 
     /// An operation sent now, its result not known yet.
     fn begin(&self, kind: OpKind, lock: &str, client: &str, token: Option<u64>) -> Operation {
-        let sent_us = self.history.clock().now_us();
-        let result = OpResult::Unknown { reason: "in flight".into() };
-        let (lock, client) = (lock.to_owned(), client.to_owned());
-        Operation { kind, lock, client, request_id: None, token, sent_us, received_us: sent_us, result }
+        Operation::single(kind, lock, client, token, self.history.clock().now_us())
     }
 
     /// Records `op` as answered now with `result`.
