@@ -69,6 +69,9 @@ pub struct ChaosReport {
     pub seconds: f64,
     pub operations: usize,
     pub grants: usize,
+    /// Of the grants, multi-lock ones and ones under a session.
+    pub multi_grants: usize,
+    pub session_grants: usize,
     /// Per kind of operation: how many were sent and how many took effect.
     pub by_kind: Vec<KindTotals>,
     /// Sessions created (acknowledged), and of them deleted by an
@@ -223,6 +226,8 @@ impl ChaosReport {
             seconds: end_us as f64 / 1e6,
             operations: operations.len(),
             grants: operations.iter().filter(|op| is_grant(op)).count(),
+            multi_grants: operations.iter().filter(|op| is_multi_grant(op)).count(),
+            session_grants: operations.iter().filter(|op| is_session_grant(op)).count(),
             by_kind: kind_totals(operations),
             sessions: session_totals(operations),
             resource_writes: writes.len(),
@@ -278,9 +283,11 @@ impl ChaosReport {
             s.created, s.deleted, s.not_deleted
         ));
         out.push_str(&format!(
-            "\nTotal: {} operations, {} grants, {} resource writes ({} stale writes refused), {} violations.\n",
+            "\nTotal: {} operations, {} grants ({} multi-lock, {} under a session), {} resource writes ({} stale writes refused), {} violations.\n",
             self.operations,
             self.grants,
+            self.multi_grants,
+            self.session_grants,
             self.resource_writes,
             self.refused_stale_writes,
             self.violations()

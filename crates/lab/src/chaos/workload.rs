@@ -12,9 +12,9 @@
 //! - **session**: create a session (ttl 3 s) that the client keeps alive
 //!   itself, one keepalive a second → acquire 1–3 names under it (one by
 //!   one, or as one multi-acquire) → begin per lock → read one → sometimes
-//!   hold past the session's ttl → end per lock → then release the locks and
-//!   delete the session, or delete it at once, or (one cycle in six) abandon
-//!   it: stop its keepalives, wait past its ttl for it to expire and its
+//!   (one cycle in eight) hold past the session's ttl → end per lock → then
+//!   release the locks and delete the session (one in two), or delete it at
+//!   once (three in eight), or abandon it (one in eight): stop its keepalives, wait past its ttl for it to expire and its
 //!   locks to be handed on, and write once more under the old tokens, which
 //!   the resource must refuse once a later holder wrote.
 //!
@@ -474,14 +474,14 @@ async fn session_cycle(target: &Target, owner: &str) {
     if let Some((name, _)) = locks.get(fastrand::usize(..locks.len().max(1))) {
         target.read(name, owner).await;
     }
-    if !locks.is_empty() && fastrand::u8(..4) == 0 {
+    if !locks.is_empty() && fastrand::u8(..8) == 0 {
         // Longer than the session's ttl: only its keepalives keep the locks.
         tokio::time::sleep(Duration::from_millis(SESSION_TTL_MS + 500 + fastrand::u64(..1500))).await;
     }
     for (name, token) in &locks {
         target.write(name, owner, *token, Phase::End).await;
     }
-    match fastrand::u8(..6) {
+    match fastrand::u8(..8) {
         0 if !locks.is_empty() => {
             // Abandoned: no more keepalives, no delete. Once the ttl has
             // passed the session expires and its locks go to their waiters;
@@ -493,7 +493,7 @@ async fn session_cycle(target: &Target, owner: &str) {
                 target.write(name, owner, *token, Phase::End).await;
             }
         }
-        0..=2 => {
+        0..=3 => {
             let id = session.stop_keeping().await;
             target.delete_session(id, owner).await;
         }
