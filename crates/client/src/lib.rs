@@ -154,10 +154,15 @@ impl Lease {
 }
 
 /// What an acquire's lease lives by: its own ttl, or a session (with the
-/// request's sequence number in it).
+/// request's sequence number in it). [`Session`] passes the second for its
+/// locks; [`Client::acquire_for`] takes either, for callers (the fault
+/// suite) that keep a session alive themselves.
 #[derive(Debug, Clone, Copy)]
-enum Lifetime {
+pub enum Lifetime {
+    /// A lease of its own, `ttl_ms` long.
     Ttl(u64),
+    /// Held as long as session `id` lives; `seq` is the request's number in
+    /// the session's sequence (the same on each retry of one call).
     Session { id: SessionId, seq: u64 },
 }
 
@@ -279,8 +284,10 @@ impl Client {
         self.acquire_for(name, owner, Lifetime::Ttl(ttl_ms), options).await
     }
 
-    /// The acquire of `name` with a lease that lives by `lifetime`.
-    async fn acquire_for(
+    /// The acquire of `name` with a lease that lives by `lifetime`. Errors
+    /// as [`acquire_with`](Self::acquire_with), and `session_not_found` for
+    /// a session that has ended.
+    pub async fn acquire_for(
         &self,
         name: &str,
         owner: &str,

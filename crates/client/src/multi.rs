@@ -52,8 +52,9 @@ impl Client {
         self.acquire_many_for(names, owner, Lifetime::Ttl(ttl_ms), options).await
     }
 
-    /// The multi-acquire of `names` with leases that live by `lifetime`.
-    pub(super) async fn acquire_many_for(
+    /// The multi-acquire of `names` with leases that live by `lifetime`
+    /// (see [`Client::acquire_for`]).
+    pub async fn acquire_many_for(
         &self,
         names: &[&str],
         owner: &str,

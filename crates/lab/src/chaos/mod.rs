@@ -5,7 +5,9 @@
 //! and the fenced resource's log.
 //!
 //! - [`hosts`] — namespaces, bridge, veths and iptables faults.
-//! - [`workload`] — the clients: acquire → write → read → renew → write → release.
+//! - [`workload`] — the clients, a third each: single-lock cycles (acquire → write → read →
+//!   renew → write → release), multi-lock cycles (2–3 names under one token) and session
+//!   cycles (locks under a kept-alive session, released, deleted or abandoned to expire).
 //! - [`nemesis`] — the faults and their healing.
 //! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
 
@@ -124,7 +126,13 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let writes = resource.writes();
     eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
     let check = history::check(&operations, &writes);
-    let setup = RunSetup { nodes: options.nodes, clients: options.clients, hosts: described, end_us };
+    let setup = RunSetup {
+        nodes: options.nodes,
+        clients: options.clients,
+        workload: workload::CycleKind::describe(options.clients),
+        hosts: described,
+        end_us,
+    };
     let report = ChaosReport::build(setup, &operations, &writes, &records, &check);
     std::fs::write(options.out.join("chaos.md"), report.markdown())?;
     std::fs::write(options.out.join("chaos.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;

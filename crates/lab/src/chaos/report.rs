@@ -1,6 +1,8 @@
-//! The fault suite's output: per fault kind, operations, grants, faults
-//! injected, unavailability window (fault → next successful grant) and
-//! violations, as Markdown and JSON, and a timeline plot (SVG).
+//! The fault suite's output: per fault kind, operations, grants (of them,
+//! multi-lock grants and grants under a session), faults injected,
+//! unavailability window (fault → next successful grant) and violations, as
+//! Markdown and JSON, with the run's totals per kind of operation, and a
+//! timeline plot (SVG).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,8 @@ pub struct FaultOutcome {
     pub record: FaultRecord,
     pub operations: usize,
     pub grants: usize,
+    pub multi_grants: usize,
+    pub session_grants: usize,
     /// From the fault's start to the answer of the first grant sent after it.
     pub unavailability_ms: Option<u64>,
     /// Whether a grant was sent after the fault was healed and acknowledged.
@@ -33,6 +37,10 @@ pub struct FaultRow {
     pub skipped: usize,
     pub operations: usize,
     pub grants: usize,
+    /// Grants of a multi-lock acquire (one per acquire, whatever its names).
+    pub multi_grants: usize,
+    /// Grants of an acquire (single or multi) under a session.
+    pub session_grants: usize,
     pub max_unavailability_ms: Option<u64>,
     pub violations: usize,
 }
@@ -41,6 +49,8 @@ pub struct FaultRow {
 pub struct RunSetup {
     pub nodes: usize,
     pub clients: usize,
+    /// How many clients run each kind of cycle.
+    pub workload: String,
     /// How nodes were hosted (namespaces, or the loopback fallback).
     pub hosts: String,
     /// When the run ended, µs on the harness clock.
@@ -52,11 +62,22 @@ pub struct RunSetup {
 pub struct ChaosReport {
     pub nodes: usize,
     pub clients: usize,
+    /// How many clients run each kind of cycle.
+    pub workload: String,
     /// How nodes were hosted (namespaces, or the loopback fallback).
     pub hosts: String,
     pub seconds: f64,
     pub operations: usize,
     pub grants: usize,
+    /// Of the grants, multi-lock ones and ones under a session.
+    pub multi_grants: usize,
+    pub session_grants: usize,
+    /// Per kind of operation: how many were sent and how many took effect.
+    pub by_kind: Vec<KindTotals>,
+    /// Sessions created (acknowledged), and of them deleted by an
+    /// acknowledged delete, and never deleted (abandoned to expire, or
+    /// whose delete went unanswered).
+    pub sessions: SessionTotals,
     pub resource_writes: usize,
     pub refused_stale_writes: usize,
     pub rows: Vec<FaultRow>,
@@ -65,8 +86,84 @@ pub struct ChaosReport {
     pub violation_examples: Vec<String>,
 }
 
+/// The operations of one kind in a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindTotals {
+    pub kind: OpKind,
+    pub sent: usize,
+    /// Of them, under a session.
+    pub in_session: usize,
+    /// Granted, released, alive (session), or a read answered.
+    pub succeeded: usize,
+    pub refused: usize,
+    pub unknown: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SessionTotals {
+    pub created: usize,
+    pub deleted: usize,
+    pub not_deleted: usize,
+}
+
 fn is_grant(op: &Operation) -> bool {
-    matches!(op.kind, OpKind::AcquireTry | OpKind::AcquireWait) && matches!(op.result, OpResult::Granted { .. })
+    op.is_grant()
+}
+
+fn is_multi_grant(op: &Operation) -> bool {
+    op.is_grant() && matches!(op.kind, OpKind::MultiAcquireTry | OpKind::MultiAcquireWait)
+}
+
+fn is_session_grant(op: &Operation) -> bool {
+    op.is_grant() && op.session.is_some()
+}
+
+const KINDS: [OpKind; 11] = [
+    OpKind::AcquireTry,
+    OpKind::AcquireWait,
+    OpKind::MultiAcquireTry,
+    OpKind::MultiAcquireWait,
+    OpKind::Renew,
+    OpKind::Release,
+    OpKind::MultiRelease,
+    OpKind::Read,
+    OpKind::SessionCreate,
+    OpKind::KeepAlive,
+    OpKind::SessionDelete,
+];
+
+fn kind_totals(operations: &[Operation]) -> Vec<KindTotals> {
+    KINDS
+        .iter()
+        .map(|kind| {
+            let of: Vec<&Operation> = operations.iter().filter(|op| op.kind == *kind).collect();
+            let count = |f: fn(&OpResult) -> bool| of.iter().filter(|op| f(&op.result)).count();
+            KindTotals {
+                kind: *kind,
+                sent: of.len(),
+                in_session: of.iter().filter(|op| op.session.is_some() && !kind.is_session()).count(),
+                succeeded: count(|r| !matches!(r, OpResult::Refused { .. } | OpResult::Unknown { .. })),
+                refused: count(|r| matches!(r, OpResult::Refused { .. })),
+                unknown: count(|r| matches!(r, OpResult::Unknown { .. })),
+            }
+        })
+        .filter(|t| t.sent > 0)
+        .collect()
+}
+
+fn session_totals(operations: &[Operation]) -> SessionTotals {
+    let created: std::collections::BTreeSet<u64> = operations
+        .iter()
+        .filter(|op| op.kind == OpKind::SessionCreate && matches!(op.result, OpResult::SessionAlive { .. }))
+        .filter_map(|op| op.session)
+        .collect();
+    let deleted: std::collections::BTreeSet<u64> = operations
+        .iter()
+        .filter(|op| op.kind == OpKind::SessionDelete && op.result == OpResult::Released)
+        .filter_map(|op| op.session)
+        .collect();
+    let deleted = created.intersection(&deleted).count();
+    SessionTotals { created: created.len(), deleted, not_deleted: created.len() - deleted }
 }
 
 impl ChaosReport {
@@ -77,7 +174,7 @@ impl ChaosReport {
         faults: &[FaultRecord],
         check: &CheckReport,
     ) -> ChaosReport {
-        let RunSetup { nodes, clients, hosts, end_us } = setup;
+        let RunSetup { nodes, clients, workload, hosts, end_us } = setup;
         let outcomes: Vec<FaultOutcome> = faults
             .iter()
             .enumerate()
@@ -94,6 +191,8 @@ impl ChaosReport {
                     record: f.clone(),
                     operations: span.len(),
                     grants: span.iter().filter(|op| is_grant(op)).count(),
+                    multi_grants: span.iter().filter(|op| is_multi_grant(op)).count(),
+                    session_grants: span.iter().filter(|op| is_session_grant(op)).count(),
                     unavailability_ms: next_grant.map(|at| (at - f.started_us) / 1000),
                     granted_after_heal: operations.iter().any(|op| is_grant(op) && op.sent_us >= f.healed_us),
                     violations: check.violations.iter().filter(|v| (f.started_us..until).contains(&v.at_us)).count(),
@@ -112,6 +211,8 @@ impl ChaosReport {
                     skipped: of.len() - injected.len(),
                     operations: of.iter().map(|o| o.operations).sum(),
                     grants: of.iter().map(|o| o.grants).sum(),
+                    multi_grants: of.iter().map(|o| o.multi_grants).sum(),
+                    session_grants: of.iter().map(|o| o.session_grants).sum(),
                     max_unavailability_ms: injected.iter().filter_map(|o| o.unavailability_ms).max(),
                     violations: of.iter().map(|o| o.violations).sum(),
                 })
@@ -120,10 +221,15 @@ impl ChaosReport {
         ChaosReport {
             nodes,
             clients,
+            workload,
             hosts,
             seconds: end_us as f64 / 1e6,
             operations: operations.len(),
             grants: operations.iter().filter(|op| is_grant(op)).count(),
+            multi_grants: operations.iter().filter(|op| is_multi_grant(op)).count(),
+            session_grants: operations.iter().filter(|op| is_session_grant(op)).count(),
+            by_kind: kind_totals(operations),
+            sessions: session_totals(operations),
             resource_writes: writes.len(),
             refused_stale_writes: writes.iter().filter(|w| !w.accepted).count(),
             rows,
@@ -141,24 +247,47 @@ impl ChaosReport {
     /// The table per fault, then the run's totals, as Markdown.
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "Fault suite: {} nodes, {} clients, {:.0} s, {}.\n\n\
-             | fault | injected | operations | grants | max unavailability (ms) | violations |\n\
-             |---|---:|---:|---:|---:|---:|\n",
-            self.nodes, self.clients, self.seconds, self.hosts
+            "Fault suite: {} nodes, {} clients ({}; client i runs kind i mod 3), {:.0} s, {}.\n\n\
+             | fault | injected | operations | grants | of them multi-lock | of them under a session | max unavailability (ms) | violations |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|\n",
+            self.nodes, self.clients, self.workload, self.seconds, self.hosts
         );
         for r in &self.rows {
             let injected =
                 if r.skipped > 0 { format!("{} ({} skipped)", r.injected, r.skipped) } else { r.injected.to_string() };
             let unavailable = r.max_unavailability_ms.map_or("–".to_string(), |ms| ms.to_string());
             out.push_str(&format!(
-                "| {} | {injected} | {} | {} | {unavailable} | {} |\n",
-                r.label, r.operations, r.grants, r.violations
+                "| {} | {injected} | {} | {} | {} | {} | {unavailable} | {} |\n",
+                r.label, r.operations, r.grants, r.multi_grants, r.session_grants, r.violations
             ));
         }
+        out.push_str(
+            "\nOperations by kind (a multi-lock operation counts once, whatever its names):\n\n\
+             | operation | sent | of them under a session | took effect | refused | unknown |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for t in &self.by_kind {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                t.sent,
+                t.in_session,
+                t.succeeded,
+                t.refused,
+                t.unknown
+            ));
+        }
+        let s = &self.sessions;
         out.push_str(&format!(
-            "\nTotal: {} operations, {} grants, {} resource writes ({} stale writes refused), {} violations.\n",
+            "\nSessions: {} created, {} deleted, {} left to expire (abandoned, or their delete unanswered).\n",
+            s.created, s.deleted, s.not_deleted
+        ));
+        out.push_str(&format!(
+            "\nTotal: {} operations, {} grants ({} multi-lock, {} under a session), {} resource writes ({} stale writes refused), {} violations.\n",
             self.operations,
             self.grants,
+            self.multi_grants,
+            self.session_grants,
             self.resource_writes,
             self.refused_stale_writes,
             self.violations()

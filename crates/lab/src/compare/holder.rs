@@ -143,6 +143,8 @@ pub async fn run(options: &HolderOptions) -> Result<(), AdapterError> {
         let op = |kind, token, sent_us, result| Operation {
             kind,
             lock: options.lock.clone(),
+            names: Vec::new(),
+            session: None,
             client: options.client.clone(),
             request_id: None,
             token,

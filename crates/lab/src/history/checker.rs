@@ -2,7 +2,11 @@
 //! the violations it finds. No clock, no I/O; every time is µs on the
 //! harness's monotonic clock.
 //!
-//! What it checks, per lock name:
+//! What it checks, per lock name. A multi-lock acquire that was granted
+//! counts as a grant of each of its names under its one token (and a
+//! multi-release as a release of each); a lock acquired under a session
+//! lives as long as the session, not by a ttl of its own (see
+//! [`SessionLife`]):
 //!
 //! - **Tokens increase** ([`ViolationKind::TokenNotIncreasing`]): a grant
 //!   sent after another grant was acknowledged carries a greater token, and
@@ -16,16 +20,20 @@
 //!   window opens when the client receives the grant (a queued acquire was
 //!   sent long before it was granted: counting from its send time would make
 //!   every waiter overlap the holder it waited for) and closes at the latest
-//!   send time + ttl of the grant and its acknowledged renewals, or earlier
-//!   at the send time of the client's release (acknowledged or not: a
-//!   holder stops acting on a lease when it sends its release).
+//!   send time + ttl of the grant and its acknowledged renewals — for a lock
+//!   under a session, of the session's acknowledged create and keepalives —
+//!   or earlier at the send time of the client's release or of its session's
+//!   delete (acknowledged or not: a holder stops acting on a lease when it
+//!   sends its release).
 //! - **Acknowledged means durable** ([`ViolationKind::LostGrant`],
 //!   [`LostRenew`](ViolationKind::LostRenew), [`LostRelease`](ViolationKind::LostRelease)):
 //!   a read sent after a grant was acknowledged, answered before that lease
-//!   could have expired (send time + ttl of the grant or of a renewal
-//!   acknowledged before the read), with no release of it sent, sees that
-//!   lease; a read sent after a release was acknowledged does not see the
-//!   released token.
+//!   could have expired (send time + ttl of the grant or of a renewal —
+//!   for a session's lock, of a create or keepalive of the session —
+//!   acknowledged before the read), with no release of it (nor delete of its
+//!   session) sent, sees that lease; a read sent after a release, or the
+//!   delete of the session the lock was held under, was acknowledged does
+//!   not see the released token.
 //! - **No overlapping critical sections** ([`ViolationKind::OverlappingSections`]):
 //!   at the resource, the spans between the first and last accepted write of
 //!   two (client, token) sections do not overlap. This is what an unfenced
@@ -114,11 +122,17 @@ impl CheckReport {
 pub fn check(operations: &[Operation], writes: &[ResourceWrite]) -> CheckReport {
     let mut violations = Vec::new();
     let mut by_lock: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
+    let mut sessions: HashMap<u64, SessionLife> = HashMap::new();
     for op in operations {
-        by_lock.entry(op.lock.as_str()).or_default().push(op);
+        for lock in op.locks() {
+            by_lock.entry(lock).or_default().push(op);
+        }
+        if let (true, Some(id)) = (op.kind.is_session(), op.session) {
+            sessions.entry(id).or_default().add(op);
+        }
     }
     for (lock, ops) in &by_lock {
-        let leases = leases(ops);
+        let leases = leases(ops, &sessions);
         check_tokens(lock, ops, &mut violations);
         check_windows(lock, &leases, &mut violations);
         check_reads(lock, ops, &leases, &mut violations);
@@ -129,7 +143,54 @@ pub fn check(operations: &[Operation], writes: &[ResourceWrite]) -> CheckReport 
 }
 
 fn is_grant(op: &Operation) -> bool {
-    matches!(op.kind, OpKind::AcquireTry | OpKind::AcquireWait) && matches!(op.result, OpResult::Granted { .. })
+    op.is_grant()
+}
+
+/// What the history shows of one session. A lock held under it ends with
+/// it: when its holder deletes it, or when its deadline passes without a
+/// keepalive. The cluster never ends a session before ttl of real time after
+/// the send of its create or of an acknowledged keepalive (no early expiry;
+/// a keepalive only succeeds on a live session, and sessions never come
+/// back), so the latest such send + ttl is a time until which the session,
+/// and every lock granted under it and not released, is surely held. A
+/// keepalive or create whose answer never came may have pushed the deadline
+/// further; counting only acknowledged ones keeps the bound safe, at the
+/// price of missing a double grant inside that unknown extension.
+#[derive(Debug, Default)]
+struct SessionLife<'a> {
+    /// Acknowledged creates and keepalives.
+    alive: Vec<&'a Operation>,
+    /// Send time of the first delete of the session, acknowledged or not:
+    /// its holder stopped counting on it then.
+    delete_sent_us: Option<u64>,
+    /// Acknowledged deletes.
+    deleted: Vec<&'a Operation>,
+}
+
+impl<'a> SessionLife<'a> {
+    fn add(&mut self, op: &'a Operation) {
+        match (op.kind, &op.result) {
+            (OpKind::SessionCreate | OpKind::KeepAlive, OpResult::SessionAlive { .. }) => self.alive.push(op),
+            (OpKind::SessionDelete, result) => {
+                self.delete_sent_us = Some(self.delete_sent_us.map_or(op.sent_us, |s| s.min(op.sent_us)));
+                if *result == OpResult::Released {
+                    self.deleted.push(op);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Until when the session surely lives, by the creates and keepalives
+    /// acknowledged before `known_before_us`, and whether a keepalive (not
+    /// the create) set it; `None` when none was.
+    fn alive_until(&self, known_before_us: u64) -> Option<(u64, bool)> {
+        self.alive
+            .iter()
+            .filter(|op| op.received_us < known_before_us)
+            .map(|op| (op.sent_us + ttl_us(op), op.kind == OpKind::KeepAlive))
+            .max_by_key(|(until, _)| *until)
+    }
 }
 
 /// One acknowledged grant with what the client later did under it.
@@ -141,21 +202,45 @@ struct Lease<'a> {
     renewals: Vec<&'a Operation>,
     /// Send time of the client's first release of this lease, if any.
     release_sent_us: Option<u64>,
+    /// The session the lock was granted under: it then has no ttl of its
+    /// own and lives as long as the session (an empty life when the history
+    /// has nothing of the session).
+    session: Option<&'a SessionLife<'a>>,
 }
+
+/// The life of a session of which the history shows nothing.
+static UNKNOWN_SESSION: SessionLife<'static> =
+    SessionLife { alive: Vec::new(), delete_sent_us: None, deleted: Vec::new() };
 
 impl Lease<'_> {
     /// When the client stops believing it holds the lock.
     fn window_end(&self) -> u64 {
-        let renewed = self.renewals.iter().map(|r| r.sent_us + ttl_us(r)).max().unwrap_or(0);
-        let end = (self.grant.sent_us + self.ttl_us).max(renewed);
-        self.release_sent_us.map_or(end, |r| end.min(r))
+        let end = match self.session {
+            Some(session) => session.alive_until(u64::MAX).map_or(0, |(until, _)| until),
+            None => {
+                let renewed = self.renewals.iter().map(|r| r.sent_us + ttl_us(r)).max().unwrap_or(0);
+                (self.grant.sent_us + self.ttl_us).max(renewed)
+            }
+        };
+        self.stopped_us().map_or(end, |r| end.min(r))
+    }
+
+    /// When the client stopped counting on the lease: the send of its first
+    /// release, or of its session's first delete.
+    fn stopped_us(&self) -> Option<u64> {
+        let deleted = self.session.and_then(|s| s.delete_sent_us);
+        [self.release_sent_us, deleted].into_iter().flatten().min()
     }
 
     /// The earliest the cluster may end the lease, as a read sent at
     /// `read_sent_us` knows it: send time + ttl of the grant or of a renewal
-    /// acknowledged before the read. Returns the bound and whether a renewal
-    /// set it.
+    /// acknowledged before the read (for a lock under a session: of the
+    /// session's create or keepalive acknowledged before the read). Returns
+    /// the bound and whether a renewal (keepalive) set it.
     fn held_until(&self, read_sent_us: u64) -> (u64, bool) {
+        if let Some(session) = self.session {
+            return session.alive_until(read_sent_us).unwrap_or((0, false));
+        }
         let granted = self.grant.sent_us + self.ttl_us;
         let renewed =
             self.renewals.iter().filter(|r| r.received_us < read_sent_us).map(|r| r.sent_us + ttl_us(r)).max();
@@ -168,12 +253,12 @@ impl Lease<'_> {
 
 fn ttl_us(op: &Operation) -> u64 {
     match op.result {
-        OpResult::Granted { ttl_ms, .. } => ttl_ms * 1000,
+        OpResult::Granted { ttl_ms, .. } | OpResult::SessionAlive { ttl_ms } => ttl_ms * 1000,
         _ => 0,
     }
 }
 
-fn leases<'a>(ops: &[&'a Operation]) -> Vec<Lease<'a>> {
+fn leases<'a>(ops: &[&'a Operation], sessions: &'a HashMap<u64, SessionLife<'a>>) -> Vec<Lease<'a>> {
     let mut leases: Vec<Lease<'a>> = ops
         .iter()
         .filter(|op| is_grant(op))
@@ -183,6 +268,7 @@ fn leases<'a>(ops: &[&'a Operation]) -> Vec<Lease<'a>> {
             ttl_us: ttl_us(op),
             renewals: Vec::new(),
             release_sent_us: None,
+            session: op.session.map(|id| sessions.get(&id).unwrap_or(&UNKNOWN_SESSION)),
         })
         .collect();
     for op in ops {
@@ -191,7 +277,7 @@ fn leases<'a>(ops: &[&'a Operation]) -> Vec<Lease<'a>> {
         };
         match (op.kind, &op.result) {
             (OpKind::Renew, OpResult::Granted { .. }) => lease.renewals.push(op),
-            (OpKind::Release, _) => {
+            (OpKind::Release | OpKind::MultiRelease, _) => {
                 lease.release_sent_us = Some(lease.release_sent_us.map_or(op.sent_us, |s| s.min(op.sent_us)))
             }
             _ => {}
@@ -287,8 +373,11 @@ fn check_windows(lock: &str, leases: &[Lease], violations: &mut Vec<Violation>) 
 
 /// Linearizable reads reflect every acknowledged grant, renewal and release.
 fn check_reads(lock: &str, ops: &[&Operation], leases: &[Lease], violations: &mut Vec<Violation>) {
-    let released: Vec<&Operation> =
-        ops.iter().copied().filter(|op| op.kind == OpKind::Release && op.result == OpResult::Released).collect();
+    let released: Vec<&Operation> = ops
+        .iter()
+        .copied()
+        .filter(|op| matches!(op.kind, OpKind::Release | OpKind::MultiRelease) && op.result == OpResult::Released)
+        .collect();
     for read in ops.iter().filter(|op| op.kind == OpKind::Read) {
         let seen = read.observed_token();
         if !matches!(read.result, OpResult::Held { .. } | OpResult::Free) {
@@ -296,7 +385,7 @@ fn check_reads(lock: &str, ops: &[&Operation], leases: &[Lease], violations: &mu
         }
         for lease in leases.iter().filter(|l| l.grant.received_us < read.sent_us) {
             let (until, by_renewal) = lease.held_until(read.sent_us);
-            let release_may_have_applied = lease.release_sent_us.is_some_and(|s| s < read.received_us);
+            let release_may_have_applied = lease.stopped_us().is_some_and(|s| s < read.received_us);
             if read.received_us <= until && !release_may_have_applied && seen != Some(lease.token) {
                 violations.push(Violation {
                     kind: if by_renewal { ViolationKind::LostRenew } else { ViolationKind::LostGrant },
@@ -325,6 +414,24 @@ fn check_reads(lock: &str, ops: &[&Operation], leases: &[Lease], violations: &mu
                     release.client
                 ),
             });
+        }
+        // A delete releases every lock of its session in one entry.
+        for lease in leases.iter().filter(|l| seen == Some(l.token)) {
+            let deletes = lease.session.map_or(&[][..], |s| &s.deleted[..]);
+            if let Some(delete) = deletes.iter().find(|d| d.received_us < read.sent_us) {
+                violations.push(Violation {
+                    kind: ViolationKind::LostRelease,
+                    lock: lock.to_owned(),
+                    at_us: read.received_us,
+                    detail: format!(
+                        "read by {} saw token {} after {} deleted session {}, which held it",
+                        read.client,
+                        lease.token,
+                        delete.client,
+                        delete.session.unwrap_or_default()
+                    ),
+                });
+            }
         }
     }
 }
@@ -487,6 +594,8 @@ mod tests {
         Operation {
             kind,
             lock: "hot".into(),
+            names: Vec::new(),
+            session: None,
             client: client.into(),
             request_id: None,
             token,
@@ -617,10 +726,166 @@ mod tests {
         assert!(kinds(&report).contains(&ViolationKind::OverlappingSections), "{:?}", report.examples(3));
     }
 
+    fn multi(kind: OpKind, client: &str, names: &[&str], token: Option<u64>, sent: u64, received: u64) -> Operation {
+        let result = match kind {
+            OpKind::MultiRelease => OpResult::Released,
+            _ => OpResult::Granted { token: token.unwrap_or_default(), ttl_ms: TTL_MS },
+        };
+        let token = (kind == OpKind::MultiRelease).then_some(token).flatten();
+        let mut o = op(kind, client, token, sent, received, result);
+        o.lock = String::new();
+        o.names = names.iter().map(|n| n.to_string()).collect();
+        o
+    }
+
+    fn multi_grant(client: &str, names: &[&str], token: u64, sent: u64, received: u64) -> Operation {
+        multi(OpKind::MultiAcquireTry, client, names, Some(token), sent, received)
+    }
+
+    fn multi_release(client: &str, names: &[&str], token: u64, sent: u64, received: u64) -> Operation {
+        multi(OpKind::MultiRelease, client, names, Some(token), sent, received)
+    }
+
+    fn violations_on(report: &CheckReport, kind: ViolationKind) -> Vec<&str> {
+        report.violations.iter().filter(|v| v.kind == kind).map(|v| v.lock.as_str()).collect()
+    }
+
+    // A multi-lock grant is a grant of each of its names: one that takes a
+    // name another client holds is a double grant of that name.
+    #[test]
+    fn double_grant_through_a_multi_acquire_is_reported() {
+        // Between a's release (sent at 100) and b's grant (sent at 200): clean.
+        let (mut ops, writes) = clean();
+        ops.push(multi_grant("m", &["cold", "hot"], 7, 120, 140));
+        ops.push(multi_release("m", &["cold", "hot"], 7, 150, 160));
+        let report = check(&ops, &writes);
+        assert!(report.is_clean(), "{:?}", report.examples(3));
+
+        // While a holds hot (granted at 10, release sent at 100).
+        let (mut ops, writes) = clean();
+        ops.push(multi_grant("m", &["cold", "hot"], 7, 40, 50));
+        ops.push(multi_release("m", &["cold", "hot"], 7, 150, 160));
+        let report = check(&ops, &writes);
+        assert_eq!(violations_on(&report, ViolationKind::OverlappingGrants), vec!["hot"], "{:?}", report.examples(3));
+    }
+
+    // Tokens strictly increase per name whether a name is granted alone or
+    // in a multi-lock grant: a lower or a reused token on one of its names
+    // is reported on that name only.
+    #[test]
+    fn non_increasing_token_per_name_is_reported() {
+        // b's grant of hot under 9 was acknowledged at 210 and released at 500.
+        for token in [8, 9] {
+            let (mut ops, writes) = clean();
+            ops.push(multi_grant("m", &["cold", "hot"], token, 700, 710));
+            let report = check(&ops, &writes);
+            assert_eq!(kinds(&report), vec![ViolationKind::TokenNotIncreasing], "{:?}", report.examples(3));
+            assert!(violations_on(&report, ViolationKind::TokenNotIncreasing).iter().all(|l| *l == "hot"));
+        }
+        // A greater token is fine, and the same token on several names of one grant is too.
+        let (mut ops, writes) = clean();
+        ops.push(multi_grant("m", &["cold", "hot"], 10, 700, 710));
+        assert!(check(&ops, &writes).is_clean());
+        // Through a session: a later grant under it with a lower token.
+        let (mut ops, writes) = clean();
+        ops.push(session_op(OpKind::SessionCreate, "s", 30, 600, 610, alive()));
+        ops.push(session_grant("s", 30, 8, 700, 710));
+        let report = check(&ops, &writes);
+        assert_eq!(kinds(&report), vec![ViolationKind::TokenNotIncreasing], "{:?}", report.examples(3));
+    }
+
+    fn alive() -> OpResult {
+        OpResult::SessionAlive { ttl_ms: TTL_MS }
+    }
+
+    fn session_op(kind: OpKind, client: &str, session: u64, sent: u64, received: u64, result: OpResult) -> Operation {
+        let mut o = op(kind, client, None, sent, received, result);
+        o.lock = String::new();
+        o.session = Some(session);
+        o
+    }
+
+    fn session_grant(client: &str, session: u64, token: u64, sent: u64, received: u64) -> Operation {
+        let mut o = grant(client, token, sent, received);
+        o.session = Some(session);
+        o
+    }
+
+    /// Session 100 of "s", created at 0 (ttl 3 s), holds hot under token
+    /// 101 (acquired at `acquired`), with keepalives sent at `keepalives`
+    /// (each answered 10 µs later); then b is granted hot under 150,
+    /// answered at `b_granted`.
+    fn session_history(acquired: u64, keepalives: &[u64], b_granted: u64) -> Vec<Operation> {
+        let mut ops = vec![
+            session_op(OpKind::SessionCreate, "s", 100, 0, 10, alive()),
+            session_grant("s", 100, 101, acquired, acquired + 10),
+        ];
+        ops.extend(keepalives.iter().map(|t| session_op(OpKind::KeepAlive, "s", 100, *t, t + 10, alive())));
+        ops.push(grant("b", 150, b_granted - 10, b_granted));
+        ops
+    }
+
+    // A lock under a session is held until the session ends: its
+    // keepalives carry the lock past the create's ttl, and a grant of it to
+    // another client before the last acknowledged keepalive's send + ttl is
+    // a double grant. Once that deadline has passed (the session abandoned),
+    // or once the session's delete or the lock's release was sent, it is not.
+    #[test]
+    fn double_grant_through_a_session_is_reported() {
+        let overlapping = |ops: &[Operation]| violations_on(&check(ops, &[]), ViolationKind::OverlappingGrants).len();
+        // Kept alive at 1 s and 2 s: held until 5 s at least.
+        assert_eq!(overlapping(&session_history(20, &[S, 2 * S], 4 * S)), 1);
+        assert_eq!(overlapping(&session_history(20, &[S, 2 * S], 5 * S + 20)), 0);
+        // Abandoned after the keepalive at 1 s: expired from 4 s on.
+        assert_eq!(overlapping(&session_history(20, &[S], 4 * S + S / 2)), 0);
+        // The session's deadline, not the acquire's send + ttl: acquired at
+        // 2.5 s under a session created at 0 and never kept alive, the lock
+        // may go at 3 s.
+        assert_eq!(overlapping(&session_history(5 * S / 2, &[], 7 * S / 2)), 0);
+        assert_eq!(overlapping(&session_history(5 * S / 2, &[], 29 * S / 10)), 1);
+        // Deleted (sent at 2.5 s): another grant after that send is fine, before it is not.
+        let with_delete = |b_granted| {
+            let mut ops = session_history(20, &[S, 2 * S], b_granted);
+            ops.push(session_op(OpKind::SessionDelete, "s", 100, 5 * S / 2, 5 * S / 2 + 10, OpResult::Released));
+            overlapping(&ops)
+        };
+        assert_eq!(with_delete(26 * S / 10), 0);
+        assert_eq!(with_delete(24 * S / 10), 1);
+        // Released by token (sent at 1.5 s), the session still alive.
+        let mut ops = session_history(20, &[S, 2 * S], 16 * S / 10);
+        ops.push(release("s", 101, 3 * S / 2, 3 * S / 2 + 10));
+        assert_eq!(overlapping(&ops), 0);
+    }
+
+    // Reads of a lock under a session: one answered before the session's
+    // acknowledged deadline must see it, and one sent after the session's
+    // delete was acknowledged must not see its token.
+    #[test]
+    fn session_reads_reflect_keepalives_and_deletes() {
+        let mut ops = session_history(20, &[S, 2 * S], 6 * S);
+        let mut r = read(7 * S / 2, 7 * S / 2 + 10, None);
+        r.client = "r".into();
+        ops.push(r);
+        let report = check(&ops, &[]);
+        assert_eq!(kinds(&report), vec![ViolationKind::LostRenew], "{:?}", report.examples(3));
+        // The same read, had the session been abandoned after its create: no claim.
+        let mut ops = session_history(20, &[], 6 * S);
+        ops.push(read(7 * S / 2, 7 * S / 2 + 10, None));
+        assert!(check(&ops, &[]).is_clean());
+
+        let mut ops = session_history(20, &[S, 2 * S], 6 * S);
+        ops.push(session_op(OpKind::SessionDelete, "s", 100, 5 * S / 2, 5 * S / 2 + 10, OpResult::Released));
+        ops.push(read(27 * S / 10, 27 * S / 10 + 10, Some(("s", 101))));
+        let report = check(&ops, &[]);
+        assert_eq!(kinds(&report), vec![ViolationKind::LostRelease], "{:?}", report.examples(3));
+    }
+
     fn waited_grant(client: &str, sent: u64, received: u64, ttl_ms: u64) -> Operation {
         Operation {
             kind: OpKind::AcquireWait,
             lock: "l".into(),
+            names: Vec::new(),
+            session: None,
             client: client.into(),
             request_id: None,
             token: None,

@@ -47,6 +47,31 @@ pub enum OpKind {
     Release,
     /// A linearizable read of the lock's holder.
     Read,
+    /// Atomic acquire of every lock in `names` under one token, without waiting.
+    MultiAcquireTry,
+    /// Atomic acquire of every lock in `names`, waiting until all can be granted together.
+    MultiAcquireWait,
+    /// Release of every lock in `names`, all held under `token`.
+    MultiRelease,
+    /// Opens a session (`session` set once it is known); locks acquired
+    /// under it name it in `session`.
+    SessionCreate,
+    /// Restarts the session's deadline.
+    KeepAlive,
+    /// Ends the session, releasing every lock held under it.
+    SessionDelete,
+}
+
+impl OpKind {
+    /// An acquire of one lock or of several.
+    pub fn is_acquire(self) -> bool {
+        matches!(self, OpKind::AcquireTry | OpKind::AcquireWait | OpKind::MultiAcquireTry | OpKind::MultiAcquireWait)
+    }
+
+    /// An operation on a session itself (about no one lock).
+    pub fn is_session(self) -> bool {
+        matches!(self, OpKind::SessionCreate | OpKind::KeepAlive | OpKind::SessionDelete)
+    }
 }
 
 /// What the client learned.
@@ -61,6 +86,9 @@ pub enum OpResult {
     Held { owner: String, token: u64 },
     /// A read saw the lock free.
     Free,
+    /// A session create or keepalive took effect: the session lives at
+    /// least `ttl_ms` from the request's send time (no early expiry).
+    SessionAlive { ttl_ms: u64 },
     /// A definite refusal (`held`, `stale_token`, `wait_timeout`, ...): nothing changed.
     Refused { code: String },
     /// No answer (timeout, connection lost, unavailable): it may or may not
@@ -72,7 +100,16 @@ pub enum OpResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Operation {
     pub kind: OpKind,
+    /// The lock a single-lock request is about; empty for multi-lock and
+    /// session operations.
     pub lock: String,
+    /// Every lock of a multi-lock request, in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// The session the request acts in or on: an acquire under it, a
+    /// keepalive, a delete, a create once its id is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
     /// The holder identity the request acts for.
     pub client: String,
     pub request_id: Option<String>,
@@ -86,6 +123,35 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// A single-lock operation on `lock`, not in a session; `sent_us` as its
+    /// receive time and result unknown until answered.
+    pub fn single(kind: OpKind, lock: &str, client: &str, token: Option<u64>, sent_us: u64) -> Operation {
+        Operation {
+            kind,
+            lock: lock.to_owned(),
+            names: Vec::new(),
+            session: None,
+            client: client.to_owned(),
+            request_id: None,
+            token,
+            sent_us,
+            received_us: sent_us,
+            result: OpResult::Unknown { reason: "in flight".into() },
+        }
+    }
+
+    /// The locks this operation is about: `names` for a multi-lock
+    /// operation, `lock` for a single one, none for a session operation.
+    pub fn locks(&self) -> impl Iterator<Item = &str> {
+        let single = (self.names.is_empty() && !self.lock.is_empty()).then_some(self.lock.as_str());
+        self.names.iter().map(String::as_str).chain(single)
+    }
+
+    /// An acknowledged grant of one lock or of several.
+    pub fn is_grant(&self) -> bool {
+        self.kind.is_acquire() && matches!(self.result, OpResult::Granted { .. })
+    }
+
     /// The token this operation saw the lock held under, if it saw one.
     pub fn observed_token(&self) -> Option<u64> {
         match self.result {
