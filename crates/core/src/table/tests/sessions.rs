@@ -17,6 +17,20 @@ fn under(name: &str, owner: &str, session: SessionId, wait_ms: Option<u64>, lock
     }
 }
 
+/// A session multi-acquire of `names` for `owner`, without waiting.
+fn many_under(names: Vec<String>, owner: &str, session: SessionId) -> Command {
+    Command::AcquireMany {
+        names,
+        owner: owner.into(),
+        ttl_ms: None,
+        session: Some(session),
+        wait_ms: None,
+        request_id: None,
+        lock_delay_ms: None,
+        seq: None,
+    }
+}
+
 impl Log {
     fn create_session(&mut self, owner: &str, ttl_ms: u64) -> SessionId {
         match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None }) {
@@ -185,16 +199,7 @@ fn session_expiry_starts_the_lock_delay() {
 fn multi_acquire_under_a_session() {
     let mut log = Log::new();
     let session = log.create_session("s", 3000);
-    let applied = log.apply_with_events(Command::AcquireMany {
-        names: names(&["a", "b"]),
-        owner: "s".into(),
-        ttl_ms: None,
-        session: Some(session),
-        wait_ms: None,
-        request_id: None,
-        lock_delay_ms: None,
-        seq: None,
-    });
+    let applied = log.apply_with_events(many_under(names(&["a", "b"]), "s", session));
     let token = log.index;
     assert!(matches!(applied.result, Ok(Outcome::GrantedMany { .. })), "{:?}", applied.result);
     let locks = log.table.session(session).unwrap().locks.unwrap();
@@ -461,21 +466,7 @@ fn remembered_answers_are_bounded_across_sessions() {
     let held: Vec<String> = (0..64).map(|i| format!("held-{i}")).collect();
     let held_refs: Vec<&str> = held.iter().map(String::as_str).collect();
     log.many_token(&held_refs, "holder");
-    let conflict = |session, seq| {
-        with_seq(
-            Command::AcquireMany {
-                names: held.clone(),
-                owner: "s".into(),
-                ttl_ms: None,
-                session: Some(session),
-                wait_ms: None,
-                request_id: None,
-                lock_delay_ms: None,
-                seq: None,
-            },
-            seq,
-        )
-    };
+    let conflict = |session, seq| with_seq(many_under(held.clone(), "s", session), seq);
     let answers_to_fill = MAX_REMEMBERED_NAMES / 64;
     let sessions: Vec<SessionId> =
         (0..answers_to_fill.div_ceil(MAX_SESSION_ANSWERS)).map(|_| log.create_session("s", 3_600_000)).collect();
