@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use openraft::async_runtime::WatchReceiver;
+
 use super::{LogStore, Raft};
 
 /// Log bytes after the last snapshot that make a node take a new one.
@@ -20,7 +22,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 pub async fn snapshot_by_size(raft: Raft, log: LogStore, limit: u64) {
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
-        let snapshot = raft.metrics().borrow().snapshot.map(|s| s.index);
+        let snapshot = raft.metrics().borrow_watched().snapshot.map(|s| s.index);
         if log.bytes_after(snapshot) > limit {
             // A snapshot already being built makes this a no-op.
             if raft.trigger().snapshot().await.is_err() {

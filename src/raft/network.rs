@@ -1,64 +1,62 @@
 //! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
 //! ([`super::peer`]): one persistent connection per peer, binary frames.
-//! Snapshot chunks go over HTTP, a POST under `/raft/` with one pooled
-//! reqwest client: a 2xx answer carries the response as JSON, any other
-//! status the target's `RaftError` as JSON, and the chunk travels as raw
-//! bytes after a small JSON head (see [`SnapshotChunkHead`]) because JSON
-//! would spell every byte as a number.
+//! Snapshots go over HTTP, whole (openraft 0.10 hands a snapshot to the
+//! network in one piece), a POST under `/raft/` with one pooled reqwest
+//! client: a 2xx answer carries the response as JSON, any other status the
+//! target's error, and the data travels as raw bytes after a small JSON head
+//! (see [`SnapshotHead`]) because JSON would spell every byte as a number.
 
-use std::error::Error;
+use std::future::Future;
+use std::io::Cursor;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
-};
-use openraft::{SnapshotMeta, Vote};
+use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream};
-use super::{Node, NodeId, TypeConfig};
+use super::state_machine::{Snapshot, SnapshotData};
+use super::{Node, NodeId, SnapshotMeta, TypeConfig, Vote};
 use leasehold_client::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";
 pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 
-/// An install-snapshot request without its data: the data follows it raw.
+/// How long a whole snapshot may take to reach a follower and be installed
+/// there. openraft 0.10 sends a snapshot in one piece (no chunks), so this
+/// bounds the whole transfer, not one chunk.
+pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A snapshot as sent to a follower, without its data: the data follows it
+/// raw.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct SnapshotChunkHead {
-    pub vote: Vote<NodeId>,
-    pub meta: SnapshotMeta<NodeId, Node>,
-    pub offset: u64,
-    pub done: bool,
+pub struct SnapshotHead {
+    pub vote: Vote,
+    pub meta: SnapshotMeta,
 }
 
-impl SnapshotChunkHead {
+impl SnapshotHead {
     /// Body layout: head length (u32, big-endian), head as JSON, then data.
-    pub fn encode(rpc: InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
-        let head = SnapshotChunkHead { vote: rpc.vote, meta: rpc.meta, offset: rpc.offset, done: rpc.done };
+    pub fn encode(vote: Vote, snapshot: Snapshot) -> Vec<u8> {
+        let head = SnapshotHead { vote, meta: snapshot.meta };
         let head = serde_json::to_vec(&head).expect("snapshot head serializes");
-        let mut body = Vec::with_capacity(4 + head.len() + rpc.data.len());
+        let data = snapshot.snapshot.into_inner();
+        let mut body = Vec::with_capacity(4 + head.len() + data.len());
         body.extend_from_slice(&(head.len() as u32).to_be_bytes());
         body.extend_from_slice(&head);
-        body.extend_from_slice(&rpc.data);
+        body.extend_from_slice(&data);
         body
     }
 
     /// Inverse of [`encode`](Self::encode); `None` when the body is malformed.
-    pub fn decode(body: &[u8]) -> Option<InstallSnapshotRequest<TypeConfig>> {
+    pub fn decode(body: &[u8]) -> Option<(Vote, Snapshot)> {
         let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
-        let head: SnapshotChunkHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
-        Some(InstallSnapshotRequest {
-            vote: head.vote,
-            meta: head.meta,
-            offset: head.offset,
-            data: body[4 + len..].to_vec(),
-            done: head.done,
-        })
+        let head: SnapshotHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
+        let data: SnapshotData = Cursor::new(body[4 + len..].to_vec());
+        Some((head.vote, Snapshot { meta: head.meta, snapshot: data }))
     }
 }
 
@@ -115,17 +113,24 @@ pub struct Connection {
     stream: Option<Box<dyn PeerStream>>,
 }
 
+/// What an RPC to a peer failed with, in openraft's terms.
+type RpcError = RPCError<TypeConfig>;
+
+fn network_error(e: &(impl std::error::Error + 'static)) -> RpcError {
+    RPCError::Network(NetworkError::new(e))
+}
+
 impl Connection {
     /// One request and its answer over the peer connection, within
     /// `timeout` (dialing included). A failed exchange drops the connection:
     /// the next RPC dials a new one, so a half-read answer is never mistaken
     /// for the next.
-    async fn exchange<E: Error>(
+    async fn exchange(
         &mut self,
         dialer: &Dialer,
         request: &PeerRequest,
         timeout: Duration,
-    ) -> Result<PeerResponse, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
+    ) -> Result<PeerResponse, RpcError> {
         let exchange = async {
             let mut stream = match self.stream.take() {
                 Some(stream) => stream,
@@ -134,13 +139,13 @@ impl Connection {
                     .await
                     .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
             };
-            let network = |e: peer::FrameError| RPCError::Network(NetworkError::new(&e));
+            let network = |e: peer::FrameError| network_error(&e);
             peer::write_frame(&mut stream, request).await.map_err(network)?;
             match peer::read_frame(&mut stream).await.map_err(network)? {
                 Some(response) => Ok((stream, response)),
                 None => {
                     let closed = std::io::Error::other("the peer closed the connection (wrong cluster secret?)");
-                    Err(RPCError::Network(NetworkError::new(&closed)))
+                    Err(network_error(&closed))
                 }
             }
         };
@@ -152,51 +157,46 @@ impl Connection {
             Ok(Err(e)) => Err(e),
             Err(_) => {
                 let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out");
-                Err(RPCError::Network(NetworkError::new(&late)))
+                Err(network_error(&late))
             }
         }
     }
 
-    fn remote<T, E: Error>(
-        &self,
-        answer: Result<T, RaftError<NodeId, E>>,
-    ) -> Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
-        answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
+    /// The target's own answer. A Raft error there can only be fatal (its
+    /// Raft stopped or panicked): to this node that peer is unreachable, and
+    /// openraft backs off from it.
+    fn remote<T>(&self, answer: Result<T, RaftError<TypeConfig>>) -> Result<T, RpcError> {
+        answer.map_err(|remote| {
+            let e = std::io::Error::other(format!("node {}: {remote}", self.target));
+            RPCError::Unreachable(Unreachable::new(&e))
+        })
     }
 
-    fn mismatched<E: Error>(&self) -> RPCError<NodeId, Node, RaftError<NodeId, E>> {
+    fn mismatched(&self) -> RpcError {
         let e = std::io::Error::other(format!("node {} answered another kind of request", self.target));
-        RPCError::Network(NetworkError::new(&e))
+        network_error(&e)
     }
 
-    async fn post<Resp, E>(
-        &self,
-        body: reqwest::RequestBuilder,
-        timeout: Duration,
-    ) -> Result<Resp, RPCError<NodeId, Node, RaftError<NodeId, E>>>
+    /// POSTs `body`: a 2xx answer is the response as JSON, any other status
+    /// the target's error (as text: error bodies are diagnostics).
+    async fn post<Resp>(&self, body: reqwest::RequestBuilder, timeout: Duration) -> Result<Resp, RpcError>
     where
         Resp: DeserializeOwned,
-        E: Error + DeserializeOwned,
     {
         let response = body.timeout(timeout).send().await.map_err(|e| {
             if e.is_connect() {
                 RPCError::Unreachable(Unreachable::new(&e))
             } else {
-                RPCError::Network(NetworkError::new(&e))
+                network_error(&e)
             }
         })?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let bytes = response.bytes().await.map_err(|e| network_error(&e))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)));
+            return serde_json::from_slice(&bytes).map_err(|e| network_error(&e));
         }
-        match serde_json::from_slice::<RaftError<NodeId, E>>(&bytes) {
-            Ok(remote) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
-            Err(_) => {
-                let msg = format!("{status}: {}", String::from_utf8_lossy(&bytes));
-                Err(RPCError::Network(NetworkError::new(&std::io::Error::other(msg))))
-            }
-        }
+        let msg = format!("node {}: {status}: {}", self.target, String::from_utf8_lossy(&bytes));
+        Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other(msg))))
     }
 
     fn request(&self, path: &str) -> reqwest::RequestBuilder {
@@ -208,12 +208,14 @@ impl Connection {
     }
 }
 
-impl RaftNetwork<TypeConfig> for Connection {
+impl RaftNetworkV2<TypeConfig> for Connection {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
         let Some(dialer) = self.dialer.clone() else {
             return self.post(self.request(APPEND_PATH).json(&rpc), option.hard_ttl()).await;
         };
@@ -223,29 +225,42 @@ impl RaftNetwork<TypeConfig> for Connection {
         }
     }
 
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>> {
-        let body = self
-            .request(SNAPSHOT_PATH)
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(SnapshotChunkHead::encode(rpc));
-        self.post(body, option.hard_ttl()).await
-    }
-
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<TypeConfig>, RpcError> {
         let Some(dialer) = self.dialer.clone() else {
             return self.post(self.request(VOTE_PATH).json(&rpc), option.hard_ttl()).await;
         };
         match self.exchange(&dialer, &PeerRequest::Vote(rpc), option.hard_ttl()).await? {
             PeerResponse::Vote(answer) => self.remote(answer),
             PeerResponse::Append(_) => Err(self.mismatched()),
+        }
+    }
+
+    /// The whole snapshot in one HTTP request: snapshots are rare, and
+    /// openraft 0.10 hands them over whole.
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let body = self
+            .request(SNAPSHOT_PATH)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(SnapshotHead::encode(vote, snapshot));
+        let timeout = option.hard_ttl().max(SNAPSHOT_TIMEOUT);
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            sent = self.post::<SnapshotResponse<TypeConfig>>(body, timeout) => sent.map_err(|e| match e {
+                RPCError::Unreachable(e) => StreamingError::Unreachable(e),
+                RPCError::Timeout(e) => StreamingError::Timeout(e),
+                RPCError::Network(e) => StreamingError::Network(e),
+                RPCError::RemoteError(e) => match e.source {},
+            }),
         }
     }
 }

@@ -32,13 +32,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::RaftError;
+use openraft::errors::RaftError;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{NodeId, Raft, TypeConfig};
+
+type Answer<T> = Result<T, RaftError<TypeConfig>>;
 use leasehold_client::Secret;
 
 /// First bytes of a plain-TCP peer connection.
@@ -74,14 +76,14 @@ pub enum Channel {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
     Append(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
+    Vote(VoteRequest<TypeConfig>),
 }
 
 /// What a peer answers: the target's own Raft answer or error.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerResponse {
-    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
-    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Append(Answer<AppendEntriesResponse<TypeConfig>>),
+    Vote(Answer<VoteResponse<TypeConfig>>),
 }
 
 /// Why a frame could not be read or written.
@@ -232,8 +234,9 @@ impl Dialer {
 #[cfg(test)]
 mod tests {
     use leasehold_core::{Batch, Command};
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use openraft::{Entry, EntryPayload, LogId};
 
+    use super::super::{CommittedLeaderId, Vote};
     use super::*;
 
     // Ensures every command survives the frame encoding, with its optional
@@ -278,8 +281,8 @@ mod tests {
         for c in &commands[1..] {
             batch.try_push(c.clone()).expect("distinct enough to share an entry");
         }
-        let log_id = |index| LogId::new(CommittedLeaderId::new(3, 1), index);
-        let membership = openraft::Membership::new(vec![std::collections::BTreeSet::from([1, 2, 3])], None);
+        let log_id = |index| LogId::new(CommittedLeaderId { term: 3, node_id: 1 }, index);
+        let membership = openraft::Membership::new_with_defaults(vec![std::collections::BTreeSet::from([1, 2, 3])], []);
         let entries = vec![
             Entry { log_id: log_id(10), payload: EntryPayload::Blank },
             Entry { log_id: log_id(11), payload: EntryPayload::Normal(batch) },
