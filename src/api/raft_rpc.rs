@@ -21,10 +21,14 @@ use crate::raft::{SnapshotHead, TypeConfig};
 const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
 
 pub fn routes() -> Router<Arc<Node>> {
+    // The snapshot route's own limit, set inside the router's, wins for it.
+    let snapshots = Router::new()
+        .route(crate::raft::SNAPSHOT_PATH, post(snapshot))
+        .layer(DefaultBodyLimit::max(MAX_SNAPSHOT_BYTES));
     Router::new()
         .route(crate::raft::APPEND_PATH, post(append))
         .route(crate::raft::VOTE_PATH, post(vote))
-        .route(crate::raft::SNAPSHOT_PATH, post(snapshot).layer(DefaultBodyLimit::max(MAX_SNAPSHOT_BYTES)))
+        .merge(snapshots)
 }
 
 fn reply<T: Serialize, E: Serialize>(result: Result<T, E>) -> Response {
