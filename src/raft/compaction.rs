@@ -1,6 +1,6 @@
 //! Snapshots by the log's size, not only by its entry count.
 //!
-//! openraft 0.9 snapshots every `snapshot_every` entries. With client
+//! openraft snapshots every `snapshot_every` entries. With client
 //! commands batched up to 256 per entry, an entry count alone no longer
 //! bounds the log on disk, so each node also snapshots once the entries after
 //! its last snapshot take more than [`SNAPSHOT_LOG_BYTES`]; openraft then

@@ -8,15 +8,25 @@
 
 use std::future::Future;
 use std::io::Cursor;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::network::{stream_append_sequential, RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::{Stream, StreamExt};
 
-use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream};
+use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream, StreamAnswer};
 use super::state_machine::{Snapshot, SnapshotData};
 use super::{Node, NodeId, SnapshotMeta, TypeConfig, Vote};
 use leasehold_client::Secret;
@@ -97,6 +107,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             cluster_secret: self.cluster_secret.clone(),
             dialer: self.dialer.clone(),
             stream: None,
+            no_stream: Arc::default(),
         }
     }
 }
@@ -111,6 +122,10 @@ pub struct Connection {
     dialer: Option<Dialer>,
     /// The open peer connection, dialed on first use and after a failure.
     stream: Option<Box<dyn PeerStream>>,
+    /// Set once the peer closed a replication stream before its first
+    /// answer: a node of the version before [`peer::Channel::RaftStream`]
+    /// refuses that channel, and is then replicated to one request at a time.
+    no_stream: Arc<AtomicBool>,
 }
 
 /// What an RPC to a peer failed with, in openraft's terms.
@@ -239,6 +254,43 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         }
     }
 
+    /// Replication to this peer, pipelined over a connection of its own
+    /// ([`peer::Channel::RaftStream`]): each request is sent as openraft
+    /// produces it, without waiting for the previous one's answer, so
+    /// several appends are on their way to the follower at once. Without
+    /// the peer transport (TLS without a CA file), one request at a time
+    /// over HTTP.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RpcError>>, RpcError>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        let dialer = match self.dialer.clone() {
+            Some(dialer) if !self.no_stream.load(Ordering::Relaxed) => dialer,
+            _ => return stream_append_sequential(self, input, option),
+        };
+        let (addr, target, no_stream) = (self.addr.clone(), self.target, self.no_stream.clone());
+        Box::pin(async move {
+            let ttl = option.hard_ttl();
+            let stream = match tokio::time::timeout(ttl, dialer.dial(&addr, peer::Channel::RaftStream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
+                Err(_) => return Err(network_error(&timed_out())),
+            };
+            let (reader, writer) = tokio::io::split(stream);
+            let (sent, to_answer) = mpsc::unbounded_channel();
+            let (answers, answered) = mpsc::channel(STREAM_ANSWERS);
+            let send = tokio::spawn(send_appends(input, writer, sent));
+            let read = tokio::spawn(read_answers(reader, to_answer, answers, ttl, target, no_stream));
+            let stream: BoxStream<'s, _> =
+                Box::pin(Answers { answered, _tasks: [AbortOnDrop(send), AbortOnDrop(read)] });
+            Ok(stream)
+        })
+    }
+
     /// The whole snapshot in one HTTP request: snapshots are rare, and
     /// openraft 0.10 hands them over whole.
     async fn full_snapshot(
@@ -262,5 +314,97 @@ impl RaftNetworkV2<TypeConfig> for Connection {
                 RPCError::RemoteError(e) => match e.source {},
             }),
         }
+    }
+}
+
+/// Answers read ahead of openraft taking them.
+const STREAM_ANSWERS: usize = 64;
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out")
+}
+
+/// Writes each request of a replication stream as openraft produces it,
+/// telling the reader one more answer is due first.
+async fn send_appends<S, W>(mut input: S, mut writer: W, sent: mpsc::UnboundedSender<()>)
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    while let Some(rpc) = input.next().await {
+        if sent.send(()).is_err() {
+            return;
+        }
+        if let Err(e) = peer::write_frame(&mut writer, &rpc).await {
+            // The reader finds the connection broken, or the answer late.
+            tracing::debug!(error = %e, "replication stream write failed");
+            return;
+        }
+    }
+}
+
+/// Reads one answer per request sent, each within `ttl`, until the writer
+/// is done and every answer is read, or an answer is not a success, or the
+/// connection fails (reported as the stream's last item).
+async fn read_answers<R>(
+    mut reader: R,
+    mut to_answer: mpsc::UnboundedReceiver<()>,
+    answers: mpsc::Sender<Result<StreamAppendResult<TypeConfig>, RpcError>>,
+    ttl: Duration,
+    target: NodeId,
+    no_stream: Arc<AtomicBool>,
+) where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut first = true;
+    while to_answer.recv().await.is_some() {
+        let answer = match tokio::time::timeout(ttl, peer::read_frame::<_, StreamAnswer>(&mut reader)).await {
+            Ok(Ok(Some(StreamAnswer(Ok(result))))) => Ok(result),
+            Ok(Ok(Some(StreamAnswer(Err(fatal))))) => {
+                let e = std::io::Error::other(format!("node {target}: {fatal}"));
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+            Ok(Ok(None)) => {
+                if first {
+                    tracing::warn!(
+                        target,
+                        "peer closed a replication stream unanswered: replicating to it without one"
+                    );
+                    no_stream.store(true, Ordering::Relaxed);
+                }
+                Err(network_error(&std::io::Error::other("the peer closed the replication stream")))
+            }
+            Ok(Err(e)) => Err(network_error(&e)),
+            Err(_) => Err(network_error(&timed_out())),
+        };
+        first = false;
+        let go_on = matches!(answer, Ok(Ok(_)));
+        if answers.send(answer).await.is_err() || !go_on {
+            return;
+        }
+    }
+}
+
+/// A replication stream's answers, as openraft takes them. Dropping it (the
+/// session ended) stops its writer and reader: the writer holds openraft's
+/// request stream, which the next session needs.
+struct Answers {
+    answered: mpsc::Receiver<Result<StreamAppendResult<TypeConfig>, RpcError>>,
+    _tasks: [AbortOnDrop; 2],
+}
+
+impl Stream for Answers {
+    type Item = Result<StreamAppendResult<TypeConfig>, RpcError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.answered.poll_recv(cx)
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

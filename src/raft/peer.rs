@@ -6,8 +6,9 @@
 //! commit index with the next append), and through reqwest, hyper, axum,
 //! the admission and auth middlewares and JSON each cost the sender and the
 //! receiver more CPU than the entry's own work. A peer connection carries
-//! one request and its answer at a time (openraft keeps one AppendEntries in
-//! flight per follower) and stays open.
+//! one request and its answer at a time and stays open; a leader's
+//! replication to a follower has a connection of its own
+//! ([`Channel::RaftStream`]) on which requests are pipelined.
 //!
 //! Wire format, on the node's one listening port:
 //! - plain TCP: the connection starts with [`PREFACE`]; the listener peeks
@@ -18,7 +19,9 @@
 //!   unambiguous). The first frame is a [`Hello`] with the cluster secret;
 //!   a node that expects another secret closes the connection unanswered.
 //!   The hello names the connection's [`Channel`]: for Raft, a
-//!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for
+//!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for a
+//!   replication stream, AppendEntries requests back to back and a
+//!   [`StreamAnswer`] for each, in order; for
 //!   forwarding, the rest of the connection is HTTP/2 (prior knowledge),
 //!   on which a follower relays client requests to the leader — many at
 //!   once, each waiting acquire one stream, none of them taking a client
@@ -32,11 +35,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::errors::RaftError;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
+use openraft::errors::{Fatal, RaftError};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 
 use super::{NodeId, Raft, TypeConfig};
 
@@ -70,7 +75,21 @@ pub enum Channel {
     Raft,
     /// Client requests a follower relays to the leader, over HTTP/2.
     Forward,
+    /// A leader's replication stream to one follower, pipelined: its
+    /// AppendEntries requests back to back, without waiting for answers,
+    /// and the follower's [`StreamAnswer`]s in the same order. The follower
+    /// closes the connection after the first answer that is not a success
+    /// (its Raft drops the rest of the stream then).
+    RaftStream,
 }
+
+/// How many requests of a replication stream a follower reads ahead of the
+/// answers it has written.
+const STREAM_WINDOW: usize = 64;
+
+/// A follower's answer to one request of a [`Channel::RaftStream`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StreamAnswer(pub Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>);
 
 /// What a peer asks.
 #[derive(Debug, Serialize, Deserialize)]
@@ -181,6 +200,45 @@ impl Inbound {
                 return;
             }
         }
+    }
+
+    /// Serves a leader's replication stream on `io` (after its hello): the
+    /// requests go to this node's Raft as they arrive (openraft pipelines
+    /// them: the next one is taken while the previous one is flushed), the
+    /// answers come back in order, until the leader closes the connection
+    /// or an answer is not a success.
+    pub async fn serve_raft_stream<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, io: I) {
+        let (mut reader, mut writer) = tokio::io::split(io);
+        let (requests, queued) = tokio::sync::mpsc::channel(STREAM_WINDOW);
+        let read = tokio::spawn(async move {
+            loop {
+                match read_frame::<_, AppendEntriesRequest<TypeConfig>>(&mut reader).await {
+                    Ok(Some(rpc)) => {
+                        if requests.send(rpc).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "replication stream ended");
+                        return;
+                    }
+                }
+            }
+        });
+        let answers = self.raft.stream_append(ReceiverStream::new(queued));
+        tokio::pin!(answers);
+        while let Some(answer) = answers.next().await {
+            let go_on = matches!(answer, Ok(Ok(_)));
+            if let Err(e) = write_frame(&mut writer, &StreamAnswer(answer)).await {
+                tracing::debug!(error = %e, "replication stream ended");
+                break;
+            }
+            if !go_on {
+                break;
+            }
+        }
+        read.abort();
     }
 
     fn admits(&self, hello: &Hello) -> bool {
