@@ -281,6 +281,7 @@ impl Connection {
         self.place = Place::Peer;
         match self.peers.hello(&mut io).await {
             Some(Channel::Raft) => self.peers.serve_raft(io).await,
+            Some(Channel::RaftStream) => self.peers.serve_raft_stream(io).await,
             Some(Channel::Forward) => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();

@@ -2,19 +2,22 @@
 //! people or JSON for log collectors (`--log-format`), filtered by
 //! `RUST_LOG` (default: info, openraft and sled at warn).
 //!
-//! One family of openraft 0.9 warnings is dropped: "A message will be ignored
-//! because vote changed ... when (...)". openraft logs it from
-//! `RaftCore::does_vote_match` (openraft-0.9.25 `core/raft_core.rs`) when a
-//! notification reaches the core after the node has left the state it was
-//! sent for, so ignoring it is the correct behaviour, not a fault. It fires on
-//! every healthy election: after saving a vote, `RaftCore` sends *itself* a
-//! VoteResponse, which on a node that is not a candidate (a follower granting a
-//! vote, a leader that already won) matches no election ("when
-//! (VoteResponse)"). It also fires when two replication streams both meet a
-//! higher vote in the same term: the first one demotes the leader, the second
-//! arrives stale ("when (HigherVote)"). The event that matters is logged
-//! anyway, by the replication stream ("seen a higher vote", kept) and by the
-//! ticker ("no longer leader"). Every other openraft warning still shows.
+//! One family of openraft warnings is dropped: "A message will be ignored
+//! because ...". openraft 0.10 logs it from `RaftCore::does_vote_match`
+//! (openraft-0.10.0-alpha.37 `core/raft_core.rs`) when a notification reaches
+//! the core after the node has left the state it was sent for, so ignoring
+//! it is the correct behaviour, not a fault. Its two forms: "because
+//! Candidate vote changed: ... when (VoteResponse)", when a vote response of
+//! an earlier election of this node arrives after it started a new one, and
+//! "because this node is no longer Leader: ... when (HigherVote)" (or
+//! "because Leader vote changed"), when two replication streams both meet a
+//! higher vote in the same term: the first one demotes the leader, the
+//! second arrives stale. (0.9 worded it "because vote changed", and also
+//! logged it on every healthy election, for the VoteResponse a node sends
+//! itself after saving a vote; 0.10 checks that one only on a candidate.)
+//! The event that matters is logged anyway, by the replication stream
+//! ("seen a higher vote", kept) and by the ticker ("no longer leader").
+//! Every other openraft warning still shows.
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -75,8 +78,9 @@ impl<S: Subscriber> Layer<S> for ExpectedOpenraftNoise {
     }
 }
 
-/// How openraft's warning for a notification that outlived its vote begins.
-const STALE_NOTIFICATION: &str = "A message will be ignored because vote changed";
+/// How openraft's warning for a notification that outlived its vote begins
+/// (both forms, see the module comment).
+const STALE_NOTIFICATION: &str = "A message will be ignored because ";
 
 /// The `message` field of an event, formatted.
 struct Message(String);
@@ -113,11 +117,12 @@ mod tests {
     fn only_the_stale_notification_warning_is_dropped() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let subscriber = tracing_subscriber::registry().with(ExpectedOpenraftNoise).with(Recorder(seen.clone()));
-        let stale = "A message will be ignored because vote changed: msg sent by vote: T1-N1:committed; \
-                     current my vote: None; when (VoteResponse)";
+        // As openraft 0.10 formats them (`RaftCore::does_vote_match`).
+        let stale = "A message will be ignored because Candidate vote changed: msg sent by vote: T1-N1:uncommitted; \
+                     current my vote: T2-N1:uncommitted; when (VoteResponse)";
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(target: "openraft::core::raft_core", "{}", stale);
-            tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because vote changed: x; when (HigherVote)");
+            tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because this node is no longer Leader: msg sent by vote: T1-N1:committed; when (HigherVote)");
             tracing::error!(target: "openraft::core::raft_core", "{}", stale);
             tracing::warn!(target: "openraft::replication", "{}", stale);
             tracing::warn!(target: "openraft::core::raft_core", "something else");

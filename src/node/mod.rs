@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
 use openraft::metrics::WaitError;
-use openraft::{ChangeMembers, ServerState, SnapshotPolicy};
+use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
 
 use crate::metrics::Metrics;
 use crate::raft::peer::Dialer;
@@ -166,6 +167,20 @@ impl Node {
             max_in_snapshot_log_to_keep: config.snapshot_every / 50,
             max_payload_entries: 256,
             snapshot_max_chunk_size: 1 << 20,
+            // A snapshot travels whole (openraft 0.10): the timeout is the
+            // whole transfer's.
+            install_snapshot_timeout: raft::SNAPSHOT_TIMEOUT.as_millis() as u64,
+            // A node whose saved vote is its own committed vote must win a
+            // new election after a restart, not lead its old term again at
+            // once: a quorum may have committed an entry the old leader had
+            // not flushed itself, and leading the same term it could write a
+            // different entry under the same (term, index), which followers
+            // take as identical; its read index would also come from a
+            // stale commit index. With restore off, openraft demotes that
+            // vote in memory (it still keeps the node from voting twice in
+            // that term), and Raft's up-to-date check in the election picks
+            // a log that has every committed entry.
+            enable_leader_restore: Some(false),
             ..Default::default()
         }
         .validate()
@@ -282,13 +297,13 @@ impl Node {
 
     /// The leader this node knows of, with its address.
     pub fn leader(&self) -> Option<(NodeId, String)> {
-        let id = self.raft.metrics().borrow().current_leader?;
+        let id = self.raft.metrics().borrow_watched().current_leader?;
         Some((id, self.member_addr(id)?))
     }
 
     fn member_addr(&self, id: NodeId) -> Option<String> {
         let m = self.raft.metrics();
-        let addr = m.borrow().membership_config.membership().get_node(&id)?.addr.clone();
+        let addr = m.borrow_watched().membership_config.membership().get_node(&id)?.addr.clone();
         Some(addr)
     }
 
@@ -308,18 +323,19 @@ impl Node {
     /// Runs `read` on the lock table once it reflects every write committed
     /// before this call (ReadIndex: the leader confirms it still leads, then
     /// waits until its state machine has applied the commit index). This is
-    /// sound because a node never resumes leadership after a restart (see
-    /// `LogStore::read_vote`): a leader's read index always comes from a
-    /// term it won by election, after its own entry of that term committed.
+    /// sound because a node never resumes leadership after a restart
+    /// (`enable_leader_restore` is off): a leader's read index always comes
+    /// from a term it won by election, after its own entry of that term
+    /// committed.
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable()).await {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
             // A heartbeat round that missed a quorum (a slow or lost
             // follower): the cluster may well be fine a moment later.
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(e)))) => {
                 Err(NodeError::Unavailable(format!("leadership not confirmed: {e}")))
             }
-            Ok(Err(e)) => match e.forward_to_leader::<RaftNode>() {
+            Ok(Err(e)) => match e.forward_to_leader() {
                 Some(f) => Err(self.not_leader(f.leader_id)),
                 None => Err(NodeError::Internal(e.to_string())),
             },
@@ -329,7 +345,7 @@ impl Node {
 
     /// This node's view of the cluster (local, not linearizable).
     pub fn status(&self) -> ClusterStatus {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft.metrics().borrow_watched().clone();
         let membership = m.membership_config.membership();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
         let members = membership
@@ -358,7 +374,7 @@ impl Node {
             purged_index: m.purged.map(|l| l.index),
             tick,
             tick_ms: self.tick_ms,
-            millis_since_quorum_ack: m.millis_since_quorum_ack,
+            millis_since_quorum_ack: raft::millis_since_quorum_ack(&m),
             locks_held,
             sessions,
             members,
@@ -371,7 +387,7 @@ impl Node {
     /// Builds a snapshot of everything applied here so far and waits until it
     /// is stored (the log behind it may then be purged).
     pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
-        let target = self.raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+        let target = self.raft.metrics().borrow_watched().last_applied.map_or(0, |l| l.index);
         let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
         // openraft ignores a trigger while it is building a snapshot, and one
         // that began before `target` was applied does not cover it: trigger
@@ -470,7 +486,7 @@ impl Node {
     /// (voters, all members) of the current membership.
     fn membership(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
         let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         let membership = m.membership_config.membership();
         (membership.voter_ids().collect(), membership.nodes().map(|(id, _)| *id).collect())
     }
@@ -520,9 +536,14 @@ impl Node {
         }
     }
 
-    fn write_error(&self, e: RaftError<NodeId, ClientWriteError<NodeId, RaftNode>>) -> NodeError {
+    fn write_error(&self, e: RaftError<raft::TypeConfig, ClientWriteError<raft::TypeConfig>>) -> NodeError {
         match e {
             RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => self.not_leader(f.leader_id),
+            // The entry was proposed but lost with the leadership before it
+            // committed: the write did not take effect; retry on the leader.
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => self.not_leader(f.leader_id),
+            // Not used: no write here names preconditions.
+            RaftError::APIError(ClientWriteError::PreconditionFailed(e)) => NodeError::Internal(e.to_string()),
             RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
                 NodeError::InvalidMembership(e.to_string())
             }

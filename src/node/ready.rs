@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+use openraft::async_runtime::WatchReceiver;
+use openraft::Instant as _;
+
 use super::{Node, ELECTION_TIMEOUT_MIN_MS};
 use leasehold_proto::cluster::Readiness;
 
@@ -58,7 +61,7 @@ impl Node {
     /// it, so one that has not yet received the leader's newest entries
     /// cannot see that it is behind.
     pub async fn readiness(&self) -> Result<Readiness, NotReady> {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft.metrics().borrow_watched().clone();
         let leader = m.current_leader.ok_or(NotReady::NoLeader)?;
         let window = ELECTION_TIMEOUT_MIN_MS;
         let (committed, leader_heard) = self
@@ -67,12 +70,13 @@ impl Node {
                 // Every AppendEntries (heartbeats included) of the leader
                 // this node follows touches its vote.
                 let heard = st.vote_last_modified().map(|t| t.elapsed().as_millis() as u64);
-                (st.committed.map(|l| l.index), heard)
+                (st.local_committed().map(|l| l.index), heard)
             })
             .await
             .map_err(|e| NotReady::Stopped(e.to_string()))?;
         let heard = if leader == self.id {
-            m.millis_since_quorum_ack.filter(|ms| *ms <= window).ok_or(NotReady::NoQuorum(m.millis_since_quorum_ack))?
+            let since_ack = crate::raft::millis_since_quorum_ack(&m);
+            since_ack.filter(|ms| *ms <= window).ok_or(NotReady::NoQuorum(since_ack))?
         } else {
             leader_heard.filter(|ms| *ms <= window).ok_or(NotReady::LeaderUnheard { leader, millis: leader_heard })?
         };
@@ -87,7 +91,7 @@ impl Node {
                 match waited {
                     Ok(m) => m.last_applied.map(|l| l.index),
                     Err(_) => {
-                        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+                        let applied = self.raft.metrics().borrow_watched().last_applied.map(|l| l.index);
                         return Err(NotReady::CatchingUp { applied, committed });
                     }
                 }

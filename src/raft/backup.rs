@@ -21,12 +21,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use openraft::{Membership, SnapshotMeta, StoredMembership};
+use openraft::Membership;
 use serde::Deserialize;
 
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use super::state_machine::SnapshotImage;
-use super::{open_stores, LogId, Node, NodeId, StorageError};
+use super::{open_stores, LogId, Node, NodeId, SnapshotMeta, StorageError, StoredMembership};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -38,6 +38,8 @@ pub enum BackupError {
     Format(#[from] serde_json::Error),
     #[error("the backup holds no snapshot index")]
     NoIndex,
+    #[error("invalid membership for the restored cluster: {0}")]
+    Membership(String),
     #[error("reading {0}: {1}")]
     Io(String, std::io::Error),
     #[error("storage: {0}")]
@@ -46,7 +48,7 @@ pub enum BackupError {
 
 #[derive(Deserialize)]
 struct Backup {
-    meta: SnapshotMeta<NodeId, Node>,
+    meta: SnapshotMeta,
     data: SnapshotImage,
 }
 
@@ -91,15 +93,12 @@ pub async fn restore(
     last.index = last.index.max(min_index);
     let nodes: BTreeMap<NodeId, Node> = voters.iter().map(|(id, addr)| (*id, Node { addr: addr.clone() })).collect();
     let ids: BTreeSet<NodeId> = nodes.keys().copied().collect();
-    let membership = StoredMembership::new(Some(last), Membership::new(vec![ids], nodes));
+    let membership = Membership::new(vec![ids], nodes).map_err(|e| BackupError::Membership(e.to_string()))?;
+    let membership = StoredMembership::new(Some(last), membership);
     image.last_applied = Some(last);
     image.membership = membership.clone();
     let stored = StoredSnapshot {
-        meta: SnapshotMeta {
-            last_log_id: Some(last),
-            last_membership: membership,
-            snapshot_id: format!("restored-{}-{}-{}", last.leader_id.term, last.leader_id.node_id, last.index),
-        },
+        meta: SnapshotMeta { last_log_id: Some(last), last_membership: membership },
         data: serde_json::to_vec(&image)?,
     };
     // Nobody scrapes a restore: its counters are thrown away.

@@ -1,12 +1,14 @@
 //! Snapshots by the log's size, not only by its entry count.
 //!
-//! openraft 0.9 snapshots every `snapshot_every` entries. With client
+//! openraft snapshots every `snapshot_every` entries. With client
 //! commands batched up to 256 per entry, an entry count alone no longer
 //! bounds the log on disk, so each node also snapshots once the entries after
 //! its last snapshot take more than [`SNAPSHOT_LOG_BYTES`]; openraft then
 //! purges the log behind the snapshot as usual.
 
 use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
 
 use super::{LogStore, Raft};
 
@@ -20,7 +22,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 pub async fn snapshot_by_size(raft: Raft, log: LogStore, limit: u64) {
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
-        let snapshot = raft.metrics().borrow().snapshot.map(|s| s.index);
+        let snapshot = raft.metrics().borrow_watched().snapshot.map(|s| s.index);
         if log.bytes_after(snapshot) > limit {
             // A snapshot already being built makes this a no-op.
             if raft.trigger().snapshot().await.is_err() {

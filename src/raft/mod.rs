@@ -7,8 +7,8 @@
 //! and HTTP for snapshots), the leader's ticker, and the
 //! observer that carries openraft's metrics into Prometheus series.
 
-// `StorageError` is openraft's own (large) error type, required by its storage
-// traits; the helpers here return it unboxed to match them.
+// `StorageError` is openraft's own (large) error type, returned by the
+// store constructors; the helpers here return it unboxed.
 #![allow(clippy::result_large_err)]
 
 mod backup;
@@ -23,17 +23,16 @@ mod state_machine;
 mod ticker;
 mod turns;
 
-use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
 pub use compaction::{snapshot_by_size, SNAPSHOT_LOG_BYTES};
 pub use log_store::LogStore;
-pub use network::{Network, SnapshotChunkHead, APPEND_PATH, SNAPSHOT_PATH, VOTE_PATH};
+pub use network::{Network, SnapshotHead, APPEND_PATH, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
 pub use proposer::{ProposeError, Proposer};
 pub use snapshot_store::SnapshotStore;
-pub use state_machine::{LockState, StateMachineStore, StoreStats};
+pub use state_machine::{LockState, Snapshot, SnapshotData, StateMachineStore, StoreStats};
 pub use ticker::Ticker;
 pub use turns::Turn;
 
@@ -54,9 +53,24 @@ openraft::declare_raft_types!(
 
 pub use leasehold_proto::NodeId;
 pub type Node = openraft::BasicNode;
-pub type Raft = openraft::Raft<TypeConfig>;
-pub type LogId = openraft::LogId<NodeId>;
-pub type StorageError = openraft::StorageError<NodeId>;
+pub type Raft = openraft::Raft<TypeConfig, StateMachineStore>;
+/// The leader id a log id carries: (term, node id).
+pub type CommittedLeaderId = openraft::type_config::alias::CommittedLeaderIdOf<TypeConfig>;
+pub type LogId = openraft::LogId<CommittedLeaderId>;
+pub type Vote = openraft::type_config::alias::VoteOf<TypeConfig>;
+pub type Entry = openraft::type_config::alias::EntryOf<TypeConfig>;
+pub type SnapshotMeta = openraft::type_config::alias::SnapshotMetaOf<TypeConfig>;
+pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<TypeConfig>;
+pub type StorageError = openraft::StorageError<TypeConfig>;
+
+/// How long ago a quorum last acknowledged this node as leader, now (`None`
+/// when it is not a leader, or not acknowledged yet). From openraft's
+/// absolute timestamp: 0.10 deprecates the relative
+/// `millis_since_quorum_ack`, which is as old as the metrics report it came in.
+pub fn millis_since_quorum_ack(m: &openraft::RaftMetrics<TypeConfig>) -> Option<u64> {
+    use openraft::Instant as _;
+    m.last_quorum_acked.as_ref().map(|at| u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX))
+}
 
 /// The folders of a node's data folder: the Raft log, and the snapshots
 /// (sled databases).
@@ -77,18 +91,20 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// A storage error in openraft's terms (what the stores' own API returns;
+/// openraft 0.10's storage traits take it as an `io::Error`, via `?`).
 fn storage_error(
-    subject: openraft::ErrorSubject<NodeId>,
+    subject: openraft::ErrorSubject<TypeConfig>,
     verb: openraft::ErrorVerb,
     e: impl std::error::Error + 'static,
 ) -> StorageError {
-    openraft::StorageIOError::new(subject, verb, openraft::AnyError::new(&e)).into()
+    StorageError::new(subject, verb, openraft::errors::ErrorSource::from_error(&e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::testing::{StoreBuilder, Suite};
+    use openraft::testing::log::{StoreBuilder, Suite};
 
     struct TempStores;
 
@@ -101,9 +117,9 @@ mod tests {
     }
 
     // Ensures the log and state-machine stores meet openraft's storage
-    // contract (its own suite).
-    #[test]
-    fn stores_pass_openraft_suite() {
-        Suite::test_all(TempStores).unwrap();
+    // contract (its own suite; async since 0.10).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stores_pass_openraft_suite() {
+        Suite::test_all(TempStores).await.unwrap();
     }
 }

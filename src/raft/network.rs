@@ -1,64 +1,72 @@
 //! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
 //! ([`super::peer`]): one persistent connection per peer, binary frames.
-//! Snapshot chunks go over HTTP, a POST under `/raft/` with one pooled
-//! reqwest client: a 2xx answer carries the response as JSON, any other
-//! status the target's `RaftError` as JSON, and the chunk travels as raw
-//! bytes after a small JSON head (see [`SnapshotChunkHead`]) because JSON
-//! would spell every byte as a number.
+//! Snapshots go over HTTP, whole (openraft 0.10 hands a snapshot to the
+//! network in one piece), a POST under `/raft/` with one pooled reqwest
+//! client: a 2xx answer carries the response as JSON, any other status the
+//! target's error, and the data travels as raw bytes after a small JSON head
+//! (see [`SnapshotHead`]) because JSON would spell every byte as a number.
 
-use std::error::Error;
+use std::future::Future;
+use std::io::Cursor;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::base::{BoxFuture, BoxStream};
+use openraft::errors::{NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{stream_append_sequential, RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse,
 };
-use openraft::{SnapshotMeta, Vote};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_stream::{Stream, StreamExt};
 
-use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream};
-use super::{Node, NodeId, TypeConfig};
+use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream, StreamAnswer};
+use super::state_machine::{Snapshot, SnapshotData};
+use super::{Node, NodeId, SnapshotMeta, TypeConfig, Vote};
 use leasehold_client::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";
 pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 
-/// An install-snapshot request without its data: the data follows it raw.
+/// How long a whole snapshot may take to reach a follower and be installed
+/// there. openraft 0.10 sends a snapshot in one piece (no chunks), so this
+/// bounds the whole transfer, not one chunk.
+pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A snapshot as sent to a follower, without its data: the data follows it
+/// raw.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct SnapshotChunkHead {
-    pub vote: Vote<NodeId>,
-    pub meta: SnapshotMeta<NodeId, Node>,
-    pub offset: u64,
-    pub done: bool,
+pub struct SnapshotHead {
+    pub vote: Vote,
+    pub meta: SnapshotMeta,
 }
 
-impl SnapshotChunkHead {
+impl SnapshotHead {
     /// Body layout: head length (u32, big-endian), head as JSON, then data.
-    pub fn encode(rpc: InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
-        let head = SnapshotChunkHead { vote: rpc.vote, meta: rpc.meta, offset: rpc.offset, done: rpc.done };
+    pub fn encode(vote: Vote, snapshot: Snapshot) -> Vec<u8> {
+        let head = SnapshotHead { vote, meta: snapshot.meta };
         let head = serde_json::to_vec(&head).expect("snapshot head serializes");
-        let mut body = Vec::with_capacity(4 + head.len() + rpc.data.len());
+        let data = snapshot.snapshot.into_inner();
+        let mut body = Vec::with_capacity(4 + head.len() + data.len());
         body.extend_from_slice(&(head.len() as u32).to_be_bytes());
         body.extend_from_slice(&head);
-        body.extend_from_slice(&rpc.data);
+        body.extend_from_slice(&data);
         body
     }
 
     /// Inverse of [`encode`](Self::encode); `None` when the body is malformed.
-    pub fn decode(body: &[u8]) -> Option<InstallSnapshotRequest<TypeConfig>> {
+    pub fn decode(body: &[u8]) -> Option<(Vote, Snapshot)> {
         let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
-        let head: SnapshotChunkHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
-        Some(InstallSnapshotRequest {
-            vote: head.vote,
-            meta: head.meta,
-            offset: head.offset,
-            data: body[4 + len..].to_vec(),
-            done: head.done,
-        })
+        let head: SnapshotHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
+        let data: SnapshotData = Cursor::new(body[4 + len..].to_vec());
+        Some((head.vote, Snapshot { meta: head.meta, snapshot: data }))
     }
 }
 
@@ -99,6 +107,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             cluster_secret: self.cluster_secret.clone(),
             dialer: self.dialer.clone(),
             stream: None,
+            no_stream: Arc::default(),
         }
     }
 }
@@ -113,6 +122,17 @@ pub struct Connection {
     dialer: Option<Dialer>,
     /// The open peer connection, dialed on first use and after a failure.
     stream: Option<Box<dyn PeerStream>>,
+    /// Set once the peer closed a replication stream before its first
+    /// answer: a node of the version before [`peer::Channel::RaftStream`]
+    /// refuses that channel, and is then replicated to one request at a time.
+    no_stream: Arc<AtomicBool>,
+}
+
+/// What an RPC to a peer failed with, in openraft's terms.
+type RpcError = RPCError<TypeConfig>;
+
+fn network_error(e: &(impl std::error::Error + 'static)) -> RpcError {
+    RPCError::Network(NetworkError::new(e))
 }
 
 impl Connection {
@@ -120,12 +140,12 @@ impl Connection {
     /// `timeout` (dialing included). A failed exchange drops the connection:
     /// the next RPC dials a new one, so a half-read answer is never mistaken
     /// for the next.
-    async fn exchange<E: Error>(
+    async fn exchange(
         &mut self,
         dialer: &Dialer,
         request: &PeerRequest,
         timeout: Duration,
-    ) -> Result<PeerResponse, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
+    ) -> Result<PeerResponse, RpcError> {
         let exchange = async {
             let mut stream = match self.stream.take() {
                 Some(stream) => stream,
@@ -134,13 +154,13 @@ impl Connection {
                     .await
                     .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
             };
-            let network = |e: peer::FrameError| RPCError::Network(NetworkError::new(&e));
+            let network = |e: peer::FrameError| network_error(&e);
             peer::write_frame(&mut stream, request).await.map_err(network)?;
             match peer::read_frame(&mut stream).await.map_err(network)? {
                 Some(response) => Ok((stream, response)),
                 None => {
                     let closed = std::io::Error::other("the peer closed the connection (wrong cluster secret?)");
-                    Err(RPCError::Network(NetworkError::new(&closed)))
+                    Err(network_error(&closed))
                 }
             }
         };
@@ -152,51 +172,46 @@ impl Connection {
             Ok(Err(e)) => Err(e),
             Err(_) => {
                 let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out");
-                Err(RPCError::Network(NetworkError::new(&late)))
+                Err(network_error(&late))
             }
         }
     }
 
-    fn remote<T, E: Error>(
-        &self,
-        answer: Result<T, RaftError<NodeId, E>>,
-    ) -> Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>> {
-        answer.map_err(|remote| RPCError::RemoteError(RemoteError::new(self.target, remote)))
+    /// The target's own answer. A Raft error there can only be fatal (its
+    /// Raft stopped or panicked): to this node that peer is unreachable, and
+    /// openraft backs off from it.
+    fn remote<T>(&self, answer: Result<T, RaftError<TypeConfig>>) -> Result<T, RpcError> {
+        answer.map_err(|remote| {
+            let e = std::io::Error::other(format!("node {}: {remote}", self.target));
+            RPCError::Unreachable(Unreachable::new(&e))
+        })
     }
 
-    fn mismatched<E: Error>(&self) -> RPCError<NodeId, Node, RaftError<NodeId, E>> {
+    fn mismatched(&self) -> RpcError {
         let e = std::io::Error::other(format!("node {} answered another kind of request", self.target));
-        RPCError::Network(NetworkError::new(&e))
+        network_error(&e)
     }
 
-    async fn post<Resp, E>(
-        &self,
-        body: reqwest::RequestBuilder,
-        timeout: Duration,
-    ) -> Result<Resp, RPCError<NodeId, Node, RaftError<NodeId, E>>>
+    /// POSTs `body`: a 2xx answer is the response as JSON, any other status
+    /// the target's error (as text: error bodies are diagnostics).
+    async fn post<Resp>(&self, body: reqwest::RequestBuilder, timeout: Duration) -> Result<Resp, RpcError>
     where
         Resp: DeserializeOwned,
-        E: Error + DeserializeOwned,
     {
         let response = body.timeout(timeout).send().await.map_err(|e| {
             if e.is_connect() {
                 RPCError::Unreachable(Unreachable::new(&e))
             } else {
-                RPCError::Network(NetworkError::new(&e))
+                network_error(&e)
             }
         })?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let bytes = response.bytes().await.map_err(|e| network_error(&e))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)));
+            return serde_json::from_slice(&bytes).map_err(|e| network_error(&e));
         }
-        match serde_json::from_slice::<RaftError<NodeId, E>>(&bytes) {
-            Ok(remote) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
-            Err(_) => {
-                let msg = format!("{status}: {}", String::from_utf8_lossy(&bytes));
-                Err(RPCError::Network(NetworkError::new(&std::io::Error::other(msg))))
-            }
-        }
+        let msg = format!("node {}: {status}: {}", self.target, String::from_utf8_lossy(&bytes));
+        Err(RPCError::Unreachable(Unreachable::new(&std::io::Error::other(msg))))
     }
 
     fn request(&self, path: &str) -> reqwest::RequestBuilder {
@@ -208,12 +223,14 @@ impl Connection {
     }
 }
 
-impl RaftNetwork<TypeConfig> for Connection {
+impl RaftNetworkV2<TypeConfig> for Connection {
+    type SnapshotData = SnapshotData;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RpcError> {
         let Some(dialer) = self.dialer.clone() else {
             return self.post(self.request(APPEND_PATH).json(&rpc), option.hard_ttl()).await;
         };
@@ -223,23 +240,11 @@ impl RaftNetwork<TypeConfig> for Connection {
         }
     }
 
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>> {
-        let body = self
-            .request(SNAPSHOT_PATH)
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(SnapshotChunkHead::encode(rpc));
-        self.post(body, option.hard_ttl()).await
-    }
-
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<TypeConfig>, RpcError> {
         let Some(dialer) = self.dialer.clone() else {
             return self.post(self.request(VOTE_PATH).json(&rpc), option.hard_ttl()).await;
         };
@@ -247,5 +252,159 @@ impl RaftNetwork<TypeConfig> for Connection {
             PeerResponse::Vote(answer) => self.remote(answer),
             PeerResponse::Append(_) => Err(self.mismatched()),
         }
+    }
+
+    /// Replication to this peer, pipelined over a connection of its own
+    /// ([`peer::Channel::RaftStream`]): each request is sent as openraft
+    /// produces it, without waiting for the previous one's answer, so
+    /// several appends are on their way to the follower at once. Without
+    /// the peer transport (TLS without a CA file), one request at a time
+    /// over HTTP.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RpcError>>, RpcError>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        let dialer = match self.dialer.clone() {
+            Some(dialer) if !self.no_stream.load(Ordering::Relaxed) => dialer,
+            _ => return stream_append_sequential(self, input, option),
+        };
+        let (addr, target, no_stream) = (self.addr.clone(), self.target, self.no_stream.clone());
+        Box::pin(async move {
+            let ttl = option.hard_ttl();
+            let stream = match tokio::time::timeout(ttl, dialer.dial(&addr, peer::Channel::RaftStream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
+                Err(_) => return Err(network_error(&timed_out())),
+            };
+            let (reader, writer) = tokio::io::split(stream);
+            let (sent, to_answer) = mpsc::unbounded_channel();
+            let (answers, answered) = mpsc::channel(STREAM_ANSWERS);
+            let send = tokio::spawn(send_appends(input, writer, sent));
+            let read = tokio::spawn(read_answers(reader, to_answer, answers, ttl, target, no_stream));
+            let stream: BoxStream<'s, _> =
+                Box::pin(Answers { answered, _tasks: [AbortOnDrop(send), AbortOnDrop(read)] });
+            Ok(stream)
+        })
+    }
+
+    /// The whole snapshot in one HTTP request: snapshots are rare, and
+    /// openraft 0.10 hands them over whole.
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let body = self
+            .request(SNAPSHOT_PATH)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(SnapshotHead::encode(vote, snapshot));
+        let timeout = option.hard_ttl().max(SNAPSHOT_TIMEOUT);
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            sent = self.post::<SnapshotResponse<TypeConfig>>(body, timeout) => sent.map_err(|e| match e {
+                RPCError::Unreachable(e) => StreamingError::Unreachable(e),
+                RPCError::Timeout(e) => StreamingError::Timeout(e),
+                RPCError::Network(e) => StreamingError::Network(e),
+                RPCError::RemoteError(e) => match e.source {},
+            }),
+        }
+    }
+}
+
+/// Answers read ahead of openraft taking them.
+const STREAM_ANSWERS: usize = 64;
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out")
+}
+
+/// Writes each request of a replication stream as openraft produces it,
+/// telling the reader one more answer is due first.
+async fn send_appends<S, W>(mut input: S, mut writer: W, sent: mpsc::UnboundedSender<()>)
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    while let Some(rpc) = input.next().await {
+        if sent.send(()).is_err() {
+            return;
+        }
+        if let Err(e) = peer::write_frame(&mut writer, &rpc).await {
+            // The reader finds the connection broken, or the answer late.
+            tracing::debug!(error = %e, "replication stream write failed");
+            return;
+        }
+    }
+}
+
+/// Reads one answer per request sent, each within `ttl`, until the writer
+/// is done and every answer is read, or an answer is not a success, or the
+/// connection fails (reported as the stream's last item).
+async fn read_answers<R>(
+    mut reader: R,
+    mut to_answer: mpsc::UnboundedReceiver<()>,
+    answers: mpsc::Sender<Result<StreamAppendResult<TypeConfig>, RpcError>>,
+    ttl: Duration,
+    target: NodeId,
+    no_stream: Arc<AtomicBool>,
+) where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut first = true;
+    while to_answer.recv().await.is_some() {
+        let answer = match tokio::time::timeout(ttl, peer::read_frame::<_, StreamAnswer>(&mut reader)).await {
+            Ok(Ok(Some(StreamAnswer(Ok(result))))) => Ok(result),
+            Ok(Ok(Some(StreamAnswer(Err(fatal))))) => {
+                let e = std::io::Error::other(format!("node {target}: {fatal}"));
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
+            Ok(Ok(None)) => {
+                if first {
+                    tracing::warn!(
+                        target,
+                        "peer closed a replication stream unanswered: replicating to it without one"
+                    );
+                    no_stream.store(true, Ordering::Relaxed);
+                }
+                Err(network_error(&std::io::Error::other("the peer closed the replication stream")))
+            }
+            Ok(Err(e)) => Err(network_error(&e)),
+            Err(_) => Err(network_error(&timed_out())),
+        };
+        first = false;
+        let go_on = matches!(answer, Ok(Ok(_)));
+        if answers.send(answer).await.is_err() || !go_on {
+            return;
+        }
+    }
+}
+
+/// A replication stream's answers, as openraft takes them. Dropping it (the
+/// session ended) stops its writer and reader: the writer holds openraft's
+/// request stream, which the next session needs.
+struct Answers {
+    answered: mpsc::Receiver<Result<StreamAppendResult<TypeConfig>, RpcError>>,
+    _tasks: [AbortOnDrop; 2],
+}
+
+impl Stream for Answers {
+    type Item = Result<StreamAppendResult<TypeConfig>, RpcError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.answered.poll_recv(cx)
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
 
 use super::Raft;
@@ -25,7 +26,7 @@ pub async fn count_leader_changes(raft: Raft, metrics: Arc<Metrics>) {
 
 /// Sets the Raft series from this node's current view.
 pub fn observe(raft: &Raft, metrics: &Metrics) {
-    let m = raft.metrics().borrow().clone();
+    let m = raft.metrics().borrow_watched().clone();
     metrics.term.set(m.current_term as i64);
     metrics.is_leader.set(i64::from(m.state == ServerState::Leader));
     metrics.last_log_index.set(m.last_log_index.unwrap_or(0) as i64);

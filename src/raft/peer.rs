@@ -6,8 +6,9 @@
 //! commit index with the next append), and through reqwest, hyper, axum,
 //! the admission and auth middlewares and JSON each cost the sender and the
 //! receiver more CPU than the entry's own work. A peer connection carries
-//! one request and its answer at a time (openraft keeps one AppendEntries in
-//! flight per follower) and stays open.
+//! one request and its answer at a time and stays open; a leader's
+//! replication to a follower has a connection of its own
+//! ([`Channel::RaftStream`]) on which requests are pipelined.
 //!
 //! Wire format, on the node's one listening port:
 //! - plain TCP: the connection starts with [`PREFACE`]; the listener peeks
@@ -18,7 +19,9 @@
 //!   unambiguous). The first frame is a [`Hello`] with the cluster secret;
 //!   a node that expects another secret closes the connection unanswered.
 //!   The hello names the connection's [`Channel`]: for Raft, a
-//!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for
+//!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for a
+//!   replication stream, AppendEntries requests back to back and a
+//!   [`StreamAnswer`] for each, in order; for
 //!   forwarding, the rest of the connection is HTTP/2 (prior knowledge),
 //!   on which a follower relays client requests to the leader — many at
 //!   once, each waiting acquire one stream, none of them taking a client
@@ -32,13 +35,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::RaftError;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
+use openraft::errors::{Fatal, RaftError};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
 
 use super::{NodeId, Raft, TypeConfig};
+
+type Answer<T> = Result<T, RaftError<TypeConfig>>;
 use leasehold_client::Secret;
 
 /// First bytes of a plain-TCP peer connection.
@@ -68,20 +75,34 @@ pub enum Channel {
     Raft,
     /// Client requests a follower relays to the leader, over HTTP/2.
     Forward,
+    /// A leader's replication stream to one follower, pipelined: its
+    /// AppendEntries requests back to back, without waiting for answers,
+    /// and the follower's [`StreamAnswer`]s in the same order. The follower
+    /// closes the connection after the first answer that is not a success
+    /// (its Raft drops the rest of the stream then).
+    RaftStream,
 }
+
+/// How many requests of a replication stream a follower reads ahead of the
+/// answers it has written.
+const STREAM_WINDOW: usize = 64;
+
+/// A follower's answer to one request of a [`Channel::RaftStream`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StreamAnswer(pub Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>);
 
 /// What a peer asks.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerRequest {
     Append(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
+    Vote(VoteRequest<TypeConfig>),
 }
 
 /// What a peer answers: the target's own Raft answer or error.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PeerResponse {
-    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
-    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Append(Answer<AppendEntriesResponse<TypeConfig>>),
+    Vote(Answer<VoteResponse<TypeConfig>>),
 }
 
 /// Why a frame could not be read or written.
@@ -181,6 +202,45 @@ impl Inbound {
         }
     }
 
+    /// Serves a leader's replication stream on `io` (after its hello): the
+    /// requests go to this node's Raft as they arrive (openraft pipelines
+    /// them: the next one is taken while the previous one is flushed), the
+    /// answers come back in order, until the leader closes the connection
+    /// or an answer is not a success.
+    pub async fn serve_raft_stream<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, io: I) {
+        let (mut reader, mut writer) = tokio::io::split(io);
+        let (requests, queued) = tokio::sync::mpsc::channel(STREAM_WINDOW);
+        let read = tokio::spawn(async move {
+            loop {
+                match read_frame::<_, AppendEntriesRequest<TypeConfig>>(&mut reader).await {
+                    Ok(Some(rpc)) => {
+                        if requests.send(rpc).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "replication stream ended");
+                        return;
+                    }
+                }
+            }
+        });
+        let answers = self.raft.stream_append(ReceiverStream::new(queued));
+        tokio::pin!(answers);
+        while let Some(answer) = answers.next().await {
+            let go_on = matches!(answer, Ok(Ok(_)));
+            if let Err(e) = write_frame(&mut writer, &StreamAnswer(answer)).await {
+                tracing::debug!(error = %e, "replication stream ended");
+                break;
+            }
+            if !go_on {
+                break;
+            }
+        }
+        read.abort();
+    }
+
     fn admits(&self, hello: &Hello) -> bool {
         match (&self.cluster_secret, &hello.secret) {
             (None, _) => true,
@@ -232,8 +292,9 @@ impl Dialer {
 #[cfg(test)]
 mod tests {
     use leasehold_core::{Batch, Command};
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use openraft::{Entry, EntryPayload, LogId};
 
+    use super::super::{CommittedLeaderId, Vote};
     use super::*;
 
     // Ensures every command survives the frame encoding, with its optional
@@ -278,8 +339,8 @@ mod tests {
         for c in &commands[1..] {
             batch.try_push(c.clone()).expect("distinct enough to share an entry");
         }
-        let log_id = |index| LogId::new(CommittedLeaderId::new(3, 1), index);
-        let membership = openraft::Membership::new(vec![std::collections::BTreeSet::from([1, 2, 3])], None);
+        let log_id = |index| LogId::new(CommittedLeaderId { term: 3, node_id: 1 }, index);
+        let membership = openraft::Membership::new_with_defaults(vec![std::collections::BTreeSet::from([1, 2, 3])], []);
         let entries = vec![
             Entry { log_id: log_id(10), payload: EntryPayload::Blank },
             Entry { log_id: log_id(11), payload: EntryPayload::Normal(batch) },

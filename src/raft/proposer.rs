@@ -13,16 +13,17 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use openraft::error::{ClientWriteError, Fatal, RaftError};
+use openraft::errors::{ClientWriteError, Fatal, RaftError};
+use openraft::impls::ProgressResponder;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::{LockResult, Node, NodeId, Raft};
+use super::{LockResult, Raft, TypeConfig};
 use crate::metrics::Metrics;
 use leasehold_core::{Batch, Command};
 
 /// Why a proposal was not answered with its result.
-pub type ProposeError = RaftError<NodeId, ClientWriteError<NodeId, Node>>;
+pub type ProposeError = RaftError<TypeConfig, ClientWriteError<TypeConfig>>;
 
 /// Entries proposed and not yet applied, at most: two keep replication busy
 /// (one entry is on its way while the next fills up), and few slots make
@@ -83,9 +84,11 @@ async fn batch_and_propose(raft: Raft, mut arrivals: mpsc::Receiver<Proposal>, m
                 metrics.proposed(batch.len());
                 let proposed = Instant::now();
                 // `client_write_ff` queues the entry in Raft before returning,
-                // so entries reach the log in the order they were made here.
-                match raft.client_write_ff(batch).await {
-                    Ok(applied) => {
+                // so entries reach the log in the order they were made here;
+                // the responder answers once it is applied.
+                let (responder, applied) = ProgressResponder::complete_only();
+                match raft.client_write_ff(batch, Some(responder)).await {
+                    Ok(()) => {
                         let metrics = metrics.clone();
                         in_flight.spawn(async move {
                             let results = match applied.await {

@@ -17,9 +17,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta};
+use openraft::{ErrorSubject, ErrorVerb};
 
-use super::{sync_dir, Node, NodeId, StorageError};
+use super::{sync_dir, SnapshotMeta, StorageError};
 
 const META: &[u8] = b"meta";
 /// Chunks are stored under `data/<8-digit number>`.
@@ -32,7 +32,7 @@ const CACHE_BYTES: u64 = 4 << 20;
 
 /// A snapshot as stored: the meta as JSON, and the data.
 pub(super) struct StoredSnapshot {
-    pub meta: SnapshotMeta<NodeId, Node>,
+    pub meta: SnapshotMeta,
     pub data: Vec<u8>,
 }
 
@@ -49,7 +49,7 @@ struct Generation {
 }
 
 fn error(verb: ErrorVerb, e: &dyn std::error::Error) -> StorageError {
-    openraft::StorageIOError::new(ErrorSubject::Snapshot(None), verb, openraft::AnyError::error(e.to_string())).into()
+    StorageError::new(ErrorSubject::Snapshot(None), verb, openraft::errors::ErrorSource::from_string(e))
 }
 
 impl SnapshotStore {
@@ -162,8 +162,13 @@ fn fsync_sled_files(dir: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn snapshot(id: &str, data: Vec<u8>) -> StoredSnapshot {
-        let meta = SnapshotMeta { last_log_id: None, last_membership: Default::default(), snapshot_id: id.into() };
+    fn log_id(index: u64) -> super::super::LogId {
+        openraft::LogId::new(super::super::CommittedLeaderId { term: 1, node_id: 1 }, index)
+    }
+
+    /// 0.10's snapshot meta has no id: the log id it covers tells them apart.
+    fn snapshot(id: u64, data: Vec<u8>) -> StoredSnapshot {
+        let meta = SnapshotMeta { last_log_id: Some(log_id(id)), last_membership: Default::default() };
         StoredSnapshot { meta, data }
     }
 
@@ -175,13 +180,13 @@ mod tests {
         let store = SnapshotStore::open(dir.path()).expect("open");
         assert!(store.read().expect("read").is_none());
         let big: Vec<u8> = (0..3 * CHUNK_BYTES + 7).map(|i| i as u8).collect();
-        store.save(&snapshot("one", vec![1, 2, 3])).await.expect("save");
-        store.save(&snapshot("two", big.clone())).await.expect("save");
+        store.save(&snapshot(1, vec![1, 2, 3])).await.expect("save");
+        store.save(&snapshot(2, big.clone())).await.expect("save");
         drop(store);
         let generations = fs::read_dir(dir.path()).expect("list").count();
         assert_eq!(generations, 1, "the older generation is deleted");
         let store = SnapshotStore::open(dir.path()).expect("reopen");
         let read = store.read().expect("read").expect("a snapshot");
-        assert_eq!((read.meta.snapshot_id.as_str(), read.data), ("two", big));
+        assert_eq!((read.meta.last_log_id, read.data), (Some(log_id(2)), big));
     }
 }

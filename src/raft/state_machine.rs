@@ -8,20 +8,21 @@
 //! state machine is therefore durable up to the purge point, as openraft needs.
 
 use std::collections::VecDeque;
-use std::io::Cursor;
+use std::io::{self, Cursor};
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
-use openraft::{EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StoredMembership};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
 use tokio::sync::broadcast;
+use tokio_stream::{Stream, StreamExt};
 
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use super::turns::{Turn, Turns};
-use super::{storage_error, LockResult, LogId, Node, NodeId, StorageError, TypeConfig};
+use super::{storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::metrics::Metrics;
 use leasehold_core::{LockEvent, LockTable, TableImage};
 
@@ -36,7 +37,7 @@ const RECENT_TICKS: usize = 64;
 #[derive(Debug, Default)]
 struct AppliedState {
     last_applied: Option<LogId>,
-    membership: StoredMembership<NodeId, Node>,
+    membership: StoredMembership,
     table: LockTable,
     /// Apply times of the last [`RECENT_TICKS`] Tick entries, in µs.
     recent_ticks: VecDeque<u64>,
@@ -119,7 +120,7 @@ impl LockState {
 #[derive(Serialize, Deserialize)]
 pub(super) struct SnapshotImage {
     pub last_applied: Option<LogId>,
-    pub membership: StoredMembership<NodeId, Node>,
+    pub membership: StoredMembership,
     pub table: TableImage,
 }
 
@@ -176,62 +177,77 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachineStore {
-    type SnapshotBuilder = SnapshotBuilder;
+/// A snapshot's data as openraft carries it: the image, whole, in memory.
+pub type SnapshotData = Cursor<Vec<u8>>;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
-        let state = self.state.guard();
-        Ok((state.last_applied, state.membership.clone()))
-    }
-
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<LockResult>>, StorageError>
-    where
-        I: IntoIterator<Item = openraft::Entry<TypeConfig>> + Send,
-        I::IntoIter: Send,
-    {
-        let mut results = Vec::new();
+impl StateMachineStore {
+    /// Applies one entry to the table and answers with one result per
+    /// command. The events go out after the table is updated, so a
+    /// subscriber that reads the table on seeing an event finds its effect.
+    fn apply_entry(&self, entry: Entry) -> Vec<LockResult> {
         let mut events = Vec::new();
-        {
+        let results = {
             let mut state = self.state.write();
-            for entry in entries {
-                state.last_applied = Some(entry.log_id);
-                let entry_results = match entry.payload {
-                    EntryPayload::Blank => Vec::new(),
-                    EntryPayload::Normal(batch) => {
-                        // Only Ticks are timed: the clock read stays off
-                        // the path of every other entry.
-                        let tick_started = batch.is_tick().then(Instant::now);
-                        let mut answers = Vec::with_capacity(batch.len());
-                        for command in batch.commands() {
-                            let applied = state.table.apply(command, entry.log_id.index);
-                            self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
-                            events.extend(applied.events);
-                            answers.push(applied.result);
-                        }
-                        if let Some(started) = tick_started {
-                            if state.recent_ticks.len() == RECENT_TICKS {
-                                state.recent_ticks.pop_front();
-                            }
-                            state.recent_ticks.push_back(micros(started.elapsed()));
-                        }
-                        answers
+            state.last_applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => Vec::new(),
+                EntryPayload::Normal(batch) => {
+                    // Only Ticks are timed: the clock read stays off
+                    // the path of every other entry.
+                    let tick_started = batch.is_tick().then(Instant::now);
+                    let mut answers = Vec::with_capacity(batch.len());
+                    for command in batch.commands() {
+                        let applied = state.table.apply(command, entry.log_id.index);
+                        self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
+                        events.extend(applied.events);
+                        answers.push(applied.result);
                     }
-                    EntryPayload::Membership(m) => {
-                        state.membership = StoredMembership::new(Some(entry.log_id), m);
-                        Vec::new()
+                    if let Some(started) = tick_started {
+                        if state.recent_ticks.len() == RECENT_TICKS {
+                            state.recent_ticks.pop_front();
+                        }
+                        state.recent_ticks.push_back(micros(started.elapsed()));
                     }
-                };
-                results.push(entry_results);
+                    answers
+                }
+                EntryPayload::Membership(m) => {
+                    state.membership = StoredMembership::new(Some(entry.log_id), m);
+                    Vec::new()
+                }
             }
-        }
-        // Published after the table is updated, so a subscriber that reads
-        // the table on seeing an event finds the event's effect.
+        };
         for event in events {
             self.state.turns.publish(&event);
             // No subscriber is not an error.
             let _ = self.state.events.send(event);
         }
-        Ok(results)
+        results
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let state = self.state.guard();
+        Ok((state.last_applied, state.membership.clone()))
+    }
+
+    /// Applies the entries in order. Each entry's proposer is answered as
+    /// soon as that entry is applied (and its events are out).
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        while let Some(next) = entries.next().await {
+            let (entry, responder) = next?;
+            let results = self.apply_entry(entry);
+            if let Some(responder) = responder {
+                responder.send(results);
+            }
+        }
+        Ok(())
     }
 
     /// Copies the state image now: `build_snapshot` runs concurrently with
@@ -249,15 +265,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta<NodeId, Node>,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotData) -> Result<(), io::Error> {
         let started = Instant::now();
         let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
         self.restore(&stored.data)?;
@@ -268,8 +276,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(self.read_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        Ok(self.read_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Cursor::new(s.data) }))
     }
 }
 
@@ -280,24 +288,23 @@ pub struct SnapshotBuilder {
     state: LockState,
 }
 
+/// A snapshot of this node's state machine.
+pub type Snapshot = openraft::type_config::alias::SnapshotOf<TypeConfig, SnapshotData>;
+
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let started = Instant::now();
         let data = serde_json::to_vec(&self.image)
             .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
-        let last = self.image.last_applied;
-        let meta = SnapshotMeta {
-            last_log_id: last,
-            last_membership: self.image.membership.clone(),
-            snapshot_id: match last {
-                Some(id) => format!("{}-{}-{}", id.leader_id.term, id.leader_id.node_id, id.index),
-                None => "empty".to_string(),
-            },
-        };
+        // 0.10 identifies a snapshot by the log id it covers: no id of its own.
+        let meta =
+            SnapshotMeta { last_log_id: self.image.last_applied, last_membership: self.image.membership.clone() };
         let stored = StoredSnapshot { meta: meta.clone(), data };
         self.snapshots.save(&stored).await?;
         let (bytes, build_ms) = (stored.data.len() as u64, started.elapsed().as_millis() as u64);
         self.state.record_snapshot(|s| (s.bytes, s.build_ms) = (Some(bytes), Some(build_ms)));
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+        Ok(Snapshot { meta, snapshot: Cursor::new(stored.data) })
     }
 }

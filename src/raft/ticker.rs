@@ -19,6 +19,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
 use tokio::time::sleep;
 
@@ -68,15 +69,16 @@ impl Ticker {
         let mut ticked = Duration::ZERO;
         loop {
             let period = self.sleep_one_period().await;
-            let m = self.raft.metrics().borrow().clone();
+            let m = self.raft.metrics().borrow_watched().clone();
             if m.state != ServerState::Leader || m.current_term != term {
                 tracing::info!(term, "no longer leader: ticking stops");
                 self.metrics.tick_lag(0.0);
                 return;
             }
-            let quorum_fresh = m.millis_since_quorum_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
+            let since_ack = super::millis_since_quorum_ack(&m);
+            let quorum_fresh = since_ack.is_some_and(|ms| ms <= self.quorum_window.as_millis() as u64);
             if !quorum_fresh {
-                tracing::warn!(term, since_ack_ms = ?m.millis_since_quorum_ack, "no recent quorum ack: not ticking");
+                tracing::warn!(term, since_ack_ms = ?since_ack, "no recent quorum ack: not ticking");
                 continue;
             }
             let period_ms = period.as_millis() as u64;
@@ -87,7 +89,7 @@ impl Ticker {
                 }
                 // Losing leadership with a Tick in flight is part of every
                 // leader change, not a fault: the new leader ticks on.
-                Err(e) if e.forward_to_leader::<super::Node>().is_some() => {
+                Err(e) if e.forward_to_leader().is_some() => {
                     tracing::info!(term, error = %e, "no longer leader with a tick in flight: ticking stops");
                     self.metrics.tick_lag(0.0);
                     return;

@@ -146,7 +146,10 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         step("a non-member's Raft RPC is refused and moves no term");
         let before = cluster.client().status_of(0).await.unwrap();
         let target = Raw::new(format!("http://{}", cluster.endpoint(1)), None);
-        let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(before.term + 100, 9), None);
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+            openraft::impls::Vote::new(before.term + 100, 9),
+            None,
+        );
         let vote = serde_json::to_value(&vote).unwrap();
         let append = json!({
             "vote": { "leader_id": { "term": before.term + 100, "node_id": 9 }, "committed": true },
@@ -167,7 +170,10 @@ async fn tokens_gate_client_admin_and_raft_apis() {
             let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
             peer.write_all(peer::PREFACE).await.unwrap();
             peer::write_frame(&mut peer, &peer::Hello { from: 9, secret, channel: peer::Channel::Raft }).await.unwrap();
-            let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(before.term + 100, 9), None);
+            let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+                openraft::impls::Vote::new(before.term + 100, 9),
+                None,
+            );
             // The node may close before or after this write lands; either way it never answers.
             let _ = peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await;
             let answer =
@@ -188,7 +194,10 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         assert!(client.get_record("forged").await.unwrap().is_none(), "a refused write stored a record");
 
         step("the same vote with the cluster secret is taken (the refusals were the secret's doing)");
-        let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(after.term + 100, 9), None);
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+            openraft::impls::Vote::new(after.term + 100, 9),
+            None,
+        );
         let reply = target.send(Method::POST, "/raft/vote", Some(CLUSTER_SECRET), Some(json!(vote))).await;
         assert_eq!(reply.status(), StatusCode::OK, "{:?}", reply.text().await);
         let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
@@ -199,7 +208,10 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         )
         .await
         .unwrap();
-        let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(after.term + 200, 9), None);
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+            openraft::impls::Vote::new(after.term + 200, 9),
+            None,
+        );
         peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await.unwrap();
         let answer = tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;
         assert!(matches!(answer, Ok(Ok(Some(peer::PeerResponse::Vote(_))))), "over the peer transport: {answer:?}");

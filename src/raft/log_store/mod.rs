@@ -42,17 +42,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use self::frame::{corrupt, read_entry, recover, segment_path, segments, write_frame};
 use self::writer::{WriteOp, Writer};
-use super::{storage_error, sync_dir, LogId, NodeId, StorageError, TypeConfig};
+use super::{storage_error, sync_dir, Entry, LogId, StorageError, TypeConfig, Vote};
 use crate::metrics::Metrics;
-
-type Entry = openraft::Entry<TypeConfig>;
 
 /// A segment is closed once it holds this much; small enough that purging
 /// after a snapshot frees the disk soon, large enough to rarely rotate.
@@ -74,7 +72,7 @@ struct Position {
 /// What survives a restart besides the entries.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Meta {
-    vote: Option<Vote<NodeId>>,
+    vote: Option<Vote>,
     last_purged: Option<LogId>,
 }
 
@@ -226,10 +224,10 @@ fn write_meta(dir: &Path, meta: &Meta) -> io::Result<()> {
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+    ) -> Result<Vec<Entry>, io::Error> {
         // Collect under the lock; read evicted entries from disk after it.
         let mut found: Vec<Result<Entry, Position>> = Vec::new();
         {
@@ -261,14 +259,26 @@ impl RaftLogReader<TypeConfig> for LogStore {
         found
             .into_iter()
             .map(|f| f.or_else(|position| read_entry(&self.dir, position).map_err(|e| log_error(ErrorVerb::Read, e))))
-            .collect()
+            .collect::<Result<_, _>>()
+            .map_err(io::Error::from)
+    }
+
+    /// The vote as saved. A node whose saved vote is its own committed one
+    /// does not come back as leader of that term: `enable_leader_restore` is
+    /// off in the node's Raft config (see `node::Node::start`), so openraft
+    /// demotes that vote in memory and the node must win a new election.
+    /// (openraft 0.9 had no such switch, and this read reported the vote as
+    /// uncommitted instead; 0.10 reads the vote here for replication too,
+    /// where a leader's own vote must read as committed.)
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        Ok(self.lock().meta.vote)
     }
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
         let index = self.lock();
         Ok(LogState { last_purged_log_id: index.meta.last_purged, last_log_id: index.last_log_id() })
     }
@@ -280,46 +290,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// Durable before returning: a vote forgotten in a crash could let this
     /// node vote twice in one term. Votes are rare (elections), so writing
     /// the small meta file inline is cheap.
-    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let mut index = self.lock();
         index.meta.vote = Some(*vote);
-        self.save_meta(&index.meta)
-    }
-
-    /// The vote as saved, but never as a committed one. openraft 0.9 restores
-    /// a node whose saved vote is its own committed vote as leader of that
-    /// old term at once, without an election. That is unsafe here: a quorum
-    /// of followers may have committed an entry the old leader had not yet
-    /// flushed itself, and, leading the same term again, it would write a
-    /// different entry at that index under the same (term, index), which
-    /// followers take as identical. Its read index would also come from its
-    /// last saved commit index, which lags what it acknowledged (the fault
-    /// suite caught such a stale read). Read as uncommitted, the vote keeps
-    /// the node from voting twice in that term, and the node must win a new
-    /// term by election, where Raft's up-to-date check picks a log that has
-    /// every committed entry.
-    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
-        Ok(self.lock().meta.vote.map(|vote| Vote { committed: false, ..vote }))
+        Ok(self.save_meta(&index.meta)?)
     }
 
     /// Not stored: openraft learns the commit index from the leader again
     /// after a restart. Only reported as a metric.
-    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         if let Some(c) = committed {
             self.metrics.committed(c.index);
         }
         Ok(())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<(), io::Error>
     where
-        I: IntoIterator<Item = Entry> + Send,
-        I::IntoIter: Send,
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
     {
         let mut index = self.lock();
         let mut entries = entries.into_iter().peekable();
         let Some(first) = entries.peek().map(|e| e.log_id.index) else {
-            callback.log_io_completed(Ok(()));
+            callback.io_completed(Ok(()));
             return Ok(());
         };
         if index.end >= index.segment_bytes {
@@ -346,27 +340,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             index.recent.pop_front();
         }
         drop(index);
-        self.send(WriteOp::Append { segment, offset, frames, end, callback, at: Instant::now() })
+        Ok(self.send(WriteOp::Append { segment, offset, frames, end, callback, at: Instant::now() })?)
     }
 
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    /// Deletes every entry after `last` (all of them for `None`), durably
+    /// before returning.
+    async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
+        let from = last.map_or(0, |l| l.index + 1);
         let (done, cut) = oneshot::channel();
         {
             let mut index = self.lock();
-            let Some(at) = index.position(log_id.index) else { return Ok(()) };
-            let keep = (log_id.index - index.first()) as usize;
+            let Some(at) = index.position(from) else { return Ok(()) };
+            let keep = (from - index.first()) as usize;
             index.positions.truncate(keep);
-            while index.recent.back().is_some_and(|e| e.log_id.index >= log_id.index) {
+            while index.recent.back().is_some_and(|e| e.log_id.index >= from) {
                 index.recent.pop_back();
             }
             (index.active, index.end) = (at.segment, at.offset);
-            self.send(WriteOp::Truncate { segment: at.segment, offset: at.offset, end: log_id.index, done })?;
+            self.send(WriteOp::Truncate { segment: at.segment, offset: at.offset, end: from, done })?;
         }
         let cut = cut.await.map_err(|_| log_error(ErrorVerb::Delete, io::Error::other("log writer stopped")))?;
-        cut.map_err(|e| log_error(ErrorVerb::Delete, e))
+        Ok(cut.map_err(|e| log_error(ErrorVerb::Delete, e))?)
     }
 
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         let mut index = self.lock();
         // The purge point is saved before any segment goes: a crash in
         // between leaves extra segments behind, never a hole.
@@ -382,7 +379,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let segments = segments(&self.dir).map_err(|e| log_error(ErrorVerb::Delete, e))?;
         let purged: Vec<u64> = segments.into_iter().filter(|s| *s < oldest_kept && *s != index.active).collect();
         drop(index);
-        self.send(WriteOp::Delete { segments: purged })
+        Ok(self.send(WriteOp::Delete { segments: purged })?)
     }
 }
 
@@ -390,10 +387,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 mod tests {
     use super::*;
     use openraft::storage::RaftLogStorageExt;
-    use openraft::{CommittedLeaderId, EntryPayload};
+    use openraft::EntryPayload;
+
+    use super::super::CommittedLeaderId;
+
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogId::new(CommittedLeaderId { term, node_id: 1 }, index)
+    }
 
     fn entry(index: u64, term: u64) -> Entry {
-        Entry { log_id: LogId::new(CommittedLeaderId::new(term, 1), index), payload: EntryPayload::Blank }
+        Entry { log_id: log_id(term, index), payload: EntryPayload::Blank }
     }
 
     fn open(dir: &Path) -> LogStore {
@@ -431,11 +434,11 @@ mod tests {
 
         // A new leader replaces 25.. with its own entries, then a snapshot
         // lets the log go through 30.
-        log.truncate(LogId::new(CommittedLeaderId::new(1, 1), 25)).await.expect("truncate");
+        log.truncate_after(Some(log_id(1, 24))).await.expect("truncate");
         for first in (25..35).step_by(5) {
             log.blocking_append((first..first + 5).map(|i| entry(i, 2))).await.expect("append");
         }
-        log.purge(LogId::new(CommittedLeaderId::new(2, 1), 30)).await.expect("purge");
+        log.purge(log_id(2, 30)).await.expect("purge");
         let state = log.get_log_state().await.expect("state");
         assert_eq!(state.last_log_id.map(|l| l.index), Some(34));
         // The writer deletes purged segments after purge returns. Wait for

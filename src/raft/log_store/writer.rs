@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use openraft::storage::LogFlushed;
+use openraft::storage::IOFlushed;
 use tokio::sync::oneshot;
 
 use super::super::{sync_dir, TypeConfig};
@@ -24,7 +24,7 @@ pub(super) enum WriteOp {
         offset: u64,
         frames: Vec<u8>,
         end: u64,
-        callback: LogFlushed<TypeConfig>,
+        callback: IOFlushed<TypeConfig>,
         at: Instant,
     },
     /// Start segment `first`; the previous one is complete.
@@ -57,7 +57,7 @@ pub(super) struct Writer {
 }
 
 /// Appends written and not yet synced: each one's callback and start time.
-type Unsynced = Vec<(LogFlushed<TypeConfig>, Instant)>;
+type Unsynced = Vec<(IOFlushed<TypeConfig>, Instant)>;
 
 impl Writer {
     /// Takes every queued operation, does them in order, then syncs once and
@@ -152,7 +152,7 @@ impl Writer {
             self.broken.get_or_insert(e.to_string());
         }
         for (callback, at) in unsynced.drain(..) {
-            callback.log_io_completed(synced.as_ref().map(|_| ()).map_err(copy_error));
+            callback.io_completed(synced.as_ref().map(|_| ()).map_err(copy_error));
             metrics.appended((done - at).as_secs_f64());
         }
     }
