@@ -233,29 +233,20 @@ async fn create_holders(
         .map(|_| {
             let (client, next, done, held) = (client.clone(), next.clone(), done.clone(), held.clone());
             tokio::spawn(async move {
-                let (mut failed, mut last) = (0u64, String::new());
+                let (mut failed, mut last) = (Vec::new(), String::new());
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= to {
                         return (failed, last);
                     }
-                    // A holder is retried as a whole when the client's own
-                    // retries run out (a snapshot of a million leases or an
-                    // election can stall commits for seconds): the same owner
-                    // re-acquiring its own lock is idempotent, and a session
-                    // that failed to take its locks is simply left to expire.
-                    let mut outcome = create_holder(&client, kind, i, &held).await;
-                    for _ in 1..ACQUIRE_ATTEMPTS {
-                        if outcome.is_ok() {
-                            break;
-                        }
-                        outcome = create_holder(&client, kind, i, &held).await;
-                    }
-                    match outcome {
+                    match create_holder(&client, kind, i, &held).await {
                         Ok(()) => {
                             done.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(e) => (failed, last) = (failed + 1, e.to_string()),
+                        Err(e) => {
+                            failed.push(i);
+                            last = e.to_string();
+                        }
                     }
                 }
             })
@@ -269,21 +260,57 @@ async fn create_holders(
             eprintln!("bulk:   {} / {} {what}, {:.0}/s", from + n, to, n as f64 / started.elapsed().as_secs_f64());
         }
     });
-    let (mut failed, mut last) = (0, String::new());
+    let (mut failed, mut last) = (Vec::new(), String::new());
     for worker in workers {
         let (f, l) = worker.await.expect("acquire worker does not panic");
-        failed += f;
-        if f > 0 {
+        if !f.is_empty() {
             last = l;
         }
+        failed.extend(f);
     }
     progress.abort();
-    match failed {
+    if !failed.is_empty() && matches!(kind, Holders::Sessions { .. }) {
+        // A session whose create was applied but whose answer was lost (a
+        // stall past the client's retries) is opened again under a new
+        // request id, and the first one holds a place until its hour is
+        // up. Once every holder is done, a session without locks is such
+        // an orphan: delete them, then try the failed holders once more.
+        let orphans = delete_orphan_sessions(client).await?;
+        eprintln!("bulk: {} holders failed ({last}); deleted {orphans} sessions without locks, retrying", failed.len());
+        let mut still = Vec::new();
+        for i in failed {
+            if let Err(e) = create_holder(client, kind, i, held).await {
+                still.push(i);
+                last = e.to_string();
+            }
+        }
+        failed = still;
+    }
+    match failed.len() as u64 {
         0 => Ok(()),
-        _ => Err(ScaleError::Acquires { failed, wanted: to - from, last }),
+        failed => Err(ScaleError::Acquires { failed, wanted: to - from, last }),
     }
 }
 
+/// Deletes every live session that holds no lock; returns how many.
+async fn delete_orphan_sessions(client: &Client) -> Result<usize, ClientError> {
+    let (mut after, mut orphans) = (0, Vec::new());
+    loop {
+        let page = client.list_sessions(after, leasehold_proto::MAX_LIST_LIMIT).await?;
+        let Some(last) = page.last() else { break };
+        after = last.session;
+        orphans.extend(page.iter().filter(|s| s.lock_count == 0).map(|s| s.session));
+    }
+    for id in &orphans {
+        client.delete_session(*id).await?;
+    }
+    Ok(orphans.len())
+}
+
+/// Creates holder `i`: the lease `bulk/{i}`, or a session holding
+/// `bulk/{i}/0`.. in one multi-acquire (kept in `held`). A session is opened
+/// once and its multi-acquire retried within it, so a failed attempt does
+/// not cost a session: at 100 000 of them the table has no room for spares.
 async fn create_holder(
     client: &Arc<Client>,
     kind: Holders,
@@ -292,15 +319,34 @@ async fn create_holder(
 ) -> Result<(), ClientError> {
     let name = format!("bulk/{i:08}");
     match kind {
-        Holders::Leases => client.acquire(&name, "bulk", BULK_TTL_MS).await.map(drop),
+        Holders::Leases => retried(|| client.acquire(&name, "bulk", BULK_TTL_MS)).await.map(drop),
         Holders::Sessions { locks_each } => {
-            let session = client.session("bulk", Duration::from_millis(BULK_TTL_MS)).await?;
+            let session = retried(|| client.session("bulk", Duration::from_millis(BULK_TTL_MS))).await?;
             let names: Vec<String> = (0..locks_each).map(|k| format!("{name}/{k}")).collect();
-            session.lock_many(&names.iter().map(String::as_str).collect::<Vec<_>>(), None).await?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            retried(|| session.lock_many(&names, None)).await?;
             held.lock().expect("no worker panicked").push(session);
             Ok(())
         }
     }
+}
+
+/// Runs `attempt` until it succeeds, at most [`ACQUIRE_ATTEMPTS`] times: a
+/// request is retried as a whole when the client's own retries run out (a
+/// snapshot of a million leases or an election can stall commits for
+/// seconds). Re-acquiring one's own locks is idempotent.
+async fn retried<T, F>(mut attempt: impl FnMut() -> F) -> Result<T, ClientError>
+where
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut outcome = attempt().await;
+    for _ in 1..ACQUIRE_ATTEMPTS {
+        if outcome.is_ok() {
+            break;
+        }
+        outcome = attempt().await;
+    }
+    outcome
 }
 
 /// Waits (bounded) until the one node `client` talks to has applied `index`.
