@@ -9,10 +9,11 @@
 //!   high as every token it admitted before (the storage-side check from
 //!   Kleppmann's critique of Redlock), and refuses lower ones.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::tracked::{Changed, Tracked};
 use super::{FencingToken, LockError, Outcome};
 
 /// At most this many records, and this many gates: leasehold keeps payment
@@ -35,18 +36,32 @@ pub struct Record {
 
 /// A gate's state: which lock's tokens it admits, and the highest admitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct GateState {
+pub(crate) struct GateState {
     lock: String,
     highest: FencingToken,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fences {
-    records: BTreeMap<String, Record>,
-    gates: BTreeMap<String, GateState>,
+    records: Tracked<String, Record>,
+    gates: Tracked<String, GateState>,
 }
 
 impl Fences {
+    pub(crate) fn from_maps(records: BTreeMap<String, Record>, gates: BTreeMap<String, GateState>) -> Self {
+        Fences { records: records.into(), gates: gates.into() }
+    }
+
+    /// The records and the gates.
+    pub(crate) fn maps(&self) -> (&BTreeMap<String, Record>, &BTreeMap<String, GateState>) {
+        (&self.records, &self.gates)
+    }
+
+    /// The keys of the records, and of the gates, changed since the last call.
+    pub(crate) fn take_changed(&mut self) -> (Changed<String>, Changed<String>) {
+        (self.records.take_changed(), self.gates.take_changed())
+    }
+
     pub fn record(&self, key: &str) -> Option<&Record> {
         self.records.get(key)
     }
@@ -83,7 +98,7 @@ impl Fences {
             return Err(LockError::Full { what: "gates".into(), limit: MAX_GATES });
         }
         let gate =
-            self.gates.entry(resource.to_owned()).or_insert_with(|| GateState { lock: lock.to_owned(), highest: 0 });
+            self.gates.get_or_insert_with(resource.to_owned(), || GateState { lock: lock.to_owned(), highest: 0 });
         if gate.lock != lock {
             return Err(LockError::GateLockMismatch { resource: resource.to_owned(), lock: gate.lock.clone() });
         }

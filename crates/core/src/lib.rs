@@ -15,6 +15,7 @@ mod event;
 mod fence;
 mod requests;
 mod table;
+mod tracked;
 
 pub use batch::Batch;
 pub use command::{Command, InvalidCommand, Limits};
@@ -22,6 +23,7 @@ pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
-    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, SessionId, SessionLock,
-    SessionView, TableImage, WaiterView, MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
+    Applied, Blocker, Changes, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, OwnedRowValue,
+    Row, RowValue, SessionId, SessionLock, SessionView, TableImage, TableLoader, Tree, WaiterView,
+    MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
 };

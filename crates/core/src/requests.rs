@@ -10,10 +10,11 @@
 //! [`MAX_REQUEST_AGE_MS`] of cluster time; the oldest go first. A retry after
 //! that is applied as a new request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::tracked::{Changed, Tracked};
 use super::{LockError, Outcome};
 
 pub const MAX_REQUESTS: usize = 50_000;
@@ -35,8 +36,9 @@ pub enum RequestKind {
     DeleteSession,
 }
 
+/// What one request id got: a row of the table's durable copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Record {
+pub(crate) struct Record {
     index: u64,
     tick: u64,
     name: String,
@@ -49,21 +51,25 @@ struct Record {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "BTreeMap<String, Record>", into = "BTreeMap<String, Record>")]
 pub struct Requests {
-    by_id: BTreeMap<String, Record>,
-    /// Entry index → request id: oldest first, for eviction.
-    by_index: BTreeMap<u64, String>,
+    by_id: Tracked<String, Record>,
+    /// (entry index, request id), oldest first, for eviction. The id is part
+    /// of the key because one entry carries a batch of commands, each with
+    /// its own request id: keyed by index alone, all but one of a batch's
+    /// records were unreachable here and never evicted, and under load the
+    /// records (and every snapshot) grew without bound.
+    by_index: BTreeSet<(u64, String)>,
 }
 
 impl From<BTreeMap<String, Record>> for Requests {
     fn from(by_id: BTreeMap<String, Record>) -> Self {
         let by_index = by_id.iter().map(|(id, r)| (r.index, id.clone())).collect();
-        Requests { by_id, by_index }
+        Requests { by_id: by_id.into(), by_index }
     }
 }
 
 impl From<Requests> for BTreeMap<String, Record> {
     fn from(r: Requests) -> Self {
-        r.by_id
+        (*r.by_id).clone()
     }
 }
 
@@ -89,9 +95,9 @@ impl Requests {
     ) {
         let record = Record { index, tick, name: name.to_owned(), kind, result: result.clone() };
         if let Some(old) = self.by_id.insert(id.to_owned(), record) {
-            self.by_index.remove(&old.index);
+            self.by_index.remove(&(old.index, id.to_owned()));
         }
-        self.by_index.insert(index, id.to_owned());
+        self.by_index.insert((index, id.to_owned()));
     }
 
     /// Replaces the result of `id` (a queued acquire that was granted or
@@ -105,20 +111,29 @@ impl Requests {
     /// Forgets `id`: a cancelled wait may be retried as a new request.
     pub fn forget(&mut self, id: &str) {
         if let Some(old) = self.by_id.remove(id) {
-            self.by_index.remove(&old.index);
+            self.by_index.remove(&(old.index, id.to_owned()));
         }
     }
 
     /// Drops records beyond the size bound or older than `max_age_ticks`.
     pub fn evict(&mut self, now_tick: u64, max_age_ticks: u64) {
-        while let Some((_, id)) = self.by_index.first_key_value() {
+        while let Some((_, id)) = self.by_index.first() {
             let record = &self.by_id[id];
             if self.by_id.len() <= MAX_REQUESTS && record.tick + max_age_ticks > now_tick {
                 break;
             }
-            let (_, id) = self.by_index.pop_first().expect("first_key_value was Some");
+            let (_, id) = self.by_index.pop_first().expect("first was Some");
             self.by_id.remove(&id);
         }
+    }
+
+    /// The ids whose records changed since the last call.
+    pub(crate) fn take_changed(&mut self) -> Changed<String> {
+        self.by_id.take_changed()
+    }
+
+    pub(crate) fn map(&self) -> &BTreeMap<String, Record> {
+        &self.by_id
     }
 
     pub fn len(&self) -> usize {
@@ -127,5 +142,50 @@ impl Requests {
 
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn released(name: &str) -> Result<Outcome, LockError> {
+        Ok(Outcome::Released { name: name.into(), token: 1 })
+    }
+
+    // Ensures records that share an entry (a batch of commands) are all
+    // bounded by size and by age, not only the last of each batch.
+    #[test]
+    fn batched_records_are_evicted_by_size_and_age() {
+        let mut requests = Requests::default();
+        let batch = 256;
+        for n in 0..(MAX_REQUESTS + 2 * batch) {
+            let index = (n / batch) as u64 + 1;
+            requests.record(&format!("r{n}"), index, 0, "a", RequestKind::Release, &released("a"));
+        }
+        requests.evict(0, 1_000);
+        assert_eq!(requests.len(), MAX_REQUESTS);
+        assert!(requests.replay("r0", "a", RequestKind::Release).is_none(), "the oldest go first");
+        let newest = format!("r{}", MAX_REQUESTS + 2 * batch - 1);
+        assert!(requests.replay(&newest, "a", RequestKind::Release).is_some());
+        requests.evict(1_000, 1_000);
+        assert!(requests.is_empty(), "every record ages out");
+    }
+
+    // Ensures re-recording and forgetting an id of a batch leaves its
+    // batch-mates' records in the eviction order.
+    #[test]
+    fn forgetting_one_record_of_a_batch_keeps_the_others_evictable() {
+        let mut requests = Requests::default();
+        for id in ["a", "b", "c"] {
+            requests.record(id, 7, 0, "n", RequestKind::Release, &released("n"));
+        }
+        requests.forget("b");
+        requests.record("c", 7, 0, "n", RequestKind::Release, &released("n"));
+        assert_eq!(requests.len(), 2);
+        requests.evict(10, 5);
+        assert!(requests.is_empty());
+        let image: Requests = BTreeMap::from(requests.clone()).into();
+        assert_eq!(image, requests);
     }
 }

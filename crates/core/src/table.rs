@@ -3,19 +3,22 @@
 //! request id got.
 
 mod queue;
+mod rows;
 mod sessions;
 
+pub use self::rows::{Changes, OwnedRowValue, Row, RowValue, TableLoader, Tree};
 pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
 mod tests;
 mod types;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use super::event::{EventKind, LockEvent};
 use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
+use super::tracked::Tracked;
 use super::{Command, InvalidCommand, Limits};
 
 pub use self::types::{
@@ -38,11 +41,11 @@ pub struct LockTable {
     /// only grows, so a lease's deadline in ticks never means less real time
     /// than when it was set.
     tick_ms: Option<u64>,
-    leases: BTreeMap<String, Lease>,
+    leases: Tracked<String, Lease>,
     /// `(deadline, name)` of every lease that has its own ttl (not of those
     /// held under a session), so a Tick visits only what expires.
     by_deadline: BTreeSet<(u64, String)>,
-    sessions: BTreeMap<SessionId, Session>,
+    sessions: Tracked<SessionId, Session>,
     /// `(deadline, id)` of every session.
     by_session_deadline: BTreeSet<(u64, SessionId)>,
     /// `(index, session, seq)` of every remembered session answer, oldest
@@ -52,14 +55,14 @@ pub struct LockTable {
     answer_weight: usize,
     /// FIFO queues; a lock has a queue only while it is held, delayed, or
     /// reserved for a multi-acquire first in its queue.
-    queues: BTreeMap<String, VecDeque<Waiter>>,
+    queues: Tracked<String, VecDeque<Waiter>>,
     /// `(wait_deadline, name, owner)` of every waiter.
     by_wait_deadline: BTreeSet<(u64, String, String)>,
     /// `(name, owner)` of every waiter, so asking whether an owner waits (on
     /// every queued acquire) does not scan a herd of thousands.
     queued: BTreeSet<(String, String)>,
     /// Free locks under a lock delay (never held at the same time).
-    delays: BTreeMap<String, Delay>,
+    delays: Tracked<String, Delay>,
     /// `(until_tick, name)` of every delay, so a Tick visits only the delays it ends.
     by_delay_end: BTreeSet<(u64, String)>,
     requests: Requests,
@@ -71,12 +74,12 @@ impl From<&LockTable> for TableImage {
         TableImage {
             now_tick: t.now_tick,
             tick_ms: t.tick_ms,
-            leases: t.leases.clone(),
-            queues: t.queues.clone(),
+            leases: (*t.leases).clone(),
+            queues: (*t.queues).clone(),
             requests: t.requests.clone(),
             fences: t.fences.clone(),
-            delays: t.delays.clone(),
-            sessions: t.sessions.clone(),
+            delays: (*t.delays).clone(),
+            sessions: (*t.sessions).clone(),
         }
     }
 }
@@ -96,16 +99,16 @@ impl From<TableImage> for LockTable {
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
-            leases: image.leases,
+            leases: image.leases.into(),
             by_deadline,
-            queues: image.queues,
+            queues: image.queues.into(),
             by_wait_deadline,
             queued,
             requests: image.requests,
             fences: image.fences,
-            delays: image.delays,
+            delays: image.delays.into(),
             by_delay_end,
-            sessions: image.sessions,
+            sessions: image.sessions.into(),
             by_session_deadline,
             answer_order,
             answer_weight,

@@ -17,7 +17,7 @@ impl LockTable {
 
     /// Puts `waiter` last in the queue of `name`; returns its position.
     pub(super) fn enqueue(&mut self, name: &str, waiter: Waiter, index: u64, events: &mut Vec<LockEvent>) -> usize {
-        let queue = self.queues.entry(name.to_owned()).or_default();
+        let queue = self.queues.get_or_insert_with(name.to_owned(), Default::default);
         let owner = waiter.owner.clone();
         self.by_wait_deadline.insert((waiter.wait_deadline, name.to_owned(), owner.clone()));
         self.queued.insert((name.to_owned(), owner.clone()));

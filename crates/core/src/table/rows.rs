@@ -1,0 +1,480 @@
+//! The table as rows: how its durable copy is laid out, written and read back.
+//!
+//! A row is `(tree, key) -> value`: one lease, one lock's queue, one delay,
+//! one session, one request record, one fenced record, one gate, and the
+//! clock. The in-memory indexes (deadlines, who waits where, answer order)
+//! are not rows: they are rebuilt from the rows on load.
+//! [`LockTable::take_changes`] and [`LockTable::changed_rows`] give what a
+//! checkpoint writes; [`LockTable::rows`] everything (a full snapshot); a
+//! [`TableLoader`] builds the table back from rows in any order. The byte
+//! encoding of values is the caller's: rows serialize with serde.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::types::{Delay, Lease, Session, Waiter};
+use super::{LockTable, SessionId, TableImage};
+use crate::fence::{Fences, GateState, Record};
+use crate::requests::{self, Requests};
+use crate::tracked::Changed;
+
+/// What a row holds. The number is its id in stored keys: never reuse one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tree {
+    /// The one row with the cluster's clock, under the empty key.
+    Clock = 1,
+    Leases = 2,
+    Queues = 3,
+    Delays = 4,
+    Sessions = 5,
+    Requests = 6,
+    Records = 7,
+    Gates = 8,
+}
+
+impl Tree {
+    pub const ALL: [Tree; 8] = [
+        Tree::Clock,
+        Tree::Leases,
+        Tree::Queues,
+        Tree::Delays,
+        Tree::Sessions,
+        Tree::Requests,
+        Tree::Records,
+        Tree::Gates,
+    ];
+
+    pub fn id(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_id(id: u8) -> Option<Tree> {
+        Tree::ALL.into_iter().find(|t| t.id() == id)
+    }
+}
+
+/// The clock row: committed ticks and the tick period ttls convert with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Clock {
+    now_tick: u64,
+    tick_ms: Option<u64>,
+}
+
+/// A row's value, borrowed from the table; serializes as the value itself.
+#[derive(Debug)]
+pub struct RowValue<'a>(Value<'a>);
+
+#[derive(Debug)]
+enum Value<'a> {
+    Clock(Clock),
+    Lease(&'a Lease),
+    Queue(&'a VecDeque<Waiter>),
+    Delay(&'a Delay),
+    Session(&'a Session),
+    Request(&'a requests::Record),
+    Record(&'a Record),
+    Gate(&'a GateState),
+}
+
+impl Serialize for RowValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Value::Clock(v) => v.serialize(s),
+            Value::Lease(v) => v.serialize(s),
+            Value::Queue(v) => v.serialize(s),
+            Value::Delay(v) => v.serialize(s),
+            Value::Session(v) => v.serialize(s),
+            Value::Request(v) => v.serialize(s),
+            Value::Record(v) => v.serialize(s),
+            Value::Gate(v) => v.serialize(s),
+        }
+    }
+}
+
+impl RowValue<'_> {
+    /// A copy that borrows nothing: taking it under the apply lock is much
+    /// cheaper than encoding it there, and it encodes the same later.
+    pub fn to_owned(&self) -> OwnedRowValue {
+        OwnedRowValue(match &self.0 {
+            Value::Clock(v) => Owned::Clock(*v),
+            Value::Lease(v) => Owned::Lease((*v).clone()),
+            Value::Queue(v) => Owned::Queue((*v).clone()),
+            Value::Delay(v) => Owned::Delay((*v).clone()),
+            Value::Session(v) => Owned::Session((*v).clone()),
+            Value::Request(v) => Owned::Request((*v).clone()),
+            Value::Record(v) => Owned::Record((*v).clone()),
+            Value::Gate(v) => Owned::Gate((*v).clone()),
+        })
+    }
+}
+
+/// A row's value, copied out of the table; serializes as [`RowValue`] does.
+#[derive(Debug)]
+pub struct OwnedRowValue(Owned);
+
+#[derive(Debug)]
+enum Owned {
+    Clock(Clock),
+    Lease(Lease),
+    Queue(VecDeque<Waiter>),
+    Delay(Delay),
+    Session(Session),
+    Request(requests::Record),
+    Record(Record),
+    Gate(GateState),
+}
+
+impl Serialize for OwnedRowValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Owned::Clock(v) => v.serialize(s),
+            Owned::Lease(v) => v.serialize(s),
+            Owned::Queue(v) => v.serialize(s),
+            Owned::Delay(v) => v.serialize(s),
+            Owned::Session(v) => v.serialize(s),
+            Owned::Request(v) => v.serialize(s),
+            Owned::Record(v) => v.serialize(s),
+            Owned::Gate(v) => v.serialize(s),
+        }
+    }
+}
+
+/// One row; `value` is `None` for a row that no longer exists.
+#[derive(Debug)]
+pub struct Row<'a> {
+    pub tree: Tree,
+    pub key: Vec<u8>,
+    pub value: Option<RowValue<'a>>,
+}
+
+/// Which keys changed since the previous [`LockTable::take_changes`].
+#[derive(Debug, Default)]
+pub struct Changes {
+    leases: Changed<String>,
+    queues: Changed<String>,
+    delays: Changed<String>,
+    sessions: Changed<SessionId>,
+    requests: Changed<String>,
+    records: Changed<String>,
+    gates: Changed<String>,
+}
+
+impl Changes {
+    /// Keys changed, the clock not counted (some need no write: see
+    /// [`LockTable::changed_rows`]).
+    pub fn len(&self) -> usize {
+        self.leases.len()
+            + self.queues.len()
+            + self.delays.len()
+            + self.sessions.len()
+            + self.requests.len()
+            + self.records.len()
+            + self.gates.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn text_key(key: &str) -> Vec<u8> {
+    key.as_bytes().to_vec()
+}
+
+/// Session ids as big-endian bytes, so stored rows sort by id.
+fn session_key(id: SessionId) -> Vec<u8> {
+    id.to_be_bytes().to_vec()
+}
+
+/// The rows of `keys` in `map`: the current value, or `None` where gone,
+/// and nothing for a key that was neither there at the last checkpoint nor
+/// is now.
+fn rows_of<'a, K: Ord, V>(
+    tree: Tree,
+    keys: &'a Changed<K>,
+    map: &'a BTreeMap<K, V>,
+    key: impl Fn(&K) -> Vec<u8> + 'a,
+    value: impl Fn(&'a V) -> RowValue<'a> + 'a,
+) -> impl Iterator<Item = Row<'a>> + 'a {
+    keys.iter().filter_map(move |(k, stored)| match map.get(k) {
+        None if !stored => None,
+        found => Some(Row { tree, key: key(k), value: found.map(&value) }),
+    })
+}
+
+/// Every row of `map`.
+fn all_rows<'a, K: Ord, V>(
+    tree: Tree,
+    map: &'a BTreeMap<K, V>,
+    key: impl Fn(&K) -> Vec<u8> + 'a,
+    value: impl Fn(&'a V) -> RowValue<'a> + 'a,
+) -> impl Iterator<Item = Row<'a>> + 'a {
+    map.iter().map(move |(k, v)| Row { tree, key: key(k), value: Some(value(v)) })
+}
+
+impl LockTable {
+    /// Which rows changed since the last call, forgetting them: the caller
+    /// takes over writing them (with [`changed_rows`](Self::changed_rows)).
+    pub fn take_changes(&mut self) -> Changes {
+        let (records, gates) = self.fences.take_changed();
+        Changes {
+            leases: self.leases.take_changed(),
+            queues: self.queues.take_changed(),
+            delays: self.delays.take_changed(),
+            sessions: self.sessions.take_changed(),
+            requests: self.requests.take_changed(),
+            records,
+            gates,
+        }
+    }
+
+    fn clock_row(&self) -> Row<'_> {
+        let clock = Clock { now_tick: self.now_tick, tick_ms: self.tick_ms };
+        Row { tree: Tree::Clock, key: Vec::new(), value: Some(RowValue(Value::Clock(clock))) }
+    }
+
+    /// The current rows for `changes` (taken from this table), the clock
+    /// first; a row that no longer exists comes with no value, and one that
+    /// came and went since the last checkpoint does not come at all.
+    pub fn changed_rows<'a>(&'a self, changes: &'a Changes) -> impl Iterator<Item = Row<'a>> + 'a {
+        let (records, gates) = self.fences.maps();
+        std::iter::once(self.clock_row())
+            .chain(rows_of(Tree::Leases, &changes.leases, &self.leases, |k| text_key(k), |v| RowValue(Value::Lease(v))))
+            .chain(rows_of(Tree::Queues, &changes.queues, &self.queues, |k| text_key(k), |v| RowValue(Value::Queue(v))))
+            .chain(rows_of(Tree::Delays, &changes.delays, &self.delays, |k| text_key(k), |v| RowValue(Value::Delay(v))))
+            .chain(rows_of(
+                Tree::Sessions,
+                &changes.sessions,
+                &self.sessions,
+                |k| session_key(*k),
+                |v| RowValue(Value::Session(v)),
+            ))
+            .chain(rows_of(
+                Tree::Requests,
+                &changes.requests,
+                self.requests.map(),
+                |k| text_key(k),
+                |v| RowValue(Value::Request(v)),
+            ))
+            .chain(rows_of(Tree::Records, &changes.records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
+            .chain(rows_of(Tree::Gates, &changes.gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
+    }
+
+    /// Every row of the table, the clock first.
+    pub fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
+        let (records, gates) = self.fences.maps();
+        std::iter::once(self.clock_row())
+            .chain(all_rows(Tree::Leases, &self.leases, |k| text_key(k), |v| RowValue(Value::Lease(v))))
+            .chain(all_rows(Tree::Queues, &self.queues, |k| text_key(k), |v| RowValue(Value::Queue(v))))
+            .chain(all_rows(Tree::Delays, &self.delays, |k| text_key(k), |v| RowValue(Value::Delay(v))))
+            .chain(all_rows(Tree::Sessions, &self.sessions, |k| session_key(*k), |v| RowValue(Value::Session(v))))
+            .chain(all_rows(Tree::Requests, self.requests.map(), |k| text_key(k), |v| RowValue(Value::Request(v))))
+            .chain(all_rows(Tree::Records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
+            .chain(all_rows(Tree::Gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
+    }
+}
+
+/// Builds a [`LockTable`] from rows, in any order.
+#[derive(Debug, Default)]
+pub struct TableLoader {
+    clock: Option<Clock>,
+    leases: BTreeMap<String, Lease>,
+    queues: BTreeMap<String, VecDeque<Waiter>>,
+    delays: BTreeMap<String, Delay>,
+    sessions: BTreeMap<SessionId, Session>,
+    requests: BTreeMap<String, requests::Record>,
+    records: BTreeMap<String, Record>,
+    gates: BTreeMap<String, GateState>,
+}
+
+impl TableLoader {
+    /// Adds the row `(tree, key)` whose value `value` deserializes. A key
+    /// that is not one of `tree`'s is an error of the deserializer's kind.
+    pub fn load<'de, D: Deserializer<'de>>(&mut self, tree: Tree, key: &[u8], value: D) -> Result<(), D::Error> {
+        let text = || String::from_utf8(key.to_vec()).map_err(|_| D::Error::custom("a row key is not UTF-8"));
+        match tree {
+            Tree::Clock => self.clock = Some(Clock::deserialize(value)?),
+            Tree::Leases => _ = self.leases.insert(text()?, Lease::deserialize(value)?),
+            Tree::Queues => _ = self.queues.insert(text()?, VecDeque::deserialize(value)?),
+            Tree::Delays => _ = self.delays.insert(text()?, Delay::deserialize(value)?),
+            Tree::Sessions => {
+                let id = key.try_into().map_err(|_| D::Error::custom("a session key is not 8 bytes"))?;
+                self.sessions.insert(SessionId::from_be_bytes(id), Session::deserialize(value)?);
+            }
+            Tree::Requests => _ = self.requests.insert(text()?, requests::Record::deserialize(value)?),
+            Tree::Records => _ = self.records.insert(text()?, Record::deserialize(value)?),
+            Tree::Gates => _ = self.gates.insert(text()?, GateState::deserialize(value)?),
+        }
+        Ok(())
+    }
+
+    /// The table the rows describe, with its indexes rebuilt.
+    pub fn finish(self) -> LockTable {
+        let clock = self.clock.unwrap_or(Clock { now_tick: 0, tick_ms: None });
+        LockTable::from(TableImage {
+            now_tick: clock.now_tick,
+            tick_ms: clock.tick_ms,
+            leases: self.leases,
+            queues: self.queues,
+            requests: Requests::from(self.requests),
+            fences: Fences::from_maps(self.records, self.gates),
+            delays: self.delays,
+            sessions: self.sessions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    use crate::{Command, Limits};
+
+    type Store = BTreeMap<(Tree, Vec<u8>), String>;
+
+    /// What a checkpoint does with the changed rows, JSON standing in for
+    /// the node's encoding.
+    fn write_changes(table: &mut LockTable, store: &mut Store, seen: &mut BTreeSet<Tree>) -> usize {
+        let changes = table.take_changes();
+        for row in table.changed_rows(&changes) {
+            match row.value {
+                Some(value) => {
+                    seen.insert(row.tree);
+                    store.insert((row.tree, row.key), serde_json::to_string(&value).unwrap());
+                }
+                None => _ = store.remove(&(row.tree, row.key)),
+            }
+        }
+        changes.len()
+    }
+
+    fn load(rows: impl Iterator<Item = (Tree, Vec<u8>, String)>) -> LockTable {
+        let mut loader = TableLoader::default();
+        for (tree, key, value) in rows {
+            loader.load(tree, &key, &mut serde_json::Deserializer::from_str(&value)).expect("a row loads");
+        }
+        loader.finish()
+    }
+
+    /// A small deterministic generator (xorshift), so a failure repeats.
+    struct Dice(u64);
+
+    impl Dice {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+        fn some<T>(&mut self, value: T) -> Option<T> {
+            (self.below(3) == 0).then_some(value)
+        }
+    }
+
+    /// A random command against the table's current state: every kind of
+    /// command, valid or not, so every kind of row is written and removed.
+    fn command(dice: &mut Dice, table: &LockTable, step: u64) -> Command {
+        let name = format!("lock-{}", dice.below(12));
+        let owner = format!("owner-{}", dice.below(4));
+        let token = table.current_token(&name).unwrap_or(dice.below(50));
+        let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
+        let request = format!("req-{}", dice.below(400));
+        let request_id = dice.some(request);
+        match dice.below(12) {
+            0..=2 => Command::Acquire {
+                name,
+                owner,
+                ttl_ms: Some(3000 + dice.below(4000)),
+                session: None,
+                wait_ms: {
+                    let wait = dice.below(3000);
+                    dice.some(wait)
+                },
+                request_id,
+                lock_delay_ms: {
+                    let delay = dice.below(500);
+                    dice.some(delay)
+                },
+                seq: None,
+            },
+            3 => Command::Acquire {
+                name,
+                owner,
+                ttl_ms: None,
+                session: session.or(Some(1)),
+                wait_ms: dice.some(1000),
+                request_id,
+                lock_delay_ms: None,
+                seq: Some(step),
+            },
+            4 => Command::Release { name, token, request_id, session: None, seq: None },
+            5 => Command::Renew { name, token, ttl_ms: Some(4000), request_id },
+            6 => Command::AcquireMany {
+                names: vec![name, format!("lock-{}", dice.below(12))],
+                owner,
+                ttl_ms: Some(3000),
+                session: None,
+                wait_ms: dice.some(800),
+                request_id,
+                lock_delay_ms: None,
+                seq: None,
+            },
+            7 => Command::PutRecord {
+                key: format!("rec-{}", dice.below(6)),
+                lock: name,
+                token,
+                value: "1".into(),
+                request_id,
+            },
+            8 => Command::Gate { resource: format!("gate-{}", dice.below(4)), lock: name, token, request_id },
+            9 => match (dice.below(3), session) {
+                (0, Some(session)) => Command::DeleteSession { session, request_id },
+                (1, Some(session)) => Command::KeepAlive { session, ttl_ms: None, request_id, seq: Some(step) },
+                _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
+            },
+            10 => Command::Cancel { name, owner },
+            _ => Command::Tick { period_ms: 500 },
+        }
+    }
+
+    // Ensures the rows a checkpoint writes, applied to a store after every
+    // batch of commands, always load back into the very table (indexes
+    // included), and that a full dump loads back the same.
+    #[test]
+    fn changed_rows_keep_a_store_equal_to_the_table() {
+        let (mut table, mut store, mut dice) = (LockTable::new(), Store::new(), Dice(0x9e37_79b9_7f4a_7c15));
+        let (mut written, mut seen) = (0, BTreeSet::new());
+        for step in 1..=6000 {
+            let command = command(&mut dice, &table, step);
+            if command.validate(&Limits::DEFAULT).is_ok() {
+                table.apply(&command, step);
+            }
+            if step % 97 == 0 {
+                written += write_changes(&mut table, &mut store, &mut seen);
+                let loaded = load(store.iter().map(|((t, k), v)| (*t, k.clone(), v.clone())));
+                assert_eq!(loaded, table, "after step {step}");
+            }
+        }
+        assert!(written > 300, "the commands changed rows ({written})");
+        let dump = table.rows().map(|r| (r.tree, r.key, serde_json::to_string(&r.value.expect("a value")).unwrap()));
+        assert_eq!(load(dump), table);
+        for tree in Tree::ALL {
+            assert!(seen.contains(&tree), "the run wrote {tree:?} rows");
+            assert_eq!(Tree::from_id(tree.id()), Some(tree));
+        }
+    }
+
+    // Ensures a checkpoint right after another writes only the clock.
+    #[test]
+    fn nothing_changed_writes_only_the_clock() {
+        let mut table = LockTable::new();
+        table.apply(&Command::Tick { period_ms: 100 }, 1);
+        let changes = table.take_changes();
+        assert!(changes.is_empty());
+        let rows: Vec<_> = table.changed_rows(&changes).map(|r| r.tree).collect();
+        assert_eq!(rows, vec![Tree::Clock]);
+    }
+}
