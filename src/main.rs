@@ -22,7 +22,7 @@ fn main() {
     let cli = cli::Cli::parse_from(args);
     cli::logging::init(cli.log_format);
     let server = cli.is_server();
-    let outcome = tokio::runtime::Runtime::new().context("tokio runtime").and_then(|rt| rt.block_on(cli.run()));
+    let outcome = cli.runtime().context("tokio runtime").and_then(|rt| rt.block_on(cli.run()));
     let code = match outcome {
         Ok(code) => code,
         Err(e) => {

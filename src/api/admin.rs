@@ -11,11 +11,11 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
 use super::limits::RequestSlot;
-use super::{ApiError, ApiJson, ApiPath};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, NotReady};
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, Member, MembershipRequest, MembershipResponse, NewMember,
-    Readiness, SnapshotTaken,
+    Readiness, SnapshotTaken, StatusQuery,
 };
 use leasehold_proto::ErrorCode;
 use leasehold_proto::NodeId;
@@ -50,9 +50,16 @@ pub fn open_routes() -> Router<Arc<Node>> {
 }
 
 /// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
-/// tick, members).
-async fn status(State(node): State<Arc<Node>>) -> Json<ClusterStatus> {
-    Json(node.status())
+/// tick, members); with `?digest=true` also its table's digest.
+async fn status(
+    State(node): State<Arc<Node>>,
+    ApiQuery(query): ApiQuery<StatusQuery>,
+) -> Result<Json<ClusterStatus>, ApiError> {
+    let mut status = node.status();
+    if query.digest {
+        status.state_digest = node.state_digest().await?;
+    }
+    Ok(Json(status))
 }
 
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
@@ -88,10 +95,19 @@ async fn take_snapshot(
 /// (`leasehold restore` seeds a new cluster from it); 404 `no_snapshot`
 /// before its first one.
 async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
-    match node.backup()? {
-        None => Err(ApiError::new(ErrorCode::NoSnapshot, "this node has no snapshot yet")),
-        Some(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
-    }
+    let Some((path, bytes)) = node.backup().await? else {
+        return Err(ApiError::new(ErrorCode::NoSnapshot, "this node has no snapshot yet"));
+    };
+    // Streamed from the file: a million leases make about 100 MB. A newer
+    // checkpoint may delete the file, but not while it is open.
+    let file =
+        tokio::fs::File::open(&path).await.map_err(|e| ApiError::internal(format!("opening the snapshot: {e}")))?;
+    let body = axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream".to_owned()), (header::CONTENT_LENGTH, bytes.to_string())],
+        body,
+    )
+        .into_response())
 }
 
 /// `POST /v1/cluster/init`: 200; 409 `already_initialized`; 400 when this

@@ -29,7 +29,7 @@ use super::auth::Part;
 use crate::node::Node;
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
-    Readiness, SnapshotTaken,
+    Readiness, SnapshotTaken, StatusQuery,
 };
 use leasehold_proto::fence::{
     CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
@@ -106,7 +106,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "passGate", "Admit `token` if no higher token of the same lock was admitted (400 for a token no entry granted yet)", Named("GateRequest"), (200, Named("GateResponse")), &[BAD, (409, "stale_token, lock_mismatch, request_id_reused"), (507, "full")]),
     Operation(Put, "/v1/records/{key}", "fence", Some(Client), "putRecord", "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[BAD, (409, "stale_token, request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/records/{key}", "fence", Some(Client), "getRecord", "Read a fenced record (linearizable)", Body::None, (200, Named("Record")), &[BAD, (404, "no_record")]),
-    Operation(Get, "/v1/cluster/status", "admin", None, "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader)", Body::None, (200, Named("ClusterStatus")), &[]),
+    Operation(Get, "/v1/cluster/status", "admin", None, "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader); with `digest=true` a digest of its applied lock table", Body::None, (200, Named("ClusterStatus")), &[BAD]),
     Operation(Get, "/v1/cluster/nodes", "admin", None, "clusterNodes", "Every member's own status, with the replication lag the leader reports", Body::None, (200, Named("NodesResponse")), &[]),
     Operation(Post, "/v1/cluster/init", "admin", Some(Admin), "initCluster", "Initialize a new cluster with these members (this node alone when empty)", Named("InitRequest"), (200, Named("InitResponse")), &[BAD, (409, "already_initialized")]),
     Operation(Post, "/v1/cluster/learners", "admin", Some(Admin), "addLearner", "Add a non-voting member and wait until it has caught up", Named("NewMember"), (200, Named("MembershipResponse")), &[BAD]),
@@ -114,7 +114,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/cluster/members/{id}/promote", "admin", Some(Admin), "promoteMember", "Make learner `id` a voter", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
     Operation(Delete, "/v1/cluster/members/{id}", "admin", Some(Admin), "removeMember", "Remove member `id` from the cluster", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
     Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "takeSnapshot", "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, Named("SnapshotTaken")), &[(503, "unavailable")]),
-    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's stored snapshot as a backup file for `leasehold restore`", Body::None, (200, AnyJson), &[(404, "no_snapshot")]),
+    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's current snapshot as a backup file (snapshot format 2, binary) for `leasehold restore`", Body::None, (200, Text("application/octet-stream")), &[(404, "no_snapshot")]),
     Operation(Get, "/healthz", "admin", None, "health", "200 while the process serves; names the leader if known", Body::None, (200, Named("Health")), &[]),
     Operation(Get, "/readyz", "admin", None, "ready", "200 when this node knows a leader that heard from a quorum within the election timeout and has applied what it knows committed; else 503 `unavailable` with a `reason`", Body::None, (200, Named("Readiness")), &[(503, "unavailable")]),
     Operation(Get, "/metrics", "observe", None, "metrics", "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
@@ -123,7 +123,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Get, "/openapi.json", "observe", None, "openapi", "This document", Body::None, (200, AnyJson), &[]),
     Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "raftAppend", "Inbound Raft AppendEntries (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
     Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
-    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot chunk (members only)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot, streamed (members only)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
 ];
 
 /// Served by the leader: a follower forwards them (see [`super::forward`]).
@@ -233,6 +233,9 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     }
     if *path == "/v1/locks" {
         builder = builder.parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))));
+    }
+    if *path == "/v1/cluster/status" {
+        builder = builder.parameters(Some(StatusQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if *path == "/v1/sessions" && matches!(o.0, Get) {
         builder = builder.parameters(Some(SessionListQuery::into_params(|| Some(ParameterIn::Query))));

@@ -1,10 +1,10 @@
 //! Inbound Raft RPC from the other nodes: append entries, vote, install
-//! snapshot (whole). Answers 200 with the response, or 500 with the error.
+//! snapshot (streamed to a file, then installed). Answers 200 with the response, or 500 with the error.
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -16,19 +16,15 @@ use super::{ApiError, ApiJson};
 use crate::node::Node;
 use crate::raft::{SnapshotHead, TypeConfig};
 
-/// Largest snapshot a follower accepts: one request carries a whole
-/// snapshot since openraft 0.10.
-const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
+/// Largest snapshot a follower accepts. It is streamed to a file, never
+/// held in memory: the bound is on disk use.
+const MAX_SNAPSHOT_BYTES: u64 = 16 << 30;
 
 pub fn routes() -> Router<Arc<Node>> {
-    // The snapshot route's own limit, set inside the router's, wins for it.
-    let snapshots = Router::new()
-        .route(crate::raft::SNAPSHOT_PATH, post(snapshot))
-        .layer(DefaultBodyLimit::max(MAX_SNAPSHOT_BYTES));
     Router::new()
         .route(crate::raft::APPEND_PATH, post(append))
         .route(crate::raft::VOTE_PATH, post(vote))
-        .merge(snapshots)
+        .route(crate::raft::SNAPSHOT_PATH, post(snapshot))
 }
 
 fn reply<T: Serialize, E: Serialize>(result: Result<T, E>) -> Response {
@@ -46,9 +42,14 @@ async fn vote(State(node): State<Arc<Node>>, ApiJson(rpc): ApiJson<VoteRequest<T
     reply(node.raft().vote(rpc).await)
 }
 
-async fn snapshot(State(node): State<Arc<Node>>, body: Bytes) -> Response {
-    match SnapshotHead::decode(&body) {
-        Some((vote, snapshot)) => reply(node.raft().install_full_snapshot(vote, snapshot).await),
-        None => ApiError::bad_request("malformed snapshot chunk").into_response(),
+async fn snapshot(State(node): State<Arc<Node>>, body: Body) -> Response {
+    let path = node.state_store().receiving_path();
+    match SnapshotHead::receive(body.into_data_stream(), path.clone(), MAX_SNAPSHOT_BYTES).await {
+        Ok((vote, snapshot)) => reply(node.raft().install_full_snapshot(vote, snapshot).await),
+        Err(e) => {
+            // Not installed: nothing else will remove the part.
+            let _ = tokio::fs::remove_file(&path).await;
+            ApiError::bad_request(format!("snapshot not received: {e}")).into_response()
+        }
     }
 }

@@ -207,6 +207,32 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert_eq!((status, listed["locks"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)));
 }
 
+// Ensures the status carries a state digest only when asked, that the
+// digest moves with the table, and that a bad `digest` value is a JSON 400.
+#[tokio::test]
+async fn status_digest_on_request() {
+    let api = OneNode::start().await;
+    let (status, plain) = api.call("GET", "/v1/cluster/status", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(plain.get("state_digest").is_none(), "{plain}");
+    let digest = || async {
+        let (status, body) = api.call("GET", "/v1/cluster/status?digest=true", None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let digest = body["state_digest"]["digest"].as_str().unwrap_or_else(|| panic!("a digest: {body}")).to_owned();
+        assert_eq!(digest.len(), 16, "{digest}");
+        digest
+    };
+    // After an acknowledged write the node has applied something.
+    let (status, grant) = api.call("POST", "/v1/locks/d/acquire", Some(json!({"owner": "o", "ttl_ms": 5000}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let before = digest().await;
+    let (status, _) = api.call("POST", "/v1/locks/d/release", Some(json!({"token": grant["token"]}))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(digest().await, before);
+    let (status, bad) = api.call("GET", "/v1/cluster/status?digest=maybe", None).await;
+    assert_eq!((status, &bad["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_argument")), "{bad}");
+}
+
 /// Where the committed OpenAPI document is.
 const OPENAPI_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json");
 

@@ -16,6 +16,7 @@ use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
 use leasehold_lab::demo::{payments, worker, PaymentsOptions, WorkerOptions};
 use leasehold_lab::fault::FaultKind;
 use leasehold_lab::scale::{self, Holders, ScaleOptions};
+use leasehold_lab::soak::{self, SoakOptions};
 
 use super::{duration, this_binary, CredentialFiles};
 
@@ -175,6 +176,22 @@ pub struct BenchArgs {
     /// locks taken in one multi-acquire (N × this many live leases).
     #[arg(long, requires = "bulk", value_parser = clap::value_parser!(u64).range(1..=64))]
     bulk_sessions: Option<u64>,
+    /// Instead of lock cycles: a storage soak. A local cluster holds
+    /// --soak-locks live locks and churns them (release, acquire, fenced
+    /// record, request ids) until this many log entries committed, sampling
+    /// every node's data folder against the documented bound (soak.json,
+    /// soak.md, soak.svg; exit 1 when a sample is over the bound).
+    #[arg(long, conflicts_with_all = ["bulk", "endpoints", "safety"])]
+    soak: Option<u64>,
+    /// Live locks of the --soak.
+    #[arg(long, requires = "soak", default_value_t = 10_000)]
+    soak_locks: u64,
+    /// Churning clients of the --soak.
+    #[arg(long, requires = "soak", default_value_t = 32)]
+    soak_clients: usize,
+    /// `--snapshot-every` of the --soak cluster's nodes (their default when absent).
+    #[arg(long, requires = "soak", value_parser = clap::value_parser!(u64).range(100..))]
+    soak_snapshot_every: Option<u64>,
     /// Instead of lock cycles: every system under faults (paused holder,
     /// clock jump, failover, paused leader), counting safety violations
     /// (safety.json, safety.md, a section of README.md).
@@ -333,6 +350,27 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         let report = scale::run(&options).await?;
         println!("{}", scale::markdown(&report));
         eprintln!("bench: results in {}", options.out.display());
+        return Ok(0);
+    }
+    if let Some(entries) = args.soak {
+        let options = SoakOptions {
+            binary: this_binary()?,
+            nodes: args.nodes.unwrap_or(3) as usize,
+            entries,
+            live_locks: args.soak_locks,
+            clients: args.soak_clients,
+            snapshot_every: args.soak_snapshot_every.unwrap_or(leasehold::node::DEFAULT_SNAPSHOT_EVERY),
+            out: args.out,
+            command: command_line(),
+        };
+        let report = soak::run(&options).await?;
+        println!("{}", soak::markdown(&report));
+        eprintln!("bench: results in {}", options.out.display());
+        let over = report.over_bound().len();
+        if over > 0 {
+            eprintln!("leasehold: {over} samples over the documented bound of {} bytes", report.bound_bytes);
+            return Ok(EXIT_VIOLATIONS);
+        }
         return Ok(0);
     }
     let systems = match (args.systems.is_empty(), args.nodes) {

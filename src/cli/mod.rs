@@ -90,6 +90,20 @@ impl Cli {
         matches!(&self.command, Cmd::Server(command) if command.is_server())
     }
 
+    /// The tokio runtime the command runs on: `serve --worker-threads`
+    /// threads (1: a current-thread runtime), else one per CPU.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let threads = match &self.command {
+            Cmd::Server(command) => command.worker_threads(),
+            _ => None,
+        };
+        match threads {
+            Some(1) => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+            Some(n) => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build(),
+            None => tokio::runtime::Runtime::new(),
+        }
+    }
+
     /// Runs the command; `Ok` carries the process exit status.
     pub async fn run(self) -> Result<i32> {
         match self.command {

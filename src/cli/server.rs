@@ -155,6 +155,15 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_WAITING_PER_CLIENT",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_waiting_per_client: Option<usize>,
+    /// Threads that run this node's requests and its Raft core (the log
+    /// writer and disk work have threads of their own) [default: the CPUs
+    /// available]. 1 runs them all on one thread: with three nodes sharing
+    /// two cores that did 11 % more lock cycles for 10 % less server CPU
+    /// than two (docs/performance.md), and `leasehold up` gives each node
+    /// its share of the CPUs this way.
+    #[arg(long, env = "LEASEHOLD_WORKER_THREADS",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    worker_threads: Option<usize>,
     /// Client and admin requests served at once; more are answered 503 overloaded.
     #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -246,6 +255,14 @@ impl ServerCmd {
     /// `serve` and `up`, the commands that run nodes.
     pub fn is_server(&self) -> bool {
         matches!(self, ServerCmd::Serve(_) | ServerCmd::Up(_))
+    }
+
+    /// `serve --worker-threads`: the runtime's threads, when given.
+    pub fn worker_threads(&self) -> Option<usize> {
+        match self {
+            ServerCmd::Serve(args) => args.worker_threads,
+            _ => None,
+        }
     }
 
     pub async fn run(self, log_format: LogFormat) -> Result<()> {

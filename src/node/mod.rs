@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken};
+use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken, StateDigest};
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
 use openraft::metrics::WaitError;
@@ -23,9 +23,7 @@ use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
 
 use crate::metrics::Metrics;
 use crate::raft::peer::Dialer;
-use crate::raft::{
-    self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, SnapshotStore, Ticker,
-};
+use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, StateStore, Ticker};
 use leasehold_client::Secret;
 use leasehold_core::{Command, LockTable};
 
@@ -120,6 +118,9 @@ pub enum NodeError {
     NotMember(NodeId),
     #[error("refused: only {reachable} of the new voters answer now, a quorum needs {needed}")]
     WouldLoseQuorum { reachable: usize, needed: usize },
+    /// The data folder is in another format than this binary's.
+    #[error(transparent)]
+    DataFormat(raft::FormatError),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -141,7 +142,7 @@ pub struct Node {
     scheme: &'static str,
     tick_ms: u64,
     data_dir: PathBuf,
-    snapshots: SnapshotStore,
+    state_store: StateStore,
     metrics: Arc<Metrics>,
     /// The leader clock's task, stopped before Raft at shutdown.
     ticker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -153,10 +154,12 @@ impl Node {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Internal(format!("create {}: {e}", config.data_dir.display())))?;
         let metrics = Arc::new(Metrics::new());
-        let (log_store, sm_store) =
-            raft::open_stores(&config.data_dir, metrics.clone()).map_err(|e| NodeError::Internal(e.to_string()))?;
+        let (log_store, sm_store) = raft::open_stores(&config.data_dir, metrics.clone()).map_err(|e| match e {
+            raft::OpenError::Format(e) => NodeError::DataFormat(e),
+            e => NodeError::Internal(e.to_string()),
+        })?;
         let locks = sm_store.state();
-        let snapshots = sm_store.exporter();
+        let state_store = sm_store.store();
         let raft_config = openraft::Config {
             cluster_name: "leasehold".into(),
             heartbeat_interval: HEARTBEAT_MS,
@@ -219,7 +222,7 @@ impl Node {
             scheme,
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
-            snapshots,
+            state_store,
             metrics,
             ticker: std::sync::Mutex::new(Some(ticker)),
         });
@@ -378,14 +381,27 @@ impl Node {
             locks_held,
             sessions,
             members,
-            storage: self.locks.stats(),
+            storage: self.locks.stats(&self.state_store),
             data_dir_bytes: dir_bytes(&self.data_dir),
             replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
+            state_digest: None,
         }
     }
 
-    /// Builds a snapshot of everything applied here so far and waits until it
-    /// is stored (the log behind it may then be purged).
+    /// The applied table's digest as of its applied index; `None` before
+    /// anything is applied. Encoding a large table takes long: off the
+    /// runtime.
+    pub async fn state_digest(&self) -> Result<Option<StateDigest>, NodeError> {
+        let locks = self.locks.clone();
+        let digest = tokio::task::spawn_blocking(move || locks.digest())
+            .await
+            .map_err(|e| NodeError::Internal(e.to_string()))?;
+        Ok(digest.map(|(applied_index, digest)| StateDigest { applied_index, digest: format!("{digest:016x}") }))
+    }
+
+    /// Checkpoints everything applied here so far, waits until it is
+    /// stored (the log behind it may then be purged) and writes its
+    /// snapshot file.
     pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
         let target = self.raft.metrics().borrow_watched().last_applied.map_or(0, |l| l.index);
         let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
@@ -406,18 +422,30 @@ impl Node {
                 Err(e) => return Err(NodeError::Unavailable(format!("snapshot not built: {e}"))),
             }
         };
-        let stats = self.locks.stats();
+        // The file a backup downloads, written now so its size can be told.
+        let snapshot_bytes = self.backup().await?.map(|(_, bytes)| bytes);
         Ok(SnapshotTaken {
             snapshot_index: m.snapshot.map_or(0, |s| s.index),
-            snapshot_bytes: stats.snapshot_bytes,
-            snapshot_build_ms: stats.snapshot_build_ms,
+            snapshot_bytes,
+            snapshot_build_ms: self.locks.stats(&self.state_store).snapshot_build_ms,
         })
     }
 
-    /// This node's stored snapshot as a backup document (see
-    /// [`crate::raft::restore`]); `None` before its first snapshot.
-    pub fn backup(&self) -> Result<Option<Vec<u8>>, NodeError> {
-        self.snapshots.backup().map_err(|e| NodeError::Internal(e.to_string()))
+    /// This node's current snapshot as a backup file (see
+    /// [`crate::raft::restore`]) and its size; `None` before its first
+    /// snapshot.
+    pub async fn backup(&self) -> Result<Option<(std::path::PathBuf, u64)>, NodeError> {
+        // Writing a large table to a file takes long: off the runtime.
+        let store = self.state_store.clone();
+        tokio::task::spawn_blocking(move || store.backup())
+            .await
+            .map_err(|e| NodeError::Internal(e.to_string()))?
+            .map_err(|e| NodeError::Internal(e.to_string()))
+    }
+
+    /// The durable state, for the snapshot route to receive into.
+    pub fn state_store(&self) -> &StateStore {
+        &self.state_store
     }
 
     /// Initializes a new cluster with `members` (this node alone when empty).

@@ -1,10 +1,12 @@
 //! Backups and restores of a node's state.
 //!
-//! A backup is one node's latest snapshot as one JSON document,
-//! `{"meta": <snapshot meta>, "data": <snapshot image>}`: the locks, queues,
-//! records, gates and request ids as of the snapshot's log index. A node
-//! asked for a backup takes a fresh snapshot first (`POST
-//! /v1/cluster/snapshot`), so the backup is as recent as its applied state.
+//! A backup is one node's current snapshot file (format 2, see
+//! [`super::snapshot_file`]): the locks, queues, records, gates, sessions
+//! and request ids as of the snapshot's log index. A node asked for a backup
+//! takes a fresh snapshot first (`POST /v1/cluster/snapshot`), so the backup
+//! is as recent as its applied state. Backups made by format-1 binaries (one
+//! JSON document, `{"meta": .., "data": ..}`) are still restored: that is
+//! how a format-1 data folder moves to this binary.
 //!
 //! [`restore`] seeds an EMPTY data folder of a NEW cluster from a backup, the
 //! way `etcdutl snapshot restore` does: the snapshot is stored with its
@@ -24,9 +26,13 @@ use std::sync::Arc;
 use openraft::Membership;
 use serde::Deserialize;
 
-use super::snapshot_store::{SnapshotStore, StoredSnapshot};
+use super::snapshot_file::{self, SnapshotReader};
 use super::state_machine::SnapshotImage;
-use super::{open_stores, LogId, Node, NodeId, SnapshotMeta, StorageError, StoredMembership};
+use super::state_store::{install_path, write_table};
+use super::{
+    format, open_stores, LogId, Node, NodeId, OpenError, SnapshotMeta, StorageError, StoredMembership, SNAPSHOT_DIR,
+};
+use leasehold_core::LockTable;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -36,6 +42,8 @@ pub enum BackupError {
     NoVoters,
     #[error("not a leasehold backup: {0}")]
     Format(#[from] serde_json::Error),
+    #[error("not a usable leasehold backup: {0}")]
+    Snapshot(std::io::Error),
     #[error("the backup holds no snapshot index")]
     NoIndex,
     #[error("invalid membership for the restored cluster: {0}")]
@@ -44,29 +52,14 @@ pub enum BackupError {
     Io(String, std::io::Error),
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
 }
 
 #[derive(Deserialize)]
 struct Backup {
     meta: SnapshotMeta,
     data: SnapshotImage,
-}
-
-impl SnapshotStore {
-    /// The stored snapshot as a backup document, or `None` before the first
-    /// snapshot. The data is JSON already, so it is spliced in unparsed.
-    pub fn backup(&self) -> Result<Option<Vec<u8>>, StorageError> {
-        let Some(stored) = self.read()? else { return Ok(None) };
-        let meta = serde_json::to_vec(&stored.meta)
-            .map_err(|e| super::storage_error(openraft::ErrorSubject::Snapshot(None), openraft::ErrorVerb::Read, e))?;
-        let mut out = Vec::with_capacity(stored.data.len() + meta.len() + 20);
-        out.extend_from_slice(b"{\"meta\":");
-        out.extend_from_slice(&meta);
-        out.extend_from_slice(b",\"data\":");
-        out.extend_from_slice(&stored.data);
-        out.push(b'}');
-        Ok(Some(out))
-    }
 }
 
 /// Seeds the empty folder `dir` from `backup` for a new cluster whose voters
@@ -88,22 +81,88 @@ pub async fn restore(
     if occupied {
         return Err(BackupError::NotEmpty(dir.display().to_string()));
     }
-    let Backup { meta, data: mut image } = serde_json::from_slice(backup)?;
+    // Format 2 starts with its magic bytes; format 1 was a JSON document.
+    let format_1: Option<Backup> =
+        if backup.starts_with(snapshot_file::MAGIC) { None } else { Some(serde_json::from_slice(backup)?) };
+    let meta = match &format_1 {
+        Some(old) => old.meta.clone(),
+        None => SnapshotReader::new(backup).map_err(BackupError::Snapshot)?.meta().clone(),
+    };
     let mut last = meta.last_log_id.ok_or(BackupError::NoIndex)?;
     last.index = last.index.max(min_index);
     let nodes: BTreeMap<NodeId, Node> = voters.iter().map(|(id, addr)| (*id, Node { addr: addr.clone() })).collect();
     let ids: BTreeSet<NodeId> = nodes.keys().copied().collect();
     let membership = Membership::new(vec![ids], nodes).map_err(|e| BackupError::Membership(e.to_string()))?;
-    let membership = StoredMembership::new(Some(last), membership);
-    image.last_applied = Some(last);
-    image.membership = membership.clone();
-    let stored = StoredSnapshot {
-        meta: SnapshotMeta { last_log_id: Some(last), last_membership: membership },
-        data: serde_json::to_vec(&image)?,
+    let meta = SnapshotMeta { last_log_id: Some(last), last_membership: StoredMembership::new(Some(last), membership) };
+    // The snapshot goes where an interrupted install would be: the node
+    // installs it when it opens the folder, just below.
+    format::check(dir).map_err(OpenError::from)?;
+    let snapshots = dir.join(SNAPSHOT_DIR);
+    std::fs::create_dir_all(&snapshots).map_err(|e| BackupError::Io(snapshots.display().to_string(), e))?;
+    let written = match format_1 {
+        Some(Backup { data: image, .. }) => {
+            write_table(&install_path(&snapshots), &meta, &LockTable::from(image.table))
+        }
+        None => {
+            let mut rows = SnapshotReader::new(backup).map_err(BackupError::Snapshot)?;
+            snapshot_file::write_file(&install_path(&snapshots), &meta, |writer| {
+                while let Some((key, value)) = rows.next_row()? {
+                    writer.row(&key, &value)?;
+                }
+                Ok(())
+            })
+        }
     };
+    written.map_err(BackupError::Snapshot)?;
     // Nobody scrapes a restore: its counters are thrown away.
-    let (log, state_machine) = open_stores(dir, Arc::default())?;
+    let (log, _state_machine) = open_stores(dir, Arc::default())?;
     log.mark_purged_through(last)?;
-    state_machine.seed(&stored).await?;
     Ok(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_core::{Command, TableImage};
+
+    // Ensures a backup made by a format-1 binary (one JSON document) restores
+    // into a format-2 folder holding the same table, its snapshot index and
+    // the new membership: the documented way across the format change.
+    #[tokio::test]
+    async fn a_format_1_json_backup_restores_into_format_2() {
+        let mut table = LockTable::new();
+        table.apply(&Command::Tick { period_ms: 100 }, 1);
+        let acquire = Command::Acquire {
+            name: "payout".into(),
+            owner: "worker".into(),
+            ttl_ms: Some(10_000),
+            session: None,
+            wait_ms: None,
+            request_id: Some("req-1".into()),
+            lock_delay_ms: None,
+            seq: None,
+        };
+        table.apply(&acquire, 2);
+        let old_id = openraft::LogId::new(super::super::CommittedLeaderId { term: 3, node_id: 1 }, 2);
+        let old_meta = SnapshotMeta { last_log_id: Some(old_id), last_membership: Default::default() };
+        let image = SnapshotImage {
+            last_applied: Some(old_id),
+            membership: Default::default(),
+            table: TableImage::from(&table),
+        };
+        let backup = serde_json::to_vec(&serde_json::json!({ "meta": old_meta, "data": image })).expect("JSON");
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let voters = BTreeMap::from([(1, "127.0.0.1:7701".to_owned())]);
+        let last = restore(dir.path(), &backup, &voters, 0).await.expect("a format-1 backup restores");
+        assert_eq!(last.index, 2);
+        assert_eq!(std::fs::read_to_string(dir.path().join("format")).expect("stamped").trim(), "2");
+
+        let (_log, state_machine) = open_stores(dir.path(), Arc::default()).expect("the restored folder opens");
+        let restored = state_machine.state().read(|t| serde_json::to_value(TableImage::from(t)).expect("JSON"));
+        assert_eq!(restored, serde_json::to_value(TableImage::from(&table)).expect("JSON"));
+        let meta = state_machine.store().checkpointed().expect("a checkpoint");
+        assert_eq!(meta.last_log_id.map(|l| l.index), Some(2));
+        assert_eq!(meta.last_membership.membership().voter_ids().collect::<Vec<_>>(), vec![1]);
+    }
 }

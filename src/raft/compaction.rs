@@ -12,8 +12,15 @@ use openraft::async_runtime::WatchReceiver;
 
 use super::{LogStore, Raft};
 
-/// Log bytes after the last snapshot that make a node take a new one.
-pub const SNAPSHOT_LOG_BYTES: u64 = 16 << 20;
+/// Log bytes after the last snapshot that make a node take a new one. A
+/// snapshot is a checkpoint of the rows changed since the last one; under a
+/// steady churn most of those are request records, about the same number
+/// at every checkpoint, so fewer checkpoints cost less: at 16 MiB they took
+/// 164 µs of server CPU per lock cycle against 117 without (64 clients,
+/// distinct names, 3 runs), at 64 MiB 128 against 118 for the format-1
+/// binary over 40 s windows. What it costs is log on disk, and replay at
+/// restart.
+pub const SNAPSHOT_LOG_BYTES: u64 = 64 << 20;
 
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 

@@ -1,6 +1,6 @@
 //! Everything that knows openraft and sled: the type configuration, the log
-//! store (segment files of its own), the state-machine store (snapshots in
-//! sled, a database per snapshot),
+//! store (segment files of its own), the state-machine store (the table's
+//! rows in sled, checkpointed; snapshot files streamed from them),
 //! the proposer that batches client commands into entries, the registry
 //! that wakes each waiting acquire only for its own events,
 //! the network to the other nodes (the binary peer transport, `peer.rs`,
@@ -13,13 +13,16 @@
 
 mod backup;
 mod compaction;
+mod format;
 mod log_store;
 mod network;
 pub mod observer;
+mod pages;
 pub mod peer;
 mod proposer;
-mod snapshot_store;
+mod snapshot_file;
 mod state_machine;
+mod state_store;
 mod ticker;
 mod turns;
 
@@ -28,11 +31,12 @@ use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
 pub use compaction::{snapshot_by_size, SNAPSHOT_LOG_BYTES};
+pub use format::FormatError;
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotHead, APPEND_PATH, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
 pub use proposer::{ProposeError, Proposer};
-pub use snapshot_store::SnapshotStore;
 pub use state_machine::{LockState, Snapshot, SnapshotData, StateMachineStore, StoreStats};
+pub use state_store::StateStore;
 pub use ticker::Ticker;
 pub use turns::Turn;
 
@@ -72,18 +76,40 @@ pub fn millis_since_quorum_ack(m: &openraft::RaftMetrics<TypeConfig>) -> Option<
     m.last_quorum_acked.as_ref().map(|at| u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The folders of a node's data folder: the Raft log, and the snapshots
-/// (sled databases).
+/// The folders of a node's data folder: the Raft log, the state machine's
+/// rows (sled), and snapshot files.
 const LOG_DIR: &str = "raft-log";
+const STATE_DIR: &str = "state";
 const SNAPSHOT_DIR: &str = "snapshots";
 
 /// Opens (or creates) a node's stores under `dir`: the Raft log in its own
-/// files, the state machine's snapshots in sled; both report to `metrics`.
-pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, StateMachineStore), StorageError> {
+/// files, the state machine's rows in sled; both report to `metrics`.
+/// A folder in another format than this binary's is refused first.
+pub fn open_stores(dir: &Path, metrics: Arc<Metrics>) -> Result<(LogStore, StateMachineStore), OpenError> {
+    format::check(dir)?;
     Ok((
         LogStore::open(&dir.join(LOG_DIR), metrics.clone())?,
-        StateMachineStore::open(&dir.join(SNAPSHOT_DIR), metrics)?,
+        StateMachineStore::open(&dir.join(STATE_DIR), &dir.join(SNAPSHOT_DIR), metrics)?,
     ))
+}
+
+/// Why a node's data folder did not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The folder is in another format than this binary's ([`format::DATA_FORMAT`]).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("opening the stores: {0}")]
+    Storage(#[from] StorageError),
+}
+
+/// Runs `work` on a blocking thread: a node may run on a single-threaded
+/// runtime, where seconds of snapshot work on it would hold up its
+/// heartbeats, and an election would follow.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work).await.map_err(std::io::Error::other)?
 }
 
 /// Makes a folder's entries (files created, renamed or deleted in it) durable.
@@ -111,7 +137,7 @@ mod tests {
     impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for TempStores {
         async fn build(&self) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
             let dir = tempfile::tempdir().expect("temp dir");
-            let (log, sm) = open_stores(dir.path(), Arc::default())?;
+            let (log, sm) = open_stores(dir.path(), Arc::default()).expect("a new folder opens");
             Ok((dir, log, sm))
         }
     }

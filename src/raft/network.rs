@@ -1,13 +1,12 @@
 //! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
 //! ([`super::peer`]): one persistent connection per peer, binary frames.
-//! Snapshots go over HTTP, whole (openraft 0.10 hands a snapshot to the
-//! network in one piece), a POST under `/raft/` with one pooled reqwest
+//! Snapshots go over HTTP, a POST under `/raft/` with one pooled reqwest
 //! client: a 2xx answer carries the response as JSON, any other status the
-//! target's error, and the data travels as raw bytes after a small JSON head
-//! (see [`SnapshotHead`]) because JSON would spell every byte as a number.
+//! target's error. The body is a small JSON head (see [`SnapshotHead`]),
+//! then the snapshot file, streamed from disk and to disk in chunks.
 
 use std::future::Future;
-use std::io::Cursor;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +21,7 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::{Stream, StreamExt};
@@ -40,8 +40,8 @@ pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 /// bounds the whole transfer, not one chunk.
 pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A snapshot as sent to a follower, without its data: the data follows it
-/// raw.
+/// A snapshot as sent to a follower, without its data: the snapshot file
+/// follows it raw.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SnapshotHead {
     pub vote: Vote,
@@ -49,24 +49,58 @@ pub struct SnapshotHead {
 }
 
 impl SnapshotHead {
-    /// Body layout: head length (u32, big-endian), head as JSON, then data.
-    pub fn encode(vote: Vote, snapshot: Snapshot) -> Vec<u8> {
-        let head = SnapshotHead { vote, meta: snapshot.meta };
-        let head = serde_json::to_vec(&head).expect("snapshot head serializes");
-        let data = snapshot.snapshot.into_inner();
-        let mut body = Vec::with_capacity(4 + head.len() + data.len());
-        body.extend_from_slice(&(head.len() as u32).to_be_bytes());
-        body.extend_from_slice(&head);
-        body.extend_from_slice(&data);
-        body
+    /// The body's first bytes: the head's length (u32, big-endian), then the
+    /// head as JSON. The snapshot file follows.
+    fn prefix(&self) -> Vec<u8> {
+        let head = serde_json::to_vec(self).expect("snapshot head serializes");
+        let mut prefix = Vec::with_capacity(4 + head.len());
+        prefix.extend_from_slice(&(head.len() as u32).to_be_bytes());
+        prefix.extend_from_slice(&head);
+        prefix
     }
 
-    /// Inverse of [`encode`](Self::encode); `None` when the body is malformed.
-    pub fn decode(body: &[u8]) -> Option<(Vote, Snapshot)> {
-        let len = u32::from_be_bytes(body.get(..4)?.try_into().ok()?) as usize;
-        let head: SnapshotHead = serde_json::from_slice(body.get(4..4 + len)?).ok()?;
-        let data: SnapshotData = Cursor::new(body[4 + len..].to_vec());
-        Some((head.vote, Snapshot { meta: head.meta, snapshot: data }))
+    /// Reads a body [`Connection::full_snapshot`] sent: the head, then the
+    /// snapshot file, written to `path` as it arrives (at most `limit`
+    /// bytes), never whole in memory.
+    pub async fn receive<S, B, E>(mut chunks: S, path: PathBuf, limit: u64) -> std::io::Result<(Vote, Snapshot)>
+    where
+        S: Stream<Item = Result<B, E>> + Unpin,
+        B: AsRef<[u8]>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let malformed = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+        let (mut pending, mut head) = (Vec::new(), None);
+        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await?);
+        let mut written = 0u64;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            let mut data = chunk.as_ref();
+            if head.is_none() {
+                pending.extend_from_slice(data);
+                let Some(len) = pending.get(..4).map(|l| u32::from_be_bytes(l.try_into().expect("4 bytes")) as usize)
+                else {
+                    continue;
+                };
+                if len > 1 << 20 {
+                    return Err(malformed("snapshot head too large"));
+                }
+                let Some(json) = pending.get(4..4 + len) else { continue };
+                let parsed: SnapshotHead =
+                    serde_json::from_slice(json).map_err(|_| malformed("malformed snapshot head"))?;
+                head = Some(parsed);
+                pending.drain(..4 + len);
+                data = &pending;
+            }
+            written += data.len() as u64;
+            if written > limit {
+                return Err(malformed("snapshot larger than a follower accepts"));
+            }
+            file.write_all(data).await?;
+            pending.clear();
+        }
+        file.flush().await?;
+        let head = head.ok_or_else(|| malformed("snapshot body without a head"))?;
+        Ok((head.vote, Snapshot { meta: head.meta, snapshot: SnapshotData::File(path) }))
     }
 }
 
@@ -300,10 +334,16 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        let body = self
-            .request(SNAPSHOT_PATH)
-            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(SnapshotHead::encode(vote, snapshot));
+        let head = SnapshotHead { vote, meta: snapshot.meta.clone() };
+        let meta = snapshot.meta;
+        // Streams a whole table to a file when none is there yet: off the runtime.
+        let file = super::off_runtime(move || snapshot.snapshot.into_file(&meta)).await;
+        let (path, _) = file.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let file = tokio::fs::File::open(&path).await.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let prefix = tokio_stream::once(Ok(bytes::Bytes::from(head.prefix())));
+        let body = reqwest::Body::wrap_stream(prefix.chain(tokio_util::io::ReaderStream::new(file)));
+        let body =
+            self.request(SNAPSHOT_PATH).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(body);
         let timeout = option.hard_ttl().max(SNAPSHOT_TIMEOUT);
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),

@@ -1,15 +1,17 @@
-//! The replicated state machine: the pure [`LockTable`] in memory, made durable
-//! by snapshots kept in sled tree `snapshot` plus the log.
+//! The replicated state machine: the pure [`LockTable`] in memory, its rows
+//! in sled ([`StateStore`]) as of the last checkpoint, and the log after it.
 //!
-//! Applying an entry writes nothing to disk. That is safe because openraft, on
-//! restart, re-applies every committed entry after the state machine's
-//! `last_applied`, and the state machine restarts from its last snapshot; log
-//! entries are purged only after a snapshot covering them has been flushed. The
-//! state machine is therefore durable up to the purge point, as openraft needs.
+//! Applying an entry changes only the table in memory (it notes which rows
+//! changed). openraft's snapshot build is leasehold's checkpoint: the rows
+//! changed since the last one are written to sled with the applied log id,
+//! durably, and only then may openraft purge the log behind it. At start the
+//! table is loaded from sled and openraft re-applies the log after the
+//! checkpoint, so the state machine is durable up to the purge point, as
+//! openraft needs.
 
 use std::collections::VecDeque;
-use std::io::{self, Cursor};
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
@@ -20,9 +22,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio_stream::{Stream, StreamExt};
 
-use super::snapshot_store::{SnapshotStore, StoredSnapshot};
+use super::pages::Fnv1a;
+use super::state_store::{Checkpoint, StateStore};
 use super::turns::{Turn, Turns};
-use super::{storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+use super::{
+    off_runtime, storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
 use crate::metrics::Metrics;
 use leasehold_core::{LockEvent, LockTable, TableImage};
 
@@ -47,9 +52,10 @@ struct AppliedState {
 /// What the current snapshot is and what making or installing it cost.
 #[derive(Debug, Clone, Copy, Default)]
 struct SnapshotStats {
-    bytes: Option<u64>,
     build_ms: Option<u64>,
     install_ms: Option<u64>,
+    checkpoint_rows: Option<u64>,
+    checkpoint_bytes: Option<u64>,
 }
 
 pub use leasehold_proto::cluster::StoreStats;
@@ -87,18 +93,34 @@ impl LockState {
         self.turns.watch(name, owner)
     }
 
-    /// What Ticks and snapshots cost on this node lately.
-    pub fn stats(&self) -> StoreStats {
+    /// What Ticks and snapshots cost on this node lately (`store` knows
+    /// its snapshot file).
+    pub fn stats(&self, store: &StateStore) -> StoreStats {
         let state = self.guard();
         let mut ticks: Vec<u64> = state.recent_ticks.iter().copied().collect();
         ticks.sort_unstable();
         StoreStats {
             tick_apply_p50_us: ticks.get(ticks.len() / 2).copied().unwrap_or(0),
             tick_apply_max_us: ticks.last().copied().unwrap_or(0),
-            snapshot_bytes: state.snapshot.bytes,
+            snapshot_bytes: store.snapshot_file_bytes(),
             snapshot_build_ms: state.snapshot.build_ms,
             snapshot_install_ms: state.snapshot.install_ms,
+            checkpoint_rows: state.snapshot.checkpoint_rows,
+            checkpoint_bytes: state.snapshot.checkpoint_bytes,
         }
+    }
+
+    /// The applied index and a digest of the table as of it (see
+    /// [`StateDigest`](leasehold_proto::cluster::StateDigest)), under one
+    /// read lock: nothing is applied while the table is encoded.
+    pub fn digest(&self) -> Option<(u64, u64)> {
+        let state = self.guard();
+        let index = state.last_applied?.index;
+        let mut hash = Fnv1a::default();
+        // Writing into a hash cannot fail. The JSON image (format 1's) is
+        // canonical: every map in it is in key order.
+        serde_json::to_writer(&mut hash, &TableImage::from(&state.table)).ok()?;
+        Some((index, hash.0))
     }
 
     fn record_snapshot(&self, update: impl FnOnce(&mut SnapshotStats)) {
@@ -116,7 +138,8 @@ impl LockState {
     }
 }
 
-/// What a snapshot holds: the table image and the Raft position it reflects.
+/// What a format-1 snapshot held, as JSON: the table image and the Raft
+/// position it reflects. Only backups of that format are read any more.
 #[derive(Serialize, Deserialize)]
 pub(super) struct SnapshotImage {
     pub last_applied: Option<LogId>,
@@ -127,19 +150,20 @@ pub(super) struct SnapshotImage {
 pub struct StateMachineStore {
     state: LockState,
     metrics: Arc<Metrics>,
-    snapshots: SnapshotStore,
+    store: StateStore,
 }
 
 impl StateMachineStore {
-    /// Opens the store with its snapshots under `dir`, and restores the
-    /// state from the last snapshot, if any.
-    pub(super) fn open(dir: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
-        let snapshots = SnapshotStore::open(dir)?;
-        let store = StateMachineStore { state: LockState::default(), metrics, snapshots };
-        if let Some(stored) = store.read_snapshot()? {
-            store.restore(&stored.data)?;
+    /// Opens the rows under `state_dir` and the snapshot files under
+    /// `snapshots`, and loads the table as of the last checkpoint.
+    pub(super) fn open(state_dir: &Path, snapshots: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
+        let (store, loaded) = StateStore::open(state_dir, snapshots)
+            .map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
+        let sm = StateMachineStore { state: LockState::default(), metrics, store };
+        if let Some(meta) = loaded.meta {
+            sm.replace(meta, loaded.table);
         }
-        Ok(store)
+        Ok(sm)
     }
 
     /// The read handle the API uses.
@@ -147,29 +171,17 @@ impl StateMachineStore {
         self.state.clone()
     }
 
-    /// A handle for exporting the stored snapshot while openraft owns this store.
-    pub fn exporter(&self) -> SnapshotStore {
-        self.snapshots.clone()
+    /// A handle on the durable state, for backups while openraft owns this store.
+    pub fn store(&self) -> StateStore {
+        self.store.clone()
     }
 
-    fn read_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        self.snapshots.read()
-    }
-
-    /// Stores `stored` as the snapshot of a node that has none yet (restore).
-    pub(super) async fn seed(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
-        self.snapshots.save(stored).await
-    }
-
-    fn restore(&self, data: &[u8]) -> Result<(), StorageError> {
-        let image: SnapshotImage = serde_json::from_slice(data)
-            .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
+    /// Replaces the state with `table` as of `meta`.
+    fn replace(&self, meta: SnapshotMeta, table: LockTable) {
         let mut state = self.state.write();
-        state.last_applied = image.last_applied;
-        state.membership = image.membership;
-        state.table = image.table.into();
-        state.snapshot.bytes = Some(data.len() as u64);
-        Ok(())
+        state.last_applied = meta.last_log_id;
+        state.membership = meta.last_membership;
+        state.table = table;
     }
 }
 
@@ -177,8 +189,28 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// A snapshot's data as openraft carries it: the image, whole, in memory.
-pub type SnapshotData = Cursor<Vec<u8>>;
+/// A snapshot's data: rows in the snapshot format
+/// ([`super::snapshot_file`]), either still in a node's sled as of its last
+/// checkpoint (made a file only when it is sent or backed up) or already in
+/// a file (received from a leader).
+pub enum SnapshotData {
+    Checkpoint(StateStore),
+    File(PathBuf),
+}
+
+impl SnapshotData {
+    /// The file holding the rows of the snapshot `meta` describes, and its
+    /// size. Blocking: it may stream a whole table from sled to disk.
+    pub fn into_file(self, meta: &SnapshotMeta) -> io::Result<(PathBuf, u64)> {
+        match self {
+            SnapshotData::Checkpoint(store) => store.snapshot_file(meta),
+            SnapshotData::File(path) => {
+                let bytes = std::fs::metadata(&path)?.len();
+                Ok((path, bytes))
+            }
+        }
+    }
+}
 
 impl StateMachineStore {
     /// Applies one entry to the table and answers with one result per
@@ -250,41 +282,45 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         Ok(())
     }
 
-    /// Copies the state image now: `build_snapshot` runs concurrently with
-    /// later applies, and must describe exactly `last_applied`.
+    /// Takes the rows changed since the last checkpoint now: the build runs
+    /// concurrently with later applies, and must describe exactly
+    /// `last_applied`. Costs what changed, not the table's size.
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        let state = self.state.guard();
-        SnapshotBuilder {
-            image: SnapshotImage {
-                last_applied: state.last_applied,
-                membership: state.membership.clone(),
-                table: TableImage::from(&state.table),
-            },
-            snapshots: self.snapshots.clone(),
-            state: self.state.clone(),
-        }
+        let mut state = self.state.write();
+        let meta = SnapshotMeta { last_log_id: state.last_applied, last_membership: state.membership.clone() };
+        let checkpoint = StateStore::take_checkpoint(&mut state.table, meta);
+        drop(state);
+        SnapshotBuilder { checkpoint: Some(checkpoint), store: self.store.clone(), state: self.state.clone() }
     }
 
+    /// Installs the snapshot from its file (received whole before this is
+    /// called), row by row into sled and the new table.
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: SnapshotData) -> Result<(), io::Error> {
         let started = Instant::now();
-        let stored = StoredSnapshot { meta: meta.clone(), data: snapshot.into_inner() };
-        self.restore(&stored.data)?;
+        let (store, wanted) = (self.store.clone(), meta.clone());
+        let (installed, table) = off_runtime(move || store.install(&snapshot.into_file(&wanted)?.0)).await?;
+        if installed.last_log_id != meta.last_log_id {
+            return Err(io::Error::other("the installed snapshot is not the one openraft announced"));
+        }
+        self.replace(meta.clone(), table);
         self.metrics.snapshot_installed();
-        self.snapshots.save(&stored).await?;
         let install_ms = started.elapsed().as_millis() as u64;
         self.state.record_snapshot(|s| s.install_ms = Some(install_ms));
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        Ok(self.read_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Cursor::new(s.data) }))
+        let store = self.store.clone();
+        Ok(store.checkpointed().map(|meta| Snapshot { meta, snapshot: SnapshotData::Checkpoint(store) }))
     }
 }
 
-/// Builds one snapshot from the image copied when it was made.
+/// Builds one snapshot, i.e. writes one checkpoint, from the rows taken
+/// when it was made.
 pub struct SnapshotBuilder {
-    image: SnapshotImage,
-    snapshots: SnapshotStore,
+    /// Taken by the one build.
+    checkpoint: Option<Checkpoint>,
+    store: StateStore,
     state: LockState,
 }
 
@@ -296,15 +332,15 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let started = Instant::now();
-        let data = serde_json::to_vec(&self.image)
-            .map_err(|e| storage_error(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
-        // 0.10 identifies a snapshot by the log id it covers: no id of its own.
-        let meta =
-            SnapshotMeta { last_log_id: self.image.last_applied, last_membership: self.image.membership.clone() };
-        let stored = StoredSnapshot { meta: meta.clone(), data };
-        self.snapshots.save(&stored).await?;
-        let (bytes, build_ms) = (stored.data.len() as u64, started.elapsed().as_millis() as u64);
-        self.state.record_snapshot(|s| (s.bytes, s.build_ms) = (Some(bytes), Some(build_ms)));
-        Ok(Snapshot { meta, snapshot: Cursor::new(stored.data) })
+        let checkpoint = self.checkpoint.take().ok_or_else(|| io::Error::other("a snapshot builder builds once"))?;
+        let meta = checkpoint.meta().clone();
+        let store = self.store.clone();
+        let written = off_runtime(move || store.checkpoint(checkpoint)).await?;
+        let build_ms = started.elapsed().as_millis() as u64;
+        self.state.record_snapshot(|s| {
+            (s.build_ms, s.checkpoint_rows, s.checkpoint_bytes) =
+                (Some(build_ms), Some(written.rows), Some(written.bytes))
+        });
+        Ok(Snapshot { meta, snapshot: SnapshotData::Checkpoint(self.store.clone()) })
     }
 }

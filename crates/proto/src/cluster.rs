@@ -138,6 +138,35 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::replication))]
     pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
+    /// With `?digest=true` only: a digest of the applied lock table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_digest: Option<StateDigest>,
+}
+
+/// The query of `GET /v1/cluster/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct StatusQuery {
+    /// Also answer `state_digest`. It encodes the whole lock table, as a
+    /// snapshot does, and the node applies nothing meanwhile: it is for
+    /// checks, not for polling.
+    #[serde(default)]
+    pub digest: bool,
+}
+
+/// A digest of one node's applied lock table (leases, queues, records,
+/// gates, request records, sessions, the tick clock) as of
+/// `applied_index`. Two replicas at the same `applied_index` hold the same
+/// state, so they report the same `digest`; any other pair is a bug. It is
+/// the same for every node running the same leasehold version, not across
+/// versions that encode the table differently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateDigest {
+    pub applied_index: u64,
+    /// 64-bit FNV-1a of the table's snapshot encoding, 16 hex digits.
+    pub digest: String,
 }
 
 /// Costs of one replica's state machine: Tick apply time must follow the
@@ -150,13 +179,22 @@ pub struct StoreStats {
     pub tick_apply_p50_us: u64,
     /// Slowest of those, in µs.
     pub tick_apply_max_us: u64,
-    /// Size of the current snapshot's data.
+    /// Size of the last snapshot file this node wrote (for a follower or a
+    /// backup) or installed; `null` before the first.
     pub snapshot_bytes: Option<u64>,
-    /// Time to encode and durably store the last snapshot this node built.
+    /// Time of the last checkpoint (what openraft calls building a snapshot):
+    /// writing the rows changed since the previous one, and syncing them.
     pub snapshot_build_ms: Option<u64>,
-    /// Time to decode and durably store the last snapshot this node installed
+    /// Time to check, store and load the last snapshot this node installed
     /// from its leader.
     pub snapshot_install_ms: Option<u64>,
+    /// Rows (leases, queues, records, ...) the last checkpoint wrote or
+    /// deleted: what changed since the one before.
+    #[serde(default)]
+    pub checkpoint_rows: Option<u64>,
+    /// Bytes of keys and values the last checkpoint wrote.
+    #[serde(default)]
+    pub checkpoint_bytes: Option<u64>,
 }
 
 /// `GET /v1/cluster/nodes`: every member's own status, as the node asked

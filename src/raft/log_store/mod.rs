@@ -441,19 +441,22 @@ mod tests {
         log.purge(log_id(2, 30)).await.expect("purge");
         let state = log.get_log_state().await.expect("state");
         assert_eq!(state.last_log_id.map(|l| l.index), Some(34));
-        // The writer deletes purged segments after purge returns. Wait for
-        // it before reopening: the dropped store's writer thread finishes its
-        // queue on its own, and a second store listing the folder meanwhile
-        // would find a segment gone between listing and reading it (a node
-        // never opens its log twice).
+        // The writer deletes purged segments, one by one, after purge
+        // returns. Wait until every one is gone before reopening: the dropped
+        // store's writer thread finishes its queue on its own, and a second
+        // store listing the folder meanwhile would find a segment gone
+        // between listing and reading it (a node never opens its log twice).
+        // Waiting only for the first deletion was not enough (CI failed so).
+        let oldest_kept = log.lock().positions.front().expect("entries after the purge").segment;
+        assert!(oldest_kept > 0, "the purge point lies past the first segment");
         let first_segment = || *segments(dir.path()).expect("list").first().expect("a segment");
         for _ in 0..500 {
-            if first_segment() > 0 {
+            if first_segment() == oldest_kept {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        assert!(first_segment() > 0, "segments holding only purged entries are deleted");
+        assert_eq!(first_segment(), oldest_kept, "segments holding only purged entries are deleted");
         drop(log);
 
         let mut log = open(dir.path());
