@@ -1,8 +1,10 @@
 //! `cargo bench --bench lock_scale`: how the pure lock table scales with live
 //! leases. For 1 000, 100 000 and 1 000 000 live leases it measures the apply
 //! time of a Tick that expires nothing and of one that expires 100 leases,
-//! memory per lease (process RSS growth), and the snapshot image's size and
-//! encode/decode time. Set LEASEHOLD_SCALE_SIZES (e.g. "1000,100000") to
+//! memory per lease (process RSS growth), and the size and encode/decode
+//! time of the table's rows as checkpoints and snapshot files hold them
+//! before grouping them into pages (tree id and key, MessagePack value,
+//! length frames; data format 2). Set LEASEHOLD_SCALE_SIZES (e.g. "1000,100000") to
 //! choose the sizes.
 //!
 //! Then, for 100, 1 000, 10 000 and 100 000 live sessions (the last is the
@@ -14,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_core::{Applied, Command, LockTable, Outcome, TableImage};
+use leasehold_core::{Applied, Command, LockTable, Outcome, TableLoader, Tree};
 
 const TICK_MS: u64 = 100;
 const LONG_TTL_MS: u64 = 3_600_000;
@@ -106,14 +108,29 @@ fn measure(leases: usize) -> Row {
             .collect(),
     );
 
+    // What a page holds per row: a length-framed key (tree id, then the
+    // row's key) and a length-framed MessagePack value.
     let started = Instant::now();
-    let image = serde_json::to_vec(&TableImage::from(&table)).expect("image serializes");
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = table
+        .rows()
+        .map(|row| {
+            let value = row.value.expect("a full table's rows all have values");
+            let key = [&[row.tree.id()][..], &row.key].concat();
+            (key, rmp_serde::to_vec_named(&value).expect("a row encodes"))
+        })
+        .collect();
     let encode = started.elapsed();
+    let snapshot_bytes = rows.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
     let started = Instant::now();
-    let restored = LockTable::from(serde_json::from_slice::<TableImage>(&image).expect("image decodes"));
+    let mut loader = TableLoader::default();
+    for (key, value) in &rows {
+        let tree = Tree::from_id(key[0]).expect("a row's tree id");
+        loader.load(tree, &key[1..], &mut rmp_serde::Deserializer::new(&value[..])).expect("a row decodes");
+    }
+    let restored = loader.finish();
     let decode = started.elapsed();
     assert_eq!(restored.len(), table.len());
-    Row { leases, tick_idle, tick_expiring_100, bytes_per_lease, snapshot_bytes: image.len(), encode, decode }
+    Row { leases, tick_idle, tick_expiring_100, bytes_per_lease, snapshot_bytes, encode, decode }
 }
 
 /// Locks each measured session holds.
@@ -220,7 +237,7 @@ fn sizes(var: &str, default: &str) -> Vec<usize> {
 fn main() {
     let sizes_of_leases = sizes("LEASEHOLD_SCALE_SIZES", "1000,100000,1000000");
     let mut table = String::from(
-        "| live leases | Tick apply, none expiring | Tick apply, 100 expiring | memory per lease | snapshot image | encode | decode |\n\
+        "| live leases | Tick apply, none expiring | Tick apply, 100 expiring | memory per lease | snapshot rows | encode | decode |\n\
          |---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for leases in sizes_of_leases {

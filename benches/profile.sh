@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # CPU profile of one leasehold bench measurement, by component: runs
-# `leasehold bench` on a 3-node cluster (distinct names, 64 clients), attaches
+# `leasehold bench` on a 3-node cluster (64 clients on distinct names, or on
+# the hot name), attaches
 # `perf record` to the three nodes and the harness while the measurement
 # runs, and writes a breakdown to OUT/profile.md (self time per component,
 # from symbol names). Needs perf (linux-perf) and a release build.
 #
-#   benches/profile.sh [BINARY] [OUT]     (defaults: target/release/leasehold, benches/results)
+#   benches/profile.sh [BINARY] [OUT] [WORKLOAD]
+#       (defaults: target/release/leasehold, benches/results, distinct;
+#        WORKLOAD hot writes OUT/profile-hot.md; KEEP=1 keeps the perf data
+#        and reports in the temporary folder it names)
 set -euo pipefail
 binary=${1:-target/release/leasehold}
 out=${2:-benches/results}
+workload=${3:-distinct}
+case $workload in
+    distinct) file=profile.md title="distinct names" ;;
+    hot) file=profile-hot.md title="one hot name (hand-offs through the queue)" ;;
+    *) echo "profile.sh: WORKLOAD is distinct or hot" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] && echo "profile.sh: perf data kept in $work" >&2 || rm -rf "$work"' EXIT
 seconds=15
-"$binary" bench --systems leasehold-3 --workloads distinct --clients 64 --duration-secs "$seconds" \
+"$binary" bench --systems leasehold-3 --workloads "$workload" --clients 64 --duration-secs "$seconds" \
     --warmup-ms 3000 --runs 1 --out "$work/bench" >"$work/bench.log" 2>&1 &
 bench=$!
 # The nodes are the bench's children; wait until all three run and the warm-up is under way.
@@ -31,9 +41,9 @@ result=$(grep "cycles/s" "$work/bench.log" | head -1)
 for side in servers client; do
     perf report -i "$work/$side.data" --no-children --sort dso,sym --stdio -q 2>/dev/null >"$work/$side.txt"
 done
-python3 - "$work" "$result" "$out/profile.md" <<'PY'
+python3 - "$work" "$result" "$out/$file" "$title" <<'PY'
 import re, sys
-work, result, out = sys.argv[1], sys.argv[2], sys.argv[3]
+work, result, out, title = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 # Component of a sample from the harness (client) or a node, by symbol.
 rules = [
     ("Raft log writer (frames, fdatasync)", r"log_store|fdatasync|ext4_sync|jbd2|blk_|nvme|virtio_blk|file_write_iter|iowrite"),
@@ -63,7 +73,7 @@ for side, label in (("servers", "servers (3 nodes)"), ("client", "client (harnes
         key = (label, comp)
         totals[key] = totals.get(key, 0.0) + pct
 total = 100.0
-lines = ["# CPU profile: leasehold-3, distinct names, 64 clients", "",
+lines = [f"# CPU profile: leasehold-3, {title}, 64 clients", "",
          "`benches/profile.sh` — perf at 499 Hz on the three nodes and the harness (all clients) for the measured window;",
          "self time of each sample, grouped by the symbol's component.", "",
          f"Measurement: `{result.strip()}`", "",

@@ -275,3 +275,23 @@ async fn acquire_of_several_names_is_atomic() {
     })
     .await;
 }
+
+// Ensures a node refuses a data folder in a format it does not read, with
+// what to do instead, before it touches the folder or opens its port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_folder_of_another_format_is_refused() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let format = dir.path().join("format");
+        std::fs::write(&format, "99\n").expect("format written");
+        let data = dir.path().to_str().expect("utf-8 path");
+        let out = leasehold(&["serve", "--id", "1", "--addr", "127.0.0.1:9", "--data", data], &[]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("format 99") && stderr.contains("leasehold backup"), "{}", shown(&out));
+        assert_eq!(std::fs::read_to_string(&format).expect("format kept"), "99\n");
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).expect("listed").collect();
+        assert_eq!(entries.len(), 1, "nothing but the format file: {entries:?}");
+    })
+    .await;
+}

@@ -13,6 +13,7 @@
 //!   and judges them with the [`history`] checker.
 //! - [`bench`] — measured rows, histogram bounds, medians, the rows table.
 //! - [`scale`] — `leasehold bench --bulk N`: a cluster holding N live leases.
+//! - [`soak`] — `leasehold bench --soak ENTRIES`: disk use over a long churn.
 //! - [`chaos`] — `leasehold chaos`, the fault suite: nodes in network
 //!   namespaces (loopback fallback), a recorded workload, the nemesis, the
 //!   table per fault and the timeline.
@@ -31,3 +32,4 @@ pub mod history;
 pub mod local;
 pub mod plot;
 pub mod scale;
+pub mod soak;

@@ -96,6 +96,10 @@ pub enum LocalClusterError {
     Io(#[from] std::io::Error),
 }
 
+/// `serve --worker-threads` as a variable: a value the caller set wins,
+/// and so does a `--worker-threads` among [`LocalCluster::with_serve_args`].
+const WORKER_THREADS: &str = "LEASEHOLD_WORKER_THREADS";
+
 pub struct LocalCluster {
     binary: PathBuf,
     data: PathBuf,
@@ -228,6 +232,14 @@ impl LocalCluster {
         self.node(id).child.as_ref().map(|c| c.id())
     }
 
+    /// Each node's share of this machine's CPUs (at least one thread): the
+    /// nodes of a local cluster compete for the same cores, and one runtime
+    /// thread per core each would mostly trade wake-ups across threads.
+    fn worker_threads(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cpus / self.nodes.len().max(1)).max(1)
+    }
+
     /// Starts every node that is not running.
     pub fn start_all(&mut self) -> Result<(), LocalClusterError> {
         for id in self.ids() {
@@ -257,6 +269,9 @@ impl LocalCluster {
             }
             None => Command::new(&self.binary),
         };
+        if std::env::var_os(WORKER_THREADS).is_none() {
+            command.env(WORKER_THREADS, self.worker_threads().to_string());
+        }
         command
             .envs(node.env.iter().map(|(k, v)| (k, v)))
             .arg("serve")

@@ -5,10 +5,16 @@
 //! reads every node's status: Tick apply time (p50 and max of the last 64
 //! Ticks, which now all ran over this many leases), resident memory
 //! (`VmRSS`) against the empty cluster's, hence bytes per lease, the data
-//! folder's size and the log's length; then has the leader take a snapshot
-//! and reports its size and build time. Finally a new node joins as a
-//! learner: it catches up by installing that snapshot, and its install time
-//! is reported. Writes `scale.json` and `scale.md` into the results folder.
+//! folder's size and the log's length. Then the leader checkpoints (what
+//! openraft calls a snapshot) to absorb the creation, a fixed churn of
+//! [`CHURN_CYCLES`] lock cycles runs, and the leader checkpoints again: that
+//! checkpoint's time, rows and bytes are what the same churn costs at this
+//! table size. Then a backup is downloaded: the snapshot file streamed from
+//! sled, its size and time. At the end a follower is killed (-9) and
+//! restarted, timed until it has applied what the leader had; and a new
+//! node joins as a learner: it catches up by installing the snapshot, and
+//! its install time is reported. Writes `scale.json` and `scale.md` into the
+//! results folder.
 //!
 //! With `--bulk-sessions K` the N holders are sessions instead, each holding
 //! K locks taken in one multi-acquire (N × K live leases): what is measured
@@ -36,6 +42,10 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 const ACQUIRE_ATTEMPTS: usize = 5;
 /// How long a new learner may take to apply what it was sent.
 const CATCH_UP_BOUND: Duration = Duration::from_secs(300);
+/// The churn between two measured checkpoints: the same at every table size.
+const CHURN_CYCLES: u64 = 2_000;
+/// Names the churn cycles on, apart from the live leases.
+const CHURN_NAMES: u64 = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScaleError {
@@ -105,8 +115,15 @@ pub struct Checkpoint {
     pub data_dir_mb: Vec<u64>,
     /// Entries in the longest log (last index − purged index).
     pub max_log_entries: u64,
+    /// The leader's checkpoint after [`CHURN_CYCLES`] cycles: time, rows
+    /// written, bytes written.
+    pub checkpoint_ms: u64,
+    pub checkpoint_rows: u64,
+    pub checkpoint_bytes: u64,
+    /// The snapshot file (a backup, as a follower is sent it): size, and
+    /// the time to stream it from sled and download it.
     pub snapshot_bytes: u64,
-    pub snapshot_build_ms: u64,
+    pub snapshot_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -120,6 +137,9 @@ pub struct ScaleReport {
     pub learner_catch_up_ms: u64,
     pub learner_install_ms: Option<u64>,
     pub learner_locks_held: usize,
+    /// A follower killed (-9) and started again: time until it had applied
+    /// what the leader had applied when it was killed.
+    pub restart_ms: u64,
 }
 
 /// Runs the scale measurement; prints progress to stderr.
@@ -156,8 +176,15 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         let statuses = statuses(&client, &voters).await?;
         let rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
         let grown: u64 = rss.iter().zip(&empty_rss).map(|(now, empty)| now.saturating_sub(*empty)).sum();
-        let taken = client.snapshot_of((leader - 1) as usize).await?;
-        let leader_status = &statuses[(leader - 1) as usize];
+        let on_leader = (leader - 1) as usize;
+        client.snapshot_of(on_leader).await?;
+        churn(&client, CHURN_CYCLES).await?;
+        client.snapshot_of(on_leader).await?;
+        let checkpoint = client.status_of(on_leader).await?.storage;
+        let downloading = Instant::now();
+        let (_, backup) = client.backup_of(on_leader).await?;
+        let snapshot_ms = downloading.elapsed().as_millis() as u64;
+        let leader_status = &statuses[on_leader];
         let checkpoint = Checkpoint {
             leases,
             sessions: matches!(options.holder_kind, Holders::Sessions { .. }).then_some(target),
@@ -168,12 +195,24 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
             rss_mb: rss.iter().map(|b| b >> 20).collect(),
             data_dir_mb: statuses.iter().map(|s| s.data_dir_bytes >> 20).collect(),
             max_log_entries: statuses.iter().map(log_entries).max().unwrap_or(0),
-            snapshot_bytes: taken.snapshot_bytes.unwrap_or(0),
-            snapshot_build_ms: taken.snapshot_build_ms.unwrap_or(0),
+            checkpoint_ms: checkpoint.snapshot_build_ms.unwrap_or(0),
+            checkpoint_rows: checkpoint.checkpoint_rows.unwrap_or(0),
+            checkpoint_bytes: checkpoint.checkpoint_bytes.unwrap_or(0),
+            snapshot_bytes: backup.len() as u64,
+            snapshot_ms,
         };
         eprintln!("bulk: {checkpoint:?}");
         checkpoints.push(checkpoint);
     }
+
+    let follower = voters.iter().copied().find(|id| *id != leader).unwrap_or(leader);
+    eprintln!("bulk: node {follower} is killed (-9) and started again");
+    let target = client.status_of((leader - 1) as usize).await?.applied_index.unwrap_or(0);
+    cluster.kill(follower);
+    let restarting = Instant::now();
+    cluster.start(follower)?;
+    applied_through(&Client::new(&[cluster.endpoint(follower)])?, target).await?;
+    let restart_ms = restarting.elapsed().as_millis() as u64;
 
     let learner = options.nodes as NodeId + 1;
     eprintln!("bulk: node {learner} joins as a learner and installs the snapshot");
@@ -196,6 +235,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         learner_catch_up_ms,
         learner_install_ms: joined.storage.snapshot_install_ms,
         learner_locks_held: joined.locks_held,
+        restart_ms,
     };
     cluster.stop_all(Duration::from_secs(10));
     // Outside the runtime a dropped Session does not try to delete itself
@@ -349,15 +389,44 @@ where
     outcome
 }
 
+/// [`CHURN_CYCLES`] acquire/release cycles over [`CHURN_NAMES`] names, 16
+/// at a time, each call with its request id.
+async fn churn(client: &Arc<Client>, cycles: u64) -> Result<(), ScaleError> {
+    let next = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= cycles {
+                        return Ok::<(), ClientError>(());
+                    }
+                    let name = format!("churn/{:03}", i % CHURN_NAMES);
+                    let lease = retried(|| client.acquire(&name, "churn", 10_000)).await?;
+                    retried(|| client.release(&name, lease.token())).await?;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("churn worker does not panic")?;
+    }
+    Ok(())
+}
+
 /// Waits (bounded) until the one node `client` talks to has applied `index`.
 async fn applied_through(client: &Client, index: u64) -> Result<ClusterStatus, ScaleError> {
     let give_up = Instant::now() + CATCH_UP_BOUND;
     loop {
-        let status = client.status_of(0).await?;
-        if status.applied_index >= Some(index) || Instant::now() > give_up {
-            return Ok(status);
+        // A node that is starting refuses connections until it has opened
+        // its data folder: not an answer yet.
+        match client.status_of(0).await {
+            Ok(status) if status.applied_index >= Some(index) => return Ok(status),
+            Err(e) if Instant::now() > give_up => return Err(e.into()),
+            Ok(status) if Instant::now() > give_up => return Ok(status),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -394,8 +463,8 @@ pub fn markdown(report: &ScaleReport) -> String {
     let (holders, per_sec) = if sessions { ("live sessions | ", "sessions/s") } else { ("", "acquires/s") };
     let mut out = format!(
         "# leasehold lock scale: {}-node cluster\n\nCommand: `{}`\n\n\
-         | {holders}live leases | {per_sec} | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | snapshot MB | snapshot build ms |\n\
-         |{}---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
+         | {holders}live leases | {per_sec} | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | checkpoint after {CHURN_CYCLES} cycles: ms | rows | KB | snapshot file MB | streamed and downloaded in ms |\n\
+         |{}---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|\n",
         report.nodes,
         report.command,
         if sessions { "---:|" } else { "" },
@@ -405,7 +474,7 @@ pub fn markdown(report: &ScaleReport) -> String {
             out.push_str(&format!("| {n} "));
         }
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {} | {:.1} | {} |\n",
+            "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
             c.leases,
             c.acquires_per_sec,
             c.tick_apply_p50_us,
@@ -414,12 +483,17 @@ pub fn markdown(report: &ScaleReport) -> String {
             c.rss_mb,
             c.data_dir_mb,
             c.max_log_entries,
+            c.checkpoint_ms,
+            c.checkpoint_rows,
+            c.checkpoint_bytes as f64 / 1e3,
             c.snapshot_bytes as f64 / 1e6,
-            c.snapshot_build_ms
+            c.snapshot_ms
         ));
     }
     out.push_str(&format!(
-        "\nA new learner caught up in {} ms (snapshot install {} ms) and holds {} locks.\n",
+        "\nA follower killed (-9) and started again had applied what the leader had in {} ms. \
+         A new learner caught up in {} ms (snapshot install {} ms) and holds {} locks.\n",
+        report.restart_ms,
         report.learner_catch_up_ms,
         report.learner_install_ms.map_or("n/a".to_string(), |ms| ms.to_string()),
         report.learner_locks_held
