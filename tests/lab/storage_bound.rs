@@ -1,8 +1,8 @@
 //! Bounded storage on a real 3-node cluster: the short version of the
 //! storage soak (`leasehold bench --soak`, committed results under
 //! `benches/results/soak/`). 1 000 live locks churned (release, acquire,
-//! fenced record, request ids) while 12 000 entries commit with a
-//! checkpoint every 1 000: twelve checkpoint-and-purge cycles. Every sample
+//! fenced record, request ids) while 8 000 entries commit with a
+//! checkpoint every 1 000: eight checkpoint-and-purge cycles. Every sample
 //! of every node's data folder must stay under the bound `cluster/README.md`
 //! derives from the layout ("Snapshots and disk"), and every log under two
 //! checkpoint intervals.
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use leasehold_lab::soak::{self, SoakOptions};
 
-const ENTRIES: u64 = 12_000;
+const ENTRIES: u64 = 8_000;
 const SNAPSHOT_EVERY: u64 = 1_000;
 /// One checkpoint interval, the fiftieth kept behind a checkpoint, and what
 /// commits while one is written: less than one more interval.
@@ -20,9 +20,9 @@ const LOG_BOUND: u64 = 2 * SNAPSHOT_EVERY;
 const BOUND: Duration = Duration::from_secs(600);
 
 // Ensures checkpoints and purging keep each node's log length and data
-// folder under the documented bounds at every sample of a 12k-entry churn.
+// folder under the documented bounds at every sample of an 8k-entry churn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn log_and_disk_stay_bounded_over_12k_entries() {
+async fn log_and_disk_stay_bounded_over_8k_entries() {
     let _alone = crate::exclusive().await;
     let out = tempfile::tempdir().expect("temp dir");
     let options = SoakOptions {
@@ -35,7 +35,7 @@ async fn log_and_disk_stay_bounded_over_12k_entries() {
         out: out.path().to_owned(),
         command: "tests/lab/storage_bound.rs".into(),
     };
-    let report = tokio::time::timeout(BOUND, soak::run(&options)).await.expect("12k entries within the bound");
+    let report = tokio::time::timeout(BOUND, soak::run(&options)).await.expect("8k entries within the bound");
     let report = report.expect("the soak ran");
     assert!(report.entries >= ENTRIES && report.cycles > 0, "{report:?}");
     assert!(report.over_bound().is_empty(), "samples over {} bytes: {:?}", report.bound_bytes, report.over_bound());
