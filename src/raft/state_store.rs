@@ -236,7 +236,9 @@ impl StateStore {
                 fs::remove_file(path)?;
             }
         }
+        let opening = std::time::Instant::now();
         let (generation, db) = open_generation(state_dir)?;
+        let opened_ms = opening.elapsed().as_millis() as u64;
         let compacted_bytes = db.size_on_disk()?;
         let current = Current { generation, db, compacted_bytes, meta: None };
         let store = StateStore(Arc::new(Inner {
@@ -250,7 +252,16 @@ impl StateStore {
         if installing.exists() {
             store.install(&installing)?;
         }
+        let loading = std::time::Instant::now();
         let loaded = store.load()?;
+        // Start-up time is sled's open plus this load, then the log replay.
+        tracing::info!(
+            generation,
+            sled_open_ms = opened_ms,
+            load_ms = loading.elapsed().as_millis() as u64,
+            bytes = compacted_bytes,
+            "state loaded"
+        );
         store.lock().meta = loaded.meta.clone();
         store.remove_stale_files(loaded.meta.as_ref())?;
         Ok((store, loaded))
@@ -375,6 +386,12 @@ impl StateStore {
         let db = open_db(&dir)?;
         fill(&db)?;
         sync(&db, &dir)?;
+        // Opened afresh: sled 0.34 keeps what was just written to it in
+        // memory past its cache capacity. At a million leases this took
+        // the followers from about 1.49 to 1.29 GB of RSS, for about 100 ms
+        // of opening the same records again.
+        drop(db);
+        let db = open_db(&dir)?;
         write_current(&self.0.root, next)?;
         let old = std::mem::replace(&mut current.db, db);
         drop(old);
@@ -498,7 +515,6 @@ fn sync(db: &sled::Db, dir: &Path) -> io::Result<()> {
     fsync_sled_files(dir)
 }
 
-/// Copies `rows` into `db`, in batches.
 /// Writes `rows` into the empty `db` with `changed` over them (a `None`
 /// deletes), each row once, in batches.
 fn merge_rows(rows: sled::Iter, mut changed: BTreeMap<Vec<u8>, Option<Vec<u8>>>, db: &sled::Db) -> io::Result<()> {

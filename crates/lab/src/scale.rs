@@ -137,9 +137,14 @@ pub struct ScaleReport {
     pub learner_catch_up_ms: u64,
     pub learner_install_ms: Option<u64>,
     pub learner_locks_held: usize,
+    /// The learner's RSS once caught up: the table loaded from a snapshot,
+    /// without the history of a node that applied every entry.
+    pub learner_rss_mb: u64,
     /// A follower killed (-9) and started again: time until it had applied
     /// what the leader had applied when it was killed.
     pub restart_ms: u64,
+    /// Its RSS once it had: the table loaded from sled and the log replayed.
+    pub restarted_rss_mb: u64,
 }
 
 /// Runs the scale measurement; prints progress to stderr.
@@ -213,6 +218,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
     cluster.start(follower)?;
     applied_through(&Client::new(&[cluster.endpoint(follower)])?, target).await?;
     let restart_ms = restarting.elapsed().as_millis() as u64;
+    let restarted_rss_mb = rss_bytes(&cluster, follower)? >> 20;
 
     let learner = options.nodes as NodeId + 1;
     eprintln!("bulk: node {learner} joins as a learner and installs the snapshot");
@@ -221,6 +227,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
     let added_at = client.add_learner(learner, &cluster.endpoint(learner)).await?;
     let joined = applied_through(&Client::new(&[cluster.endpoint(learner)])?, added_at).await?;
     let learner_catch_up_ms = started.elapsed().as_millis() as u64;
+    let learner_rss_mb = rss_bytes(&cluster, learner)? >> 20;
     let sessions = match options.holder_kind {
         Holders::Leases => String::new(),
         Holders::Sessions { locks_each } => format!(" --bulk-sessions {locks_each}"),
@@ -235,7 +242,9 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         learner_catch_up_ms,
         learner_install_ms: joined.storage.snapshot_install_ms,
         learner_locks_held: joined.locks_held,
+        learner_rss_mb,
         restart_ms,
+        restarted_rss_mb,
     };
     cluster.stop_all(Duration::from_secs(10));
     // Outside the runtime a dropped Session does not try to delete itself
@@ -491,12 +500,15 @@ pub fn markdown(report: &ScaleReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "\nA follower killed (-9) and started again had applied what the leader had in {} ms. \
-         A new learner caught up in {} ms (snapshot install {} ms) and holds {} locks.\n",
+        "\nA follower killed (-9) and started again had applied what the leader had in {} ms \
+         (RSS then {} MB). A new learner caught up in {} ms (snapshot install {} ms), holds {} locks \
+         and has an RSS of {} MB.\n",
         report.restart_ms,
+        report.restarted_rss_mb,
         report.learner_catch_up_ms,
         report.learner_install_ms.map_or("n/a".to_string(), |ms| ms.to_string()),
-        report.learner_locks_held
+        report.learner_locks_held,
+        report.learner_rss_mb
     ));
     out
 }
