@@ -106,24 +106,10 @@ pub enum OpenError {
 /// Runs `work` on a blocking thread: a node may run on a single-threaded
 /// runtime, where seconds of snapshot work on it would hold up its
 /// heartbeats, and an election would follow.
-///
-/// The thread's free memory is then given back to the system: the work is
-/// a checkpoint, an install or a snapshot file, hundreds of MB of buffers
-/// at a million leases, and mimalloc kept them in the idle thread's heap (a
-/// learner that installed a million leases stayed at 916–985 MB of RSS;
-/// 657–678 MB with this).
 async fn off_runtime<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
-    tokio::task::spawn_blocking(move || {
-        let done = work();
-        // SAFETY: mi_collect only frees what the calling thread's heap holds
-        // unused; it is safe from any thread, at any time.
-        unsafe { libmimalloc_sys::mi_collect(true) };
-        done
-    })
-    .await
-    .map_err(std::io::Error::other)?
+    tokio::task::spawn_blocking(work).await.map_err(std::io::Error::other)?
 }
 
 /// Makes a folder's entries (files created, renamed or deleted in it) durable.
