@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
-use leasehold_core::{EventKind, FencingToken, LockEvent};
+use leasehold_core::{EventKind, LockEvent};
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which
 /// Prometheus scrapes natively).
@@ -82,17 +82,10 @@ pub struct Metrics {
     flush_seconds: Histogram,
     entry_commands: Histogram,
     entry_commit_seconds: Histogram,
-    /// Grant tick of every lease seen granted, and queue-entry tick of every
-    /// waiter seen queued, to turn their ends into durations.
-    since: Mutex<Since>,
-}
-
-#[derive(Default)]
-struct Since {
-    /// lock name → (token, tick of the grant)
-    granted: HashMap<String, (FencingToken, u64)>,
-    /// (lock name, owner) → tick it joined the queue
-    queued: HashMap<(String, String), u64>,
+    /// (lock name, owner) → tick it joined the queue, of every waiter seen
+    /// queued, to turn its grant or its end into a wait time. (A lease's
+    /// hold time comes with its end, from the table.)
+    queued: Mutex<HashMap<(String, String), u64>>,
 }
 
 impl Default for Metrics {
@@ -237,7 +230,7 @@ impl Metrics {
                 "Leader only: time from proposing an entry of client commands until it is applied",
                 disk_time(),
             ),
-            since: Mutex::default(),
+            queued: Mutex::default(),
             registry,
         }
     }
@@ -310,20 +303,20 @@ impl Metrics {
     /// The events of one applied entry, after which the clock reads
     /// `now_tick` with period `tick_ms`.
     pub fn applied(&self, events: &[LockEvent], now_tick: u64, tick_ms: u64) {
-        let seconds = |from: u64| now_tick.saturating_sub(from) as f64 * tick_ms as f64 / 1000.0;
-        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        let ticks = |n: u64| n as f64 * tick_ms as f64 / 1000.0;
+        let seconds = |from: u64| ticks(now_tick.saturating_sub(from));
+        let mut queued = self.queued.lock().unwrap_or_else(|p| p.into_inner());
         for event in events {
             let name = &event.name;
             match &event.kind {
                 // A waiter is granted a free lock when a lock delay ends.
-                EventKind::Acquired { owner, token } | EventKind::HandedOver { owner, token, .. } => {
-                    since.granted.insert(name.clone(), (*token, now_tick));
-                    if let Some(queued) = since.queued.remove(&(name.clone(), owner.clone())) {
-                        self.wait_seconds.observe(seconds(queued));
+                EventKind::Acquired { owner, .. } | EventKind::HandedOver { owner, .. } => {
+                    if let Some(since) = queued.remove(&(name.clone(), owner.clone())) {
+                        self.wait_seconds.observe(seconds(since));
                     }
                 }
-                EventKind::Released { token, .. } => self.end_lease(&mut since, name, *token, seconds),
-                EventKind::Expired { token, delayed_until_tick, .. } => {
+                EventKind::Released { held_ticks, .. } => self.hold_seconds.observe(ticks(*held_ticks)),
+                EventKind::Expired { token, delayed_until_tick, held_ticks, .. } => {
                     // The lock table hands an expired lock to its first
                     // waiter in the same entry, right after the expiry,
                     // unless the lease had a lock delay.
@@ -337,13 +330,13 @@ impl Metrics {
                         (None, false) => "freed",
                     };
                     count(&self.expiries, outcome);
-                    self.end_lease(&mut since, name, *token, seconds);
+                    self.hold_seconds.observe(ticks(*held_ticks));
                 }
                 EventKind::Queued { owner, .. } => {
-                    since.queued.entry((name.clone(), owner.clone())).or_insert(now_tick);
+                    queued.entry((name.clone(), owner.clone())).or_insert(now_tick);
                 }
                 EventKind::WaitTimeout { owner } | EventKind::Cancelled { owner } => {
-                    since.queued.remove(&(name.clone(), owner.clone()));
+                    queued.remove(&(name.clone(), owner.clone()));
                 }
                 EventKind::SessionExpired { .. } => {
                     self.session_expiries.inc();
@@ -356,18 +349,10 @@ impl Metrics {
         }
     }
 
-    /// The applied state jumped to a snapshot: the leases and waiters this
-    /// replica saw start may have ended in entries it will never apply.
+    /// The applied state jumped to a snapshot: the waiters this replica saw
+    /// queue may have left in entries it will never apply.
     pub fn snapshot_installed(&self) {
-        *self.since.lock().unwrap_or_else(|p| p.into_inner()) = Since::default();
-    }
-
-    /// Observes the hold time of lease `token` of `name`, if its grant was seen
-    /// (leases granted before this process restored its snapshot were not).
-    fn end_lease(&self, since: &mut Since, name: &str, token: FencingToken, seconds: impl Fn(u64) -> f64) {
-        if let Some((_, granted)) = since.granted.remove(name).filter(|(t, _)| *t == token) {
-            self.hold_seconds.observe(seconds(granted));
-        }
+        self.queued.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 }
 

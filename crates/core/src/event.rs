@@ -20,18 +20,14 @@ pub struct LockEvent {
 pub enum EventKind {
     /// A free lock was granted (token = `index`): to a new acquire, or to
     /// the first waiter when a lock delay ends.
-    Acquired {
-        owner: String,
-        token: FencingToken,
-    },
+    Acquired { owner: String, token: FencingToken },
     /// The holder restarted its lease (also a same-owner re-acquire).
-    Renewed {
-        owner: String,
-        token: FencingToken,
-    },
+    Renewed { owner: String, token: FencingToken },
     Released {
         owner: String,
         token: FencingToken,
+        /// Ticks from the grant to this end: how long the lease was held.
+        held_ticks: u64,
     },
     /// A Tick reached the lease's deadline. With `delayed_until_tick` the
     /// lease had a lock delay: the lock stays free for everyone until that
@@ -41,53 +37,30 @@ pub enum EventKind {
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         delayed_until_tick: Option<u64>,
+        /// Ticks from the grant to this end: how long the lease was held.
+        held_ticks: u64,
     },
     /// The lock delay after the expiry of `owner`'s lease under `token`
     /// ended: the lock may be granted again (in this entry, to its first
     /// waiter, if any).
-    DelayEnded {
-        owner: String,
-        token: FencingToken,
-    },
+    DelayEnded { owner: String, token: FencingToken },
     /// The lock passed to the first waiter in the entry that freed it
     /// (token = `index`).
-    HandedOver {
-        owner: String,
-        token: FencingToken,
-        from_owner: String,
-        from_token: FencingToken,
-    },
+    HandedOver { owner: String, token: FencingToken, from_owner: String, from_token: FencingToken },
     /// `owner` joined the queue at `position` (1 = next).
-    Queued {
-        owner: String,
-        position: usize,
-    },
+    Queued { owner: String, position: usize },
     /// `owner`'s wait ran out before the lock passed to it.
-    WaitTimeout {
-        owner: String,
-    },
+    WaitTimeout { owner: String },
     /// `owner` left the queue because its client went away, or because
     /// the session it waited under ended.
-    Cancelled {
-        owner: String,
-    },
+    Cancelled { owner: String },
     /// `owner` opened `session` (its id is `index`).
-    SessionCreated {
-        owner: String,
-        session: SessionId,
-        ttl_ms: u64,
-    },
+    SessionCreated { owner: String, session: SessionId, ttl_ms: u64 },
     /// A Tick reached the session's deadline; its locks expired in this
     /// entry (events `expired`, before this one).
-    SessionExpired {
-        owner: String,
-        session: SessionId,
-    },
+    SessionExpired { owner: String, session: SessionId },
     /// The session was deleted; its locks were released in this entry.
-    SessionDeleted {
-        owner: String,
-        session: SessionId,
-    },
+    SessionDeleted { owner: String, session: SessionId },
 }
 
 impl EventKind {

@@ -304,6 +304,7 @@ impl LockTable {
             token: index,
             ttl_ms: ttl_ms.unwrap_or_default(),
             deadline: 0,
+            granted_tick: self.now_tick,
             request_id: request_id.clone(),
             lock_delay_ms,
             session,
@@ -463,7 +464,7 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         let lease = self.take_granted_before(name, token, index)?;
-        events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
+        events.push(event(index, name, self.released(&lease)));
         self.hand_over(name, Some((lease.owner, lease.token)), index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
     }
@@ -482,7 +483,7 @@ impl LockTable {
         let mut previous = Vec::with_capacity(names.len());
         for name in names {
             let lease = self.take_current(name, token).expect("checked above");
-            events.push(event(index, name, EventKind::Released { owner: lease.owner.clone(), token }));
+            events.push(event(index, name, self.released(&lease)));
             previous.push(lease.owner);
         }
         // Handed on only once all are free, so a multi-acquire waiting for
@@ -527,8 +528,13 @@ impl LockTable {
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
             expired.push((name.clone(), lease.token));
             let delayed_until_tick = self.delay_after_expiry(&name, &lease);
+            let held_ticks = self.held_ticks(&lease);
             let (owner, token) = (lease.owner, lease.token);
-            events.push(event(index, &name, EventKind::Expired { owner: owner.clone(), token, delayed_until_tick }));
+            events.push(event(
+                index,
+                &name,
+                EventKind::Expired { owner: owner.clone(), token, delayed_until_tick, held_ticks },
+            ));
             if delayed_until_tick.is_none() {
                 self.hand_over(&name, Some((owner, token)), index, events);
             }
@@ -626,6 +632,16 @@ impl LockTable {
         let grant = self.grant_of(name, &lease);
         self.leases.insert(name.to_owned(), lease);
         grant
+    }
+
+    /// How long `lease` has been held, in ticks.
+    fn held_ticks(&self, lease: &Lease) -> u64 {
+        self.now_tick.saturating_sub(lease.granted_tick)
+    }
+
+    /// The event of `lease`'s release.
+    fn released(&self, lease: &Lease) -> EventKind {
+        EventKind::Released { owner: lease.owner.clone(), token: lease.token, held_ticks: self.held_ticks(lease) }
     }
 
     /// The ttl and deadline a lease lives by: its own, or its session's.

@@ -98,8 +98,8 @@ impl From<leasehold_core::LockEvent> for LockEvent {
         let kind = match e.kind {
             Core::Acquired { owner, token } => EventKind::Acquired { owner, token },
             Core::Renewed { owner, token } => EventKind::Renewed { owner, token },
-            Core::Released { owner, token } => EventKind::Released { owner, token },
-            Core::Expired { owner, token, delayed_until_tick } => {
+            Core::Released { owner, token, .. } => EventKind::Released { owner, token },
+            Core::Expired { owner, token, delayed_until_tick, .. } => {
                 EventKind::Expired { owner, token, delayed_until_tick }
             }
             Core::DelayEnded { owner, token } => EventKind::DelayEnded { owner, token },

@@ -133,6 +133,7 @@ impl LockTable {
                 token: index,
                 ttl_ms: waiter.ttl_ms,
                 deadline: 0,
+                granted_tick: self.now_tick,
                 request_id: waiter.request_id,
                 lock_delay_ms: waiter.lock_delay_ms,
                 session: waiter.session,

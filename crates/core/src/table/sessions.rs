@@ -259,16 +259,17 @@ impl LockTable {
         for (id, session) in ended {
             for name in session.locks {
                 let lease = self.leases.remove(&name).expect("session locks match leases");
-                let (owner, token) = (lease.owner.clone(), lease.token);
                 let kind = match why {
-                    SessionEnd::Expired => {
-                        let delayed_until_tick = self.delay_after_expiry(&name, &lease);
-                        EventKind::Expired { owner, token, delayed_until_tick }
-                    }
-                    SessionEnd::Deleted => EventKind::Released { owner, token },
+                    SessionEnd::Expired => EventKind::Expired {
+                        owner: lease.owner.clone(),
+                        token: lease.token,
+                        delayed_until_tick: self.delay_after_expiry(&name, &lease),
+                        held_ticks: self.held_ticks(&lease),
+                    },
+                    SessionEnd::Deleted => self.released(&lease),
                 };
                 events.push(event(index, &name, kind));
-                freed.push((name, session.owner.clone(), token));
+                freed.push((name, session.owner.clone(), lease.token));
             }
             let owner = session.owner;
             let kind = match why {

@@ -454,6 +454,24 @@ fn request_records_age_out() {
     assert_eq!(log.table.remembered_requests(), 0);
 }
 
+// Ensures a lease's end reports the ticks since its grant, renewals and
+// same-owner re-acquires included: the hold time is the lease's, not the
+// last renewal's.
+#[test]
+fn an_end_reports_the_ticks_since_the_grant() {
+    let mut log = Log::new();
+    let token = log.token("a", "alice", 3000);
+    log.ticks(5);
+    log.renew("a", token, None).unwrap();
+    log.ticks(4);
+    assert_eq!(log.token("a", "alice", 3000), token, "a re-acquire keeps the lease");
+    log.ticks(3);
+    let released =
+        log.apply_with_events(Command::Release { name: "a".into(), token, request_id: None, session: None, seq: None });
+    let ends: Vec<_> = released.events.into_iter().map(|e| e.kind).collect();
+    assert_eq!(ends, [EventKind::Released { owner: "alice".into(), token, held_ticks: 12 }]);
+}
+
 // Ensures every change emits its event with the entry index, in order.
 #[test]
 fn events_tell_the_story_in_log_order() {
@@ -481,13 +499,16 @@ fn events_tell_the_story_in_log_order() {
         session: None,
         seq: None,
     }));
-    assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token })]);
+    assert_eq!(released, [(log.index, EventKind::Released { owner: "x".into(), token, held_ticks: 0 })]);
     log.token("a", "y", 3000);
     let expired: Vec<_> =
         (0..31).flat_map(|_| kinds(log.apply_with_events(Command::Tick { period_ms: TICK }))).collect();
     assert_eq!(
         expired,
-        [(log.index, EventKind::Expired { owner: "y".into(), token: log.index - 31, delayed_until_tick: None })]
+        [(
+            log.index,
+            EventKind::Expired { owner: "y".into(), token: log.index - 31, delayed_until_tick: None, held_ticks: 31 }
+        )]
     );
 }
 
@@ -629,7 +650,7 @@ fn lock_delay_follows_expiry() {
         [LockEvent {
             index: log.index,
             name: "a".into(),
-            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until) }
+            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until), held_ticks: 31 }
         }]
     );
     assert_eq!(log.table.delayed_until("a"), Some(until));
@@ -915,7 +936,7 @@ fn waiting_multi_acquire_reserves_and_is_granted_all_at_once() {
     assert_eq!(
         story(&released),
         [
-            ("a".to_string(), EventKind::Released { owner: "x".into(), token: a }),
+            ("a".to_string(), EventKind::Released { owner: "x".into(), token: a, held_ticks: 0 }),
             (
                 "a".to_string(),
                 EventKind::HandedOver { owner: "m".into(), token: index, from_owner: "x".into(), from_token: a }

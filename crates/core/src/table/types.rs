@@ -27,6 +27,11 @@ pub(super) struct Lease {
     pub(super) ttl_ms: u64,
     /// The lease expires when a Tick makes `now_tick >= deadline`.
     pub(super) deadline: u64,
+    /// The tick it was granted at, kept across renewals: its end reports
+    /// how long it was held, so nothing outside the table has to remember
+    /// the grant of every live lease.
+    #[serde(default)]
+    pub(super) granted_tick: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
     /// How long nobody may take the lock after this lease *expires*.

@@ -94,8 +94,9 @@ fn session_expiry_hands_its_locks_to_their_waiters_in_the_tick_entry() {
         }
         other => panic!("{other:?}"),
     }
-    let expired =
-        |n: &str, token| (n.to_string(), EventKind::Expired { owner: "s".into(), token, delayed_until_tick: None });
+    let expired = |n: &str, token| {
+        (n.to_string(), EventKind::Expired { owner: "s".into(), token, delayed_until_tick: None, held_ticks: 32 })
+    };
     let handed = |n: &str, owner: &str, from_token| {
         let kind = EventKind::HandedOver { owner: owner.into(), token: index, from_owner: "s".into(), from_token };
         (n.to_string(), kind)
@@ -158,7 +159,7 @@ fn delete_releases_every_lock_without_a_delay() {
     assert_eq!(
         story(&applied),
         [
-            ("a".to_string(), EventKind::Released { owner: "s".into(), token: a }),
+            ("a".to_string(), EventKind::Released { owner: "s".into(), token: a, held_ticks: 0 }),
             (String::new(), EventKind::SessionDeleted { owner: "s".into(), session }),
             (
                 "a".to_string(),
