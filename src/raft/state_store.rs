@@ -54,6 +54,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -156,6 +157,24 @@ struct Current {
 fn open_db(dir: &Path) -> io::Result<sled::Db> {
     // Durability comes from the explicit flush and fsyncs of each checkpoint.
     Ok(sled::Config::new().path(dir).flush_every_ms(None).cache_capacity(CACHE_BYTES).open()?)
+}
+
+/// How long [`reopen_db`] waits for a dropped handle's file lock.
+const RELOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Opens `dir` again right after its handle was dropped. sled's background
+/// threads hold the handle's file lock a little longer (sled's own tests
+/// block on it for that reason), so a lock refusal is waited out, bounded.
+fn reopen_db(dir: &Path) -> io::Result<sled::Db> {
+    let waiting = Instant::now();
+    loop {
+        match open_db(dir) {
+            Err(e) if e.to_string().contains("could not acquire lock") && waiting.elapsed() < RELOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
+    }
 }
 
 fn generation_dir(root: &Path, generation: u64) -> PathBuf {
@@ -386,12 +405,22 @@ impl StateStore {
         let db = open_db(&dir)?;
         fill(&db)?;
         sync(&db, &dir)?;
+        // Taken before reopening: a reopened sled reports its files rounded
+        // up to whole segments.
+        let compacted_bytes = db.size_on_disk()?;
+        // Opened afresh: sled 0.34 keeps every node just written in memory,
+        // past its cache capacity and for as long as the handle lives (a
+        // heap profile of a follower at 743 000 leases found 570 MB of it,
+        // more than the lock table itself); a reopened one reads them back
+        // only when asked.
+        drop(db);
+        let db = reopen_db(&dir)?;
         write_current(&self.0.root, next)?;
         let old = std::mem::replace(&mut current.db, db);
         drop(old);
         fs::remove_dir_all(generation_dir(&self.0.root, current.generation))?;
         current.generation = next;
-        current.compacted_bytes = current.db.size_on_disk()?;
+        current.compacted_bytes = compacted_bytes;
         Ok(())
     }
 
