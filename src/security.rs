@@ -120,7 +120,7 @@ impl SecurityFiles {
     }
 
     /// The CA certificate of `--ca-file`, to trust when calling a node.
-    pub fn ca(&self) -> Result<Option<reqwest::Certificate>, SecurityError> {
+    pub fn ca(&self) -> Result<Option<leasehold_client::Ca>, SecurityError> {
         Ok(self.ca_file.as_deref().map(load_ca).transpose()?)
     }
 }

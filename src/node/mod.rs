@@ -88,7 +88,7 @@ pub struct PeerTransport {
     /// The nodes serve https (all of them or none).
     pub tls: bool,
     /// CA the other nodes' certificates chain to (else the built-in roots).
-    pub ca: Option<reqwest::Certificate>,
+    pub ca: Option<leasehold_client::Ca>,
     /// Sent on every Raft RPC; the others refuse Raft RPC without it.
     pub cluster_secret: Option<Secret>,
     /// TLS client settings of the peer transport (`tls` on and a CA file
@@ -188,7 +188,7 @@ impl Node {
         }
         .validate()
         .map_err(|e| NodeError::Internal(e.to_string()))?;
-        let http = leasehold_client::http_client(config.peers.ca.clone());
+        let http = peer_http_client(config.peers.ca.as_ref())?;
         let scheme = if config.peers.tls { "https" } else { "http" };
         let dialer = (!config.peers.tls || config.peers.peer_tls.is_some()).then(|| Dialer {
             from: config.id,
@@ -611,4 +611,25 @@ fn dir_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// The HTTP client a node calls the others with where the peer transport
+/// does not reach (snapshots, https relays, probes): HTTP/1.1, no system
+/// proxy (members are addressed directly), bounded connect time; with `ca`,
+/// https members are trusted when they chain to it (and only then).
+fn peer_http_client(ca: Option<&leasehold_client::Ca>) -> Result<reqwest::Client, NodeError> {
+    let mut builder = reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .tcp_nodelay(true)
+        // Below the members' header-read timeout, which closes idle
+        // connections: the pool drops one before the member does.
+        .pool_idle_timeout(std::time::Duration::from_secs(5));
+    if let Some(ca) = ca {
+        let certificate = reqwest::Certificate::from_pem(ca.pem())
+            .map_err(|e| NodeError::Internal(format!("CA certificate: {e}")))?;
+        builder = builder.tls_built_in_root_certs(false).add_root_certificate(certificate);
+    }
+    builder.build().map_err(|e| NodeError::Internal(format!("HTTP client: {e}")))
 }

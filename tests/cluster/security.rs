@@ -261,7 +261,9 @@ async fn https_with_a_test_ca() {
         let negotiating = reqwest::Client::builder()
             .no_proxy()
             .tls_built_in_root_certs(false)
-            .add_root_certificate(leasehold_client::load_ca(&ca).unwrap())
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(leasehold_client::load_ca(&ca).unwrap().pem()).unwrap(),
+            )
             .build()
             .unwrap();
         let reply = negotiating.get(format!("https://{}/healthz", cluster.endpoint(leader))).send().await.unwrap();

@@ -15,7 +15,7 @@
 //! knowledge, or `h2` under TLS), so many waiting acquires share one
 //! connection instead of holding one each; everything else stays on
 //! HTTP/1.1, which costs the server less per request, except right after a
-//! wait that outlasted the HTTP/1.1 connection (`warm.rs`). Against a node
+//! wait that outlasted the HTTP/1.1 connections ([`http`]). Against a node
 //! that does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
 //! Every mutation carries a request id, the same on every retry of one call,
@@ -43,33 +43,34 @@
 //! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Secret`] and CA files: what a client presents.
-//! - `warm.rs` — which connection pool is still open, after a long wait.
+//! - [`http`] — the connections: HTTP/1.1 spoken directly for quick
+//!   requests, HTTP/2 (hyper) for waits; endpoints and request targets.
 //!
 //! ```no_run
 #![doc = include_str!("../examples/lock.rs")]
 //! ```
 
 mod guard;
+pub mod http;
 mod multi;
 pub mod run;
 mod secret;
 mod session;
 pub mod signals;
-mod warm;
 mod watchdog;
 
 pub use guard::{default_owner, Lock, LockOptions};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
 pub use multi::{Leases, LockSet};
-pub use secret::{load_ca, Secret, SecretError};
+pub use secret::{load_ca, Ca, Secret, SecretError};
 pub use session::{Session, SessionId, SessionOptions};
 pub use watchdog::LostReason;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use reqwest::{Method, StatusCode, Url};
+use ::http::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -80,9 +81,9 @@ use leasehold_proto::fence::{
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
-use leasehold_proto::{ErrorBody, LEADER_ADDR_HEADER};
+use leasehold_proto::ErrorBody;
 
-use self::warm::{Warmth, POOL_IDLE};
+use self::http::{target, Endpoint, Http, Reply};
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
 const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
@@ -206,20 +207,16 @@ pub struct Credentials {
     pub token: Option<Secret>,
     /// Trusted (alone) for https endpoints; endpoints without a scheme are
     /// `https` when it is set.
-    pub ca: Option<reqwest::Certificate>,
+    pub ca: Option<Ca>,
 }
 
 /// A client of one cluster.
 pub struct Client {
-    /// HTTP/1.1 only: the quick requests.
-    http: reqwest::Client,
-    /// HTTP/2 only: requests that wait in a queue, many per connection.
-    multiplexed: reqwest::Client,
+    /// Each endpoint's connections: HTTP/1.1 for quick requests, HTTP/2 for
+    /// requests that wait in a queue, many per connection.
+    http: Http,
     /// A node answered HTTP/2 with a protocol error: wait over HTTP/1.1.
     no_http2: AtomicBool,
-    warmth: Warmth,
-    token: Option<Secret>,
-    endpoints: Vec<Url>,
     /// Index of the endpoint tried first: the last one that answered.
     preferred: AtomicUsize,
     retry_budget: Duration,
@@ -234,28 +231,19 @@ impl Client {
     /// A client that presents `credentials`. `endpoints` are `host:port`
     /// (`https` when a CA is given, else `http`) or `scheme://host:port`.
     pub fn with_credentials<S: AsRef<str>>(endpoints: &[S], credentials: &Credentials) -> Result<Client, ClientError> {
-        let scheme = if credentials.ca.is_some() { "https" } else { "http" };
         let endpoints = endpoints
             .iter()
             .map(|e| {
-                let e = e.as_ref().trim();
-                let with_scheme = if e.contains("://") { e.to_string() } else { format!("{scheme}://{e}") };
-                Url::parse(&with_scheme)
-                    .ok()
-                    .filter(|u| u.has_host())
-                    .ok_or_else(|| ClientError::InvalidEndpoint(e.to_string()))
+                let e = e.as_ref();
+                Endpoint::parse(e, credentials.ca.is_some()).ok_or_else(|| ClientError::InvalidEndpoint(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         if endpoints.is_empty() {
             return Err(ClientError::InvalidEndpoint(String::new()));
         }
         Ok(Client {
-            http: http_client(credentials.ca.clone()),
-            multiplexed: multiplexed_client(credentials.ca.clone()),
+            http: Http::new(endpoints, credentials.ca.as_ref(), credentials.token.as_ref().map(Secret::expose)),
             no_http2: AtomicBool::new(false),
-            warmth: Warmth::new(),
-            token: credentials.token.clone(),
-            endpoints,
             preferred: AtomicUsize::new(0),
             retry_budget: DEFAULT_RETRY_BUDGET,
         })
@@ -426,20 +414,20 @@ impl Client {
     /// The status of the node at `endpoint` (an index into the endpoint list),
     /// without retries: it describes that node only.
     pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
-        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?).await
+        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?)
     }
 
     /// Has the node at `endpoint` take a snapshot now, then downloads it as a
     /// backup document (`leasehold restore` seeds a new cluster from it).
     pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
         let taken = self.snapshot_of(endpoint).await?;
-        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await?;
+        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)?.to_vec();
         Ok((taken, backup))
     }
 
     /// Has the node at `endpoint` take a snapshot of everything it applied.
     pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
-        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?).await
+        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)
     }
 
     /// One request to one node, without retries.
@@ -449,24 +437,21 @@ impl Client {
         method: Method,
         segments: &[&str],
         timeout: Duration,
-    ) -> Result<reqwest::Response, ClientError> {
-        let url = self.url(endpoint, segments, &[])?;
-        self.request(method, url).timeout(timeout).send().await.map_err(|e| ClientError::Unavailable(e.to_string()))
+    ) -> Result<Reply, ClientError> {
+        if endpoint >= self.http.len() {
+            return Err(ClientError::InvalidArgument(format!("no endpoint {endpoint}")));
+        }
+        let target = target(segments, &[]);
+        let sent = self.http.send(endpoint, &method, &target, None);
+        match tokio::time::timeout(timeout, sent).await {
+            Ok(reply) => reply.map_err(|e| ClientError::Unavailable(e.to_string())),
+            Err(_) => Err(ClientError::Unavailable(format!("no answer within {} ms", timeout.as_millis()))),
+        }
     }
 
     /// Number of endpoints.
     pub fn endpoint_count(&self) -> usize {
-        self.endpoints.len()
-    }
-
-    fn url(&self, endpoint: usize, segments: &[&str], query: &[(&str, &str)]) -> Result<Url, ClientError> {
-        let base = &self.endpoints[endpoint];
-        let mut url = base.clone();
-        url.path_segments_mut().map_err(|_| ClientError::InvalidEndpoint(base.to_string()))?.clear().extend(segments);
-        if !query.is_empty() {
-            url.query_pairs_mut().extend_pairs(query);
-        }
-        Ok(url)
+        self.http.len()
     }
 
     /// Sends one request, following the leader and retrying unavailability.
@@ -486,35 +471,37 @@ impl Client {
         let first_sent = Instant::now();
         let give_up = first_sent + self.retry_budget + wait;
         let mut backoff = Backoff::default();
+        let target = target(segments, query);
+        let body = body.map(serde_json::to_vec).transpose().map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
         // Set after an HTTP/2 attempt broke other than by connect or timeout:
         // the next try, at once, is HTTP/1.1; if the node answers that, it
         // does not speak HTTP/2.
         let mut probing_http1 = false;
         loop {
-            let endpoint = self.preferred.load(Ordering::Relaxed) % self.endpoints.len();
-            let url = self.url(endpoint, segments, query)?;
-            let multiplexed = (!wait.is_zero() || self.warmth.prefers_http2(Instant::now()))
+            let endpoint = self.preferred.load(Ordering::Relaxed) % self.http.len();
+            let multiplexed = (!wait.is_zero() || self.http.prefers_multiplexed(endpoint))
                 && !probing_http1
                 && !self.no_http2.load(Ordering::Relaxed);
-            let mut request = self.request_on(multiplexed, method.clone(), url).timeout(ATTEMPT_TIMEOUT + wait);
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            let (failure, pause) = match request.send().await {
-                Ok(reply) => {
-                    self.warmth.used(multiplexed, Instant::now());
+            let sent = async {
+                if multiplexed {
+                    self.http.send_multiplexed(endpoint, &method, &target, body.as_deref()).await
+                } else {
+                    self.http.send(endpoint, &method, &target, body.as_deref()).await
+                }
+            };
+            let (failure, pause) = match tokio::time::timeout(ATTEMPT_TIMEOUT + wait, sent).await {
+                Ok(Ok(reply)) => {
                     if std::mem::take(&mut probing_http1) {
                         tracing::debug!("node answers HTTP/1.1 only; waiting over HTTP/1.1 from now on");
                         self.no_http2.store(true, Ordering::Relaxed);
                     }
-                    let unavailable = reply.status() == StatusCode::SERVICE_UNAVAILABLE;
                     let leader = self.named_leader(&reply);
-                    if !unavailable {
+                    if reply.status != 503 {
                         self.preferred.store(leader.unwrap_or(endpoint), Ordering::Relaxed);
-                        return decode(reply).await.map(|v| (v, first_sent));
+                        return decode(reply).map(|v| (v, first_sent));
                     }
-                    let retry_after = retry_after(&reply);
-                    let failure = match decode::<serde_json::Value>(reply).await {
+                    let retry_after = reply.retry_after;
+                    let failure = match decode::<serde_json::Value>(reply) {
                         Err(ClientError::Api { error, .. }) => error,
                         _ => ErrorDetail::new(ErrorCode::Unavailable, "503"),
                     };
@@ -534,15 +521,19 @@ impl Client {
                         (failure.message, backoff.unavailable())
                     }
                 }
-                Err(e) if multiplexed && !e.is_connect() && !e.is_timeout() => {
+                Ok(Err(e)) if multiplexed && !e.is_connect() => {
                     probing_http1 = true;
                     continue;
                 }
-                Err(e) => {
+                failed => {
                     probing_http1 = false;
                     // Unreachable, refused or timed out: try the next node.
                     self.move_on_from(endpoint);
-                    (e.to_string(), backoff.unavailable())
+                    let failure = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("{} gave no answer in time", self.http.endpoint(endpoint)),
+                    };
+                    (failure, backoff.unavailable())
                 }
             };
             if Instant::now() + pause > give_up {
@@ -552,31 +543,16 @@ impl Client {
         }
     }
 
-    /// A request to `url` carrying the client's token, if it has one.
-    fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
-        self.request_on(false, method, url)
-    }
-
-    /// A request on the HTTP/2 client when `multiplexed`, else on HTTP/1.1.
-    fn request_on(&self, multiplexed: bool, method: Method, url: Url) -> reqwest::RequestBuilder {
-        let client = if multiplexed { &self.multiplexed } else { &self.http };
-        let request = client.request(method, url);
-        match &self.token {
-            Some(token) => request.bearer_auth(token.expose()),
-            None => request,
-        }
-    }
-
     /// The endpoint the answer names as leader, when it is one of ours.
-    fn named_leader(&self, reply: &reqwest::Response) -> Option<usize> {
-        let addr = reply.headers().get(LEADER_ADDR_HEADER)?.to_str().ok()?;
-        self.endpoints.iter().position(|u| u.host_str().zip(u.port()).is_some_and(|(h, p)| format!("{h}:{p}") == addr))
+    fn named_leader(&self, reply: &Reply) -> Option<usize> {
+        let addr = reply.leader_addr.as_deref()?;
+        self.http.endpoints().position(|e| e.authority() == addr)
     }
 
     /// Prefers the endpoint after `endpoint`, unless another call already
     /// moved the preference elsewhere.
     fn move_on_from(&self, endpoint: usize) {
-        let next = (endpoint + 1) % self.endpoints.len();
+        let next = (endpoint + 1) % self.http.len();
         let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
@@ -623,65 +599,26 @@ fn jitter(low: Duration, high: Duration) -> Duration {
     low + Duration::from_micros(fastrand::u64(0..=span))
 }
 
-/// The `Retry-After` of an answer, in seconds (the form nodes send).
-fn retry_after(reply: &reqwest::Response) -> Option<Duration> {
-    let value = reply.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
 /// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
-async fn decode<T: DeserializeOwned>(reply: reqwest::Response) -> Result<T, ClientError> {
-    serde_json::from_slice(&body(reply).await?).map_err(|e| ClientError::Decode(e.to_string()))
+fn decode<T: DeserializeOwned>(reply: Reply) -> Result<T, ClientError> {
+    serde_json::from_slice(&body(reply)?).map_err(|e| ClientError::Decode(e.to_string()))
 }
 
 /// The body of a 2xx answer, or its error body as [`ClientError::Api`].
-async fn body(reply: reqwest::Response) -> Result<Vec<u8>, ClientError> {
-    let status = reply.status();
-    let bytes = reply.bytes().await.map_err(|e| ClientError::Unavailable(e.to_string()))?;
-    if status.is_success() {
-        return Ok(bytes.to_vec());
+fn body(reply: Reply) -> Result<bytes::Bytes, ClientError> {
+    if (200..300).contains(&reply.status) {
+        return Ok(reply.body);
     }
-    let error = match serde_json::from_slice::<ErrorBody>(&bytes) {
+    let error = match serde_json::from_slice::<ErrorBody>(&reply.body) {
         Ok(body) => body.error,
         // Not a leasehold error body (a proxy in between, say): keep the status.
-        Err(_) => {
-            ErrorDetail::new(ErrorCode::Unknown, String::from_utf8_lossy(&bytes).chars().take(200).collect::<String>())
-        }
+        Err(_) => ErrorDetail::new(
+            ErrorCode::Unknown,
+            String::from_utf8_lossy(&reply.body).chars().take(200).collect::<String>(),
+        ),
     };
-    Err(ClientError::Api { status: status.as_u16(), error })
+    Err(ClientError::Api { status: reply.status, error })
 }
 
 /// No request body (for `GET`s and body-less `POST`s).
 const NO_BODY: Option<&()> = None;
-
-/// The shared HTTP client: HTTP/1.1, no system proxy (nodes are addressed
-/// directly), bounded connect time, kept-alive connections. With `ca`, https
-/// servers are trusted when their certificate chains to it (and only then).
-pub fn http_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
-    client_builder(ca).http1_only().build().expect("reqwest client builds with static settings")
-}
-
-/// The HTTP/2 client for waiting requests: prior knowledge on plain
-/// connections, `h2` by ALPN under TLS. Pings (every 30 s, as a herd of
-/// thousands must not cost the node thousands of pings a second) find a
-/// connection whose node vanished while every request on it waits; a
-/// waiting request's own timeout bounds it anyway.
-pub fn multiplexed_client(ca: Option<reqwest::Certificate>) -> reqwest::Client {
-    client_builder(ca)
-        .http2_prior_knowledge()
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .build()
-        .expect("reqwest client builds with static settings")
-}
-
-fn client_builder(ca: Option<reqwest::Certificate>) -> reqwest::ClientBuilder {
-    let mut builder = reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(1))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(POOL_IDLE);
-    if let Some(ca) = ca {
-        builder = builder.tls_built_in_root_certs(false).add_root_certificate(ca);
-    }
-    builder
-}

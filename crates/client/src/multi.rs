@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
+use ::http::Method;
 
 use super::{new_request_id, AcquireOptions, Client, ClientError, Lifetime};
 use leasehold_proto::locks::{MultiAcquireRequest, MultiLeaseResponse, MultiReleaseRequest, MultiReleaseResponse};

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
+use ::http::Method;
 
 use crate::watchdog::{ended_by, whole_ms, LostReason, Renewal, Timing, Watched};
 use crate::{new_request_id, AcquireOptions, Client, ClientError, ErrorCode, Grant, Lifetime, NO_BODY};

@@ -33,3 +33,18 @@ pub mod local;
 pub mod plot;
 pub mod scale;
 pub mod soak;
+
+/// The lab's HTTP client for what it calls besides the systems under
+/// measurement (the fenced resource, the holders, etcd's health): HTTP/1.1,
+/// no system proxy (everything is on this machine), kept-alive connections.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .tcp_nodelay(true)
+        // Below the nodes' header-read timeout, which closes idle connections.
+        .pool_idle_timeout(std::time::Duration::from_secs(5))
+        .build()
+        .expect("reqwest client builds with static settings")
+}

@@ -110,7 +110,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let target = Target {
         client: Arc::new(Client::new(&cluster.endpoints())?),
         resource_url: resource.url(),
-        http: leasehold_client::http_client(None),
+        http: crate::http_client(),
         history: history.clone(),
     };
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use leasehold_client::http::JsonClient;
 use serde_json::{json, Value};
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
@@ -40,7 +41,7 @@ impl EtcdSystem {
 impl LockSystem for EtcdSystem {
     fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
         Box::pin(async move {
-            let gateway = Gateway { http: leasehold_client::http_client(None), url: self.url.clone() };
+            let gateway = Gateway::new(&self.url)?;
             let session = match self.session_lease {
                 false => None,
                 true => Some(SessionLease::start(gateway.clone(), self.ttl).await?),
@@ -57,35 +58,38 @@ impl LockSystem for EtcdSystem {
     /// The Raft term of the member the sessions talk to.
     fn term(&self) -> BoxFuture<'_, Option<u64>> {
         Box::pin(async move {
-            let gateway = Gateway { http: leasehold_client::http_client(None), url: self.url.clone() };
+            let gateway = Gateway::new(&self.url).ok()?;
             let status = gateway.call("/v3/maintenance/status", json!({}), Duration::ZERO).await.ok()?;
             int64(&status["header"]["raft_term"]).ok().map(|t| t as u64)
         })
     }
 }
 
-/// One client's keep-alive connection to the gateway.
+/// One client's keep-alive connections to the gateway: plain HTTP/1.1
+/// through the same lean client the leasehold adapter uses, so both
+/// systems' clients cost alike per request.
 #[derive(Clone)]
 struct Gateway {
-    http: reqwest::Client,
-    url: String,
+    http: Arc<JsonClient>,
 }
 
 impl Gateway {
+    fn new(url: &str) -> Result<Gateway, AdapterError> {
+        let http = JsonClient::new(url).ok_or_else(|| AdapterError::Etcd(format!("not an http endpoint: {url}")))?;
+        Ok(Gateway { http: Arc::new(http) })
+    }
+
     /// POSTs `body` to `path`; a non-2xx answer is an error with etcd's message.
     async fn call(&self, path: &str, body: Value, wait: Duration) -> Result<Value, AdapterError> {
-        let reply = self
-            .http
-            .post(format!("{}{path}", self.url))
-            .timeout(REQUEST_TIMEOUT + wait)
-            .json(&body)
-            .send()
+        let failed = |e: &dyn std::fmt::Display| AdapterError::Etcd(format!("{path}: {e}"));
+        let body = serde_json::to_vec(&body).map_err(|e| failed(&e))?;
+        let reply = tokio::time::timeout(REQUEST_TIMEOUT + wait, self.http.post(path, &body))
             .await
-            .map_err(|e| AdapterError::Etcd(format!("{path}: {e}")))?;
-        let status = reply.status();
-        let body: Value = reply.json().await.map_err(|e| AdapterError::Etcd(format!("{path}: {e}")))?;
-        if !status.is_success() {
-            return Err(AdapterError::Etcd(format!("{path}: {status} {}", body["message"])));
+            .map_err(|_| failed(&"no answer in time"))?
+            .map_err(|e| failed(&e))?;
+        let body: Value = serde_json::from_slice(&reply.body).map_err(|e| failed(&e))?;
+        if !(200..300).contains(&reply.status) {
+            return Err(failed(&format!("{} {}", reply.status, body["message"])));
         }
         Ok(body)
     }

@@ -138,7 +138,7 @@ fn emit(event: &HolderEvent) {
 pub async fn run(options: &HolderOptions) -> Result<(), AdapterError> {
     let system = options.system.system(options.ttl)?;
     let mut session = system.connect().await?;
-    let http = leasehold_client::http_client(None);
+    let http = crate::http_client();
     for cycle in 1..=options.cycles {
         let op = |kind, token, sent_us, result| Operation {
             kind,

@@ -171,7 +171,7 @@ impl EtcdCluster {
             let log = dir.join(format!("{name}.log"));
             members.push(ServerProcess::spawn(&format!("etcd {name}"), &mut command, &log, *client)?);
         }
-        let cluster = EtcdCluster { members, http: leasehold_client::http_client(None) };
+        let cluster = EtcdCluster { members, http: crate::http_client() };
         cluster.wait_healthy(dir).await?;
         Ok(cluster)
     }

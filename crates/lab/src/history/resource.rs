@@ -198,7 +198,7 @@ mod tests {
     #[tokio::test]
     async fn fenced_mode_refuses_stale_tokens() {
         let resource = started(ResourceMode::Fenced).await;
-        let http = leasehold_client::http_client(None);
+        let http = crate::http_client();
         let url = resource.url();
         let submit = |r: WriteRequest| {
             let (http, url) = (http.clone(), url.clone());
@@ -221,7 +221,7 @@ mod tests {
     #[tokio::test]
     async fn unfenced_mode_accepts_everything_and_bad_input_is_refused() {
         let resource = started(ResourceMode::Unfenced).await;
-        let http = leasehold_client::http_client(None);
+        let http = crate::http_client();
         for token in [9, 5] {
             assert!(FencedResource::submit(&http, &resource.url(), &request("a", token, Phase::Begin)).await.unwrap());
         }

@@ -1,0 +1,801 @@
+//! The client's HTTP: each node's pool of HTTP/1.1 connections for quick
+//! requests, and one HTTP/2 connection per node for requests that wait in
+//! a queue (many waits share it).
+//!
+//! HTTP/1.1 is spoken here directly: one write per request, one parse per
+//! answer, on the caller's own task. A general-purpose client (reqwest over
+//! hyper) spent two to three times as much CPU per request (URL parsing,
+//! header maps, a pool behind a service stack, a connection task woken for
+//! every request); a lock cycle is two requests, so that was most of the
+//! client's share of a cycle (docs/performance.md). Answers are read by
+//! `content-length` or `chunked` framing, or to the end of the connection;
+//! a connection is kept only when the answer says it may be.
+//!
+//! HTTP/2 (hyper, h2c with prior knowledge or `h2` by ALPN) carries the
+//! waits: a herd of waiters in one process then costs the node one
+//! connection, not one each.
+
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::Method;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::secret::Ca;
+
+/// How long a pooled connection may stay idle before it is dropped: below
+/// the nodes' default header-read timeout, which also closes idle
+/// connections, so the client drops one before the node does.
+pub(crate) const POOL_IDLE: Duration = Duration::from_secs(5);
+/// Longest time to open a TCP connection (and finish a TLS handshake).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// HTTP/2 pings (every 30 s, as a herd of thousands must not cost the node
+/// thousands of pings a second) find a connection whose node vanished while
+/// every request on it waits; a waiting request's own timeout bounds it anyway.
+const HTTP2_KEEPALIVE: Duration = Duration::from_secs(30);
+/// Idle HTTP/1.1 connections kept per node.
+const MAX_IDLE_PER_NODE: usize = 64;
+/// Largest answer head (status line and headers) accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Headers parsed per answer.
+const MAX_HEADERS: usize = 64;
+
+/// A node to talk to: `http://host:port` or `https://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    https: bool,
+    host: String,
+    port: u16,
+    /// `host:port` as a node names itself in `x-leasehold-leader-addr`, and
+    /// the `host` header's value.
+    authority: String,
+}
+
+impl Endpoint {
+    /// `host:port` (with `default_https` deciding the scheme) or
+    /// `scheme://host[:port][/]`; `None` when it is neither.
+    pub fn parse(text: &str, default_https: bool) -> Option<Endpoint> {
+        let text = text.trim();
+        let (https, rest) = match text.split_once("://") {
+            Some(("http", rest)) => (false, rest),
+            Some(("https", rest)) => (true, rest),
+            Some(_) => return None,
+            None => (default_https, text),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
+            return None;
+        }
+        let default_port = if https { 443 } else { 80 };
+        let (host, port) = match rest.rsplit_once(':') {
+            // `[v6]:port`, `name:port`, `v4:port`
+            Some((host, port)) if !host.is_empty() && (!host.contains(':') || host.ends_with(']')) => {
+                (host, port.parse().ok()?)
+            }
+            _ if rest.starts_with('[') || !rest.contains(':') => (rest, default_port),
+            _ => return None,
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if bare.is_empty() || (host.starts_with('[') && bare.parse::<std::net::Ipv6Addr>().is_err()) {
+            return None;
+        }
+        Some(Endpoint { https, host: bare.to_owned(), port, authority: format!("{host}:{port}") })
+    }
+
+    /// `host:port`.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.https {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", self.scheme(), self.authority)
+    }
+}
+
+/// A request's target: `/segment/segment?key=value`, each part
+/// percent-encoded (a lock name may hold `/`, spaces or anything printable).
+pub fn target(segments: &[&str], query: &[(&str, &str)]) -> String {
+    let mut target = String::with_capacity(64);
+    for segment in segments {
+        target.push('/');
+        encode_into(&mut target, segment);
+    }
+    if target.is_empty() {
+        target.push('/');
+    }
+    for (i, (key, value)) in query.iter().enumerate() {
+        target.push(if i == 0 { '?' } else { '&' });
+        encode_into(&mut target, key);
+        target.push('=');
+        encode_into(&mut target, value);
+    }
+    target
+}
+
+/// Appends `text` with every byte but the unreserved ones (RFC 3986)
+/// percent-encoded.
+fn encode_into(out: &mut String, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
+        }
+    }
+}
+
+/// A node's answer: its status, the headers the client acts on, and the
+/// whole body.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    /// `x-leasehold-leader-addr`: where the node says the leader is.
+    pub leader_addr: Option<String>,
+    /// `Retry-After`, in whole seconds (the form nodes send).
+    pub retry_after: Option<Duration>,
+    pub body: Bytes,
+}
+
+impl Reply {
+    /// Takes the headers the client acts on from a parsed head.
+    fn with_headers<'h>(status: u16, headers: impl Iterator<Item = (&'h str, &'h [u8])>) -> Reply {
+        let mut reply = Reply { status, leader_addr: None, retry_after: None, body: Bytes::new() };
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case(leasehold_proto::LEADER_ADDR_HEADER) {
+                reply.leader_addr = std::str::from_utf8(value).ok().map(str::to_owned);
+            } else if name.eq_ignore_ascii_case("retry-after") {
+                reply.retry_after =
+                    std::str::from_utf8(value).ok().and_then(|v| v.trim().parse().ok()).map(Duration::from_secs);
+            }
+        }
+        reply
+    }
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The node could not be reached (refused, unreachable, TLS handshake).
+    #[error("connect to {endpoint}: {message}")]
+    Connect { endpoint: String, message: String },
+    /// The connection broke, or the answer was not HTTP the client reads.
+    #[error("{0}")]
+    Broken(String),
+}
+
+impl SendError {
+    pub fn is_connect(&self) -> bool {
+        matches!(self, SendError::Connect { .. })
+    }
+}
+
+impl From<io::Error> for SendError {
+    fn from(e: io::Error) -> Self {
+        SendError::Broken(e.to_string())
+    }
+}
+
+/// TLS settings, when any endpoint is https: the CA to trust (alone), or
+/// else the usual web roots.
+#[derive(Clone)]
+struct Tls {
+    http1: TlsConnector,
+    http2: TlsConnector,
+}
+
+impl Tls {
+    fn new(ca: Option<&Ca>) -> Tls {
+        let mut roots = rustls::RootCertStore::empty();
+        match ca {
+            Some(ca) => {
+                for cert in ca.certificates() {
+                    // A certificate rustls cannot use is left out: the handshake
+                    // then fails with a clear error instead.
+                    let _ = roots.add(cert.clone());
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        let config = |alpn: &[u8]| {
+            let mut config =
+                rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default protocol versions")
+                    .with_root_certificates(roots.clone())
+                    .with_no_client_auth();
+            config.alpn_protocols = vec![alpn.to_vec()];
+            TlsConnector::from(Arc::new(config))
+        };
+        Tls { http1: config(b"http/1.1"), http2: config(b"h2") }
+    }
+}
+
+/// Connections to a list of nodes: what a [`Client`](crate::Client) sends on.
+pub(crate) struct Http {
+    nodes: Vec<Node>,
+    tls: Option<Tls>,
+    /// `authorization: Bearer …` line, with its line end, when a token is set.
+    authorization: Option<String>,
+}
+
+/// One node's connections.
+struct Node {
+    endpoint: Endpoint,
+    /// Idle HTTP/1.1 connections, the most recently used last.
+    idle: Mutex<Vec<Connection>>,
+    /// The HTTP/2 connection for waits, once opened.
+    multiplexed: tokio::sync::Mutex<Option<http2::SendRequest<Full<Bytes>>>>,
+}
+
+impl Http {
+    pub(crate) fn new(endpoints: Vec<Endpoint>, ca: Option<&Ca>, token: Option<&str>) -> Http {
+        let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca));
+        let nodes = endpoints
+            .into_iter()
+            .map(|endpoint| Node { endpoint, idle: Mutex::default(), multiplexed: tokio::sync::Mutex::default() })
+            .collect();
+        Http { nodes, tls, authorization: token.map(|t| format!("authorization: Bearer {t}\r\n")) }
+    }
+
+    pub(crate) fn endpoints(&self) -> impl Iterator<Item = &Endpoint> {
+        self.nodes.iter().map(|n| &n.endpoint)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub(crate) fn endpoint(&self, node: usize) -> &Endpoint {
+        &self.nodes[node].endpoint
+    }
+
+    /// `method target` with `body` (JSON) to node `node` over HTTP/1.1.
+    pub(crate) async fn send(
+        &self,
+        node: usize,
+        method: &Method,
+        target: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Reply, SendError> {
+        let node = &self.nodes[node];
+        let head = request_head(method, target, &node.endpoint, self.authorization.as_deref(), body.map(<[u8]>::len));
+        // A pooled connection the node has closed meanwhile answers nothing:
+        // the request goes again on a new one. (Every mutation carries a
+        // request id, so a request the node did apply is answered from its
+        // record, not applied twice.)
+        while let Some(mut connection) = node.checkout() {
+            match connection.exchange(&head, body).await {
+                Ok((reply, reusable)) => {
+                    if reusable {
+                        node.checkin(connection);
+                    }
+                    return Ok(reply);
+                }
+                Err(Exchange::NothingBack(_)) => continue,
+                Err(Exchange::Failed(e)) => return Err(e),
+            }
+        }
+        let mut connection = Connection::open(&node.endpoint, self.tls.as_ref().map(|t| &t.http1)).await?;
+        match connection.exchange(&head, body).await {
+            Ok((reply, reusable)) => {
+                if reusable {
+                    node.checkin(connection);
+                }
+                Ok(reply)
+            }
+            Err(Exchange::NothingBack(e) | Exchange::Failed(e)) => Err(e),
+        }
+    }
+
+    /// `method target` with `body` (JSON) to node `node` over its HTTP/2
+    /// connection, opened if there is none.
+    pub(crate) async fn send_multiplexed(
+        &self,
+        node: usize,
+        method: &Method,
+        target: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Reply, SendError> {
+        let node = &self.nodes[node];
+        let mut sender = self.multiplexed(node).await?;
+        let uri = format!("{}{}", node.endpoint, target);
+        let mut request = http::Request::builder().method(method.clone()).uri(uri);
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(line) = &self.authorization {
+            let value = line.trim_start_matches("authorization: ").trim_end();
+            request = request.header(http::header::AUTHORIZATION, value);
+        }
+        let body = Full::new(body.map(Bytes::copy_from_slice).unwrap_or_default());
+        let request = request.body(body).map_err(|e| SendError::Broken(e.to_string()))?;
+        sender.ready().await.map_err(|e| SendError::Broken(e.to_string()))?;
+        let answer = sender.send_request(request).await.map_err(|e| SendError::Broken(e.to_string()))?;
+        let (parts, body) = answer.into_parts();
+        let headers = parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
+        let mut reply = Reply::with_headers(parts.status.as_u16(), headers);
+        reply.body = body.collect().await.map_err(|e| SendError::Broken(e.to_string()))?.to_bytes();
+        Ok(reply)
+    }
+
+    /// The node's HTTP/2 connection: the open one, or a new one.
+    async fn multiplexed(&self, node: &Node) -> Result<http2::SendRequest<Full<Bytes>>, SendError> {
+        let mut slot = node.multiplexed.lock().await;
+        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(sender.clone());
+        }
+        let stream = Stream::open(&node.endpoint, self.tls.as_ref().map(|t| &t.http2)).await?;
+        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(HTTP2_KEEPALIVE)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| SendError::Broken(e.to_string()))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "HTTP/2 connection ended");
+            }
+        });
+        *slot = Some(sender.clone());
+        Ok(sender)
+    }
+
+    /// Whether a quick request to node `node` should go over HTTP/2: after a
+    /// long wait its HTTP/1.1 connections have idled out, while the HTTP/2
+    /// connection that carried the wait has just answered. A release in a
+    /// hand-over's critical path then pays no new connection.
+    pub(crate) fn prefers_multiplexed(&self, node: usize) -> bool {
+        let node = &self.nodes[node];
+        let idle_http1 = node.lock_idle().iter().any(|c| c.idle_since.elapsed() < POOL_IDLE);
+        let open_http2 = node.multiplexed.try_lock().is_ok_and(|s| s.as_ref().is_some_and(|s| !s.is_closed()));
+        open_http2 && !idle_http1
+    }
+}
+
+impl Node {
+    fn lock_idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        // A plain list: a panic elsewhere cannot leave it torn.
+        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The most recently used idle connection that has not idled out.
+    fn checkout(&self) -> Option<Connection> {
+        let mut idle = self.lock_idle();
+        idle.retain(|c| c.idle_since.elapsed() < POOL_IDLE);
+        idle.pop()
+    }
+
+    fn checkin(&self, mut connection: Connection) {
+        connection.idle_since = Instant::now();
+        let mut idle = self.lock_idle();
+        if idle.len() < MAX_IDLE_PER_NODE {
+            idle.push(connection);
+        }
+    }
+}
+
+/// The head of a request: request line, `host`, the JSON body's headers,
+/// and the token's, if any.
+fn request_head(
+    method: &Method,
+    target: &str,
+    endpoint: &Endpoint,
+    authorization: Option<&str>,
+    body_len: Option<usize>,
+) -> Vec<u8> {
+    use std::fmt::Write as _;
+    let mut head = String::with_capacity(160 + target.len() + body_len.unwrap_or(0));
+    let _ = write!(head, "{method} {target} HTTP/1.1\r\nhost: {}\r\n", endpoint.authority);
+    match body_len {
+        Some(len) => {
+            let _ = write!(head, "content-type: application/json\r\ncontent-length: {len}\r\n");
+        }
+        None if *method != Method::GET => head.push_str("content-length: 0\r\n"),
+        None => {}
+    }
+    if let Some(line) = authorization {
+        head.push_str(line);
+    }
+    head.push_str("\r\n");
+    head.into_bytes()
+}
+
+/// A TCP connection to a node, with TLS when the endpoint is https.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    async fn open(endpoint: &Endpoint, tls: Option<&TlsConnector>) -> Result<Stream, SendError> {
+        let failed = |message: String| SendError::Connect { endpoint: endpoint.to_string(), message };
+        let connect = async {
+            let tcp = match endpoint.host.parse::<IpAddr>() {
+                Ok(ip) => TcpStream::connect((ip, endpoint.port)).await,
+                Err(_) => TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await,
+            }
+            .map_err(|e| failed(e.to_string()))?;
+            // Requests are small and each waits for its answer: no Nagle delay.
+            tcp.set_nodelay(true).map_err(|e| failed(e.to_string()))?;
+            match (endpoint.https, tls) {
+                (true, Some(tls)) => {
+                    let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| failed(e.to_string()))?;
+                    let tls = tls.connect(name, tcp).await.map_err(|e| failed(format!("TLS: {e}")))?;
+                    Ok(Stream::Tls(Box::new(tls)))
+                }
+                _ => Ok(Stream::Plain(tcp)),
+            }
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| failed("timed out".into()))?
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// How an exchange on a connection failed.
+enum Exchange {
+    /// Not a byte of an answer came back (the node closed a pooled
+    /// connection): the request may go again on another.
+    NothingBack(SendError),
+    Failed(SendError),
+}
+
+/// One HTTP/1.1 connection: requests go one at a time.
+pub struct Connection {
+    stream: Stream,
+    /// What was read past the last answer (nothing, with a well-behaved node).
+    buffer: BytesMut,
+    idle_since: Instant,
+}
+
+impl Connection {
+    async fn open(endpoint: &Endpoint, tls: Option<&TlsConnector>) -> Result<Connection, SendError> {
+        let stream = Stream::open(endpoint, tls).await?;
+        Ok(Connection { stream, buffer: BytesMut::with_capacity(4096), idle_since: Instant::now() })
+    }
+
+    /// Sends one request and reads its answer; also says whether the
+    /// connection may carry another.
+    async fn exchange(&mut self, head: &[u8], body: Option<&[u8]>) -> Result<(Reply, bool), Exchange> {
+        let sent = match body {
+            // One write: head and body in one segment.
+            Some(body) if self.buffer.is_empty() => {
+                let mut request = Vec::with_capacity(head.len() + body.len());
+                request.extend_from_slice(head);
+                request.extend_from_slice(body);
+                self.stream.write_all(&request).await
+            }
+            Some(body) => match self.stream.write_all(head).await {
+                Ok(()) => self.stream.write_all(body).await,
+                Err(e) => Err(e),
+            },
+            None => self.stream.write_all(head).await,
+        };
+        if let Err(e) = sent {
+            return Err(Exchange::NothingBack(e.into()));
+        }
+        let got_none = self.buffer.is_empty();
+        match self.read_reply().await {
+            Err(Read::Closed) if got_none => {
+                Err(Exchange::NothingBack(SendError::Broken("connection closed before an answer".into())))
+            }
+            Err(Read::Closed) => Err(Exchange::Failed(SendError::Broken("connection closed mid-answer".into()))),
+            Err(Read::Io(e)) if got_none && is_reset(&e) => Err(Exchange::NothingBack(e.into())),
+            Err(Read::Io(e)) => Err(Exchange::Failed(e.into())),
+            Err(Read::Malformed(what)) => Err(Exchange::Failed(SendError::Broken(what))),
+            Ok(answer) => Ok(answer),
+        }
+    }
+
+    /// Reads more bytes into the buffer; `Closed` at the end of the stream.
+    async fn fill(&mut self) -> Result<(), Read> {
+        if self.buffer.capacity() - self.buffer.len() < 1024 {
+            self.buffer.reserve(8192);
+        }
+        match self.stream.read_buf(&mut self.buffer).await {
+            Ok(0) => Err(Read::Closed),
+            Ok(_) => Ok(()),
+            Err(e) => Err(Read::Io(e)),
+        }
+    }
+
+    /// One answer: its head (informational heads skipped), then its body.
+    async fn read_reply(&mut self) -> Result<(Reply, bool), Read> {
+        loop {
+            let (reply, framing, keep_alive, head_len) = loop {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut parsed = httparse::Response::new(&mut headers);
+                match parsed.parse(&self.buffer) {
+                    Ok(httparse::Status::Complete(len)) => {
+                        let status = parsed.code.unwrap_or(0);
+                        let headers = || parsed.headers.iter().map(|h| (h.name, h.value));
+                        let framing = Framing::of(status, headers());
+                        let close =
+                            headers().any(|(n, v)| n.eq_ignore_ascii_case("connection") && has_token(v, "close"));
+                        let keep_alive = parsed.version == Some(1) && !close;
+                        break (Reply::with_headers(status, headers()), framing, keep_alive, len);
+                    }
+                    Ok(httparse::Status::Partial) if self.buffer.len() < MAX_HEAD_BYTES => self.fill().await?,
+                    Ok(httparse::Status::Partial) => return Err(Read::Malformed("answer head too large".into())),
+                    Err(e) => return Err(Read::Malformed(format!("answer is not HTTP/1.1: {e}"))),
+                }
+            };
+            self.buffer.advance(head_len);
+            if (100..200).contains(&reply.status) {
+                continue;
+            }
+            let mut reply = reply;
+            let reusable = match framing? {
+                Framing::Length(len) => {
+                    while self.buffer.len() < len {
+                        self.fill().await?;
+                    }
+                    reply.body = self.buffer.split_to(len).freeze();
+                    keep_alive
+                }
+                Framing::Chunked => {
+                    reply.body = self.read_chunked().await?;
+                    keep_alive
+                }
+                Framing::UntilClose => {
+                    loop {
+                        match self.fill().await {
+                            Ok(()) => {}
+                            Err(Read::Closed) => break,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    reply.body = self.buffer.split().freeze();
+                    false
+                }
+            };
+            return Ok((reply, reusable));
+        }
+    }
+
+    /// A `chunked` body: chunks until the last one, then the trailers.
+    async fn read_chunked(&mut self) -> Result<Bytes, Read> {
+        let mut body = BytesMut::new();
+        loop {
+            let line = self.read_line().await?;
+            let size = line.split(|&b| b == b';').next().unwrap_or_default();
+            let size = std::str::from_utf8(size)
+                .ok()
+                .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+                .ok_or_else(|| Read::Malformed("bad chunk size".into()))?;
+            if size == 0 {
+                // Trailers, up to the empty line.
+                while !self.read_line().await?.is_empty() {}
+                return Ok(body.freeze());
+            }
+            while self.buffer.len() < size + 2 {
+                self.fill().await?;
+            }
+            body.extend_from_slice(&self.buffer[..size]);
+            if &self.buffer[size..size + 2] != b"\r\n" {
+                return Err(Read::Malformed("chunk not followed by CRLF".into()));
+            }
+            self.buffer.advance(size + 2);
+        }
+    }
+
+    /// One CRLF-terminated line, without its end.
+    async fn read_line(&mut self) -> Result<Bytes, Read> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buffer.split_to(end).freeze();
+                self.buffer.advance(2);
+                return Ok(line);
+            }
+            if self.buffer.len() > MAX_HEAD_BYTES {
+                return Err(Read::Malformed("chunk line too long".into()));
+            }
+            self.fill().await?;
+        }
+    }
+}
+
+/// Why reading an answer stopped.
+enum Read {
+    Closed,
+    Io(io::Error),
+    Malformed(String),
+}
+
+impl From<Read> for SendError {
+    fn from(read: Read) -> Self {
+        match read {
+            Read::Closed => SendError::Broken("connection closed mid-answer".into()),
+            Read::Io(e) => e.into(),
+            Read::Malformed(what) => SendError::Broken(what),
+        }
+    }
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted)
+}
+
+/// How an answer's body ends.
+enum Framing {
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+impl Framing {
+    fn of<'h>(status: u16, headers: impl Iterator<Item = (&'h str, &'h [u8])>) -> Result<Framing, Read> {
+        if status == 204 || status == 304 {
+            return Ok(Framing::Length(0));
+        }
+        let mut framing = Framing::UntilClose;
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") && has_token(value, "chunked") {
+                return Ok(Framing::Chunked);
+            }
+            if name.eq_ignore_ascii_case("content-length") {
+                let len = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or_else(|| Read::Malformed("bad content-length".into()))?;
+                framing = Framing::Length(len);
+            }
+        }
+        Ok(framing)
+    }
+}
+
+/// Whether a comma-separated header value holds `token` (any case).
+fn has_token(value: &[u8], token: &str) -> bool {
+    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// Plain HTTP/1.1 connections to one JSON-over-HTTP server, pooled: for
+/// the benchmark's etcd adapter, which must talk to etcd's gateway as
+/// leanly as the leasehold client talks to leasehold.
+pub struct JsonClient {
+    http: Http,
+}
+
+impl JsonClient {
+    /// A client of `endpoint` (`host:port` or `http://host:port`); `None` when it is neither.
+    pub fn new(endpoint: &str) -> Option<JsonClient> {
+        let endpoint = Endpoint::parse(endpoint, false).filter(|e| !e.https)?;
+        Some(JsonClient { http: Http::new(vec![endpoint], None, None) })
+    }
+
+    /// `POST target` with a JSON `body`.
+    pub async fn post(&self, target: &str, body: &[u8]) -> Result<Reply, SendError> {
+        self.http.send(0, &Method::POST, target, Some(body)).await
+    }
+}
+
+/// The certificates of a CA file, for [`Ca`].
+pub(crate) fn parse_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no certificate in it".into());
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures endpoints parse as the client documents them, and odd ones are refused.
+    #[test]
+    fn endpoints_parse() {
+        let e = Endpoint::parse("127.0.0.1:7701", false).unwrap();
+        assert_eq!((e.https, e.host.as_str(), e.port, e.authority()), (false, "127.0.0.1", 7701, "127.0.0.1:7701"));
+        let e = Endpoint::parse("https://node1.example:8443/", false).unwrap();
+        assert_eq!((e.https, e.host.as_str(), e.port), (true, "node1.example", 8443));
+        let e = Endpoint::parse("node1", true).unwrap();
+        assert_eq!((e.https, e.port, e.authority()), (true, 443, "node1:443"));
+        let e = Endpoint::parse("http://[::1]:7701", false).unwrap();
+        assert_eq!((e.host.as_str(), e.port, e.authority()), ("::1", 7701, "[::1]:7701"));
+        for bad in ["", "ftp://x:1", "http://", "x:notaport", "http://x:1/path", "::1:80", "[nope]:1"] {
+            assert!(Endpoint::parse(bad, false).is_none(), "{bad:?} parsed");
+        }
+    }
+
+    // Ensures every part of a target is percent-encoded, so a lock name with
+    // `/` or `?` stays one path segment.
+    #[test]
+    fn targets_encode_each_segment() {
+        assert_eq!(target(&["v1", "locks", "a/b c?", "acquire"], &[]), "/v1/locks/a%2Fb%20c%3F/acquire");
+        assert_eq!(target(&["v1", "locks"], &[("prefix", "x&y"), ("limit", "5")]), "/v1/locks?prefix=x%26y&limit=5");
+        assert_eq!(target(&[], &[]), "/");
+    }
+
+    // Ensures answers framed by length, by chunks and by close are read
+    // whole, and that only a kept-alive answer leaves the connection reusable.
+    #[tokio::test]
+    async fn answers_are_read_by_each_framing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = Endpoint::parse(&listener.local_addr().unwrap().to_string(), false).unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let answers: [&[u8]; 3] = [
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-leasehold-leader-addr: n:1\r\n\r\n{}",
+                b"HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\nretry-after: 2\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nto the end",
+            ];
+            for answer in answers {
+                let mut request = [0u8; 1024];
+                let _ = socket.read(&mut request).await.unwrap();
+                socket.write_all(answer).await.unwrap();
+            }
+        });
+        let mut connection = Connection::open(&endpoint, None).await.unwrap();
+        let head = request_head(&Method::GET, "/x", &endpoint, None, None);
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!(
+            (reply.status, &reply.body[..], reply.leader_addr.as_deref(), reusable),
+            (200, &b"{}"[..], Some("n:1"), true)
+        );
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!(
+            (reply.status, &reply.body[..], reply.retry_after, reusable),
+            (503, &b"abcde"[..], Some(Duration::from_secs(2)), true)
+        );
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!((&reply.body[..], reusable), (&b"to the end"[..], false));
+        server.await.unwrap();
+    }
+}
