@@ -10,11 +10,11 @@
 //! [`MAX_REQUEST_AGE_MS`] of cluster time; the oldest go first. A retry after
 //! that is applied as a new request.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::tracked::{Changed, Tracked};
+use super::tracked::Changed;
 use super::{LockError, Outcome};
 
 pub const MAX_REQUESTS: usize = 50_000;
@@ -46,30 +46,62 @@ pub(crate) struct Record {
     result: Result<Outcome, LockError>,
 }
 
-/// The de-duplication table. Serialized as its records; the age index is
-/// rebuilt on load.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "BTreeMap<String, Record>", into = "BTreeMap<String, Record>")]
+/// The de-duplication table. Serialized as its records (in id order); the
+/// eviction order is rebuilt on load.
+///
+/// Every command with a request id looks one up and most add one, on every
+/// replica, so this is on the apply path of nearly every entry: the records
+/// are hashed, not kept in a B-tree (ids of one client share a long prefix,
+/// which a B-tree compares at every level), and the eviction order is a
+/// queue, since records are made in log order.
+#[derive(Debug, Clone, Default)]
 pub struct Requests {
-    by_id: Tracked<String, Record>,
-    /// (entry index, request id), oldest first, for eviction. The id is part
-    /// of the key because one entry carries a batch of commands, each with
-    /// its own request id: keyed by index alone, all but one of a batch's
-    /// records were unreachable here and never evicted, and under load the
-    /// records (and every snapshot) grew without bound.
-    by_index: BTreeSet<(u64, String)>,
+    by_id: HashMap<String, Record>,
+    /// `(entry index, request id)` of every record, oldest first, for
+    /// eviction; records of one entry (a batch of commands) by id. An id
+    /// recorded again or forgotten leaves its old place behind, skipped
+    /// when it comes up ([`Requests::evict`]): a place is live only while
+    /// its id's record has its index. The order is the same on every
+    /// replica, and the same after a reload, which sorts the records so.
+    order: VecDeque<(u64, String)>,
+    /// Ids changed since the last [`take_changed`](Requests::take_changed),
+    /// and whether each was stored then (see [`Changed`]).
+    changed: Changed<String>,
+}
+
+/// Equal when the records are: the eviction order follows from them, and
+/// what changed since a checkpoint is not part of the state.
+impl PartialEq for Requests {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_id == other.by_id
+    }
+}
+
+impl Eq for Requests {}
+
+impl Serialize for Requests {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.sorted())
+    }
+}
+
+impl<'de> Deserialize<'de> for Requests {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        BTreeMap::<String, Record>::deserialize(deserializer).map(Requests::from)
+    }
 }
 
 impl From<BTreeMap<String, Record>> for Requests {
-    fn from(by_id: BTreeMap<String, Record>) -> Self {
-        let by_index = by_id.iter().map(|(id, r)| (r.index, id.clone())).collect();
-        Requests { by_id: by_id.into(), by_index }
+    fn from(records: BTreeMap<String, Record>) -> Self {
+        let mut order: Vec<(u64, String)> = records.iter().map(|(id, r)| (r.index, id.clone())).collect();
+        order.sort_unstable();
+        Requests { by_id: records.into_iter().collect(), order: order.into(), changed: Changed::default() }
     }
 }
 
 impl From<Requests> for BTreeMap<String, Record> {
     fn from(r: Requests) -> Self {
-        (*r.by_id).clone()
+        r.by_id.into_iter().collect()
     }
 }
 
@@ -94,10 +126,13 @@ impl Requests {
         result: &Result<Outcome, LockError>,
     ) {
         let record = Record { index, tick, name: name.to_owned(), kind, result: result.clone() };
-        if let Some(old) = self.by_id.insert(id.to_owned(), record) {
-            self.by_index.remove(&(old.index, id.to_owned()));
-        }
-        self.by_index.insert((index, id.to_owned()));
+        let stored = self.by_id.insert(id.to_owned(), record).is_some();
+        self.note(id, stored);
+        // Records come in log order, so this one goes at the back, after
+        // any of its own entry whose ids sort after it.
+        let place = self.order.len()
+            - self.order.iter().rev().take_while(|(i, other)| (*i, other.as_str()) > (index, id)).count();
+        self.order.insert(place, (index, id.to_owned()));
     }
 
     /// Replaces the result of `id` (a queued acquire that was granted or
@@ -105,35 +140,59 @@ impl Requests {
     pub fn resolve(&mut self, id: &str, result: Result<Outcome, LockError>) {
         if let Some(record) = self.by_id.get_mut(id) {
             record.result = result;
+            self.note(id, true);
         }
     }
 
     /// Forgets `id`: a cancelled wait may be retried as a new request.
     pub fn forget(&mut self, id: &str) {
-        if let Some(old) = self.by_id.remove(id) {
-            self.by_index.remove(&(old.index, id.to_owned()));
+        if self.by_id.remove(id).is_some() {
+            self.note(id, true);
         }
     }
 
     /// Drops records beyond the size bound or older than `max_age_ticks`.
     pub fn evict(&mut self, now_tick: u64, max_age_ticks: u64) {
-        while let Some((_, id)) = self.by_index.first() {
-            let record = &self.by_id[id];
-            if self.by_id.len() <= MAX_REQUESTS && record.tick + max_age_ticks > now_tick {
-                break;
+        while let Some((index, id)) = self.order.front() {
+            match self.by_id.get(id) {
+                // A place left behind by a record made again or forgotten.
+                Some(record) if record.index != *index => {}
+                None => {}
+                Some(record) if self.by_id.len() <= MAX_REQUESTS && record.tick + max_age_ticks > now_tick => break,
+                Some(_) => {
+                    self.by_id.remove(id);
+                    let (_, id) = self.order.pop_front().expect("front was Some");
+                    self.note(&id, true);
+                    continue;
+                }
             }
-            let (_, id) = self.by_index.pop_first().expect("first was Some");
-            self.by_id.remove(&id);
+            self.order.pop_front();
+        }
+    }
+
+    /// Notes that `id` changed; `stored` says whether its record existed
+    /// before the change (only the first note since the last take counts).
+    fn note(&mut self, id: &str, stored: bool) {
+        if !self.changed.contains_key(id) {
+            self.changed.insert(id.to_owned(), stored);
         }
     }
 
     /// The ids whose records changed since the last call.
     pub(crate) fn take_changed(&mut self) -> Changed<String> {
-        self.by_id.take_changed()
+        std::mem::take(&mut self.changed)
     }
 
-    pub(crate) fn map(&self) -> &BTreeMap<String, Record> {
-        &self.by_id
+    /// The record of `id`, if any.
+    pub(crate) fn get(&self, id: &str) -> Option<&Record> {
+        self.by_id.get(id)
+    }
+
+    /// Every record, in id order.
+    pub(crate) fn sorted(&self) -> impl Iterator<Item = (&String, &Record)> {
+        let mut records: Vec<_> = self.by_id.iter().collect();
+        records.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        records.into_iter()
     }
 
     pub fn len(&self) -> usize {
@@ -170,6 +229,41 @@ mod tests {
         assert!(requests.replay(&newest, "a", RequestKind::Release).is_some());
         requests.evict(1_000, 1_000);
         assert!(requests.is_empty(), "every record ages out");
+    }
+
+    // Ensures a replica that reloaded its records evicts the same ones as a
+    // replica that made them, also where one entry's ids came out of order.
+    #[test]
+    fn eviction_is_the_same_after_a_reload() {
+        let mut live = Requests::default();
+        for n in 0..MAX_REQUESTS {
+            // Four commands per entry, their ids in descending order.
+            let index = (n / 4) as u64 + 1;
+            live.record(
+                &format!("id-{:06}", 4 * (n / 4) + 3 - n % 4),
+                index,
+                0,
+                "a",
+                RequestKind::Release,
+                &released("a"),
+            );
+        }
+        live.forget("id-000002");
+        live.record("id-000002", 9_999_999, 0, "a", RequestKind::Release, &released("a"));
+        let mut reloaded: Requests = BTreeMap::from(live.clone()).into();
+        for requests in [&mut live, &mut reloaded] {
+            for n in 0..6 {
+                requests.record(&format!("new-{n}"), 20_000_000, 0, "a", RequestKind::Release, &released("a"));
+            }
+            requests.evict(0, 1_000);
+        }
+        assert_eq!(live, reloaded);
+        assert!(live.replay("id-000000", "a", RequestKind::Release).is_none(), "the oldest go first");
+        // Six go: 0, 1 and 3 of the first entry (2 was recorded again), then
+        // 4, 5 and 6 of the second, by id although they were made 7, 6, 5, 4.
+        assert!(live.replay("id-000006", "a", RequestKind::Release).is_none(), "by id within an entry");
+        assert!(live.replay("id-000007", "a", RequestKind::Release).is_some());
+        assert!(live.replay("id-000002", "a", RequestKind::Release).is_some(), "recorded again, younger");
     }
 
     // Ensures re-recording and forgetting an id of a batch leaves its

@@ -8,7 +8,8 @@
 
 use std::borrow::Borrow;
 use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 use std::ops::Deref;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -24,8 +25,9 @@ pub(crate) struct Tracked<K: Ord, V> {
 /// Each changed key, and whether it was in the map at the last
 /// [`take_changed`](Tracked::take_changed) (so is in the durable copy): a
 /// key that was not and is gone again (a request record inserted and
-/// evicted between two checkpoints) needs no write at all.
-pub(crate) type Changed<K> = BTreeMap<K, bool>;
+/// evicted between two checkpoints) needs no write at all. Hashed: a note
+/// is taken on every mutation, and a checkpoint writes the keys in any order.
+pub(crate) type Changed<K> = HashMap<K, bool>;
 
 impl<K: Ord, V> Default for Tracked<K, V> {
     fn default() -> Self {
@@ -58,21 +60,33 @@ impl<K: Ord, V> From<BTreeMap<K, V>> for Tracked<K, V> {
     }
 }
 
-impl<K: Ord + Clone, V> Tracked<K, V> {
+impl<K: Ord + Hash + Clone, V> Tracked<K, V> {
     pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         let old = self.map.insert(key.clone(), value);
         self.changed.entry(key).or_insert(old.is_some());
         old
     }
 
+    /// Notes that `key`, stored or not as `stored` says, changed (only the
+    /// first note since the last take counts); no copy of a key already noted.
+    fn note<Q>(&mut self, key: &Q, stored: bool)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if !self.changed.contains_key(key) {
+            self.changed.insert(key.to_owned(), stored);
+        }
+    }
+
     pub(crate) fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Ord + ToOwned<Owned = K> + ?Sized,
+        Q: Ord + Hash + ToOwned<Owned = K> + ?Sized,
     {
         let removed = self.map.remove(key);
         if removed.is_some() {
-            self.changed.entry(key.to_owned()).or_insert(true);
+            self.note(key, true);
         }
         removed
     }
@@ -80,22 +94,27 @@ impl<K: Ord + Clone, V> Tracked<K, V> {
     pub(crate) fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
-        Q: Ord + ToOwned<Owned = K> + ?Sized,
+        Q: Ord + Hash + ToOwned<Owned = K> + ?Sized,
     {
-        let value = self.map.get_mut(key)?;
-        self.changed.entry(key.to_owned()).or_insert(true);
-        Some(value)
+        if self.map.contains_key(key) {
+            self.note(key, true);
+        }
+        self.map.get_mut(key)
     }
 
     /// The value under `key`, inserted by `make` if there is none.
     pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         match self.map.entry(key) {
             Entry::Occupied(found) => {
-                self.changed.entry(found.key().clone()).or_insert(true);
+                if !self.changed.contains_key(found.key()) {
+                    self.changed.insert(found.key().clone(), true);
+                }
                 found.into_mut()
             }
             Entry::Vacant(empty) => {
-                self.changed.entry(empty.key().clone()).or_insert(false);
+                if !self.changed.contains_key(empty.key()) {
+                    self.changed.insert(empty.key().clone(), false);
+                }
                 empty.insert(make())
             }
         }

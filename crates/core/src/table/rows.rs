@@ -191,27 +191,27 @@ fn session_key(id: SessionId) -> Vec<u8> {
 /// The rows of `keys` in `map`: the current value, or `None` where gone,
 /// and nothing for a key that was neither there at the last checkpoint nor
 /// is now.
-fn rows_of<'a, K: Ord, V>(
+fn rows_of<'a, K, V: 'a>(
     tree: Tree,
     keys: &'a Changed<K>,
-    map: &'a BTreeMap<K, V>,
+    get: impl Fn(&K) -> Option<&'a V> + 'a,
     key: impl Fn(&K) -> Vec<u8> + 'a,
     value: impl Fn(&'a V) -> RowValue<'a> + 'a,
 ) -> impl Iterator<Item = Row<'a>> + 'a {
-    keys.iter().filter_map(move |(k, stored)| match map.get(k) {
+    keys.iter().filter_map(move |(k, stored)| match get(k) {
         None if !stored => None,
         found => Some(Row { tree, key: key(k), value: found.map(&value) }),
     })
 }
 
 /// Every row of `map`.
-fn all_rows<'a, K: Ord, V>(
+fn all_rows<'a, K: 'a, V: 'a>(
     tree: Tree,
-    map: &'a BTreeMap<K, V>,
+    map: impl IntoIterator<Item = (&'a K, &'a V)> + 'a,
     key: impl Fn(&K) -> Vec<u8> + 'a,
     value: impl Fn(&'a V) -> RowValue<'a> + 'a,
 ) -> impl Iterator<Item = Row<'a>> + 'a {
-    map.iter().map(move |(k, v)| Row { tree, key: key(k), value: Some(value(v)) })
+    map.into_iter().map(move |(k, v)| Row { tree, key: key(k), value: Some(value(v)) })
 }
 
 impl LockTable {
@@ -241,36 +241,66 @@ impl LockTable {
     pub fn changed_rows<'a>(&'a self, changes: &'a Changes) -> impl Iterator<Item = Row<'a>> + 'a {
         let (records, gates) = self.fences.maps();
         std::iter::once(self.clock_row())
-            .chain(rows_of(Tree::Leases, &changes.leases, &self.leases, |k| text_key(k), |v| RowValue(Value::Lease(v))))
-            .chain(rows_of(Tree::Queues, &changes.queues, &self.queues, |k| text_key(k), |v| RowValue(Value::Queue(v))))
-            .chain(rows_of(Tree::Delays, &changes.delays, &self.delays, |k| text_key(k), |v| RowValue(Value::Delay(v))))
+            .chain(rows_of(
+                Tree::Leases,
+                &changes.leases,
+                |k| self.leases.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Lease(v)),
+            ))
+            .chain(rows_of(
+                Tree::Queues,
+                &changes.queues,
+                |k| self.queues.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Queue(v)),
+            ))
+            .chain(rows_of(
+                Tree::Delays,
+                &changes.delays,
+                |k| self.delays.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Delay(v)),
+            ))
             .chain(rows_of(
                 Tree::Sessions,
                 &changes.sessions,
-                &self.sessions,
+                |k| self.sessions.get(k),
                 |k| session_key(*k),
                 |v| RowValue(Value::Session(v)),
             ))
             .chain(rows_of(
                 Tree::Requests,
                 &changes.requests,
-                self.requests.map(),
+                |k| self.requests.get(k),
                 |k| text_key(k),
                 |v| RowValue(Value::Request(v)),
             ))
-            .chain(rows_of(Tree::Records, &changes.records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
-            .chain(rows_of(Tree::Gates, &changes.gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
+            .chain(rows_of(
+                Tree::Records,
+                &changes.records,
+                |k| records.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Record(v)),
+            ))
+            .chain(rows_of(
+                Tree::Gates,
+                &changes.gates,
+                |k| gates.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Gate(v)),
+            ))
     }
 
     /// Every row of the table, the clock first.
     pub fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
         let (records, gates) = self.fences.maps();
         std::iter::once(self.clock_row())
-            .chain(all_rows(Tree::Leases, &self.leases, |k| text_key(k), |v| RowValue(Value::Lease(v))))
-            .chain(all_rows(Tree::Queues, &self.queues, |k| text_key(k), |v| RowValue(Value::Queue(v))))
-            .chain(all_rows(Tree::Delays, &self.delays, |k| text_key(k), |v| RowValue(Value::Delay(v))))
-            .chain(all_rows(Tree::Sessions, &self.sessions, |k| session_key(*k), |v| RowValue(Value::Session(v))))
-            .chain(all_rows(Tree::Requests, self.requests.map(), |k| text_key(k), |v| RowValue(Value::Request(v))))
+            .chain(all_rows(Tree::Leases, self.leases.iter(), |k| text_key(k), |v| RowValue(Value::Lease(v))))
+            .chain(all_rows(Tree::Queues, self.queues.iter(), |k| text_key(k), |v| RowValue(Value::Queue(v))))
+            .chain(all_rows(Tree::Delays, self.delays.iter(), |k| text_key(k), |v| RowValue(Value::Delay(v))))
+            .chain(all_rows(Tree::Sessions, self.sessions.iter(), |k| session_key(*k), |v| RowValue(Value::Session(v))))
+            .chain(all_rows(Tree::Requests, self.requests.sorted(), |k| text_key(k), |v| RowValue(Value::Request(v))))
             .chain(all_rows(Tree::Records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
             .chain(all_rows(Tree::Gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
     }
