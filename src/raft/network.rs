@@ -318,6 +318,9 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             let (sent, to_answer) = mpsc::unbounded_channel();
             let (answers, answered) = mpsc::channel(STREAM_ANSWERS);
             let send = tokio::spawn(send_appends(input, writer, sent));
+            // Buffered: a frame is one read, and answers that arrive
+            // together are one read for all of them.
+            let reader = tokio::io::BufReader::new(reader);
             let read = tokio::spawn(read_answers(reader, to_answer, answers, ttl, target, no_stream));
             let stream: BoxStream<'s, _> =
                 Box::pin(Answers { answered, _tasks: [AbortOnDrop(send), AbortOnDrop(read)] });

@@ -181,7 +181,9 @@ impl Inbound {
 
     /// Serves Raft RPC on `io` (after its hello) until the peer closes it or
     /// breaks the protocol.
-    pub async fn serve_raft<I: AsyncRead + AsyncWrite + Unpin>(&self, mut io: I) {
+    pub async fn serve_raft<I: AsyncRead + AsyncWrite + Unpin>(&self, io: I) {
+        // Buffered: a frame is one read, and an answer one write (at its flush).
+        let mut io = tokio::io::BufStream::new(io);
         loop {
             let request = match read_frame::<_, PeerRequest>(&mut io).await {
                 Ok(Some(request)) => request,
@@ -208,7 +210,10 @@ impl Inbound {
     /// answers come back in order, until the leader closes the connection
     /// or an answer is not a success.
     pub async fn serve_raft_stream<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(&self, io: I) {
-        let (mut reader, mut writer) = tokio::io::split(io);
+        let (reader, mut writer) = tokio::io::split(io);
+        // Buffered: a frame is one read (not one for its length and one for
+        // its body), and requests that arrive together are one read.
+        let mut reader = tokio::io::BufReader::new(reader);
         let (requests, queued) = tokio::sync::mpsc::channel(STREAM_WINDOW);
         let read = tokio::spawn(async move {
             loop {
