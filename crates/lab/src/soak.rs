@@ -131,13 +131,15 @@ impl SoakReport {
 }
 
 /// The per-node data-folder bound, from the layout: the log (up to one
-/// checkpoint interval of bytes, what commits during a checkpoint, and a
-/// partly purged segment on each side), the state's rows in sled (the live
+/// checkpoint interval of bytes, what commits during a checkpoint, a partly
+/// purged segment on each side, and two segments' worth of zeros: the
+/// unwritten rest of the active segment and the spare made ahead of it),
+/// the state's rows in sled (the live
 /// locks, their fenced records, the request records, in generations as
 /// [`GENERATIONS_ON_DISK`] says), and two snapshot files of those rows (the
 /// current one, and one being received or written).
 pub fn documented_bound(live_locks: u64) -> u64 {
-    let log = LOG_BYTES_PER_CHECKPOINT + 2 * SEGMENT_BYTES;
+    let log = LOG_BYTES_PER_CHECKPOINT + 4 * SEGMENT_BYTES;
     let rows = 2 * live_locks + REQUEST_ROWS;
     let state = GENERATIONS_ON_DISK * rows * FRESH_BYTES_PER_ROW;
     let snapshots = 2 * rows * FILE_BYTES_PER_ROW;

@@ -51,13 +51,16 @@ pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
         let last_segment = n + 1 == found.len();
         let mut offset = 0usize;
         while offset < bytes.len() {
+            // A segment made from a zero-filled spare ends where the zeros begin.
+            if bytes[offset..].iter().take(FRAME_HEAD).all(|&b| b == 0) {
+                break;
+            }
             let entry = match read_frame(&bytes[offset..]) {
                 Ok(entry) => entry,
                 // A crash mid-write leaves a torn frame at the very end: it
                 // was never reported persisted, so it is not part of the log.
                 Err(e) if last_segment => {
                     tracing::warn!(segment = %path.display(), offset, error = %e, "cutting off a torn log tail");
-                    OpenOptions::new().write(true).open(&path)?.set_len(offset as u64)?;
                     break;
                 }
                 Err(e) => return Err(corrupt(format!("{}: offset {offset}: {e}", path.display()))),
@@ -76,6 +79,16 @@ pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
                 index.recent.pop_front();
             }
             index.recent.push_back(entry);
+        }
+        if last_segment && bytes[offset..].iter().any(|&b| b != 0) {
+            // Appends go on from the last whole frame. Whatever else lies
+            // past it (a torn frame; bytes of frames never reported
+            // persisted, which a torn write may leave behind the zeros of a
+            // spare) goes, so no later scan can mistake it for part of the
+            // log. Zeros alone stay: appends overwrite them.
+            let file = OpenOptions::new().write(true).open(&path)?;
+            file.set_len(offset as u64)?;
+            file.sync_all()?;
         }
         index.active = segment;
         index.end = offset as u64;

@@ -13,17 +13,22 @@
 //! - `<20 digits>.seg`: segments of entries, named in log order (by the
 //!   index of the first entry they were started for), each
 //!   framed as `[length: u32 BE][crc32 of the JSON: u32 BE][JSON of the
-//!   entry]`. A new segment starts once the current one passes
+//!   entry]`, then zeros up to the segment's size where it was made from a
+//!   spare. A new segment starts once the current one passes
 //!   [`SEGMENT_BYTES`]; purging deletes segments whose entries are all purged.
+//! - `spare.zeroes`: the next segment, zero-filled ahead of time, so that
+//!   syncing an append flushes data alone, no file-size change (`writer.rs`).
 //!
 //! Group commit: `append` frames the entries, keeps them in memory (readable
 //! at once, for replication) and queues them for the writer thread. The writer
 //! writes everything queued, `fdatasync`s once, and only then reports each of
 //! those appends persisted.
 //!
-//! Recovery: a torn frame at the end of the last segment (a crash mid-write)
-//! is cut off, like any unflushed append; a bad frame anywhere else, or a gap
-//! between entries, is an error rather than a silently shorter log.
+//! Recovery: a segment's frames end at its first all-zero frame head (or
+//! its end); a torn frame at the end of the last segment (a crash
+//! mid-write) is cut off with whatever follows it, like any unflushed
+//! append; a bad frame anywhere else, or a gap between entries, is an error
+//! rather than a silently shorter log.
 //!
 //! Here: [`LogStore`], its openraft traits and its public API; the frame
 //! format and the recovery scan are in `frame.rs`, the writer thread (group
@@ -48,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use self::frame::{corrupt, read_entry, recover, segment_path, segments, write_frame};
-use self::writer::{WriteOp, Writer};
+use self::writer::{zero_fill_from, Spare, WriteOp, Writer};
 use super::{storage_error, sync_dir, Entry, LogId, StorageError, TypeConfig, Vote};
 use crate::metrics::Metrics;
 
@@ -153,10 +158,23 @@ impl LogStore {
             .write(true)
             .open(segment_path(dir, index.active))
             .map_err(|e| log_error(ErrorVerb::Write, e))?;
+        // The active segment is made like a spare from its last frame on
+        // (recovery left nothing but zeros past it), so its appends, too,
+        // sync without a size change.
+        let length = file.metadata().map_err(|e| log_error(ErrorVerb::Read, e))?.len();
+        if length < segment_bytes {
+            zero_fill_from(&file, index.end.max(length), segment_bytes).map_err(|e| log_error(ErrorVerb::Write, e))?;
+        }
         let (tx, rx) = mpsc::channel();
         let written_end = Arc::new(AtomicU64::new(written_end));
-        let writer =
-            Writer { dir: dir.to_owned(), active: index.active, file, written_end: written_end.clone(), broken: None };
+        let writer = Writer {
+            dir: dir.to_owned(),
+            active: index.active,
+            file,
+            written_end: written_end.clone(),
+            broken: None,
+            spare: Spare::new(dir, segment_bytes),
+        };
         let writer_metrics = metrics.clone();
         std::thread::Builder::new()
             .name("leasehold-log-writer".into())
@@ -463,6 +481,53 @@ mod tests {
         assert_eq!(indexes(&mut log).await, (31..35).map(|i| (i, 2)).collect::<Vec<_>>());
         let state = log.get_log_state().await.expect("state");
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(30));
+    }
+
+    // Ensures segments made from zero-filled spares read back up to their
+    // zeros, and that a frame lying past the zeros of the last segment (what
+    // a torn write can leave: bytes of an append never reported persisted)
+    // is cut off at the restart, never read as part of the log, then or later.
+    #[tokio::test]
+    async fn spare_segments_end_at_their_zeros_and_stray_frames_are_cut() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spare = dir.path().join(writer::SPARE);
+        let open = |dir: &Path| LogStore::open_with(dir, Arc::default(), 1000).expect("open log");
+        let mut log = open(dir.path());
+        for i in 0..40 {
+            // A rotation takes the spare only once it is made: let it be.
+            for _ in 0..500 {
+                if std::fs::metadata(&spare).is_ok_and(|m| m.len() == 1000) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            log.blocking_append([entry(i, 1)]).await.expect("append");
+        }
+        let end = log.lock().end;
+        drop(log);
+        assert!(segments(dir.path()).expect("list").len() > 2, "the appends rotated segments");
+        let last = *segments(dir.path()).expect("list").last().expect("a segment");
+        let path = segment_path(dir.path(), last);
+        let size = std::fs::metadata(&path).expect("segment").len();
+        assert_eq!(size, 1000, "the last segment was a spare: its frames, then zeros");
+
+        // A whole, valid frame of entry 41 past the zeros, just where the
+        // next append (entry 40) will end: were it left there, entry 40
+        // written later would make it readable, an entry never persisted.
+        let (mut next, mut stray) = (Vec::new(), Vec::new());
+        write_frame(&entry(40, 2), &mut next).expect("frame");
+        write_frame(&entry(41, 1), &mut stray).expect("frame");
+        let file = OpenOptions::new().write(true).open(&path).expect("segment");
+        std::os::unix::fs::FileExt::write_all_at(&file, &stray, end + next.len() as u64).expect("write");
+
+        let mut log = open(dir.path());
+        assert_eq!(indexes(&mut log).await, (0..40).map(|i| (i, 1)).collect::<Vec<_>>());
+        log.blocking_append([entry(40, 2)]).await.expect("append");
+        drop(log);
+        let mut log = open(dir.path());
+        let read = indexes(&mut log).await;
+        assert_eq!(read.last(), Some(&(40, 2)), "the stray frame did not come back after 40");
+        assert_eq!(read.len(), 41);
     }
 
     // Ensures the size after a snapshot point counts exactly the later frames.

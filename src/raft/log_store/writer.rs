@@ -54,6 +54,92 @@ pub(super) struct Writer {
     /// The first write error. After one, nothing more is reported persisted:
     /// the log could have a hole (openraft stops the node on the error).
     pub(super) broken: Option<String>,
+    /// The next segment's file, zero-filled ahead of time.
+    pub(super) spare: Spare,
+}
+
+/// A zero-filled, synced file of a segment's size, made on a thread of its
+/// own while the active segment fills, and renamed into place at rotation.
+///
+/// Appending to a file changes its size, so each `fdatasync` of an
+/// appended segment also commits the file system's journal; overwriting
+/// blocks that are already written and synced changes no metadata, and the
+/// sync flushes the data alone. Measured with three writers on this
+/// project's disk (one per node, as a local cluster runs them): 1.5 KiB
+/// writes + `fdatasync`, p50 about 400 µs appending, 270 µs over zeros.
+/// (Postgres zero-fills its WAL segments for the same reason.) Recovery
+/// reads a segment up to its first all-zero frame head.
+pub(super) struct Spare {
+    path: PathBuf,
+    bytes: u64,
+    making: Option<std::thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Spare {
+    /// Starts making the spare under `dir`, `bytes` long.
+    pub(super) fn new(dir: &std::path::Path, bytes: u64) -> Spare {
+        let mut spare = Spare { path: dir.join(SPARE), bytes, making: None };
+        spare.make();
+        spare
+    }
+
+    fn make(&mut self) {
+        let (path, bytes) = (self.path.clone(), self.bytes);
+        let made =
+            std::thread::Builder::new().name("leasehold-log-spare".into()).spawn(move || zero_fill(&path, bytes));
+        match made {
+            Ok(thread) => self.making = Some(thread),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start making a spare log segment; segments will grow by appends")
+            }
+        }
+    }
+
+    /// The spare, renamed to `path`, if it is ready (else nothing: the
+    /// segment is then made by appends, as before there were spares); the
+    /// next spare is started either way.
+    fn take_as(&mut self, path: &std::path::Path) -> io::Result<Option<File>> {
+        let ready = match self.making.take_if(|m| m.is_finished()).map(|m| m.join()) {
+            Some(Ok(Ok(()))) => true,
+            Some(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "making a spare log segment failed");
+                false
+            }
+            Some(Err(_)) => false,
+            // Still being made: this segment grows by appends.
+            None => return Ok(None),
+        };
+        let taken = if ready {
+            fs::rename(&self.path, path)?;
+            Some(OpenOptions::new().write(true).open(path)?)
+        } else {
+            None
+        };
+        self.make();
+        Ok(taken)
+    }
+}
+
+/// The spare segment's name: not a `.seg`, so recovery never reads it.
+pub(super) const SPARE: &str = "spare.zeroes";
+
+/// Writes `bytes` zeros to a new file at `path` and syncs it (and its size).
+fn zero_fill(path: &std::path::Path, bytes: u64) -> io::Result<()> {
+    let file = OpenOptions::new().create(true).truncate(true).write(true).open(path)?;
+    zero_fill_from(&file, 0, bytes)
+}
+
+/// Writes zeros over `file` from `from` up to `to` and syncs it (and its
+/// size): appends there then overwrite written blocks, as in a spare.
+pub(super) fn zero_fill_from(file: &File, from: u64, to: u64) -> io::Result<()> {
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = zeros.len().min(usize::try_from(to - at).unwrap_or(usize::MAX));
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_all()
 }
 
 /// Appends written and not yet synced: each one's callback and start time.
@@ -103,7 +189,11 @@ impl Writer {
     /// Completes the active segment and starts segment `first`.
     fn rotate(&mut self, first: u64) -> io::Result<()> {
         self.file.sync_data()?;
-        self.file = OpenOptions::new().create(true).truncate(true).write(true).open(segment_path(&self.dir, first))?;
+        let path = segment_path(&self.dir, first);
+        self.file = match self.spare.take_as(&path)? {
+            Some(spare) => spare,
+            None => OpenOptions::new().create(true).truncate(true).write(true).open(&path)?,
+        };
         self.active = first;
         sync_dir(&self.dir)
     }
