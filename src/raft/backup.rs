@@ -126,10 +126,11 @@ mod tests {
     use leasehold_core::{Command, TableImage};
 
     // Ensures a backup made by a format-1 binary (one JSON document) restores
-    // into a format-2 folder holding the same table, its snapshot index and
-    // the new membership: the documented way across the format change.
+    // into a folder of the current format holding the same table, its
+    // snapshot index and the new membership: the documented way across the
+    // format change.
     #[tokio::test]
-    async fn a_format_1_json_backup_restores_into_format_2() {
+    async fn a_format_1_json_backup_restores_into_the_current_format() {
         let mut table = LockTable::new();
         table.apply(&Command::Tick { period_ms: 100 }, 1);
         let acquire = Command::Acquire {
@@ -156,7 +157,8 @@ mod tests {
         let voters = BTreeMap::from([(1, "127.0.0.1:7701".to_owned())]);
         let last = restore(dir.path(), &backup, &voters, 0).await.expect("a format-1 backup restores");
         assert_eq!(last.index, 2);
-        assert_eq!(std::fs::read_to_string(dir.path().join("format")).expect("stamped").trim(), "2");
+        let stamped = std::fs::read_to_string(dir.path().join("format")).expect("stamped");
+        assert_eq!(stamped.trim(), super::super::format::DATA_FORMAT.to_string());
 
         let (_log, state_machine) = open_stores(dir.path(), Arc::default()).expect("the restored folder opens");
         let restored = state_machine.state().read(|t| serde_json::to_value(TableImage::from(t)).expect("JSON"));

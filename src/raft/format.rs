@@ -9,7 +9,10 @@
 //!
 //! Bump [`DATA_FORMAT`] with every change to what the folder holds that an
 //! older binary would misread, and say in `cluster/README.md` ("Upgrades")
-//! how to move a folder across it.
+//! how to move a folder across it. A folder of a version this binary reads
+//! all of ([`UPGRADED_IN_PLACE`]) is stamped with the current version at
+//! start instead of refused: from then on only this version or a newer one
+//! opens it.
 
 use std::fs;
 use std::io::{self, Write};
@@ -18,10 +21,15 @@ use std::path::{Path, PathBuf};
 use super::{sync_dir, LOG_DIR, SNAPSHOT_DIR};
 
 /// The format this binary writes and reads: the Raft log in segment files
-/// under `raft-log/`, the lock table's rows in one sled database under
-/// `state/`, snapshot files of format 2 under `snapshots/`. Format 1 kept
-/// the table only in snapshots: a sled database per snapshot holding JSON.
-pub const DATA_FORMAT: u32 = 2;
+/// under `raft-log/`, its frames in MessagePack (format 2's were JSON), the
+/// lock table's rows in one sled database under `state/`, snapshot files of
+/// format 2 under `snapshots/`. Format 1 kept the table only in snapshots:
+/// a sled database per snapshot holding JSON.
+pub const DATA_FORMAT: u32 = 3;
+
+/// Older formats this binary reads whole, and so upgrades by a new stamp:
+/// format 2 differs only in its log frames, which are still read.
+const UPGRADED_IN_PLACE: &[u32] = &[2];
 
 const FORMAT_FILE: &str = "format";
 
@@ -68,6 +76,10 @@ pub fn check(dir: &Path) -> Result<(), FormatError> {
     };
     match found {
         DATA_FORMAT => Ok(()),
+        found if UPGRADED_IN_PLACE.contains(&found) => {
+            tracing::info!(dir = %shown, from = found, to = DATA_FORMAT, "data folder upgraded in place");
+            stamp(dir, &path, DATA_FORMAT).map_err(io_err)
+        }
         found if found > DATA_FORMAT => Err(FormatError::Newer { dir: shown, found }),
         found => Err(FormatError::Older { dir: shown, found }),
     }
@@ -103,6 +115,16 @@ mod tests {
         let refused = check(old.path()).expect_err("format 1 is not this binary's").to_string();
         assert!(refused.contains("format 1") && refused.contains("leasehold backup"), "{refused}");
         assert_eq!(fs::read_to_string(old.path().join(FORMAT_FILE)).unwrap(), "1\n");
+    }
+
+    // Ensures a format-2 folder, whose log this binary still reads, is
+    // stamped with the current format instead of refused.
+    #[test]
+    fn format_2_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::write(dir.path().join(FORMAT_FILE), "2\n").unwrap();
+        check(dir.path()).expect("format 2 opens");
+        assert_eq!(fs::read_to_string(dir.path().join(FORMAT_FILE)).unwrap(), format!("{DATA_FORMAT}\n"));
     }
 
     // Ensures other versions and garbage are refused with what to do, and

@@ -15,8 +15,10 @@
 //!   for it and hands the connection here instead of to HTTP. Under TLS the
 //!   client asks for the ALPN protocol [`ALPN`] instead.
 //! - then frames: a big-endian `u32` length and that many bytes of
-//!   MessagePack (structs as maps, so fields skipped when empty stay
-//!   unambiguous). The first frame is a [`Hello`] with the cluster secret;
+//!   MessagePack, structs as arrays of their fields (no field names: every
+//!   field is written, and an entry's commands travel in their compact
+//!   binary form, `leasehold_core::Batch::encoded`). The first frame is a
+//!   [`Hello`] with the cluster secret;
 //!   a node that expects another secret closes the connection unanswered.
 //!   The hello names the connection's [`Channel`]: for Raft, a
 //!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for a
@@ -28,9 +30,11 @@
 //!   connection on the leader.
 //!
 //! Snapshots still travel over HTTP (`/raft/snapshot`): they are rare and
-//! big, and streaming them is the storage work's. The HTTP routes for
-//! append and vote stay too, so a node of the previous version can still
-//! reach this one (the other way round it cannot: upgrade all nodes).
+//! big, and streaming them is the storage work's. The preface and the ALPN
+//! protocol carry the frame format's version (`02`, `/2`: fields by position
+//! and commands in their binary form; `01` had field names and serde's form
+//! of each command): a node of another version cannot take part, and its
+//! peer connections fail at once instead of at the first entry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +53,9 @@ type Answer<T> = Result<T, RaftError<TypeConfig>>;
 use leasehold_client::Secret;
 
 /// First bytes of a plain-TCP peer connection.
-pub const PREFACE: &[u8; 8] = b"LHPEER01";
+pub const PREFACE: &[u8; 8] = b"LHPEER02";
 /// The ALPN protocol of a peer connection under TLS.
-pub const ALPN: &[u8] = b"leasehold-peer/1";
+pub const ALPN: &[u8] = b"leasehold-peer/2";
 /// Largest frame: an AppendEntries of 256 entries of large batches fits.
 pub const MAX_FRAME: usize = 32 << 20;
 
@@ -61,17 +65,14 @@ pub const MAX_FRAME: usize = 32 << 20;
 pub struct Hello {
     pub from: NodeId,
     pub secret: Option<String>,
-    /// Absent in a hello of the version before forwarding channels: Raft.
-    #[serde(default)]
     pub channel: Channel,
 }
 
 /// What a peer connection carries after its hello.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Channel {
     /// AppendEntries and Vote frames.
-    #[default]
     Raft,
     /// Client requests a follower relays to the leader, over HTTP/2.
     Forward,
@@ -122,7 +123,7 @@ pub enum FrameError {
 pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(io: &mut W, value: &T) -> Result<(), FrameError> {
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(&[0; 4]);
-    value.serialize(&mut rmp_serde::Serializer::new(&mut body).with_struct_map())?;
+    value.serialize(&mut rmp_serde::Serializer::new(&mut body))?;
     let len = body.len() - 4;
     if len > MAX_FRAME {
         return Err(FrameError::TooLarge(len));

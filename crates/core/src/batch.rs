@@ -17,16 +17,43 @@
 //! - an entry creates at most one session, since a session's id is the
 //!   index of the entry that created it.
 
-use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::encoding::{self, DecodeError};
 use super::Command;
 
 /// Commands applied in order under one log index. Built only through
 /// [`Batch::single`] and [`Batch::try_push`], which keep the rules above.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// Shared once built: the log, its cache, replication to each follower and
+/// the state machine all hold the same commands, and the same encoded form,
+/// made once ([`encoding`](super::encoding)) — on a follower, the bytes it
+/// received.
+#[derive(Clone)]
 pub struct Batch {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
     commands: Vec<Command>,
+    encoded: OnceLock<Vec<u8>>,
+}
+
+impl PartialEq for Batch {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.commands == other.inner.commands
+    }
+}
+
+impl Eq for Batch {}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").field("commands", &self.inner.commands).finish()
+    }
 }
 
 impl Batch {
@@ -36,7 +63,11 @@ impl Batch {
     pub const MAX_COMMANDS: usize = 256;
 
     pub fn single(command: Command) -> Batch {
-        Batch { commands: vec![command] }
+        Batch::from_commands(vec![command], OnceLock::new())
+    }
+
+    fn from_commands(commands: Vec<Command>, encoded: OnceLock<Vec<u8>>) -> Batch {
+        Batch { inner: Arc::new(Inner { commands, encoded }) }
     }
 
     /// Adds `command` to this entry, or hands it back when it may not share
@@ -48,39 +79,95 @@ impl Batch {
     pub fn try_push(&mut self, command: Command) -> Result<(), Command> {
         let alone = |c: &Command| matches!(c, Command::Tick { .. } | Command::DeleteSession { .. });
         let creates = |c: &Command| matches!(c, Command::CreateSession { .. });
-        let second_session = creates(&command) && self.commands.iter().any(creates);
-        if alone(&command)
-            || self.commands.iter().any(alone)
-            || second_session
-            || self.commands.len() >= Self::MAX_COMMANDS
-        {
+        let commands = &self.inner.commands;
+        let second_session = creates(&command) && commands.iter().any(creates);
+        if alone(&command) || commands.iter().any(alone) || second_session || commands.len() >= Self::MAX_COMMANDS {
             return Err(command);
         }
-        self.commands.push(command);
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.commands.push(command);
+        inner.encoded = OnceLock::new();
         Ok(())
     }
 
     pub fn commands(&self) -> &[Command] {
-        &self.commands
+        &self.inner.commands
     }
 
     pub fn len(&self) -> usize {
-        self.commands.len()
+        self.inner.commands.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty()
+        self.inner.commands.is_empty()
     }
 
     /// True for the entry of one Tick (the only place a Tick can be).
     pub fn is_tick(&self) -> bool {
-        matches!(self.commands.as_slice(), [Command::Tick { .. }])
+        matches!(self.commands(), [Command::Tick { .. }])
+    }
+
+    /// The compact binary form, made at the first call.
+    pub fn encoded(&self) -> &[u8] {
+        self.inner.encoded.get_or_init(|| {
+            let mut bytes = Vec::with_capacity(64 * self.len());
+            encoding::encode(&self.inner.commands, &mut bytes);
+            bytes
+        })
+    }
+
+    /// The batch `bytes` encode ([`Batch::encoded`]), keeping them as its
+    /// encoded form.
+    pub fn decode(bytes: Vec<u8>) -> Result<Batch, DecodeError> {
+        let commands = encoding::decode(&bytes)?;
+        Ok(Batch::from_commands(commands, OnceLock::from(bytes)))
+    }
+}
+
+/// JSON (and any human-readable format) gets the list of commands; binary
+/// formats get the compact form, as bytes.
+impl Serialize for Batch {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            self.inner.commands.serialize(serializer)
+        } else {
+            serializer.serialize_bytes(self.encoded())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Batch {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            let commands = Vec::<Command>::deserialize(deserializer)?;
+            return Ok(Batch::from_commands(commands, OnceLock::new()));
+        }
+        deserializer.deserialize_byte_buf(EncodedBatch)
+    }
+}
+
+/// Takes the compact form from a binary format.
+struct EncodedBatch;
+
+impl serde::de::Visitor<'_> for EncodedBatch {
+    type Value = Batch;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an encoded batch of commands")
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Batch, E> {
+        self.visit_byte_buf(bytes.to_vec())
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Batch, E> {
+        Batch::decode(bytes).map_err(E::custom)
     }
 }
 
 impl std::fmt::Display for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, command) in self.commands.iter().enumerate() {
+        for (i, command) in self.commands().iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }

@@ -11,6 +11,7 @@
 
 mod batch;
 mod command;
+mod encoding;
 mod event;
 mod fence;
 mod requests;
@@ -19,6 +20,7 @@ mod tracked;
 
 pub use batch::Batch;
 pub use command::{Command, InvalidCommand, Limits};
+pub use encoding::DecodeError;
 pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};

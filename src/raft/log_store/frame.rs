@@ -1,5 +1,8 @@
-//! The segment files' frame format (`[length][crc32][JSON]` per entry), and
-//! the scan that recovers the log index from the segments after a restart.
+//! The segment files' frame format (`[length][crc32][entry]` per entry: the
+//! entry in MessagePack, fields by position and its commands in their
+//! compact binary form; frames written by data format 2 hold JSON, read
+//! still), and the scan that recovers the log index from the segments
+//! after a restart.
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
@@ -107,21 +110,27 @@ pub(super) fn read_frame(bytes: &[u8]) -> io::Result<Entry> {
         return Err(corrupt("frame head cut short".into()));
     }
     let len = frame_len(bytes);
-    let json = bytes.get(FRAME_HEAD..len).ok_or_else(|| corrupt("frame cut short".into()))?;
+    let body = bytes.get(FRAME_HEAD..len).ok_or_else(|| corrupt("frame cut short".into()))?;
     let crc = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    if crc32fast::hash(json) != crc {
+    if crc32fast::hash(body) != crc {
         return Err(corrupt("frame checksum mismatch".into()));
     }
-    serde_json::from_slice(json).map_err(|e| corrupt(format!("frame does not decode: {e}")))
+    let decoded = match body.first() {
+        // A JSON object: a frame of data format 2. (MessagePack writes an
+        // entry as an array, whose first byte is never `{`.)
+        Some(b'{') => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        _ => rmp_serde::from_slice(body).map_err(|e| e.to_string()),
+    };
+    decoded.map_err(|e| corrupt(format!("frame does not decode: {e}")))
 }
 
 /// Appends the frame of `entry` to `out`.
-pub(super) fn write_frame(entry: &Entry, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+pub(super) fn write_frame(entry: &Entry, out: &mut Vec<u8>) -> Result<(), rmp_serde::encode::Error> {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEAD]);
-    serde_json::to_writer(&mut *out, entry)?;
-    let json = &out[start + FRAME_HEAD..];
-    let (len, crc) = ((json.len() as u32).to_be_bytes(), crc32fast::hash(json).to_be_bytes());
+    rmp_serde::encode::write(&mut *out, entry)?;
+    let body = &out[start + FRAME_HEAD..];
+    let (len, crc) = ((body.len() as u32).to_be_bytes(), crc32fast::hash(body).to_be_bytes());
     out[start..start + 4].copy_from_slice(&len);
     out[start + 4..start + FRAME_HEAD].copy_from_slice(&crc);
     Ok(())

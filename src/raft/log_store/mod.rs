@@ -12,8 +12,9 @@
 //!   (write a temporary file, fsync it, rename it, fsync the folder);
 //! - `<20 digits>.seg`: segments of entries, named in log order (by the
 //!   index of the first entry they were started for), each
-//!   framed as `[length: u32 BE][crc32 of the JSON: u32 BE][JSON of the
-//!   entry]`, then zeros up to the segment's size where it was made from a
+//!   framed as `[length: u32 BE][crc32 of the body: u32 BE][body]`, the
+//!   body the entry in MessagePack (JSON in frames written by data format
+//!   2, still read), then zeros up to the segment's size where it was made from a
 //!   spare. A new segment starts once the current one passes
 //!   [`SEGMENT_BYTES`]; purging deletes segments whose entries are all purged.
 //! - `spare.zeroes`: the next segment, zero-filled ahead of time, so that
@@ -491,12 +492,12 @@ mod tests {
     async fn spare_segments_end_at_their_zeros_and_stray_frames_are_cut() {
         let dir = tempfile::tempdir().expect("temp dir");
         let spare = dir.path().join(writer::SPARE);
-        let open = |dir: &Path| LogStore::open_with(dir, Arc::default(), 1000).expect("open log");
+        let open = |dir: &Path| LogStore::open_with(dir, Arc::default(), 300).expect("open log");
         let mut log = open(dir.path());
         for i in 0..40 {
             // A rotation takes the spare only once it is made: let it be.
             for _ in 0..500 {
-                if std::fs::metadata(&spare).is_ok_and(|m| m.len() == 1000) {
+                if std::fs::metadata(&spare).is_ok_and(|m| m.len() == 300) {
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -509,7 +510,7 @@ mod tests {
         let last = *segments(dir.path()).expect("list").last().expect("a segment");
         let path = segment_path(dir.path(), last);
         let size = std::fs::metadata(&path).expect("segment").len();
-        assert_eq!(size, 1000, "the last segment was a spare: its frames, then zeros");
+        assert_eq!(size, 300, "the last segment was a spare: its frames, then zeros");
 
         // A whole, valid frame of entry 41 past the zeros, just where the
         // next append (entry 40) will end: were it left there, entry 40
@@ -528,6 +529,33 @@ mod tests {
         let read = indexes(&mut log).await;
         assert_eq!(read.last(), Some(&(40, 2)), "the stray frame did not come back after 40");
         assert_eq!(read.len(), 41);
+    }
+
+    // Ensures a log written by data format 2 (JSON frames) reads back, and
+    // goes on with frames of today's format in the same segment.
+    #[tokio::test]
+    async fn json_frames_of_format_2_are_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let normal = |index: u64| Entry {
+            log_id: log_id(1, index),
+            payload: EntryPayload::Normal(leasehold_core::Batch::single(leasehold_core::Command::Tick {
+                period_ms: 100 + index,
+            })),
+        };
+        let mut legacy = Vec::new();
+        for index in 0..3 {
+            let json = serde_json::to_vec(&normal(index)).expect("JSON");
+            legacy.extend_from_slice(&(json.len() as u32).to_be_bytes());
+            legacy.extend_from_slice(&crc32fast::hash(&json).to_be_bytes());
+            legacy.extend_from_slice(&json);
+        }
+        std::fs::write(segment_path(dir.path(), 0), &legacy).expect("segment");
+        let mut log = open(dir.path());
+        log.blocking_append([normal(3)]).await.expect("append");
+        drop(log);
+        let mut log = open(dir.path());
+        let read = log.try_get_log_entries(..).await.expect("read log");
+        assert_eq!(read, (0..4).map(normal).collect::<Vec<_>>());
     }
 
     // Ensures the size after a snapshot point counts exactly the later frames.
