@@ -11,10 +11,12 @@
 //! Other answers (409, 404, 400, ...) are returned at once as
 //! [`ClientError::Api`].
 //!
-//! Requests that wait in a lock's queue go over HTTP/2 (h2c with prior
-//! knowledge, or `h2` under TLS), so many waiting acquires share one
-//! connection instead of holding one each; everything else stays on
-//! HTTP/1.1, which costs the server less per request, except right after a
+//! A request that waits in a lock's queue while another wait of the same
+//! client is in flight goes over HTTP/2 (h2c with prior knowledge, or `h2`
+//! under TLS), so a herd of waiting acquires in one process shares one
+//! connection instead of holding one each; everything else, a lone wait
+//! included, stays on HTTP/1.1, which costs both sides less per request
+//! (a hot lock's hand-over is a wait and a release), except right after a
 //! wait that outlasted the HTTP/1.1 connections ([`http`]). Against a node
 //! that does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
@@ -217,6 +219,9 @@ pub struct Client {
     http: Http,
     /// A node answered HTTP/2 with a protocol error: wait over HTTP/1.1.
     no_http2: AtomicBool,
+    /// Requests that wait in a queue, in flight now: a second one goes
+    /// over HTTP/2.
+    waits: AtomicUsize,
     /// Index of the endpoint tried first: the last one that answered.
     preferred: AtomicUsize,
     retry_budget: Duration,
@@ -244,6 +249,7 @@ impl Client {
         Ok(Client {
             http: Http::new(endpoints, credentials.ca.as_ref(), credentials.token.as_ref().map(Secret::expose)),
             no_http2: AtomicBool::new(false),
+            waits: AtomicUsize::new(0),
             preferred: AtomicUsize::new(0),
             retry_budget: DEFAULT_RETRY_BUDGET,
         })
@@ -477,9 +483,11 @@ impl Client {
         // the next try, at once, is HTTP/1.1; if the node answers that, it
         // does not speak HTTP/2.
         let mut probing_http1 = false;
+        let waiting = (!wait.is_zero()).then(|| Waiting::new(&self.waits));
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.http.len();
-            let multiplexed = (!wait.is_zero() || self.http.prefers_multiplexed(endpoint))
+            let herd = waiting.as_ref().is_some_and(|w| w.others > 0);
+            let multiplexed = (herd || self.http.prefers_multiplexed(endpoint))
                 && !probing_http1
                 && !self.no_http2.load(Ordering::Relaxed);
             let sent = async {
@@ -554,6 +562,26 @@ impl Client {
     fn move_on_from(&self, endpoint: usize) {
         let next = (endpoint + 1) % self.http.len();
         let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// A wait in flight, counted while it lives (dropped with the call, also
+/// when the caller gives up on it).
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    /// Waits already in flight when this one began.
+    others: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        Waiting { count, others: count.fetch_add(1, Ordering::Relaxed) }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
