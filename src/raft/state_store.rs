@@ -159,22 +159,28 @@ fn open_db(dir: &Path) -> io::Result<sled::Db> {
     Ok(sled::Config::new().path(dir).flush_every_ms(None).cache_capacity(CACHE_BYTES).open()?)
 }
 
-/// How long [`reopen_db`] waits for a dropped handle's file lock.
+/// How long [`wait_out_lock`] waits for a dropped handle's file lock.
 const RELOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// Opens `dir` again right after its handle was dropped. sled's background
-/// threads hold the handle's file lock a little longer (sled's own tests
-/// block on it for that reason), so a lock refusal is waited out, bounded.
-fn reopen_db(dir: &Path) -> io::Result<sled::Db> {
+/// Runs `open` until it is not refused sled's file lock, for at most
+/// [`RELOCK_WAIT`]. Right after a handle of the same folder was dropped,
+/// sled's background threads hold its file lock a little longer (sled's own
+/// tests block on it for that reason).
+fn wait_out_lock<T>(mut open: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     let waiting = Instant::now();
     loop {
-        match open_db(dir) {
+        match open() {
             Err(e) if e.to_string().contains("could not acquire lock") && waiting.elapsed() < RELOCK_WAIT => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             opened => return opened,
         }
     }
+}
+
+/// Opens `dir` again right after its handle was dropped.
+fn reopen_db(dir: &Path) -> io::Result<sled::Db> {
+    wait_out_lock(|| open_db(dir))
 }
 
 fn generation_dir(root: &Path, generation: u64) -> PathBuf {
@@ -653,8 +659,10 @@ mod tests {
         }
     }
 
+    /// Opens the store in `dir`, waiting out the file lock of a store of
+    /// the same folder this test has just dropped.
     fn open(dir: &Path) -> (StateStore, Loaded) {
-        StateStore::open(&dir.join("state"), &dir.join("snapshots")).expect("open")
+        wait_out_lock(|| StateStore::open(&dir.join("state"), &dir.join("snapshots"))).expect("open")
     }
 
     // Ensures checkpoints bring sled up to date with only what changed, a
