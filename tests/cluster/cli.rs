@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::common::{
     bounded, start_cluster, start_secured_cluster, step, Material, CLIENT_TOKEN, ELECTION_BOUND, WRONG_TOKEN,
 };
-use leasehold_lab::local::LocalCluster;
 
 /// Variables of the caller's environment that would change what the CLI
 /// sends; every run here starts without them.
@@ -168,8 +167,14 @@ async fn exit_statuses_separate_no_from_could_not_ask() {
         assert_eq!(status(&usage), Some(2), "{}", shown(&usage));
 
         step("no node listening: 3");
-        let closed = LocalCluster::free_addrs(1).expect("a free port")[0].to_string();
+        // A socket bound but not listening: the port refuses connections,
+        // and no other test's node can take it meanwhile (a port only
+        // found free could be, and once answered "not held").
+        let reserved = tokio::net::TcpSocket::new_v4().expect("a socket");
+        reserved.bind("127.0.0.1:0".parse().expect("an address")).expect("bind");
+        let closed = reserved.local_addr().expect("its address").to_string();
         let down = leasehold(&["get", "taken", "--endpoints", &closed], &[]).await;
+        drop(reserved);
         assert_eq!(status(&down), Some(3), "{}", shown(&down));
     })
     .await;
