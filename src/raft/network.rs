@@ -369,54 +369,28 @@ fn timed_out() -> std::io::Error {
 
 /// Writes each request of a replication stream as openraft produces it,
 /// telling the reader one more answer is due first; a request that only
-/// carries the commit index waits up to [`peer::COMMIT_ONLY_LINGER`] for the next
-/// one (see there).
+/// carries the commit index waits for the next one ([`peer::StreamWriter`]).
 async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>)
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
-    // Frames are written into the buffer and flushed together: one write
-    // for a commit-only request and the request it waited for.
-    let mut writer = tokio::io::BufWriter::new(writer);
-    let mut lingering = false;
+    let mut out = peer::StreamWriter::new(writer);
     loop {
-        let next = if lingering {
-            match tokio::time::timeout(peer::COMMIT_ONLY_LINGER, input.next()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    lingering = false;
-                    if let Err(e) = writer.flush().await {
-                        tracing::debug!(error = %e, "replication stream write failed");
-                        return;
-                    }
-                    continue;
-                }
+        let rpc = match out.next(&mut input).await {
+            Ok(Some(rpc)) => rpc,
+            // The session ended, and what was buffered went out.
+            Ok(None) => return,
+            Err(e) => {
+                // The reader finds the connection broken, or the answer late.
+                tracing::debug!(error = %e, "replication stream write failed");
+                return;
             }
-        } else {
-            input.next().await
-        };
-        let Some(rpc) = next else {
-            // The session ended: whatever is buffered still goes out.
-            let _ = writer.flush().await;
-            return;
         };
         if sent.send(()).is_err() {
             return;
         }
-        let commit_only = rpc.entries.is_empty();
-        let written = match peer::encode_frame(&rpc) {
-            Ok(frame) => writer.write_all(&frame).await.map_err(peer::FrameError::from),
-            Err(e) => Err(e),
-        };
-        lingering = commit_only && !lingering;
-        let flushed = match (written, lingering) {
-            (Ok(()), true) => Ok(()),
-            (Ok(()), false) => writer.flush().await.map_err(peer::FrameError::from),
-            (Err(e), _) => Err(e),
-        };
-        if let Err(e) = flushed {
-            // The reader finds the connection broken, or the answer late.
+        if let Err(e) = out.write(&rpc, rpc.entries.is_empty()).await {
             tracing::debug!(error = %e, "replication stream write failed");
             return;
         }

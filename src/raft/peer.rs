@@ -46,7 +46,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::StreamExt;
+use tokio_stream::{Stream, StreamExt};
 
 use super::{NodeId, Raft, TypeConfig};
 
@@ -154,6 +154,57 @@ pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(io: &mut W, value:
     Ok(())
 }
 
+/// The writing half of a replication stream, on either side: frames go
+/// into a buffer, and the buffer is flushed only when no next frame is
+/// ready, so frames produced together leave in one write. After a frame
+/// that only carried the commit index, it first waits up to
+/// [`COMMIT_ONLY_LINGER`] for the next one (see there).
+pub struct StreamWriter<W: AsyncWrite + Unpin> {
+    out: tokio::io::BufWriter<W>,
+    commit_only: bool,
+}
+
+impl<W: AsyncWrite + Unpin> StreamWriter<W> {
+    pub fn new(writer: W) -> Self {
+        Self { out: tokio::io::BufWriter::new(writer), commit_only: false }
+    }
+
+    /// Buffers `value` as one frame; `commit_only` says it only carries
+    /// the commit index (or answers a request that only did).
+    pub async fn write<T: Serialize>(&mut self, value: &T, commit_only: bool) -> Result<(), FrameError> {
+        self.commit_only = commit_only;
+        self.out.write_all(&encode_frame(value)?).await?;
+        Ok(())
+    }
+
+    /// The next item of `items`, once what is buffered went out if the
+    /// item was not ready; at the end of `items`, the buffer is flushed.
+    pub async fn next<S: Stream + Unpin>(&mut self, items: &mut S) -> Result<Option<S::Item>, FrameError> {
+        if let Some(ready) = items.next().now_or_never() {
+            return self.ended(ready).await;
+        }
+        if std::mem::take(&mut self.commit_only) {
+            if let Ok(ready) = tokio::time::timeout(COMMIT_ONLY_LINGER, items.next()).await {
+                return self.ended(ready).await;
+            }
+        }
+        self.out.flush().await?;
+        Ok(items.next().await)
+    }
+
+    /// Flushes whatever is buffered.
+    pub async fn flush(&mut self) -> Result<(), FrameError> {
+        Ok(self.out.flush().await?)
+    }
+
+    async fn ended<T>(&mut self, item: Option<T>) -> Result<Option<T>, FrameError> {
+        if item.is_none() {
+            self.out.flush().await?;
+        }
+        Ok(item)
+    }
+}
+
 /// Reads one frame; `Ok(None)` when the other side closed between frames.
 pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(io: &mut R) -> Result<Option<T>, FrameError> {
     let mut head = [0u8; 4];
@@ -258,47 +309,30 @@ impl Inbound {
         });
         let answers = self.raft.stream_append(ReceiverStream::new(queued));
         tokio::pin!(answers);
-        // Answers are written into the buffer and flushed when no other is
-        // ready; the answer to a request that only carried the commit index
-        // waits up to COMMIT_ONLY_LINGER for the next one, as the request
-        // waited on the leader (`network::send_appends`): nobody waits for
-        // it, and alone it costs the leader a wake-up and a read.
-        let mut writer = tokio::io::BufWriter::new(writer);
-        let mut next = answers.next().await;
-        while let Some(answer) = next.take() {
+        // The answer to a request that only carried the commit index waits
+        // for the next answer, as the request waited on the leader
+        // (`network::send_appends`): nobody waits for it, and alone it
+        // costs the leader a wake-up and a read.
+        let mut out = StreamWriter::new(writer);
+        loop {
+            let answer = match out.next(&mut answers).await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "replication stream ended");
+                    break;
+                }
+            };
             let commit_only = kind_of_next.try_recv().unwrap_or(false);
             let go_on = matches!(answer, Ok(Ok(_)));
-            let written = match encode_frame(&StreamAnswer(answer)) {
-                Ok(frame) => writer.write_all(&frame).await.map_err(FrameError::from),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = written {
+            if let Err(e) = out.write(&StreamAnswer(answer), commit_only).await {
                 tracing::debug!(error = %e, "replication stream ended");
                 break;
             }
             if !go_on {
-                let _ = writer.flush().await;
+                let _ = out.flush().await;
                 break;
             }
-            next = match answers.next().now_or_never() {
-                Some(ready) => ready,
-                None => {
-                    let lingered = match commit_only {
-                        true => tokio::time::timeout(COMMIT_ONLY_LINGER, answers.next()).await.ok(),
-                        false => None,
-                    };
-                    match lingered {
-                        Some(ready) => ready,
-                        None => {
-                            if let Err(e) = writer.flush().await {
-                                tracing::debug!(error = %e, "replication stream ended");
-                                break;
-                            }
-                            answers.next().await
-                        }
-                    }
-                }
-            };
         }
         read.abort();
     }
