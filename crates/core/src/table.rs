@@ -14,6 +14,8 @@ mod types;
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
+use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use super::event::{EventKind, LockEvent};
 use super::fence::{Fences, Record};
@@ -26,6 +28,9 @@ pub use self::types::{
     SessionView, TableImage, WaiterView,
 };
 use self::types::{Delay, Lease, Session, Waiter};
+
+/// A held lock's name, shared by the table's maps and indexes.
+type LockName = Arc<str>;
 
 /// Tick period assumed for grants made before the first Tick was applied. It is
 /// the smallest period a leader may use, so such a deadline is at least as many
@@ -41,10 +46,13 @@ pub struct LockTable {
     /// only grows, so a lease's deadline in ticks never means less real time
     /// than when it was set.
     tick_ms: Option<u64>,
-    leases: Tracked<String, Lease>,
+    /// Held locks by name. A name is stored once, shared by this map, the
+    /// deadline index and the checkpoint's change notes: at a million live
+    /// leases every copy of it costs megabytes.
+    leases: Tracked<LockName, Lease>,
     /// `(deadline, name)` of every lease that has its own ttl (not of those
     /// held under a session), so a Tick visits only what expires.
-    by_deadline: BTreeSet<(u64, String)>,
+    by_deadline: BTreeSet<(u64, LockName)>,
     sessions: Tracked<SessionId, Session>,
     /// `(deadline, id)` of every session.
     by_session_deadline: BTreeSet<(u64, SessionId)>,
@@ -87,7 +95,7 @@ impl From<&LockTable> for TableImage {
 impl From<TableImage> for LockTable {
     fn from(image: TableImage) -> Self {
         let by_deadline =
-            image.leases.iter().filter(|(_, l)| l.session.is_none()).map(|(n, l)| (l.deadline, n.clone())).collect();
+            image.leases.iter().filter(|(_, l)| l.session().is_none()).map(|(n, l)| (l.deadline, n.clone())).collect();
         let by_session_deadline = image.sessions.iter().map(|(id, s)| (s.deadline, *id)).collect();
         let waiters = || image.queues.iter().flat_map(|(n, q)| q.iter().map(move |w| (n, w)));
         let by_wait_deadline = waiters().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
@@ -223,7 +231,7 @@ impl LockTable {
                 self.held_under(name, *session).and_then(|()| self.release(name, *token, index, events))
             }
             Command::PutRecord { key, lock, token, value, .. } => {
-                let current = self.leases.get(lock).map(|l| l.token);
+                let current = self.leases.get(lock.as_str()).map(|l| l.token);
                 self.fences.put(key, lock, *token, value, current, index)
             }
             Command::Gate { resource, lock, token, .. } => {
@@ -300,14 +308,14 @@ impl LockTable {
             self.session_of(id, owner)?;
         }
         Ok(Lease {
-            owner: owner.to_owned(),
+            owner: owner.into(),
             token: index,
             ttl_ms: ttl_ms.unwrap_or_default(),
             deadline: 0,
             granted_tick: self.now_tick,
-            request_id: request_id.clone(),
-            lock_delay_ms,
-            session,
+            request_id: request_id.as_deref().map(Into::into),
+            lock_delay_ms: lock_delay_ms.and_then(NonZeroU64::new),
+            session: session.and_then(NonZeroU64::new),
         })
     }
 
@@ -322,27 +330,27 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         // Same owner: keep the token, restart the lease.
         if let Some(held) = self.leases.get(name).filter(|l| l.owner == wanted.owner) {
-            if held.session != wanted.session {
-                return Err(other_lifetime(name, held.session));
+            if held.session() != wanted.session() {
+                return Err(other_lifetime(name, held.session()));
             }
             let token = held.token;
             let mut lease = self.take_current(name, token).expect("holder checked above");
             lease.ttl_ms = wanted.ttl_ms;
             let grant = self.insert(name, lease);
-            events.push(event(index, name, EventKind::Renewed { owner: wanted.owner, token }));
+            events.push(event(index, name, EventKind::Renewed { owner: wanted.owner.into(), token }));
             return Ok(Outcome::Granted { grant, reacquired: true });
         }
         let owner = wanted.owner.clone();
         match (self.blocker(name), wait_ms.filter(|w| *w > 0)) {
             (None, _) => {
                 let grant = self.insert(name, wanted);
-                events.push(event(index, name, EventKind::Acquired { owner, token: index }));
+                events.push(event(index, name, EventKind::Acquired { owner: owner.into(), token: index }));
                 Ok(Outcome::Granted { grant, reacquired: false })
             }
             (Some(blocker), None) => Err(refusal(name, blocker)),
             (Some(_), Some(wait_ms)) => {
                 let position = match self.place(name, &owner) {
-                    Some((_, waiter)) if !waiter.set.is_empty() || waiter.session != wanted.session => {
+                    Some((_, waiter)) if !waiter.set.is_empty() || waiter.session != wanted.session() => {
                         return Err(waits_elsewhere(name))
                     }
                     Some((position, _)) => position,
@@ -351,7 +359,7 @@ impl LockTable {
                         self.enqueue(name, waiter, index, events)
                     }
                 };
-                Ok(Outcome::Queued { name: name.to_owned(), owner, position })
+                Ok(Outcome::Queued { name: name.to_owned(), owner: owner.into(), position })
             }
         }
     }
@@ -361,7 +369,7 @@ impl LockTable {
     fn blocker(&self, name: &str) -> Option<Blocker> {
         if let Some(l) = self.leases.get(name) {
             let expires_in_ms = self.expires_in_ms(self.lifetime(l).1);
-            return Some(Blocker::Held { holder: l.owner.clone(), token: l.token, expires_in_ms });
+            return Some(Blocker::Held { holder: l.owner.to_string(), token: l.token, expires_in_ms });
         }
         if let Some(delayed_until_tick) = self.delayed_until(name) {
             return Some(Blocker::Delayed { delayed_until_tick });
@@ -381,15 +389,15 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         let owner = wanted.owner.clone();
         if let Some(token) = self.held_together(names, &owner) {
-            if let Some(held) = self.leases.get(&names[0]).filter(|l| l.session != wanted.session) {
-                return Err(other_lifetime(&names[0], held.session));
+            if let Some(held) = self.leases.get(names[0].as_str()).filter(|l| l.session() != wanted.session()) {
+                return Err(other_lifetime(&names[0], held.session()));
             }
             let grants = names
                 .iter()
                 .map(|name| {
                     let mut lease = self.take_current(name, token).expect("held_together checked it");
                     lease.ttl_ms = wanted.ttl_ms;
-                    events.push(event(index, name, EventKind::Renewed { owner: owner.clone(), token }));
+                    events.push(event(index, name, EventKind::Renewed { owner: owner.to_string(), token }));
                     self.insert(name, lease)
                 })
                 .collect();
@@ -403,7 +411,7 @@ impl LockTable {
             let grants = names
                 .iter()
                 .map(|name| {
-                    events.push(event(index, name, EventKind::Acquired { owner: owner.clone(), token: index }));
+                    events.push(event(index, name, EventKind::Acquired { owner: owner.to_string(), token: index }));
                     self.insert(name, Lease { token: index, ..wanted.clone() })
                 })
                 .collect();
@@ -413,7 +421,7 @@ impl LockTable {
         // Already waiting for this very set (a retry without request id): keep the places.
         let places: Vec<_> = names.iter().map(|name| self.place(name, &owner)).collect();
         if let Some(elsewhere) = names.iter().zip(&places).find_map(|(name, place)| match place {
-            Some((_, waiter)) if waiter.set != names || waiter.session != wanted.session => Some(name),
+            Some((_, waiter)) if waiter.set != names || waiter.session != wanted.session() => Some(name),
             _ => None,
         }) {
             return Err(waits_elsewhere(elsewhere));
@@ -426,14 +434,17 @@ impl LockTable {
                 names.iter().map(|name| self.enqueue(name, waiter.clone(), index, events)).collect()
             }
         };
-        Ok(Outcome::QueuedMany { owner, positions: names.iter().cloned().zip(positions).collect() })
+        Ok(Outcome::QueuedMany { owner: owner.into(), positions: names.iter().cloned().zip(positions).collect() })
     }
 
     /// The token under which `owner` holds every lock of `names`, if it
     /// holds them all under one.
     fn held_together(&self, names: &[String], owner: &str) -> Option<FencingToken> {
-        let token = self.leases.get(&names[0]).filter(|l| l.owner == owner)?.token;
-        names.iter().all(|n| self.leases.get(n).is_some_and(|l| l.owner == owner && l.token == token)).then_some(token)
+        let token = self.leases.get(names[0].as_str()).filter(|l| *l.owner == *owner)?.token;
+        names
+            .iter()
+            .all(|n| self.leases.get(n.as_str()).is_some_and(|l| *l.owner == *owner && l.token == token))
+            .then_some(token)
     }
 
     fn renew(
@@ -445,14 +456,14 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         self.check_granted_before(name, token, index)?;
-        if let Some(session) = self.leases.get(name).and_then(|l| l.session) {
+        if let Some(session) = self.leases.get(name).and_then(|l| l.session()) {
             return Err(LockError::HeldUnderSession { name: name.to_owned(), session });
         }
         let mut lease = self.take_current(name, token)?;
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
         let owner = lease.owner.clone();
         let grant = self.insert(name, lease);
-        events.push(event(index, name, EventKind::Renewed { owner, token }));
+        events.push(event(index, name, EventKind::Renewed { owner: owner.into(), token }));
         Ok(Outcome::Renewed { grant })
     }
 
@@ -465,7 +476,7 @@ impl LockTable {
     ) -> Result<Outcome, LockError> {
         let lease = self.take_granted_before(name, token, index)?;
         events.push(event(index, name, self.released(&lease)));
-        self.hand_over(name, Some((lease.owner, lease.token)), index, events);
+        self.hand_over(name, Some((lease.owner.into(), lease.token)), index, events);
         Ok(Outcome::Released { name: name.to_owned(), token })
     }
 
@@ -489,7 +500,7 @@ impl LockTable {
         // Handed on only once all are free, so a multi-acquire waiting for
         // several of them is granted in this entry too.
         for (name, owner) in names.iter().zip(previous) {
-            self.hand_over(name, Some((owner, token)), index, events);
+            self.hand_over(name, Some((owner.into(), token)), index, events);
         }
         Ok(Outcome::ReleasedMany { names: names.to_vec(), token })
     }
@@ -526,17 +537,17 @@ impl LockTable {
             }
             let (_, name) = self.by_deadline.pop_first().expect("first() was Some");
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
-            expired.push((name.clone(), lease.token));
+            expired.push((name.to_string(), lease.token));
             let delayed_until_tick = self.delay_after_expiry(&name, &lease);
             let held_ticks = self.held_ticks(&lease);
             let (owner, token) = (lease.owner, lease.token);
             events.push(event(
                 index,
                 &name,
-                EventKind::Expired { owner: owner.clone(), token, delayed_until_tick, held_ticks },
+                EventKind::Expired { owner: owner.to_string(), token, delayed_until_tick, held_ticks },
             ));
             if delayed_until_tick.is_none() {
-                self.hand_over(&name, Some((owner, token)), index, events);
+                self.hand_over(&name, Some((owner.into(), token)), index, events);
             }
         }
         self.time_out_waits(index, events);
@@ -549,9 +560,9 @@ impl LockTable {
     /// deadlines without their `+1`, since the delay starts at this entry
     /// rather than at a request's send time. Returns the tick it ends at.
     fn delay_after_expiry(&mut self, name: &str, lease: &Lease) -> Option<u64> {
-        let delay_ms = lease.lock_delay_ms.filter(|d| *d > 0)?;
+        let delay_ms = lease.lock_delay_ms()?;
         let until_tick = self.now_tick + delay_ms.div_ceil(self.tick_ms());
-        let delay = Delay { until_tick, owner: lease.owner.clone(), token: lease.token };
+        let delay = Delay { until_tick, owner: lease.owner.to_string(), token: lease.token };
         self.delays.insert(name.to_owned(), delay);
         self.by_delay_end.insert((until_tick, name.to_owned()));
         Some(until_tick)
@@ -604,13 +615,13 @@ impl LockTable {
         if current != token {
             return Err(LockError::StaleToken { name: name.to_owned(), given: token, current });
         }
-        let lease = self.leases.remove(name).expect("checked above");
-        match lease.session.and_then(|id| self.sessions.get_mut(&id)) {
+        let (name, lease) = self.leases.remove_entry(name).expect("checked above");
+        match lease.session().and_then(|id| self.sessions.get_mut(&id)) {
             Some(session) => {
-                session.locks.remove(name);
+                session.locks.remove(&*name);
             }
             None => {
-                self.by_deadline.remove(&(lease.deadline, name.to_owned()));
+                self.by_deadline.remove(&(lease.deadline, name));
             }
         }
         Ok(lease)
@@ -619,18 +630,19 @@ impl LockTable {
     /// Stores `lease`: with a deadline freshly computed from its ttl, or
     /// among the locks of its session, which must be alive.
     fn insert(&mut self, name: &str, mut lease: Lease) -> Grant {
-        match lease.session {
+        let name: LockName = name.into();
+        match lease.session() {
             Some(id) => {
                 let session = self.sessions.get_mut(&id).expect("acquires and waiters name live sessions only");
-                session.locks.insert(name.to_owned());
+                session.locks.insert(name.to_string());
             }
             None => {
                 lease.deadline = self.deadline_for(lease.ttl_ms);
-                self.by_deadline.insert((lease.deadline, name.to_owned()));
+                self.by_deadline.insert((lease.deadline, name.clone()));
             }
         }
-        let grant = self.grant_of(name, &lease);
-        self.leases.insert(name.to_owned(), lease);
+        let grant = self.grant_of(&name, &lease);
+        self.leases.insert(name, lease);
         grant
     }
 
@@ -641,12 +653,12 @@ impl LockTable {
 
     /// The event of `lease`'s release.
     fn released(&self, lease: &Lease) -> EventKind {
-        EventKind::Released { owner: lease.owner.clone(), token: lease.token, held_ticks: self.held_ticks(lease) }
+        EventKind::Released { owner: lease.owner.to_string(), token: lease.token, held_ticks: self.held_ticks(lease) }
     }
 
     /// The ttl and deadline a lease lives by: its own, or its session's.
     fn lifetime(&self, l: &Lease) -> (u64, u64) {
-        match l.session.and_then(|id| self.sessions.get(&id)) {
+        match l.session().and_then(|id| self.sessions.get(&id)) {
             Some(session) => (session.ttl_ms, session.deadline),
             None => (l.ttl_ms, l.deadline),
         }
@@ -670,7 +682,7 @@ impl LockTable {
         let (ttl_ms, deadline) = self.lifetime(l);
         Grant {
             name: name.to_owned(),
-            owner: l.owner.clone(),
+            owner: l.owner.to_string(),
             token: l.token,
             ttl_ms,
             expires_in_ms: self.expires_in_ms(deadline),
@@ -685,13 +697,13 @@ impl LockTable {
         let (ttl_ms, deadline) = self.lifetime(l);
         LeaseView {
             name: name.to_owned(),
-            owner: l.owner.clone(),
+            owner: l.owner.to_string(),
             token: l.token,
             ttl_ms,
             expires_in_ms: self.expires_in_ms(deadline),
             deadline_tick: deadline,
-            request_id: l.request_id.clone(),
-            session: l.session,
+            request_id: l.request_id.as_deref().map(str::to_owned),
+            session: l.session(),
             waiters,
         }
     }

@@ -60,6 +60,8 @@ impl<K: Ord, V> From<BTreeMap<K, V>> for Tracked<K, V> {
     }
 }
 
+/// Every note is a clone of the map's own key, so keys that share their
+/// text (`Arc<str>`) are noted without a copy of it.
 impl<K: Ord + Hash + Clone, V> Tracked<K, V> {
     pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         let old = self.map.insert(key.clone(), value);
@@ -67,38 +69,40 @@ impl<K: Ord + Hash + Clone, V> Tracked<K, V> {
         old
     }
 
-    /// Notes that `key`, stored or not as `stored` says, changed (only the
-    /// first note since the last take counts); no copy of a key already noted.
-    fn note<Q>(&mut self, key: &Q, stored: bool)
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        if !self.changed.contains_key(key) {
-            self.changed.insert(key.to_owned(), stored);
+    /// Notes that `key`, stored, changed (only the first note since the
+    /// last take counts).
+    fn note_stored(changed: &mut Changed<K>, key: &K) {
+        if !changed.contains_key(key) {
+            changed.insert(key.clone(), true);
         }
     }
 
     pub(crate) fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
-        Q: Ord + Hash + ToOwned<Owned = K> + ?Sized,
+        Q: Ord + ?Sized,
     {
-        let removed = self.map.remove(key);
-        if removed.is_some() {
-            self.note(key, true);
-        }
-        removed
+        self.remove_entry(key).map(|(_, value)| value)
+    }
+
+    /// Removes `key`, returning the stored key with its value.
+    pub(crate) fn remove_entry<Q>(&mut self, key: &Q) -> Option<(K, V)>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let removed = self.map.remove_entry(key)?;
+        Self::note_stored(&mut self.changed, &removed.0);
+        Some(removed)
     }
 
     pub(crate) fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
-        Q: Ord + Hash + ToOwned<Owned = K> + ?Sized,
+        Q: Ord + ?Sized,
     {
-        if self.map.contains_key(key) {
-            self.note(key, true);
-        }
+        let (stored, _) = self.map.get_key_value(key)?;
+        Self::note_stored(&mut self.changed, stored);
         self.map.get_mut(key)
     }
 
@@ -106,9 +110,7 @@ impl<K: Ord + Hash + Clone, V> Tracked<K, V> {
     pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
         match self.map.entry(key) {
             Entry::Occupied(found) => {
-                if !self.changed.contains_key(found.key()) {
-                    self.changed.insert(found.key().clone(), true);
-                }
+                Self::note_stored(&mut self.changed, found.key());
                 found.into_mut()
             }
             Entry::Vacant(empty) => {

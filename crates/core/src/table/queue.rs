@@ -3,6 +3,8 @@
 //! wait time on a Tick (`by_wait_deadline`), and granting a free lock to the
 //! first in its queue.
 
+use std::num::NonZeroU64;
+
 use super::super::event::{EventKind, LockEvent};
 use super::{event, FencingToken, Lease, LockError, LockTable, Outcome, Waiter};
 
@@ -12,7 +14,15 @@ impl LockTable {
     pub(super) fn waiter(&self, wanted: Lease, wait_ms: u64, set: Vec<String>) -> Waiter {
         let Lease { owner, ttl_ms, request_id, lock_delay_ms, session, .. } = wanted;
         let wait_deadline = self.now_tick + wait_ms.div_ceil(self.tick_ms());
-        Waiter { owner, ttl_ms, wait_deadline, request_id, lock_delay_ms, set, session }
+        Waiter {
+            owner: owner.into(),
+            ttl_ms,
+            wait_deadline,
+            request_id: request_id.map(Into::into),
+            lock_delay_ms: lock_delay_ms.map(NonZeroU64::get),
+            set,
+            session: session.map(NonZeroU64::get),
+        }
     }
 
     /// Puts `waiter` last in the queue of `name`; returns its position.
@@ -116,7 +126,7 @@ impl LockTable {
         let (owner, set) = (first.owner.clone(), first.set.clone());
         let names: Vec<String> = first.names(name).into_iter().map(str::to_owned).collect();
         let ready = |n: &String| {
-            !self.leases.contains_key(n)
+            !self.leases.contains_key(n.as_str())
                 && !self.delays.contains_key(n)
                 && self.queues.get(n).and_then(|q| q.front()).is_some_and(|w| w.owner == owner && w.set == set)
         };
@@ -129,14 +139,14 @@ impl LockTable {
             let waiter = self.remove_waiter(n, &owner).expect("checked first in the queue");
             request_id = waiter.request_id.clone();
             let lease = Lease {
-                owner: owner.clone(),
+                owner: owner.as_str().into(),
                 token: index,
                 ttl_ms: waiter.ttl_ms,
                 deadline: 0,
                 granted_tick: self.now_tick,
-                request_id: waiter.request_id,
-                lock_delay_ms: waiter.lock_delay_ms,
-                session: waiter.session,
+                request_id: waiter.request_id.map(Into::into),
+                lock_delay_ms: waiter.lock_delay_ms.and_then(NonZeroU64::new),
+                session: waiter.session.and_then(NonZeroU64::new),
             };
             grants.push(self.insert(n, lease));
             let (owner, token) = (owner.clone(), index);

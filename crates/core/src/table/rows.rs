@@ -10,6 +10,7 @@
 //! encoding of values is the caller's: rows serialize with serde.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -152,7 +153,7 @@ pub struct Row<'a> {
 /// Which keys changed since the previous [`LockTable::take_changes`].
 #[derive(Debug, Default)]
 pub struct Changes {
-    leases: Changed<String>,
+    leases: Changed<Arc<str>>,
     queues: Changed<String>,
     delays: Changed<String>,
     sessions: Changed<SessionId>,
@@ -244,7 +245,7 @@ impl LockTable {
             .chain(rows_of(
                 Tree::Leases,
                 &changes.leases,
-                |k| self.leases.get(k),
+                |k| self.leases.get(&**k),
                 |k| text_key(k),
                 |v| RowValue(Value::Lease(v)),
             ))
@@ -316,7 +317,7 @@ pub struct TableLoader {
     // one by one, loading a million leases spent a quarter of its time in
     // B-tree searches.) A key given twice keeps its last row, as an
     // insert would.
-    leases: Vec<(String, Lease)>,
+    leases: Vec<(Arc<str>, Lease)>,
     queues: Vec<(String, VecDeque<Waiter>)>,
     delays: Vec<(String, Delay)>,
     sessions: Vec<(SessionId, Session)>,
@@ -332,7 +333,7 @@ impl TableLoader {
         let text = || String::from_utf8(key.to_vec()).map_err(|_| D::Error::custom("a row key is not UTF-8"));
         match tree {
             Tree::Clock => self.clock = Some(Clock::deserialize(value)?),
-            Tree::Leases => self.leases.push((text()?, Lease::deserialize(value)?)),
+            Tree::Leases => self.leases.push((text()?.into(), Lease::deserialize(value)?)),
             Tree::Queues => self.queues.push((text()?, VecDeque::deserialize(value)?)),
             Tree::Delays => self.delays.push((text()?, Delay::deserialize(value)?)),
             Tree::Sessions => {
@@ -501,6 +502,22 @@ mod tests {
             assert!(seen.contains(&tree), "the run wrote {tree:?} rows");
             assert_eq!(Tree::from_id(tree.id()), Some(tree));
         }
+    }
+
+    // Ensures a lease row stored with a lock delay of 0 (as leases were
+    // written before they kept non-zero numbers) loads as no delay, writes
+    // back without it, and that a session id of 0 is refused.
+    #[test]
+    fn zero_lock_delay_rows_load_as_none() {
+        let row = r#"{"owner":"w","token":7,"ttl_ms":1000,"deadline":12,"lock_delay_ms":0}"#;
+        let table = load([(Tree::Leases, b"a".to_vec(), row.to_owned())].into_iter());
+        let lease = &table.leases["a"];
+        assert_eq!((lease.token, lease.lock_delay_ms()), (7, None));
+        let dump: Vec<_> = table.rows().filter_map(|r| r.value).map(|v| serde_json::to_string(&v).unwrap()).collect();
+        assert!(dump.iter().all(|v| !v.contains("lock_delay_ms")), "{dump:?}");
+        let mut loader = TableLoader::default();
+        let row = r#"{"owner":"w","token":7,"ttl_ms":1000,"deadline":12,"session":0}"#;
+        assert!(loader.load(Tree::Leases, b"a", &mut serde_json::Deserializer::from_str(row)).is_err());
     }
 
     // Ensures a checkpoint right after another writes only the clock.

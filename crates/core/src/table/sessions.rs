@@ -51,7 +51,7 @@ impl LockTable {
         let locks = session
             .locks
             .iter()
-            .map(|name| SessionLock { name: name.clone(), token: self.leases[name].token })
+            .map(|name| SessionLock { name: name.clone(), token: self.leases[name.as_str()].token })
             .collect();
         Some(SessionView { locks: Some(locks), ..self.session_view(id, session) })
     }
@@ -131,7 +131,7 @@ impl LockTable {
             return Err(LockError::SessionNotFound { session: id });
         }
         match self.leases.get(name) {
-            Some(lease) if lease.session != Some(id) => Err(LockError::Invalid(InvalidCommand {
+            Some(lease) if lease.session() != Some(id) => Err(LockError::Invalid(InvalidCommand {
                 field: "session".into(),
                 reason: format!("lock {name:?} is not held under session {id}"),
             })),
@@ -258,10 +258,10 @@ impl LockTable {
         let mut freed = Vec::new();
         for (id, session) in ended {
             for name in session.locks {
-                let lease = self.leases.remove(&name).expect("session locks match leases");
+                let lease = self.leases.remove(name.as_str()).expect("session locks match leases");
                 let kind = match why {
                     SessionEnd::Expired => EventKind::Expired {
-                        owner: lease.owner.clone(),
+                        owner: lease.owner.to_string(),
                         token: lease.token,
                         delayed_until_tick: self.delay_after_expiry(&name, &lease),
                         held_ticks: self.held_ticks(&lease),
