@@ -51,6 +51,28 @@ pub(super) fn page_of(row_key: &[u8]) -> Vec<u8> {
     key
 }
 
+/// One half of the slots of every tree: pages loaded on two threads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Half {
+    Lower,
+    Upper,
+}
+
+/// The sled key ranges of the pages in `half` of each tree's slots (for
+/// every possible tree id byte, so that a page of an unknown tree is still
+/// read, and refused).
+pub(super) fn ranges(half: Half) -> impl Iterator<Item = std::ops::Range<Vec<u8>>> {
+    let middle = ((PAGES / 2) as u32).to_be_bytes();
+    (1..=u8::MAX).map(move |tree| {
+        let (lower, upper) = ([tree].to_vec(), [&[tree][..], &middle].concat());
+        let next = if tree < u8::MAX { vec![tree + 1] } else { vec![u8::MAX; 6] };
+        match half {
+            Half::Lower => lower..upper,
+            Half::Upper => upper..next,
+        }
+    })
+}
+
 /// A page's rows, keyed by row key.
 pub(super) type Page = BTreeMap<Vec<u8>, Vec<u8>>;
 

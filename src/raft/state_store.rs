@@ -75,6 +75,9 @@ const INSTALLING: &str = "installing.snap";
 const CACHE_BYTES: u64 = 16 << 20;
 /// Rows per sled batch while installing a snapshot or copying a generation.
 const BATCH_ROWS: usize = 10_000;
+/// Records written through one handle of a fresh generation before it is
+/// opened afresh (see [`GenerationWriter`]).
+const REOPEN_ROWS: usize = 50_000;
 /// Bytes sled takes on disk per byte of records written into it, about:
 /// a fresh generation of the soak's rows took 3× their bytes.
 const SLED_BYTES_PER_BYTE: u64 = 3;
@@ -298,20 +301,30 @@ impl StateStore {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Loads the table from the rows: the pages of each tree's lower half of
+    /// slots on one thread and of its upper half on another, each sorted
+    /// there, then joined. Decoding and sorting a million leases is most of
+    /// a restart, and a node has two cores or more.
     fn load(&self) -> io::Result<Loaded> {
         let (mut applied, mut membership) = (None, StoredMembership::default());
-        let mut loader = TableLoader::default();
         let db = self.lock().db.clone();
-        for row in db.iter() {
+        for row in db.range([META]..[META + 1]) {
             let (key, value) = row?;
-            match key.first() {
-                None => return Err(invalid("an empty key in the state")),
-                Some(&META) if &*key == APPLIED => applied = Some(serde_json::from_slice::<Applied>(&value)?.0),
-                Some(&META) if &*key == MEMBERSHIP => membership = serde_json::from_slice(&value)?,
-                Some(&META) => return Err(invalid("an unknown meta row in the state")),
-                Some(_) => load_page(&mut loader, &value)?,
+            match &*key {
+                APPLIED => applied = Some(serde_json::from_slice::<Applied>(&value)?.0),
+                MEMBERSHIP => membership = serde_json::from_slice(&value)?,
+                _ => return Err(invalid("an unknown meta row in the state")),
             }
         }
+        if db.first()?.is_some_and(|(key, _)| key.is_empty()) {
+            return Err(invalid("an empty key in the state"));
+        }
+        let (lower, upper) = std::thread::scope(|scope| {
+            let upper = scope.spawn(|| load_pages(&db, pages::Half::Upper));
+            let lower = load_pages(&db, pages::Half::Lower);
+            (lower, upper.join().map_err(|_| io::Error::other("loading the upper pages panicked")))
+        });
+        let loader = lower?.join(upper??);
         let meta = applied.map(|last_log_id| SnapshotMeta { last_log_id, last_membership: membership });
         Ok(Loaded { meta, table: loader.finish() })
     }
@@ -402,14 +415,19 @@ impl StateStore {
 
     /// Writes a new generation with `fill`, makes it durable, switches to
     /// it and deletes the old one.
-    fn switch(&self, current: &mut Current, fill: impl FnOnce(&sled::Db) -> io::Result<()>) -> io::Result<()> {
+    fn switch(
+        &self,
+        current: &mut Current,
+        fill: impl FnOnce(&mut GenerationWriter) -> io::Result<()>,
+    ) -> io::Result<()> {
         let next = current.generation + 1;
         let dir = generation_dir(&self.0.root, next);
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
-        let db = open_db(&dir)?;
-        fill(&db)?;
+        let mut writer = GenerationWriter::open(dir.clone())?;
+        fill(&mut writer)?;
+        let db = writer.finish()?;
         sync(&db, &dir)?;
         // Taken before reopening: a reopened sled reports its files rounded
         // up to whole segments.
@@ -497,24 +515,18 @@ impl StateStore {
         let mut reader = SnapshotReader::open(source)?;
         let meta = reader.meta().clone();
         let mut loader = TableLoader::default();
-        self.switch(&mut current, |db| {
-            let (mut batch, mut in_batch) = (sled::Batch::default(), 0);
+        self.switch(&mut current, |next| {
             while let Some((key, value)) = reader.next_row()? {
                 if key.first().is_none_or(|&id| id == META) {
                     return Err(invalid("a snapshot record that is not a page"));
                 }
                 load_page(&mut loader, &value)?;
-                batch.insert(key, value);
-                in_batch += 1;
-                if in_batch == BATCH_ROWS {
-                    db.apply_batch(std::mem::take(&mut batch))?;
-                    in_batch = 0;
-                }
+                next.insert(key, value)?;
             }
             for (key, value) in meta_rows(&meta)? {
-                batch.insert(key, value);
+                next.insert(key.to_vec(), value)?;
             }
-            Ok(db.apply_batch(batch)?)
+            Ok(())
         })?;
         current.meta = Some(meta.clone());
         if source.parent() == Some(self.0.snapshots.as_path()) {
@@ -544,34 +556,81 @@ fn sync(db: &sled::Db, dir: &Path) -> io::Result<()> {
     fsync_sled_files(dir)
 }
 
-/// Writes `rows` into the empty `db` with `changed` over them (a `None`
-/// deletes), each row once, in batches.
-fn merge_rows(rows: sled::Iter, mut changed: BTreeMap<Vec<u8>, Option<Vec<u8>>>, db: &sled::Db) -> io::Result<()> {
-    let (mut batch, mut in_batch) = (sled::Batch::default(), 0);
-    let current = rows.map(|row| row.map(|(key, value)| (key.to_vec(), value.to_vec())));
-    let mut add = |key: Vec<u8>, value: Vec<u8>| -> io::Result<()> {
-        batch.insert(key, value);
-        in_batch += 1;
-        if in_batch == BATCH_ROWS {
-            db.apply_batch(std::mem::take(&mut batch))?;
-            in_batch = 0;
-        }
-        Ok(())
-    };
-    for row in current {
+/// Writes `rows` into the empty generation `next` with `changed` over them
+/// (a `None` deletes), each row once.
+fn merge_rows(
+    rows: sled::Iter,
+    mut changed: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    next: &mut GenerationWriter,
+) -> io::Result<()> {
+    for row in rows {
         let (key, value) = row?;
-        match changed.remove(&key) {
-            Some(Some(new)) => add(key, new)?,
+        match changed.remove(&*key) {
+            Some(Some(new)) => next.insert(key.to_vec(), new)?,
             Some(None) => {}
-            None => add(key, value)?,
+            None => next.insert(key.to_vec(), value.to_vec())?,
         }
     }
     for (key, value) in changed {
         if let Some(value) = value {
-            add(key, value)?;
+            next.insert(key, value)?;
         }
     }
-    Ok(db.apply_batch(batch)?)
+    Ok(())
+}
+
+/// A fresh generation being written whole, in batches, opened afresh every
+/// [`REOPEN_ROWS`] records: sled 0.34 keeps every node written through a
+/// handle in memory for as long as the handle lives, so a handle that wrote
+/// a million leases' pages held hundreds of MB more than the table itself
+/// until it was dropped.
+pub(super) struct GenerationWriter {
+    dir: PathBuf,
+    /// `None` only while it is being reopened.
+    db: Option<sled::Db>,
+    batch: sled::Batch,
+    in_batch: usize,
+    since_open: usize,
+}
+
+impl GenerationWriter {
+    fn open(dir: PathBuf) -> io::Result<GenerationWriter> {
+        let db = open_db(&dir)?;
+        Ok(GenerationWriter { dir, db: Some(db), batch: sled::Batch::default(), in_batch: 0, since_open: 0 })
+    }
+
+    fn db(&self) -> io::Result<&sled::Db> {
+        self.db.as_ref().ok_or_else(|| io::Error::other("a generation failed to reopen"))
+    }
+
+    /// Adds the record `key`; writes a batch every [`BATCH_ROWS`].
+    fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) -> io::Result<()> {
+        self.batch.insert(key, value);
+        self.in_batch += 1;
+        if self.in_batch == BATCH_ROWS {
+            self.write_batch()?;
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self) -> io::Result<()> {
+        let batch = std::mem::take(&mut self.batch);
+        self.db()?.apply_batch(batch)?;
+        self.since_open += std::mem::take(&mut self.in_batch);
+        if self.since_open >= REOPEN_ROWS {
+            self.db()?.flush()?;
+            drop(self.db.take());
+            self.db = Some(reopen_db(&self.dir)?);
+            self.since_open = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes what is left; the generation is whole but not yet synced.
+    fn finish(mut self) -> io::Result<sled::Db> {
+        self.write_batch()?;
+        self.db.take().ok_or_else(|| io::Error::other("a generation failed to reopen"))
+    }
 }
 
 /// Writes every row of `table` to a snapshot file at `path`, as of `meta`:
@@ -589,6 +648,18 @@ pub(super) fn write_table(path: &Path, meta: &SnapshotMeta, table: &LockTable) -
         }
         Ok(())
     })
+}
+
+/// The rows of the pages in `half` of every tree's slots, sorted.
+fn load_pages(db: &sled::Db, half: pages::Half) -> io::Result<TableLoader> {
+    let mut loader = TableLoader::default();
+    for range in pages::ranges(half) {
+        for row in db.range(range) {
+            load_page(&mut loader, &row?.1)?;
+        }
+    }
+    loader.sort();
+    Ok(loader)
 }
 
 /// Adds the rows of the encoded page `page` to `loader`.
