@@ -200,7 +200,7 @@ impl Node {
         let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
             .await
             .map_err(|e| NodeError::Internal(e.to_string()))?;
-        tokio::spawn(raft::snapshot_by_size(raft.clone(), log_size, raft::SNAPSHOT_LOG_BYTES));
+        tokio::spawn(raft::checkpoint_when_due(raft.clone(), log_size, locks.clone()));
         let ticker = Ticker::new(
             raft.clone(),
             locks.clone(),

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
-pub use compaction::{snapshot_by_size, SNAPSHOT_LOG_BYTES};
+pub use compaction::{checkpoint_when_due, SNAPSHOT_LOG_BYTES};
 pub use format::FormatError;
 pub use log_store::LogStore;
 pub use network::{Network, SnapshotHead, APPEND_PATH, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
