@@ -38,6 +38,8 @@ const BULK_TTL_MS: u64 = 3_600_000;
 /// current lease count.
 const SETTLE: Duration = Duration::from_millis(7_000);
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How often the voters' RSS is sampled for its peak.
+const RSS_EVERY: Duration = Duration::from_millis(250);
 /// Whole acquires of one lease before it counts as failed.
 const ACQUIRE_ATTEMPTS: usize = 5;
 /// How long a new learner may take to apply what it was sent.
@@ -112,6 +114,10 @@ pub struct Checkpoint {
     /// Mean over the voters of (RSS now − RSS of the empty cluster) / leases.
     pub bytes_per_lease: u64,
     pub rss_mb: Vec<u64>,
+    /// Each voter's largest RSS (sampled every [`RSS_EVERY`]) since the
+    /// previous count: checkpoints made while the leases were created
+    /// take memory of their own for a while.
+    pub peak_rss_mb: Vec<u64>,
     pub data_dir_mb: Vec<u64>,
     /// Entries in the longest log (last index − purged index).
     pub max_log_entries: u64,
@@ -164,6 +170,8 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
     let voters: Vec<NodeId> = (1..=options.nodes as NodeId).collect();
     let client = Arc::new(Client::new(&cluster.endpoints()[..options.nodes])?);
     let empty_rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
+    let pids = voters.iter().map(|id| cluster.pid(*id).ok_or(ScaleError::NodeDown(*id))).collect::<Result<_, _>>()?;
+    let peaks = PeakRss::sample(pids);
 
     let mut checkpoints = Vec::new();
     let mut created = 0;
@@ -181,6 +189,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         let statuses = statuses(&client, &voters).await?;
         let rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
         let grown: u64 = rss.iter().zip(&empty_rss).map(|(now, empty)| now.saturating_sub(*empty)).sum();
+        let peak_rss_mb = peaks.take().iter().zip(&rss).map(|(peak, now)| (*peak).max(*now) >> 20).collect();
         let on_leader = (leader - 1) as usize;
         client.snapshot_of(on_leader).await?;
         churn(&client, CHURN_CYCLES).await?;
@@ -198,6 +207,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
             tick_apply_max_us: leader_status.storage.tick_apply_max_us,
             bytes_per_lease: grown / voters.len() as u64 / leases,
             rss_mb: rss.iter().map(|b| b >> 20).collect(),
+            peak_rss_mb,
             data_dir_mb: statuses.iter().map(|s| s.data_dir_bytes >> 20).collect(),
             max_log_entries: statuses.iter().map(log_entries).max().unwrap_or(0),
             checkpoint_ms: checkpoint.snapshot_build_ms.unwrap_or(0),
@@ -210,6 +220,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         checkpoints.push(checkpoint);
     }
 
+    drop(peaks);
     let follower = voters.iter().copied().find(|id| *id != leader).unwrap_or(leader);
     eprintln!("bulk: node {follower} is killed (-9) and started again");
     let target = client.status_of((leader - 1) as usize).await?.applied_index.unwrap_or(0);
@@ -451,6 +462,47 @@ fn log_entries(status: &ClusterStatus) -> u64 {
     status.last_log_index.unwrap_or(0).saturating_sub(status.purged_index.unwrap_or(0))
 }
 
+/// The largest RSS of each of some processes, sampled every [`RSS_EVERY`]
+/// until dropped.
+struct PeakRss {
+    peaks: Arc<std::sync::Mutex<Vec<u64>>>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl PeakRss {
+    fn sample(pids: Vec<u32>) -> PeakRss {
+        let peaks = Arc::new(std::sync::Mutex::new(vec![0; pids.len()]));
+        let shared = peaks.clone();
+        let sampler = tokio::spawn(async move {
+            loop {
+                for (i, pid) in pids.iter().enumerate() {
+                    // A process that is gone has no peak to add.
+                    if let Ok(rss) = proc_rss(&Path::new("/proc").join(pid.to_string()).join("status")) {
+                        let mut peaks = shared.lock().expect("no sampler panicked");
+                        peaks[i] = peaks[i].max(rss);
+                    }
+                }
+                tokio::time::sleep(RSS_EVERY).await;
+            }
+        });
+        PeakRss { peaks, sampler }
+    }
+
+    /// The peaks since the last take, starting over.
+    fn take(&self) -> Vec<u64> {
+        let mut peaks = self.peaks.lock().expect("no sampler panicked");
+        let taken = peaks.clone();
+        peaks.iter_mut().for_each(|p| *p = 0);
+        taken
+    }
+}
+
+impl Drop for PeakRss {
+    fn drop(&mut self) {
+        self.sampler.abort();
+    }
+}
+
 /// Resident memory of node `id`'s process, from `/proc/PID/status`.
 fn rss_bytes(cluster: &LocalCluster, id: NodeId) -> Result<u64, ScaleError> {
     let pid = cluster.pid(id).ok_or(ScaleError::NodeDown(id))?;
@@ -472,8 +524,8 @@ pub fn markdown(report: &ScaleReport) -> String {
     let (holders, per_sec) = if sessions { ("live sessions | ", "sessions/s") } else { ("", "acquires/s") };
     let mut out = format!(
         "# leasehold lock scale: {}-node cluster\n\nCommand: `{}`\n\n\
-         | {holders}live leases | {per_sec} | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | data dir MB per node | longest log (entries) | checkpoint after {CHURN_CYCLES} cycles: ms | rows | KB | snapshot file MB | streamed and downloaded in ms |\n\
-         |{}---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|\n",
+         | {holders}live leases | {per_sec} | Tick apply p50 µs | Tick apply max µs | bytes/lease (RSS) | RSS MB per node | peak RSS MB per node since the row before | data dir MB per node | longest log (entries) | checkpoint after {CHURN_CYCLES} cycles: ms | rows | KB | snapshot file MB | streamed and downloaded in ms |\n\
+         |{}---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n",
         report.nodes,
         report.command,
         if sessions { "---:|" } else { "" },
@@ -483,13 +535,14 @@ pub fn markdown(report: &ScaleReport) -> String {
             out.push_str(&format!("| {n} "));
         }
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
+            "| {} | {:.0} | {} | {} | {} | {:?} | {:?} | {:?} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
             c.leases,
             c.acquires_per_sec,
             c.tick_apply_p50_us,
             c.tick_apply_max_us,
             c.bytes_per_lease,
             c.rss_mb,
+            c.peak_rss_mb,
             c.data_dir_mb,
             c.max_log_entries,
             c.checkpoint_ms,
