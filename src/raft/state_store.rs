@@ -18,8 +18,9 @@
 //! writes them with the applied id in one batch, flushes sled and fsyncs its
 //! files (sled's own flush ends in `sync_file_range`, which a power cut does
 //! not respect). openraft purges the log only behind a snapshot, hence
-//! behind a checkpoint. At start, the rows are loaded and openraft replays
-//! the log after the checkpoint. A checkpoint costs what changed since the
+//! behind a checkpoint. At start, the rows are loaded (on two threads, each
+//! taking half of every tree's pages) and openraft replays the log after
+//! the checkpoint. A checkpoint costs what changed since the
 //! last one, however many leases are live.
 //!
 //! **Snapshots.** Between checkpoints sled is written by nothing else, so it
@@ -41,7 +42,8 @@
 //! × [`SLED_BYTES_PER_BYTE`]), or one of more than [`MAX_BATCH_RECORDS`]
 //! pages, is written into a fresh generation instead:
 //! each row once, the checkpoint's value where it has one and the current
-//! one otherwise; then the new database is synced, `CURRENT` switched
+//! one otherwise, through a handle opened afresh every [`REOPEN_ROWS`]
+//! records ([`GenerationWriter`]); then the new database is synced, `CURRENT` switched
 //! (written whole: temporary file, fsync, rename) and the old one deleted.
 //! A rewrite costs
 //! the table's size but comes only after about as many bytes of changes,

@@ -60,8 +60,8 @@ impl<K: Ord, V> From<BTreeMap<K, V>> for Tracked<K, V> {
     }
 }
 
-/// Every note is a clone of the map's own key, so keys that share their
-/// text (`Arc<str>`) are noted without a copy of it.
+/// A note of a key already in the map is a clone of the map's own key, so
+/// keys that share their text (`Arc<str>`) are noted without a copy of it.
 impl<K: Ord + Hash + Clone, V> Tracked<K, V> {
     pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         let old = self.map.insert(key.clone(), value);
