@@ -111,6 +111,7 @@ impl LockState {
             snapshot_install_ms: state.snapshot.install_ms,
             checkpoint_rows: state.snapshot.checkpoint_rows,
             checkpoint_bytes: state.snapshot.checkpoint_bytes,
+            checkpoint_in_progress: store.writing(),
         }
     }
 

@@ -54,7 +54,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -148,6 +148,8 @@ struct Inner {
     received: AtomicU64,
     /// Size of the last snapshot file written or installed; 0 before one.
     file_bytes: AtomicU64,
+    /// Checkpoints and installs under way.
+    writing: AtomicUsize,
 }
 
 /// The generation in use and the last checkpoint in it.
@@ -277,6 +279,7 @@ impl StateStore {
             current: Mutex::new(current),
             received: AtomicU64::new(0),
             file_bytes: AtomicU64::new(0),
+            writing: AtomicUsize::new(0),
         }));
         let installing = snapshots.join(INSTALLING);
         if installing.exists() {
@@ -295,6 +298,18 @@ impl StateStore {
         store.lock().meta = loaded.meta.clone();
         store.remove_stale_files(loaded.meta.as_ref())?;
         Ok((store, loaded))
+    }
+
+    /// Whether a checkpoint or an install is under way.
+    pub fn writing(&self) -> bool {
+        self.0.writing.load(Ordering::Relaxed) > 0
+    }
+
+    /// Counts a checkpoint or an install as under way until the guard is
+    /// dropped.
+    fn writing_until_dropped(&self) -> Writing<'_> {
+        self.0.writing.fetch_add(1, Ordering::Relaxed);
+        Writing(&self.0.writing)
     }
 
     fn lock(&self) -> MutexGuard<'_, Current> {
@@ -346,6 +361,7 @@ impl StateStore {
     /// grown too far past its rows. A checkpoint older than the state (an
     /// install overtook it) is dropped: its rows describe a replaced table.
     pub(super) fn checkpoint(&self, checkpoint: Checkpoint) -> io::Result<Written> {
+        let _writing = self.writing_until_dropped();
         // Encoded and grouped by page before the lock is taken.
         let mut changes: BTreeMap<Vec<u8>, Vec<Change<Vec<u8>>>> = BTreeMap::new();
         let changed_rows = checkpoint.rows.len() as u64;
@@ -357,59 +373,57 @@ impl StateStore {
         if current.meta.as_ref().is_some_and(|c| c.last_log_id >= checkpoint.meta.last_log_id) {
             return Ok(Written { rows: 0, bytes: 0 });
         }
-        // Sorted, so that a rewrite can merge them into the copied records
-        // in one pass; `None` deletes a page that has no rows left.
-        let mut rows = BTreeMap::new();
         let mut written = Written { rows: changed_rows, bytes: 0 };
-        for (page_key, page_changes) in changes {
-            let mut page = match current.db.get(&page_key)? {
-                Some(stored) => pages::decode(&stored)?,
-                None => Page::new(),
-            };
-            for (key, value) in page_changes {
-                match value {
-                    Some(value) => _ = page.insert(key, value),
-                    None => _ = page.remove(&key),
-                }
-            }
-            let value = (!page.is_empty()).then(|| pages::encode(&page));
-            written.bytes += (page_key.len() + value.as_ref().map_or(0, Vec::len)) as u64;
-            rows.insert(page_key, value);
-        }
-        for (key, value) in meta_rows(&checkpoint.meta)? {
-            rows.insert(key.to_vec(), Some(value));
-        }
         let size = current.db.size_on_disk()?;
-        // A checkpoint that would take the database past the limit goes
-        // into a fresh generation instead: each record written once, the
-        // checkpoint's value where it has one, the current one otherwise.
-        // So a generation never grows much past the limit, and the next
-        // starts at the live rows' size. So does a checkpoint too large for
-        // one batch: the fresh generation is written in many, and counts
-        // only once it is whole.
-        let growth = SLED_BYTES_PER_BYTE * written.bytes;
-        let limit = COMPACT_FLOOR.max(COMPACT_FACTOR * current.compacted_bytes);
-        if size + growth > limit || rows.len() > MAX_BATCH_RECORDS {
-            let started = std::time::Instant::now();
-            let db = current.db.clone();
-            self.switch(&mut current, |next| merge_rows(db.iter(), rows, next))?;
-            tracing::info!(
-                before = size,
-                after = current.compacted_bytes,
-                ms = started.elapsed().as_millis() as u64,
-                "rewrote the state into a new generation"
-            );
+        // A checkpoint goes into a fresh generation when it is too large for
+        // one batch (which it must be, to be atomic), or would take the
+        // database past the limit: each record written once, edited where
+        // the checkpoint changed it, copied otherwise. So a generation
+        // never grows much past the limit, the next starts at the live
+        // rows' size, and the fresh one counts only once it is whole.
+        let mut edits: BTreeMap<Vec<u8>, Edit> = if changes.len() > MAX_BATCH_RECORDS {
+            // Each page edited as it is copied: reading them all first kept
+            // every edited page of a million-lease table in memory at once.
+            changes.into_iter().map(|(page_key, rows)| (page_key, Edit::Rows(rows))).collect()
         } else {
-            let mut batch = sled::Batch::default();
-            for (key, value) in rows {
-                match value {
-                    Some(value) => batch.insert(key, value),
-                    None => batch.remove(key),
-                }
+            let mut pages = BTreeMap::new();
+            for (page_key, rows) in changes {
+                let value = edit_page(current.db.get(&page_key)?.as_deref(), rows)?;
+                written.bytes += (page_key.len() + value.as_ref().map_or(0, Vec::len)) as u64;
+                pages.insert(page_key, value);
             }
-            current.db.apply_batch(batch)?;
-            sync(&current.db, &generation_dir(&self.0.root, current.generation))?;
+            let limit = COMPACT_FLOOR.max(COMPACT_FACTOR * current.compacted_bytes);
+            if size + SLED_BYTES_PER_BYTE * written.bytes <= limit {
+                let mut batch = sled::Batch::default();
+                for (key, value) in meta_rows(&checkpoint.meta)? {
+                    batch.insert(key, value);
+                }
+                for (key, value) in pages {
+                    match value {
+                        Some(value) => batch.insert(key, value),
+                        None => batch.remove(key),
+                    }
+                }
+                current.db.apply_batch(batch)?;
+                sync(&current.db, &generation_dir(&self.0.root, current.generation))?;
+                self.remove_stale_files(Some(&checkpoint.meta))?;
+                current.meta = Some(checkpoint.meta);
+                return Ok(written);
+            }
+            pages.into_iter().map(|(page_key, value)| (page_key, Edit::Record(value))).collect()
+        };
+        for (key, value) in meta_rows(&checkpoint.meta)? {
+            edits.insert(key.to_vec(), Edit::Record(Some(value)));
         }
+        let started = std::time::Instant::now();
+        let db = current.db.clone();
+        self.switch(&mut current, |next| merge_edits(db.iter(), edits, next, &mut written.bytes))?;
+        tracing::info!(
+            before = size,
+            after = current.compacted_bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "rewrote the state into a new generation"
+        );
         self.remove_stale_files(Some(&checkpoint.meta))?;
         current.meta = Some(checkpoint.meta);
         Ok(written)
@@ -511,6 +525,7 @@ impl StateStore {
     /// A file in this node's snapshot folder becomes the snapshot file of
     /// the new checkpoint.
     pub(super) fn install(&self, source: &Path) -> io::Result<(SnapshotMeta, LockTable)> {
+        let _writing = self.writing_until_dropped();
         snapshot_file::verify(source)?;
         self.0.file_bytes.store(fs::metadata(source)?.len(), Ordering::Relaxed);
         let mut current = self.lock();
@@ -558,25 +573,77 @@ fn sync(db: &sled::Db, dir: &Path) -> io::Result<()> {
     fsync_sled_files(dir)
 }
 
-/// Writes `rows` into the empty generation `next` with `changed` over them
-/// (a `None` deletes), each row once.
-fn merge_rows(
-    rows: sled::Iter,
-    mut changed: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+/// One checkpoint or install under way, until dropped.
+struct Writing<'a>(&'a AtomicUsize);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a checkpoint does to one sled record.
+enum Edit {
+    /// Changes to the rows of the page stored there (a `None` value
+    /// deletes a row).
+    Rows(Vec<Change<Vec<u8>>>),
+    /// The record's new value, `None` to delete it: a page already edited,
+    /// or a meta row.
+    Record(Option<Vec<u8>>),
+}
+
+/// The page `stored` (none: an empty one) with `changes` made to it,
+/// encoded; `None` once it has no rows left.
+fn edit_page(stored: Option<&[u8]>, changes: Vec<Change<Vec<u8>>>) -> io::Result<Option<Vec<u8>>> {
+    let mut page = match stored {
+        Some(stored) => pages::decode(stored)?,
+        None => Page::new(),
+    };
+    for (key, value) in changes {
+        match value {
+            Some(value) => _ = page.insert(key, value),
+            None => _ = page.remove(&key),
+        }
+    }
+    Ok((!page.is_empty()).then(|| pages::encode(&page)))
+}
+
+/// Copies the records of `old` into the empty generation `next`, each with
+/// its edit where `edits` has one, and writes the records only `edits`
+/// has; adds the bytes of the pages it edits row by row to `bytes`.
+fn merge_edits(
+    old: sled::Iter,
+    edits: BTreeMap<Vec<u8>, Edit>,
     next: &mut GenerationWriter,
+    bytes: &mut u64,
 ) -> io::Result<()> {
-    for row in rows {
-        let (key, value) = row?;
-        match changed.remove(&*key) {
-            Some(Some(new)) => next.insert(key.to_vec(), new)?,
-            Some(None) => {}
+    let mut edited = |next: &mut GenerationWriter, key: Vec<u8>, edit: Edit, stored: Option<&[u8]>| {
+        let value = match edit {
+            Edit::Rows(rows) => {
+                let value = edit_page(stored, rows)?;
+                *bytes += (key.len() + value.as_ref().map_or(0, Vec::len)) as u64;
+                value
+            }
+            Edit::Record(value) => value,
+        };
+        match value {
+            Some(value) => next.insert(key, value),
+            None => Ok(()),
+        }
+    };
+    let mut edits = edits.into_iter().peekable();
+    for record in old {
+        let (key, value) = record?;
+        while let Some((new_key, edit)) = edits.next_if(|(k, _)| k.as_slice() < &*key) {
+            edited(next, new_key, edit, None)?;
+        }
+        match edits.next_if(|(k, _)| k.as_slice() == &*key) {
+            Some((key, edit)) => edited(next, key, edit, Some(&value))?,
             None => next.insert(key.to_vec(), value.to_vec())?,
         }
     }
-    for (key, value) in changed {
-        if let Some(value) = value {
-            next.insert(key, value)?;
-        }
+    for (key, edit) in edits {
+        edited(next, key, edit, None)?;
     }
     Ok(())
 }

@@ -4,8 +4,9 @@
 //! and at each checkpoint (1k, 10k, 100k, 1M, then N) lets 64 Ticks pass and
 //! reads every node's status: Tick apply time (p50 and max of the last 64
 //! Ticks, which now all ran over this many leases), resident memory
-//! (`VmRSS`) against the empty cluster's, hence bytes per lease, the data
-//! folder's size and the log's length. Then the leader checkpoints (what
+//! (`VmRSS`, once no node is writing a checkpoint) against the empty
+//! cluster's, hence bytes per lease, with each node's peak RSS sampled
+//! meanwhile, the data folder's size and the log's length. Then the leader checkpoints (what
 //! openraft calls a snapshot) to absorb the creation, a fixed churn of
 //! [`CHURN_CYCLES`] lock cycles runs, and the leader checkpoints again: that
 //! checkpoint's time, rows and bytes are what the same churn costs at this
@@ -38,6 +39,8 @@ const BULK_TTL_MS: u64 = 3_600_000;
 /// current lease count.
 const SETTLE: Duration = Duration::from_millis(7_000);
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// The longest wait for the voters' checkpoints to end before their RSS is read.
+const REST_BOUND: Duration = Duration::from_secs(120);
 /// How often the voters' RSS is sampled for its peak.
 const RSS_EVERY: Duration = Duration::from_millis(250);
 /// Whole acquires of one lease before it counts as failed.
@@ -111,7 +114,8 @@ pub struct Checkpoint {
     pub acquires_per_sec: f64,
     pub tick_apply_p50_us: u64,
     pub tick_apply_max_us: u64,
-    /// Mean over the voters of (RSS now − RSS of the empty cluster) / leases.
+    /// Mean over the voters of (RSS − RSS of the empty cluster) / leases,
+    /// the RSS read once no voter is writing a checkpoint (see [`at_rest`]).
     pub bytes_per_lease: u64,
     pub rss_mb: Vec<u64>,
     /// Each voter's largest RSS (sampled every [`RSS_EVERY`]) since the
@@ -186,7 +190,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
         created = target;
         let leases = target * locks_each;
         tokio::time::sleep(SETTLE).await;
-        let statuses = statuses(&client, &voters).await?;
+        let statuses = at_rest(&client, &voters).await?;
         let rss = voters.iter().map(|id| rss_bytes(&cluster, *id)).collect::<Result<Vec<_>, _>>()?;
         let grown: u64 = rss.iter().zip(&empty_rss).map(|(now, empty)| now.saturating_sub(*empty)).sum();
         let peak_rss_mb = peaks.take().iter().zip(&rss).map(|(peak, now)| (*peak).max(*now) >> 20).collect();
@@ -447,6 +451,20 @@ async fn applied_through(client: &Client, index: u64) -> Result<ClusterStatus, S
             Ok(status) if Instant::now() > give_up => return Ok(status),
             _ => tokio::time::sleep(Duration::from_millis(50)).await,
         }
+    }
+}
+
+/// The voters' statuses once none of them is writing a checkpoint (or
+/// after [`REST_BOUND`], as they are then): the memory a checkpoint takes
+/// for a while is reported as the peak, not as what the leases cost.
+async fn at_rest(client: &Client, voters: &[NodeId]) -> Result<Vec<ClusterStatus>, ClientError> {
+    let give_up = Instant::now() + REST_BOUND;
+    loop {
+        let statuses = statuses(client, voters).await?;
+        if Instant::now() > give_up || statuses.iter().all(|s| !s.storage.checkpoint_in_progress) {
+            return Ok(statuses);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -195,6 +195,10 @@ pub struct StoreStats {
     /// Bytes of keys and values the last checkpoint wrote.
     #[serde(default)]
     pub checkpoint_bytes: Option<u64>,
+    /// Whether this node is writing a checkpoint or installing a snapshot
+    /// right now: work that takes memory and CPU of its own for a while.
+    #[serde(default)]
+    pub checkpoint_in_progress: bool,
 }
 
 /// `GET /v1/cluster/nodes`: every member's own status, as the node asked
