@@ -4,7 +4,7 @@
 //! and at each checkpoint (1k, 10k, 100k, 1M, then N) lets 64 Ticks pass and
 //! reads every node's status: Tick apply time (p50 and max of the last 64
 //! Ticks, which now all ran over this many leases), resident memory
-//! (`VmRSS`, once no node is writing a checkpoint) against the empty
+//! (`VmRSS`, once no node has written a checkpoint for 5 s) against the empty
 //! cluster's, hence bytes per lease, with each node's peak RSS sampled
 //! meanwhile, the data folder's size and the log's length. Then the leader checkpoints (what
 //! openraft calls a snapshot) to absorb the creation, a fixed churn of
@@ -39,7 +39,9 @@ const BULK_TTL_MS: u64 = 3_600_000;
 /// current lease count.
 const SETTLE: Duration = Duration::from_millis(7_000);
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-/// The longest wait for the voters' checkpoints to end before their RSS is read.
+/// How long no voter may have written a checkpoint before their RSS is read.
+const REST_QUIET: Duration = Duration::from_secs(5);
+/// The longest wait for that.
 const REST_BOUND: Duration = Duration::from_secs(120);
 /// How often the voters' RSS is sampled for its peak.
 const RSS_EVERY: Duration = Duration::from_millis(250);
@@ -115,7 +117,8 @@ pub struct Checkpoint {
     pub tick_apply_p50_us: u64,
     pub tick_apply_max_us: u64,
     /// Mean over the voters of (RSS − RSS of the empty cluster) / leases,
-    /// the RSS read once no voter is writing a checkpoint (see [`at_rest`]).
+    /// the RSS read once no voter has written a checkpoint for a while
+    /// (see [`at_rest`]).
     pub bytes_per_lease: u64,
     pub rss_mb: Vec<u64>,
     /// Each voter's largest RSS (sampled every [`RSS_EVERY`]) since the
@@ -454,14 +457,21 @@ async fn applied_through(client: &Client, index: u64) -> Result<ClusterStatus, S
     }
 }
 
-/// The voters' statuses once none of them is writing a checkpoint (or
-/// after [`REST_BOUND`], as they are then): the memory a checkpoint takes
-/// for a while is reported as the peak, not as what the leases cost.
+/// The voters' statuses once none of them has written a checkpoint for
+/// [`REST_QUIET`] (or after [`REST_BOUND`], as they are then): the memory a
+/// checkpoint takes for a while is reported as the peak, not as what the
+/// leases cost. (The allocator gives a checkpoint's memory back to the
+/// system a second or two after it ends: read at once, an RSS still held
+/// up to 200 MB of it.)
 async fn at_rest(client: &Client, voters: &[NodeId]) -> Result<Vec<ClusterStatus>, ClientError> {
     let give_up = Instant::now() + REST_BOUND;
+    let mut quiet_since = Instant::now();
     loop {
         let statuses = statuses(client, voters).await?;
-        if Instant::now() > give_up || statuses.iter().all(|s| !s.storage.checkpoint_in_progress) {
+        if statuses.iter().any(|s| s.storage.checkpoint_in_progress) {
+            quiet_since = Instant::now();
+        }
+        if Instant::now() > give_up || quiet_since.elapsed() >= REST_QUIET {
             return Ok(statuses);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
