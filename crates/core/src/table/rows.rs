@@ -364,18 +364,20 @@ impl TableLoader {
     /// given twice: loaders filled from parts of the rows on several
     /// threads sort there, and [`join`](Self::join) merges them in one pass.
     pub fn sort(&mut self) {
-        self.leases.sort_by(|a, b| a.0.cmp(&b.0));
-        self.queues.sort_by(|a, b| a.0.cmp(&b.0));
-        self.delays.sort_by(|a, b| a.0.cmp(&b.0));
-        self.sessions.sort_by_key(|row| row.0);
-        self.requests.sort_by(|a, b| a.0.cmp(&b.0));
-        self.records.sort_by(|a, b| a.0.cmp(&b.0));
-        self.gates.sort_by(|a, b| a.0.cmp(&b.0));
+        by_key(&mut self.leases);
+        by_key(&mut self.queues);
+        by_key(&mut self.delays);
+        by_key(&mut self.sessions);
+        by_key(&mut self.requests);
+        by_key(&mut self.records);
+        by_key(&mut self.gates);
     }
 
     /// The rows of both loaders, `later`'s after `self`'s where a key is in
     /// both; each [`sort`](Self::sort)ed, so the result is too (and
-    /// [`finish`](Self::finish) then sorts it in one pass).
+    /// [`finish`](Self::finish) then sorts it in one pass). Merged here,
+    /// not appended for `finish`'s stable sort to merge: that measured about
+    /// a fifth slower for a million leases' two halves.
     pub fn join(self, later: TableLoader) -> TableLoader {
         TableLoader {
             clock: later.clock.or(self.clock),
@@ -403,6 +405,11 @@ impl TableLoader {
             sessions: BTreeMap::from_iter(self.sessions),
         })
     }
+}
+
+/// Sorts rows by key, stably.
+fn by_key<K: Ord, V>(rows: &mut [(K, V)]) {
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
 }
 
 /// Merges two runs sorted by key into one, `a`'s row first where both
@@ -582,8 +589,8 @@ mod tests {
         let rows: Vec<_> =
             table.rows().map(|r| (r.tree, r.key, serde_json::to_string(&r.value.expect("a value")).unwrap())).collect();
         let (mut first, mut second) = (TableLoader::default(), TableLoader::default());
-        for (i, (tree, key, value)) in rows.iter().enumerate() {
-            let part = if (i * 7919) % 3 == 0 { &mut first } else { &mut second };
+        for (tree, key, value) in &rows {
+            let part = if dice.below(3) == 0 { &mut first } else { &mut second };
             part.load(*tree, key, &mut serde_json::Deserializer::from_str(value)).expect("a row loads");
         }
         first.sort();
