@@ -381,10 +381,10 @@ impl StateStore {
         // the checkpoint changed it, copied otherwise. So a generation
         // never grows much past the limit, the next starts at the live
         // rows' size, and the fresh one counts only once it is whole.
-        let mut edits: BTreeMap<Vec<u8>, Edit> = if changes.len() > MAX_BATCH_RECORDS {
+        let rewrite: Option<BTreeMap<Vec<u8>, Edit>> = if changes.len() > MAX_BATCH_RECORDS {
             // Each page edited as it is copied: reading them all first kept
             // every edited page of a million-lease table in memory at once.
-            changes.into_iter().map(|(page_key, rows)| (page_key, Edit::Rows(rows))).collect()
+            Some(changes.into_iter().map(|(page_key, rows)| (page_key, Edit::Rows(rows))).collect())
         } else {
             let mut pages = BTreeMap::new();
             for (page_key, rows) in changes {
@@ -394,39 +394,66 @@ impl StateStore {
             }
             let limit = COMPACT_FLOOR.max(COMPACT_FACTOR * current.compacted_bytes);
             if size + SLED_BYTES_PER_BYTE * written.bytes <= limit {
-                let mut batch = sled::Batch::default();
-                for (key, value) in meta_rows(&checkpoint.meta)? {
-                    batch.insert(key, value);
-                }
-                for (key, value) in pages {
-                    match value {
-                        Some(value) => batch.insert(key, value),
-                        None => batch.remove(key),
-                    }
-                }
-                current.db.apply_batch(batch)?;
-                sync(&current.db, &generation_dir(&self.0.root, current.generation))?;
-                self.remove_stale_files(Some(&checkpoint.meta))?;
-                current.meta = Some(checkpoint.meta);
-                return Ok(written);
+                self.write_in_place(&current, &checkpoint.meta, pages)?;
+                None
+            } else {
+                Some(pages.into_iter().map(|(page_key, value)| (page_key, Edit::Record(value))).collect())
             }
-            pages.into_iter().map(|(page_key, value)| (page_key, Edit::Record(value))).collect()
         };
-        for (key, value) in meta_rows(&checkpoint.meta)? {
+        if let Some(edits) = rewrite {
+            self.rewrite(&mut current, size, &checkpoint.meta, edits, &mut written.bytes)?;
+        }
+        self.remove_stale_files(Some(&checkpoint.meta))?;
+        current.meta = Some(checkpoint.meta);
+        Ok(written)
+    }
+
+    /// Writes the edited `pages` (a `None` deletes one) and `meta` into the
+    /// current generation in one batch, and makes them durable.
+    fn write_in_place(
+        &self,
+        current: &Current,
+        meta: &SnapshotMeta,
+        pages: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ) -> io::Result<()> {
+        let mut batch = sled::Batch::default();
+        for (key, value) in meta_rows(meta)? {
+            batch.insert(key, value);
+        }
+        for (key, value) in pages {
+            match value {
+                Some(value) => batch.insert(key, value),
+                None => batch.remove(key),
+            }
+        }
+        current.db.apply_batch(batch)?;
+        sync(&current.db, &generation_dir(&self.0.root, current.generation))
+    }
+
+    /// Writes the current generation's records (`before` bytes on disk)
+    /// with `edits` and `meta` into a fresh one and switches to it; adds the
+    /// bytes of the pages it edits to `bytes`.
+    fn rewrite(
+        &self,
+        current: &mut Current,
+        before: u64,
+        meta: &SnapshotMeta,
+        mut edits: BTreeMap<Vec<u8>, Edit>,
+        bytes: &mut u64,
+    ) -> io::Result<()> {
+        for (key, value) in meta_rows(meta)? {
             edits.insert(key.to_vec(), Edit::Record(Some(value)));
         }
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let db = current.db.clone();
-        self.switch(&mut current, |next| merge_edits(db.iter(), edits, next, &mut written.bytes))?;
+        self.switch(current, |next| merge_edits(db.iter(), edits, next, bytes))?;
         tracing::info!(
-            before = size,
+            before,
             after = current.compacted_bytes,
             ms = started.elapsed().as_millis() as u64,
             "rewrote the state into a new generation"
         );
-        self.remove_stale_files(Some(&checkpoint.meta))?;
-        current.meta = Some(checkpoint.meta);
-        Ok(written)
+        Ok(())
     }
 
     /// Writes a new generation with `fill`, makes it durable, switches to
@@ -780,6 +807,7 @@ fn fsync_sled_files(dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use leasehold_core::Command;
+    use std::collections::BTreeSet;
 
     fn meta(index: u64) -> SnapshotMeta {
         let log_id = openraft::LogId::new(super::super::CommittedLeaderId { term: 1, node_id: 1 }, index);
@@ -903,5 +931,44 @@ mod tests {
         assert_eq!(on_disk.len(), 2, "CURRENT and one generation");
         drop(store);
         assert_eq!(open(dir.path()).1.table, table, "the last generation holds the table");
+    }
+
+    // Ensures a checkpoint of more pages than one batch may hold is written
+    // into a fresh generation with each page edited as it is copied: pages
+    // only the old generation has are kept, pages both have get the changed
+    // rows (a released lease deleted), new pages are added, and a reopened
+    // store loads exactly the table.
+    #[test]
+    fn a_checkpoint_too_large_for_a_batch_edits_pages_as_it_copies_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, _) = open(dir.path());
+        let mut table = LockTable::new();
+        table.apply(&Command::Tick { period_ms: 100 }, 1);
+        let mut index = 1;
+        for lock in 0..2_000 {
+            index += 1;
+            table.apply(&acquire(&format!("old-{lock}")), index);
+        }
+        store.checkpoint(StateStore::take_checkpoint(&mut table, meta(index))).expect("checkpoint");
+        let generation = store.lock().generation;
+        for lock in (0..2_000).step_by(3) {
+            // Its token is the index of the entry that granted it.
+            let (name, token) = (format!("old-{lock}"), lock + 2);
+            index += 1;
+            let release = Command::Release { name, token, request_id: None, session: None, seq: None };
+            assert!(table.apply(&release, index).result.is_ok(), "old-{lock} is released");
+        }
+        // A lease and a request record each: more changed pages than a batch.
+        for lock in 0..MAX_BATCH_RECORDS / 2 + 2_000 {
+            index += 1;
+            table.apply(&acquire(&format!("new-{lock}")), index);
+        }
+        let checkpoint = StateStore::take_checkpoint(&mut table, meta(index));
+        let pages: BTreeSet<_> = checkpoint.rows.iter().map(|(key, _)| pages::page_of(key)).collect();
+        assert!(pages.len() > MAX_BATCH_RECORDS, "{} pages", pages.len());
+        store.checkpoint(checkpoint).expect("checkpoint");
+        assert_eq!(store.lock().generation, generation + 1, "a checkpoint too large for a batch is a new generation");
+        drop(store);
+        assert_eq!(open(dir.path()).1.table, table);
     }
 }
