@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Bound::{self, Excluded, Included, Unbounded};
 
 /// Pages per tree: a power of two, so a slot is the hash's low bits.
 /// Changing it changes the data format.
@@ -61,14 +62,13 @@ pub(super) enum Half {
 /// The sled key ranges of the pages in `half` of each tree's slots (for
 /// every possible tree id byte, so that a page of an unknown tree is still
 /// read, and refused).
-pub(super) fn ranges(half: Half) -> impl Iterator<Item = std::ops::Range<Vec<u8>>> {
-    let middle = ((PAGES / 2) as u32).to_be_bytes();
+pub(super) fn ranges(half: Half) -> impl Iterator<Item = (Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let first_upper_slot = ((PAGES / 2) as u32).to_be_bytes();
     (1..=u8::MAX).map(move |tree| {
-        let (lower, upper) = ([tree].to_vec(), [&[tree][..], &middle].concat());
-        let next = if tree < u8::MAX { vec![tree + 1] } else { vec![u8::MAX; 6] };
+        let middle = [&[tree][..], &first_upper_slot].concat();
         match half {
-            Half::Lower => lower..upper,
-            Half::Upper => upper..next,
+            Half::Lower => (Included(vec![tree]), Excluded(middle)),
+            Half::Upper => (Included(middle), tree.checked_add(1).map_or(Unbounded, |next| Excluded(vec![next]))),
         }
     })
 }
