@@ -505,7 +505,7 @@ impl PeakRss {
             loop {
                 for (i, pid) in pids.iter().enumerate() {
                     // A process that is gone has no peak to add.
-                    if let Ok(rss) = proc_rss(&Path::new("/proc").join(pid.to_string()).join("status")) {
+                    if let Ok(rss) = pid_rss(*pid) {
                         let mut peaks = shared.lock().expect("no sampler panicked");
                         peaks[i] = peaks[i].max(rss);
                     }
@@ -531,12 +531,17 @@ impl Drop for PeakRss {
     }
 }
 
-/// Resident memory of node `id`'s process, from `/proc/PID/status`.
+/// Resident memory of node `id`'s process.
 fn rss_bytes(cluster: &LocalCluster, id: NodeId) -> Result<u64, ScaleError> {
-    let pid = cluster.pid(id).ok_or(ScaleError::NodeDown(id))?;
+    pid_rss(cluster.pid(id).ok_or(ScaleError::NodeDown(id))?)
+}
+
+/// Resident memory of process `pid`.
+fn pid_rss(pid: u32) -> Result<u64, ScaleError> {
     proc_rss(&Path::new("/proc").join(pid.to_string()).join("status"))
 }
 
+/// Resident memory from a `/proc/PID/status` file.
 fn proc_rss(path: &Path) -> Result<u64, ScaleError> {
     let status = std::fs::read_to_string(path)?;
     let kb = status
