@@ -175,7 +175,9 @@ pub struct StateDigest {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StoreStats {
-    /// Median apply time of the last 64 Tick entries on this node, in µs.
+    /// Median apply time of the last 64 Tick entries on this node, in µs:
+    /// CPU time of the applying thread, so a Tick preempted on a busy
+    /// machine does not read as slow.
     pub tick_apply_p50_us: u64,
     /// Slowest of those, in µs.
     pub tick_apply_max_us: u64,
