@@ -699,12 +699,16 @@ impl GenerationWriter {
         self.db.as_ref().ok_or_else(|| io::Error::other("a generation failed to reopen"))
     }
 
-    /// Adds the record `key`; writes a batch every [`BATCH_ROWS`].
+    /// Adds the record `key`; writes a batch every [`BATCH_ROWS`], and
+    /// opens the generation afresh every [`REOPEN_ROWS`].
     fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) -> io::Result<()> {
         self.batch.insert(key, value);
         self.in_batch += 1;
         if self.in_batch == BATCH_ROWS {
             self.write_batch()?;
+            if self.since_open >= REOPEN_ROWS {
+                self.reopen()?;
+            }
         }
         Ok(())
     }
@@ -713,19 +717,23 @@ impl GenerationWriter {
         let batch = std::mem::take(&mut self.batch);
         self.db()?.apply_batch(batch)?;
         self.since_open += std::mem::take(&mut self.in_batch);
-        if self.since_open >= REOPEN_ROWS {
-            self.db()?.flush()?;
-            drop(self.db.take());
-            self.db = Some(reopen_db(&self.dir)?);
-            self.since_open = 0;
-        }
+        Ok(())
+    }
+
+    /// Flushes and drops the handle, giving back what sled kept of the
+    /// records written through it, and opens the generation again.
+    fn reopen(&mut self) -> io::Result<()> {
+        self.db()?.flush()?;
+        drop(self.db.take());
+        self.db = Some(reopen_db(&self.dir)?);
+        self.since_open = 0;
         Ok(())
     }
 
     /// Writes what is left; the generation is whole but not yet synced.
     fn finish(mut self) -> io::Result<sled::Db> {
         self.write_batch()?;
-        self.db.take().ok_or_else(|| io::Error::other("a generation failed to reopen"))
+        self.db().cloned()
     }
 }
 
