@@ -32,17 +32,25 @@
 //!   checks, request deadlines and the in-flight bound, and the one
 //!   `ApiError` that decides every status code; for operators `/metrics`,
 //!   the status page, `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
-//! - [`node`] — one node: config (Raft, storage, peers), the stores, openraft,
-//!   the ticker; offers propose, acquire (with waiting: `node/acquire.rs`),
-//!   linearizable read, status and membership. Knows nothing of HTTP serving.
-//! - [`raft`] — the only code that knows openraft and the storage engines:
-//!   type config; the log store (segment files with fdatasync, group commit;
-//!   vote in a meta file); the sled state-machine store (snapshots, event
-//!   broadcast, backup/restore); the proposer that batches client commands
-//!   into entries; the per-waiter wakeups (`turns`); the peer network, the
-//!   leader's ticker, and the observer of openraft's metrics.
-//! - [`metrics`] — the node's Prometheus series; the api, raft stores and
-//!   ticker report to it, it reads nothing itself.
+//! - [`node`] — one node: config (Raft, storage, peers), the stores and
+//!   Raft wired together; offers propose, acquire (with waiting:
+//!   `node/acquire.rs`, woken by the registry of waiters in
+//!   `node/waiters.rs`), linearizable read, status and membership. Knows
+//!   nothing of HTTP serving, nor of openraft.
+//! - [`raft`] — the openraft glue, the only code above the stores that
+//!   knows openraft: the type config (`raft/types.rs`), [`Consensus`](raft::Consensus)
+//!   (the running Raft, the proposer that batches client commands into
+//!   entries, the leader's ticker, the checkpoint policy), the network to
+//!   the other nodes (outbound and inbound RPC) and the observer of
+//!   openraft's metrics.
+//! - [`store`] — the storage engines, the only code that knows sled and
+//!   files: the Raft log (segment files, group commit, fdatasync), the
+//!   state machine and its rows in sled (checkpoints, generations, snapshot
+//!   install, backups), the snapshot file format, the data folder's format.
+//! - [`peer`] — the peer transport between members: frames, the hello and
+//!   its gate, dialing, and the HTTP/2 forwarding channels to the leader.
+//! - [`metrics`] — the node's Prometheus series; the api, the stores and
+//!   the ticker report to it, it reads nothing itself.
 //! - [`security`] — a node's secrets and TLS files, and its rustls config.
 
 /// This build's version, from Cargo.toml.
@@ -55,6 +63,8 @@ pub mod admission;
 pub mod api;
 pub mod metrics;
 pub mod node;
+pub mod peer;
 pub mod raft;
 pub mod security;
 pub mod server;
+pub mod store;

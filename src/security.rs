@@ -93,7 +93,7 @@ impl SecurityFiles {
                 .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
         // Clients speak HTTP/2 (preferred: many waits on one connection) or
         // HTTP/1.1; the other nodes ask for the peer transport.
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), crate::raft::peer::ALPN.to_vec()];
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), crate::peer::ALPN.to_vec()];
         Ok(Some(Arc::new(config)))
     }
 
@@ -115,7 +115,7 @@ impl SecurityFiles {
                 .map_err(|e| SecurityError::Tls(e.to_string()))?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
-        config.alpn_protocols = vec![crate::raft::peer::ALPN.to_vec()];
+        config.alpn_protocols = vec![crate::peer::ALPN.to_vec()];
         Ok(Some(Arc::new(config)))
     }
 

@@ -5,7 +5,7 @@
 //! HTTP/2: h2c with prior knowledge, `h2` by ALPN under TLS) and the axum
 //! router. A connection that opens with the peer transport's preface (or
 //! asks for its ALPN protocol under TLS) belongs to another member
-//! ([`crate::raft::peer`]): Raft RPC, or the HTTP/2 channel on which a
+//! ([`crate::peer`]): Raft RPC, or the HTTP/2 channel on which a
 //! follower relays client requests to the leader. Members' connections have
 //! their own budget, so client load cannot crowd Raft out and depose the
 //! leader.
@@ -44,7 +44,8 @@ use tower::Service;
 use crate::admission::{Budget, Caller, Permit, Refusal};
 use crate::api::{ApiConfig, ApiError};
 use crate::node::{Node, NodeConfig, NodeError};
-use crate::raft::peer::{self, Channel, Inbound};
+use crate::peer::{self, Channel, Gate};
+use crate::raft::Inbound;
 use leasehold_proto::ErrorCode;
 
 /// Default time a client has to send a whole request head.
@@ -120,11 +121,21 @@ pub async fn run(
     );
     let router = crate::api::router(started.clone(), &serve_config.api);
     let header_read_timeout = serve_config.connection_limits.header_read_timeout;
-    let peers =
-        Inbound::new(started.raft().clone(), serve_config.api.secrets.cluster_secret.clone(), header_read_timeout);
+    let peers = Peers {
+        gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), header_read_timeout),
+        raft: started.raft().inbound(),
+    };
     serve(listener, router, peers, serve_config.tls, serve_config.connection_limits, shutdown).await;
     started.shutdown().await;
     Ok(())
+}
+
+/// What serves the members' peer connections: the gate that checks their
+/// hello, and this node's Raft behind it.
+#[derive(Clone)]
+pub struct Peers {
+    pub gate: Gate,
+    pub raft: Inbound,
 }
 
 /// Binds the listener with the longest accept queue the kernel allows.
@@ -146,7 +157,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    peers: Inbound,
+    peers: Peers,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
@@ -227,7 +238,7 @@ struct Connection {
     /// For members' forwarding channels: HTTP/2 only, many streams.
     forwarded: auto::Builder<TokioExecutor>,
     router: Router,
-    peers: Inbound,
+    peers: Peers,
     peer_slots: Arc<Semaphore>,
     client: IpAddr,
     place: Place,
@@ -279,9 +290,9 @@ impl Connection {
             return;
         };
         self.place = Place::Peer;
-        match self.peers.hello(&mut io).await {
-            Some(Channel::Raft) => self.peers.serve_raft(io).await,
-            Some(Channel::RaftStream) => self.peers.serve_raft_stream(io).await,
+        match self.peers.gate.hello(&mut io).await {
+            Some(Channel::Raft) => self.peers.raft.serve_raft(io).await,
+            Some(Channel::RaftStream) => self.peers.raft.serve_raft_stream(io).await,
             Some(Channel::Forward) => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();

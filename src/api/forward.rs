@@ -4,7 +4,7 @@
 //! headers.
 //!
 //! Relayed requests travel on one HTTP/2 connection per leader, opened as a
-//! peer connection ([`Channel::Forward`]): the leader serves it outside its
+//! peer connection ([`crate::peer::relay`]): the leader serves it outside its
 //! client connection budget, and a herd of waiting acquires relayed through a
 //! follower is a herd of streams on that one connection, not a connection
 //! each. (Under TLS without a CA file the nodes cannot verify each other's
@@ -17,21 +17,18 @@
 //! it let through, while the caller's token can open on the leader only what
 //! it opens anywhere. (The cluster secret only opens the channel.)
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Extension, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
-use crate::raft::peer::{Channel, Dialer};
+use crate::peer::relay::{Relay, Relayed};
 use crate::raft::NodeId;
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
@@ -45,19 +42,17 @@ const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
 const FORWARD_TIMEOUT: std::time::Duration =
     std::time::Duration::from_millis(leasehold_core::Limits::DEFAULT.max_wait_ms + 15_000);
 
-/// HTTP/2 pings on a forwarding channel, so a leader that vanished is
-/// noticed even while every relayed request is waiting.
-const CHANNEL_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The forwarding middleware's state: the node, and its relay to the leader.
+/// The forwarding middleware's state: the node, and its relay to the
+/// leader (`None` when the peer transport cannot be verified: then
+/// requests go over https).
 pub struct Forwarding {
     node: Arc<Node>,
-    relay: Relay,
+    relay: Option<Relay>,
 }
 
 impl Forwarding {
     pub fn new(node: Arc<Node>) -> Arc<Forwarding> {
-        let relay = Relay { dialer: node.dialer().cloned(), channels: Mutex::default() };
+        let relay = node.dialer().cloned().map(Relay::new);
         Arc::new(Forwarding { node, relay })
     }
 }
@@ -126,8 +121,8 @@ async fn forward(
     }
     let outbound = outbound.body(Body::from(body)).map_err(|e| ApiError::bad_request(format!("cannot relay: {e}")))?;
     let relayed = async {
-        match &forwarding.relay.dialer {
-            Some(dialer) => forwarding.relay.send(dialer, leader_addr, outbound).await,
+        match &forwarding.relay {
+            Some(relay) => relay.send(leader_addr, outbound).await.map_err(|e| ApiError::unavailable(e.to_string())),
             None => relay_over_https(&forwarding.node, outbound).await,
         }
     };
@@ -142,64 +137,6 @@ async fn forward(
         }
     }
     Ok(response)
-}
-
-/// A relayed answer: its status, headers and whole body.
-type Relayed = (StatusCode, HeaderMap, axum::body::Bytes);
-
-/// This node's HTTP/2 forwarding channels, one per leader address.
-struct Relay {
-    dialer: Option<Dialer>,
-    channels: Mutex<HashMap<String, http2::SendRequest<Body>>>,
-}
-
-impl Relay {
-    /// Sends `request` to the leader at `addr` on its channel, opening one
-    /// if there is none or the last one closed. A request is never sent
-    /// twice: only a channel that proved dead before taking it is replaced.
-    async fn send(&self, dialer: &Dialer, addr: &str, request: hyper::Request<Body>) -> Result<Relayed, ApiError> {
-        let mut sender = match self.open_channel(addr) {
-            Some(sender) => sender,
-            None => self.dial(dialer, addr).await?,
-        };
-        if sender.ready().await.is_err() {
-            sender = self.dial(dialer, addr).await?;
-            sender.ready().await.map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
-        }
-        let reply = sender
-            .send_request(request)
-            .await
-            .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
-        let (parts, body) = reply.into_parts();
-        let bytes = axum::body::to_bytes(Body::new(body), usize::MAX)
-            .await
-            .map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
-        Ok((parts.status, parts.headers, bytes))
-    }
-
-    fn open_channel(&self, addr: &str) -> Option<http2::SendRequest<Body>> {
-        let channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        channels.get(addr).filter(|sender| !sender.is_closed()).cloned()
-    }
-
-    async fn dial(&self, dialer: &Dialer, addr: &str) -> Result<http2::SendRequest<Body>, ApiError> {
-        let unreachable = |e: &dyn std::fmt::Display| ApiError::unavailable(format!("leader unreachable: {e}"));
-        let stream = dialer.dial(addr, Channel::Forward).await.map_err(|e| unreachable(&e))?;
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .keep_alive_interval(CHANNEL_KEEPALIVE)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| unreachable(&e))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "forwarding channel closed");
-            }
-        });
-        let mut channels = self.channels.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        channels.insert(addr.to_owned(), sender.clone());
-        Ok(sender)
-    }
 }
 
 /// Relays `request` as an ordinary https request (see the module comment).

@@ -22,6 +22,6 @@ async fn scrape(State(node): State<Arc<Node>>) -> impl IntoResponse {
     metrics.live_sessions.set(sessions as i64);
     metrics.queue_depth.set(waiting as i64);
     metrics.tick.set(tick as i64);
-    crate::raft::observer::observe(node.raft(), metrics);
+    node.raft().observe(metrics);
     ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], metrics.encode())
 }

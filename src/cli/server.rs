@@ -288,7 +288,7 @@ impl ServerCmd {
             }
             ServerCmd::Restore { from, data, peers, min_index, output } => {
                 let backup = std::fs::read(&from).with_context(|| format!("reading {}", from.display()))?;
-                let last = leasehold::raft::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
+                let last = leasehold::store::restore(&data, &backup, &parse_peers(&peers)?, min_index).await?;
                 output.print(&serde_json::json!({
                     "data": data, "continues_after_index": last.index, "term": last.leader_id.term
                 }))

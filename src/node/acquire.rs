@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, SessionId};
 
+use super::waiters::Waiter;
 use super::{Node, NodeError};
-use crate::raft::{LockResult, Turn};
+use crate::raft::LockResult;
 
 /// How much longer than its `wait_ms` a waiting acquire may go unanswered
 /// (the cluster decides the wait's end on its ticks) before it is told the
@@ -164,7 +165,7 @@ impl Node {
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
             return Ok(Err(LockError::Invalid(invalid)));
         }
-        let turn = (!wait.is_zero()).then(|| self.locks().watch_turn(name, owner));
+        let turn = (!wait.is_zero()).then(|| self.waiters.watch(name, owner));
         // Armed before proposing: if the caller of a waiting acquire goes away
         // at any point before it is answered, its place in the queue is given up.
         let mut place =
@@ -189,12 +190,12 @@ impl Node {
     /// applied before it is not missed.
     async fn wait_for_turn(
         &self,
-        turn: Option<Turn>,
+        turn: Option<Waiter>,
         name: &str,
         owner: &str,
         bound: Duration,
     ) -> Result<Result<FencingToken, LockError>, NodeError> {
-        let mut turn = turn.unwrap_or_else(|| self.locks().watch_turn(name, owner));
+        let mut turn = turn.unwrap_or_else(|| self.waiters.watch(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
             if let Some(settled) = self.standing(name, owner) {

@@ -6,6 +6,7 @@
 
 mod acquire;
 mod ready;
+mod waiters;
 
 pub use acquire::{AcquireManyRequest, AcquireRequest, Acquired, AcquiredMany, WAIT_SLACK};
 pub use ready::NotReady;
@@ -15,22 +16,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken, StateDigest};
-use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
-use openraft::metrics::WaitError;
-use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
+use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken, StateDigest, StoreStats};
 
+use self::waiters::Waiters;
 use crate::metrics::Metrics;
-use crate::raft::peer::Dialer;
-use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, StateStore, Ticker};
+use crate::peer::Dialer;
+use crate::raft::{
+    Consensus, ConsensusError, LockResult, MembershipChange, Network, NodeId, RaftSettings, ELECTION_TIMEOUT_MIN_MS,
+};
+use crate::store::{self, LockState, StateStore};
 use leasehold_client::Secret;
 use leasehold_core::{Command, LockTable};
-
-/// Raft heartbeat period. Election timeouts are several of these.
-const HEARTBEAT_MS: u64 = 100;
-const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
-const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
 /// Default entries between snapshots. A snapshot serializes the whole table
 /// (leases, queues and up to 50 000 request records) on every node, so taking
 /// one too often costs more than replaying this many entries at start.
@@ -120,19 +116,31 @@ pub enum NodeError {
     WouldLoseQuorum { reachable: usize, needed: usize },
     /// The data folder is in another format than this binary's.
     #[error(transparent)]
-    DataFormat(raft::FormatError),
+    DataFormat(store::FormatError),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<ConsensusError> for NodeError {
+    fn from(e: ConsensusError) -> Self {
+        match e {
+            ConsensusError::NotLeader(leader) => NodeError::NotLeader { leader },
+            ConsensusError::Unavailable(why) => NodeError::Unavailable(why),
+            ConsensusError::AlreadyInitialized => NodeError::AlreadyInitialized,
+            ConsensusError::InvalidMembership(why) => NodeError::InvalidMembership(why),
+            ConsensusError::Stopped(why) => NodeError::Internal(why),
+        }
+    }
 }
 
 /// A running node, shared by the HTTP handlers.
 pub struct Node {
     id: NodeId,
     advertise: String,
-    raft: Raft,
-    /// Batches this node's client commands into log entries.
-    proposer: Proposer,
+    raft: Consensus,
     locks: LockState,
+    /// The waiting acquires, each woken by the events about its own wait.
+    waiters: Arc<Waiters>,
     /// One pooled https client: status probes of the other members, and
     /// forwarding when the peer transport cannot be verified (TLS, no CA).
     http: reqwest::Client,
@@ -144,8 +152,6 @@ pub struct Node {
     data_dir: PathBuf,
     state_store: StateStore,
     metrics: Arc<Metrics>,
-    /// The leader clock's task, stopped before Raft at shutdown.
-    ticker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Node {
@@ -154,40 +160,14 @@ impl Node {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Internal(format!("create {}: {e}", config.data_dir.display())))?;
         let metrics = Arc::new(Metrics::new());
-        let (log_store, sm_store) = raft::open_stores(&config.data_dir, metrics.clone()).map_err(|e| match e {
-            raft::OpenError::Format(e) => NodeError::DataFormat(e),
-            e => NodeError::Internal(e.to_string()),
-        })?;
+        let waiters = Arc::new(Waiters::default());
+        let (log_store, sm_store) =
+            store::open_stores(&config.data_dir, metrics.clone(), waiters.clone()).map_err(|e| match e {
+                store::OpenError::Format(e) => NodeError::DataFormat(e),
+                e => NodeError::Internal(e.to_string()),
+            })?;
         let locks = sm_store.state();
         let state_store = sm_store.store();
-        let raft_config = openraft::Config {
-            cluster_name: "leasehold".into(),
-            heartbeat_interval: HEARTBEAT_MS,
-            election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
-            election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
-            // Ticks are log entries: snapshot and purge so the log stays bounded.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every),
-            max_in_snapshot_log_to_keep: config.snapshot_every / 50,
-            max_payload_entries: 256,
-            snapshot_max_chunk_size: 1 << 20,
-            // A snapshot travels whole (openraft 0.10): the timeout is the
-            // whole transfer's.
-            install_snapshot_timeout: raft::SNAPSHOT_TIMEOUT.as_millis() as u64,
-            // A node whose saved vote is its own committed vote must win a
-            // new election after a restart, not lead its old term again at
-            // once: a quorum may have committed an entry the old leader had
-            // not flushed itself, and leading the same term it could write a
-            // different entry under the same (term, index), which followers
-            // take as identical; its read index would also come from a
-            // stale commit index. With restore off, openraft demotes that
-            // vote in memory (it still keeps the node from voting twice in
-            // that term), and Raft's up-to-date check in the election picks
-            // a log that has every committed entry.
-            enable_leader_restore: Some(false),
-            ..Default::default()
-        }
-        .validate()
-        .map_err(|e| NodeError::Internal(e.to_string()))?;
         let http = peer_http_client(config.peers.ca.as_ref())?;
         let scheme = if config.peers.tls { "https" } else { "http" };
         let dialer = (!config.peers.tls || config.peers.peer_tls.is_some()).then(|| Dialer {
@@ -196,27 +176,20 @@ impl Node {
             cluster_secret: config.peers.cluster_secret.clone(),
         });
         let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer.clone());
-        let log_size = log_store.clone();
-        let raft = Raft::new(config.id, Arc::new(raft_config), network, log_store, sm_store)
+        let settings = RaftSettings {
+            id: config.id,
+            tick: Duration::from_millis(config.tick_ms),
+            snapshot_every: config.snapshot_every,
+        };
+        let raft = Consensus::start(settings, network, log_store, sm_store, metrics.clone())
             .await
             .map_err(|e| NodeError::Internal(e.to_string()))?;
-        tokio::spawn(raft::checkpoint_when_due(raft.clone(), log_size, locks.clone()));
-        let ticker = Ticker::new(
-            raft.clone(),
-            locks.clone(),
-            Duration::from_millis(config.tick_ms),
-            Duration::from_millis(ELECTION_TIMEOUT_MIN_MS),
-            metrics.clone(),
-        );
-        let ticker = tokio::spawn(ticker.run());
-        tokio::spawn(raft::observer::count_leader_changes(raft.clone(), metrics.clone()));
-        let proposer = Proposer::start(raft.clone(), metrics.clone());
         let node = Arc::new(Node {
             id: config.id,
             advertise: config.advertise.clone(),
             raft,
-            proposer,
             locks,
+            waiters,
             http,
             dialer,
             scheme,
@@ -224,7 +197,6 @@ impl Node {
             data_dir: config.data_dir.clone(),
             state_store,
             metrics,
-            ticker: std::sync::Mutex::new(Some(ticker)),
         });
         node.bootstrap(&config.initial_members, config.initial_cluster_state).await?;
         Ok(node)
@@ -235,7 +207,7 @@ impl Node {
     /// to a cluster. Exactly one node bootstraps, so two clusters cannot be
     /// formed from one member list.
     async fn bootstrap(&self, members: &BTreeMap<NodeId, String>, state: InitialClusterState) -> Result<(), NodeError> {
-        let initialized = self.raft.is_initialized().await.map_err(|e| NodeError::Internal(e.to_string()))?;
+        let initialized = self.raft.is_initialized().await?;
         if initialized {
             return Ok(());
         }
@@ -300,91 +272,82 @@ impl Node {
 
     /// The leader this node knows of, with its address.
     pub fn leader(&self) -> Option<(NodeId, String)> {
-        let id = self.raft.metrics().borrow_watched().current_leader?;
-        Some((id, self.member_addr(id)?))
-    }
-
-    fn member_addr(&self, id: NodeId) -> Option<String> {
-        let m = self.raft.metrics();
-        let addr = m.borrow_watched().membership_config.membership().get_node(&id)?.addr.clone();
-        Some(addr)
+        self.raft.leader()
     }
 
     /// Proposes `command` (in an entry shared with other commands proposed
     /// at the same time) and waits until it is committed and applied here.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.proposer.propose(command)).await {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
                 QUORUM_WAIT.as_millis()
             ))),
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(self.write_error(e)),
+            Ok(result) => Ok(result?),
         }
     }
 
     /// Runs `read` on the lock table once it reflects every write committed
     /// before this call (ReadIndex: the leader confirms it still leads, then
-    /// waits until its state machine has applied the commit index). This is
-    /// sound because a node never resumes leadership after a restart
-    /// (`enable_leader_restore` is off): a leader's read index always comes
-    /// from a term it won by election, after its own entry of that term
-    /// committed.
+    /// waits until its state machine has applied the commit index).
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.ensure_linearizable(ReadPolicy::ReadIndex)).await {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.read_barrier()).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
-            // A heartbeat round that missed a quorum (a slow or lost
-            // follower): the cluster may well be fine a moment later.
-            Ok(Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(e)))) => {
-                Err(NodeError::Unavailable(format!("leadership not confirmed: {e}")))
+            Ok(barrier) => {
+                barrier?;
+                Ok(self.locks.read(read))
             }
-            Ok(Err(e)) => match e.forward_to_leader() {
-                Some(f) => Err(self.not_leader(f.leader_id)),
-                None => Err(NodeError::Internal(e.to_string())),
-            },
-            Ok(Ok(_)) => Ok(self.locks.read(read)),
         }
     }
 
     /// This node's view of the cluster (local, not linearizable).
     pub fn status(&self) -> ClusterStatus {
-        let m = self.raft.metrics().borrow_watched().clone();
-        let membership = m.membership_config.membership();
-        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
-        let members = membership
-            .nodes()
-            .map(|(id, n)| Member { id: *id, addr: n.addr.clone(), voter: voters.contains(id) })
+        let view = self.raft.view();
+        let members = view
+            .members
+            .iter()
+            .map(|(id, addr)| Member { id: *id, addr: addr.clone(), voter: view.voters.contains(id) })
             .collect();
         let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
         ClusterStatus {
             id: self.id,
             version: crate::VERSION.into(),
             commit: crate::COMMIT.into(),
-            role: match m.state {
-                ServerState::Leader => "leader",
-                ServerState::Follower => "follower",
-                ServerState::Candidate => "candidate",
-                ServerState::Learner => "learner",
-                ServerState::Shutdown => "shutdown",
-            }
-            .into(),
-            leader: m.current_leader,
-            leader_addr: self.leader().map(|(_, a)| a),
-            term: m.current_term,
-            last_log_index: m.last_log_index,
-            applied_index: m.last_applied.map(|l| l.index),
-            snapshot_index: m.snapshot.map(|l| l.index),
-            purged_index: m.purged.map(|l| l.index),
+            role: view.role.as_str().into(),
+            leader: view.leader,
+            leader_addr: view.leader.and_then(|id| view.members.get(&id).cloned()),
+            term: view.term,
+            last_log_index: view.last_log_index,
+            applied_index: view.applied_index,
+            snapshot_index: view.snapshot_index,
+            purged_index: view.purged_index,
             tick,
             tick_ms: self.tick_ms,
-            millis_since_quorum_ack: raft::millis_since_quorum_ack(&m),
+            millis_since_quorum_ack: view.millis_since_quorum_ack,
             locks_held,
             sessions,
             members,
-            storage: self.locks.stats(&self.state_store),
+            storage: self.store_stats(),
             data_dir_bytes: dir_bytes(&self.data_dir),
-            replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
+            replication: view.replication,
             state_digest: None,
+        }
+    }
+
+    /// What Ticks and snapshots cost on this node lately.
+    fn store_stats(&self) -> StoreStats {
+        let mut ticks = self.locks.recent_tick_apply_us();
+        ticks.sort_unstable();
+        let snapshot = self.locks.snapshot_stats();
+        StoreStats {
+            tick_apply_p50_us: ticks.get(ticks.len() / 2).copied().unwrap_or(0),
+            tick_apply_max_us: ticks.last().copied().unwrap_or(0),
+            snapshot_bytes: self.state_store.snapshot_file_bytes(),
+            snapshot_build_ms: snapshot.build_ms,
+            snapshot_install_ms: snapshot.install_ms,
+            checkpoint_rows: snapshot.checkpoint_rows,
+            checkpoint_bytes: snapshot.checkpoint_bytes,
+            checkpoint_in_progress: self.state_store.writing(),
         }
     }
 
@@ -403,36 +366,14 @@ impl Node {
     /// stored (the log behind it may then be purged) and writes its
     /// snapshot file.
     pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
-        let target = self.raft.metrics().borrow_watched().last_applied.map_or(0, |l| l.index);
-        let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
-        // openraft ignores a trigger while it is building a snapshot, and one
-        // that began before `target` was applied does not cover it: trigger
-        // again each second until a snapshot does (or the wait runs out).
-        let m = loop {
-            self.raft.trigger().snapshot().await.map_err(|e| NodeError::Internal(e.to_string()))?;
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let waited = self
-                .raft
-                .wait(Some(left.min(SNAPSHOT_RETRIGGER)))
-                .metrics(|m| m.snapshot.is_some_and(|s| s.index >= target), "snapshot")
-                .await;
-            match waited {
-                Ok(m) => break m,
-                Err(WaitError::Timeout(..)) if left > SNAPSHOT_RETRIGGER => continue,
-                Err(e) => return Err(NodeError::Unavailable(format!("snapshot not built: {e}"))),
-            }
-        };
+        let snapshot_index = self.raft.snapshot_covering_applied(SNAPSHOT_WAIT, SNAPSHOT_RETRIGGER).await?;
         // The file a backup downloads, written now so its size can be told.
         let snapshot_bytes = self.backup().await?.map(|(_, bytes)| bytes);
-        Ok(SnapshotTaken {
-            snapshot_index: m.snapshot.map_or(0, |s| s.index),
-            snapshot_bytes,
-            snapshot_build_ms: self.locks.stats(&self.state_store).snapshot_build_ms,
-        })
+        Ok(SnapshotTaken { snapshot_index, snapshot_bytes, snapshot_build_ms: self.locks.snapshot_stats().build_ms })
     }
 
     /// This node's current snapshot as a backup file (see
-    /// [`crate::raft::restore`]) and its size; `None` before its first
+    /// [`crate::store::restore`]) and its size; `None` before its first
     /// snapshot.
     pub async fn backup(&self) -> Result<Option<(std::path::PathBuf, u64)>, NodeError> {
         // Writing a large table to a file takes long: off the runtime.
@@ -453,27 +394,18 @@ impl Node {
         if members.is_empty() {
             members.insert(self.id, self.advertise.clone());
         }
-        let nodes: BTreeMap<NodeId, RaftNode> = members.into_iter().map(|(id, addr)| (id, RaftNode { addr })).collect();
         // Asked first because openraft logs a refused initialize at ERROR,
         // and a refusal here is routine: every restart of the bootstrapping
         // node, every repeated `POST /v1/cluster/init`.
-        if self.raft.is_initialized().await.map_err(|e| NodeError::Internal(e.to_string()))? {
+        if self.raft.is_initialized().await? {
             return Err(NodeError::AlreadyInitialized);
         }
-        match self.raft.initialize(nodes).await {
-            Ok(()) => Ok(()),
-            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Err(NodeError::AlreadyInitialized),
-            Err(RaftError::APIError(InitializeError::NotInMembers(e))) => {
-                Err(NodeError::InvalidMembership(e.to_string()))
-            }
-            Err(RaftError::Fatal(e)) => Err(NodeError::Internal(e.to_string())),
-        }
+        Ok(self.raft.initialize(members).await?)
     }
 
     /// Adds a learner and waits until it has caught up with the log.
     pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<u64, NodeError> {
-        let response = self.raft.add_learner(id, RaftNode { addr }, true).await.map_err(|e| self.write_error(e))?;
-        Ok(response.log_id.index)
+        Ok(self.raft.add_learner(id, addr).await?)
     }
 
     /// Makes `voters` the voting members; voters left out are removed from
@@ -482,7 +414,7 @@ impl Node {
     /// could never commit, and the cluster would hang in it.
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<u64, NodeError> {
         self.check_quorum_of(&voters).await?;
-        self.commit_membership(ChangeMembers::ReplaceAllVoters(voters)).await
+        self.commit_membership(MembershipChange::ReplaceVoters(voters)).await
     }
 
     /// Makes learner `id` a voter (same quorum check).
@@ -493,7 +425,7 @@ impl Node {
         }
         voters.insert(id);
         self.check_quorum_of(&voters).await?;
-        self.commit_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await
+        self.commit_membership(MembershipChange::AddVoters(BTreeSet::from([id]))).await
     }
 
     /// Removes node `id`, voter or learner, from the cluster (same quorum
@@ -505,23 +437,20 @@ impl Node {
         }
         if voters.remove(&id) {
             self.check_quorum_of(&voters).await?;
-            self.commit_membership(ChangeMembers::ReplaceAllVoters(voters)).await
+            self.commit_membership(MembershipChange::ReplaceVoters(voters)).await
         } else {
-            self.commit_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id]))).await
+            self.commit_membership(MembershipChange::RemoveNodes(BTreeSet::from([id]))).await
         }
     }
 
     /// (voters, all members) of the current membership.
     fn membership(&self) -> (BTreeSet<NodeId>, BTreeSet<NodeId>) {
-        let m = self.raft.metrics();
-        let m = m.borrow_watched();
-        let membership = m.membership_config.membership();
-        (membership.voter_ids().collect(), membership.nodes().map(|(id, _)| *id).collect())
+        let view = self.raft.view();
+        (view.voters, view.members.into_keys().collect())
     }
 
-    async fn commit_membership(&self, change: ChangeMembers<NodeId, RaftNode>) -> Result<u64, NodeError> {
-        let response = self.raft.change_membership(change, false).await.map_err(|e| self.write_error(e))?;
-        Ok(response.log_id.index)
+    async fn commit_membership(&self, change: MembershipChange) -> Result<u64, NodeError> {
+        Ok(self.raft.change_membership(change).await?)
     }
 
     /// Refuses a voter set of which fewer than a majority answer this node now.
@@ -544,47 +473,18 @@ impl Node {
 
     /// Whether member `id` answers `/healthz` within a second.
     async fn answers(&self, id: NodeId) -> bool {
-        let Some(addr) = self.member_addr(id) else { return false };
+        let Some(addr) = self.raft.member_addr(id) else { return false };
         let probe = self.http.get(self.url_of(&addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
         probe.is_ok_and(|r| r.status().is_success())
     }
 
-    /// Stops the ticker, then Raft. In that order because a Tick in flight
-    /// when Raft stops fails (openraft logs "core_call fatal error" at ERROR
-    /// for it) although nothing is wrong; a Tick abandoned here is harmless,
-    /// as no Tick follows it from this node.
+    /// Stops Raft (and the leader's ticker first).
     pub async fn shutdown(&self) {
-        let ticker = self.ticker.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        if let Some(ticker) = ticker {
-            ticker.abort();
-            let _ = ticker.await;
-        }
-        if let Err(e) = self.raft.shutdown().await {
-            tracing::warn!(error = %e, "raft shutdown");
-        }
+        self.raft.shutdown().await;
     }
 
-    fn write_error(&self, e: RaftError<raft::TypeConfig, ClientWriteError<raft::TypeConfig>>) -> NodeError {
-        match e {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => self.not_leader(f.leader_id),
-            // The entry was proposed but lost with the leadership before it
-            // committed: the write did not take effect; retry on the leader.
-            RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => self.not_leader(f.leader_id),
-            // Not used: no write here names preconditions.
-            RaftError::APIError(ClientWriteError::PreconditionFailed(e)) => NodeError::Internal(e.to_string()),
-            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
-                NodeError::InvalidMembership(e.to_string())
-            }
-            RaftError::Fatal(e) => NodeError::Internal(e.to_string()),
-        }
-    }
-
-    fn not_leader(&self, leader_id: Option<NodeId>) -> NodeError {
-        let leader = leader_id.and_then(|id| Some((id, self.member_addr(id)?)));
-        NodeError::NotLeader { leader }
-    }
-
-    pub(crate) fn raft(&self) -> &Raft {
+    /// The running Raft, for the listener (peers' RPC) and the metrics scrape.
+    pub(crate) fn raft(&self) -> &Consensus {
         &self.raft
     }
 

@@ -3,9 +3,6 @@
 
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::Instant as _;
-
 use super::{Node, ELECTION_TIMEOUT_MIN_MS};
 use leasehold_proto::cluster::Readiness;
 
@@ -61,41 +58,24 @@ impl Node {
     /// it, so one that has not yet received the leader's newest entries
     /// cannot see that it is behind.
     pub async fn readiness(&self) -> Result<Readiness, NotReady> {
-        let m = self.raft.metrics().borrow_watched().clone();
-        let leader = m.current_leader.ok_or(NotReady::NoLeader)?;
+        let view = self.raft.view();
+        let leader = view.leader.ok_or(NotReady::NoLeader)?;
         let window = ELECTION_TIMEOUT_MIN_MS;
-        let (committed, leader_heard) = self
-            .raft
-            .with_raft_state(|st| {
-                // Every AppendEntries (heartbeats included) of the leader
-                // this node follows touches its vote.
-                let heard = st.vote_last_modified().map(|t| t.elapsed().as_millis() as u64);
-                (st.local_committed().map(|l| l.index), heard)
-            })
-            .await
-            .map_err(|e| NotReady::Stopped(e.to_string()))?;
+        let heard = self.raft.heard().await.map_err(|e| NotReady::Stopped(e.to_string()))?;
+        let (committed, leader_heard) = (heard.committed_index, heard.millis_since_leader);
         let heard = if leader == self.id {
-            let since_ack = crate::raft::millis_since_quorum_ack(&m);
+            let since_ack = view.millis_since_quorum_ack;
             since_ack.filter(|ms| *ms <= window).ok_or(NotReady::NoQuorum(since_ack))?
         } else {
             leader_heard.filter(|ms| *ms <= window).ok_or(NotReady::LeaderUnheard { leader, millis: leader_heard })?
         };
         let applied = match committed {
-            None => m.last_applied.map(|l| l.index),
-            Some(target) => {
-                let waited = self
-                    .raft
-                    .wait(Some(APPLY_WAIT))
-                    .metrics(|m| m.last_applied.is_some_and(|l| l.index >= target), "applied up to commit")
-                    .await;
-                match waited {
-                    Ok(m) => m.last_applied.map(|l| l.index),
-                    Err(_) => {
-                        let applied = self.raft.metrics().borrow_watched().last_applied.map(|l| l.index);
-                        return Err(NotReady::CatchingUp { applied, committed });
-                    }
-                }
-            }
+            None => view.applied_index,
+            Some(target) => self
+                .raft
+                .wait_applied(target, APPLY_WAIT)
+                .await
+                .map_err(|applied| NotReady::CatchingUp { applied, committed })?,
         };
         Ok(Readiness {
             status: "ready".into(),

@@ -1,5 +1,5 @@
 //! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
-//! ([`super::peer`]): one persistent connection per peer, binary frames.
+//! ([`crate::peer`]): one persistent connection per peer, binary frames.
 //! Snapshots go over HTTP, a POST under `/raft/` with one pooled reqwest
 //! client: a 2xx answer carries the response as JSON, any other status the
 //! target's error. The body is a small JSON head (see [`SnapshotHead`]),
@@ -26,9 +26,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::{Stream, StreamExt};
 
-use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream, StreamAnswer};
-use super::state_machine::{Snapshot, SnapshotData};
-use super::{Node, NodeId, SnapshotMeta, TypeConfig, Vote};
+use super::inbound::{PeerRequest, PeerResponse, StreamAnswer};
+use super::types::{Member, NodeId, SnapshotMeta, TypeConfig, Vote};
+use crate::peer::{self, Dialer, PeerStream};
+use crate::store::{Snapshot, SnapshotData};
 use leasehold_client::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
@@ -132,7 +133,7 @@ impl Network {
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
-    async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> Connection {
         Connection {
             http: self.http.clone(),
             target,
@@ -388,8 +389,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let head = SnapshotHead { vote, meta: snapshot.meta.clone() };
         let meta = snapshot.meta;
-        // Streams a whole table to a file when none is there yet: off the runtime.
-        let file = super::off_runtime(move || snapshot.snapshot.into_file(&meta)).await;
+        let file = snapshot.snapshot.into_file_off_runtime(meta).await;
         let (path, _) = file.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         let file = tokio::fs::File::open(&path).await.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         let prefix = tokio_stream::once(Ok(bytes::Bytes::from(head.prefix())));

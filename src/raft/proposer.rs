@@ -18,7 +18,8 @@ use openraft::impls::ProgressResponder;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::{LockResult, Raft, TypeConfig};
+use super::types::{LockResult, TypeConfig};
+use super::Raft;
 use crate::metrics::Metrics;
 use leasehold_core::{Batch, Command};
 

@@ -23,8 +23,9 @@ use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
 use tokio::time::sleep;
 
-use super::{LockState, Raft};
+use super::Raft;
 use crate::metrics::Metrics;
+use crate::store::LockState;
 use leasehold_core::{Batch, Command};
 
 pub struct Ticker {

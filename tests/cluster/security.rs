@@ -11,7 +11,7 @@ use crate::common::{
     bounded, leasehold_run, start_cluster_with, start_secured_cluster, step, EventStream, Material, ADMIN_TOKEN,
     CLIENT_TOKEN, CLUSTER_SECRET, ELECTION_BOUND, WRONG_TOKEN,
 };
-use leasehold::raft::peer;
+use leasehold::peer;
 use leasehold_client::Secret;
 use leasehold_client::{AcquireOptions, Client, Credentials};
 use reqwest::{Method, StatusCode};
@@ -146,7 +146,7 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         step("a non-member's Raft RPC is refused and moves no term");
         let before = cluster.client().status_of(0).await.unwrap();
         let target = Raw::new(format!("http://{}", cluster.endpoint(1)), None);
-        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::types::TypeConfig>::new(
             openraft::impls::Vote::new(before.term + 100, 9),
             None,
         );
@@ -170,14 +170,15 @@ async fn tokens_gate_client_admin_and_raft_apis() {
             let mut peer = tokio::net::TcpStream::connect(cluster.endpoint(1)).await.expect("connects");
             peer.write_all(peer::PREFACE).await.unwrap();
             peer::write_frame(&mut peer, &peer::Hello { from: 9, secret, channel: peer::Channel::Raft }).await.unwrap();
-            let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+            let vote = openraft::raft::VoteRequest::<leasehold::raft::types::TypeConfig>::new(
                 openraft::impls::Vote::new(before.term + 100, 9),
                 None,
             );
             // The node may close before or after this write lands; either way it never answers.
-            let _ = peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await;
+            let _ = peer::write_frame(&mut peer, &leasehold::raft::PeerRequest::Vote(vote)).await;
             let answer =
-                tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;
+                tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, leasehold::raft::PeerResponse>(&mut peer))
+                    .await;
             assert!(matches!(answer, Ok(Ok(None)) | Ok(Err(_))), "a peer without the secret was answered: {answer:?}");
         }
 
@@ -194,7 +195,7 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         assert!(client.get_record("forged").await.unwrap().is_none(), "a refused write stored a record");
 
         step("the same vote with the cluster secret is taken (the refusals were the secret's doing)");
-        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::types::TypeConfig>::new(
             openraft::impls::Vote::new(after.term + 100, 9),
             None,
         );
@@ -208,13 +209,17 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         )
         .await
         .unwrap();
-        let vote = openraft::raft::VoteRequest::<leasehold::raft::TypeConfig>::new(
+        let vote = openraft::raft::VoteRequest::<leasehold::raft::types::TypeConfig>::new(
             openraft::impls::Vote::new(after.term + 200, 9),
             None,
         );
-        peer::write_frame(&mut peer, &peer::PeerRequest::Vote(vote)).await.unwrap();
-        let answer = tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, peer::PeerResponse>(&mut peer)).await;
-        assert!(matches!(answer, Ok(Ok(Some(peer::PeerResponse::Vote(_))))), "over the peer transport: {answer:?}");
+        peer::write_frame(&mut peer, &leasehold::raft::PeerRequest::Vote(vote)).await.unwrap();
+        let answer =
+            tokio::time::timeout(ELECTION_BOUND, peer::read_frame::<_, leasehold::raft::PeerResponse>(&mut peer)).await;
+        assert!(
+            matches!(answer, Ok(Ok(Some(leasehold::raft::PeerResponse::Vote(_))))),
+            "over the peer transport: {answer:?}"
+        );
 
         step("the admin token opens membership (refused only for its content)");
         let err = admin.remove_member(99).await.expect_err("node 99 is no member");

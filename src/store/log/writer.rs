@@ -13,9 +13,10 @@ use std::time::Instant;
 use openraft::storage::IOFlushed;
 use tokio::sync::oneshot;
 
-use super::super::{sync_dir, TypeConfig};
+use super::super::sync_dir;
 use super::frame::{segment_path, segments};
 use crate::metrics::Metrics;
+use crate::raft::types::TypeConfig;
 
 /// Work for the writer thread, done in the order it was queued.
 pub(super) enum WriteOp {

@@ -27,11 +27,10 @@ use openraft::Membership;
 use serde::Deserialize;
 
 use super::snapshot_file::{self, SnapshotReader};
+use super::state::{install_path, write_table};
 use super::state_machine::SnapshotImage;
-use super::state_store::{install_path, write_table};
-use super::{
-    format, open_stores, LogId, Node, NodeId, OpenError, SnapshotMeta, StorageError, StoredMembership, SNAPSHOT_DIR,
-};
+use super::{format, open_stores, OpenError, SNAPSHOT_DIR};
+use crate::raft::types::{LogId, Member, NodeId, SnapshotMeta, StorageError, StoredMembership};
 use leasehold_core::LockTable;
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +89,8 @@ pub async fn restore(
     };
     let mut last = meta.last_log_id.ok_or(BackupError::NoIndex)?;
     last.index = last.index.max(min_index);
-    let nodes: BTreeMap<NodeId, Node> = voters.iter().map(|(id, addr)| (*id, Node { addr: addr.clone() })).collect();
+    let nodes: BTreeMap<NodeId, Member> =
+        voters.iter().map(|(id, addr)| (*id, Member { addr: addr.clone() })).collect();
     let ids: BTreeSet<NodeId> = nodes.keys().copied().collect();
     let membership = Membership::new(vec![ids], nodes).map_err(|e| BackupError::Membership(e.to_string()))?;
     let meta = SnapshotMeta { last_log_id: Some(last), last_membership: StoredMembership::new(Some(last), membership) };
@@ -115,7 +115,7 @@ pub async fn restore(
     };
     written.map_err(BackupError::Snapshot)?;
     // Nobody scrapes a restore: its counters are thrown away.
-    let (log, _state_machine) = open_stores(dir, Arc::default())?;
+    let (log, _state_machine) = open_stores(dir, Arc::default(), Arc::new(()))?;
     log.mark_purged_through(last)?;
     Ok(last)
 }
@@ -144,7 +144,7 @@ mod tests {
             seq: None,
         };
         table.apply(&acquire, 2);
-        let old_id = openraft::LogId::new(super::super::CommittedLeaderId { term: 3, node_id: 1 }, 2);
+        let old_id = openraft::LogId::new(crate::raft::types::CommittedLeaderId { term: 3, node_id: 1 }, 2);
         let old_meta = SnapshotMeta { last_log_id: Some(old_id), last_membership: Default::default() };
         let image = SnapshotImage {
             last_applied: Some(old_id),
@@ -160,7 +160,8 @@ mod tests {
         let stamped = std::fs::read_to_string(dir.path().join("format")).expect("stamped");
         assert_eq!(stamped.trim(), super::super::format::DATA_FORMAT.to_string());
 
-        let (_log, state_machine) = open_stores(dir.path(), Arc::default()).expect("the restored folder opens");
+        let (_log, state_machine) =
+            open_stores(dir.path(), Arc::default(), Arc::new(())).expect("the restored folder opens");
         let restored = state_machine.state().read(|t| serde_json::to_value(TableImage::from(t)).expect("JSON"));
         assert_eq!(restored, serde_json::to_value(TableImage::from(&table)).expect("JSON"));
         let meta = state_machine.store().checkpointed().expect("a checkpoint");

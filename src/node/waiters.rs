@@ -1,4 +1,5 @@
-//! Waiting acquires, each woken only by the events about its own wait.
+//! The registry of waiting acquires, each woken only by the events about
+//! its own wait (`acquire.rs` waits on it).
 //!
 //! A waiting acquire used to watch the node's whole event stream for its
 //! grant, so every event woke every waiter: one hot lock with 64 waiters cost
@@ -14,12 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
+use crate::store::AppliedEvents;
 use leasehold_core::LockEvent;
 
 /// The registered waiters of one node, by (lock name, owner). One pair may
 /// have several (a client's retry arriving while its first attempt waits).
 #[derive(Default)]
-pub struct Turns {
+pub struct Waiters {
     waiting: Mutex<HashMap<(String, String), Vec<Watcher>>>,
     next_id: AtomicU64,
 }
@@ -29,7 +31,7 @@ struct Watcher {
     events: mpsc::UnboundedSender<LockEvent>,
 }
 
-impl Turns {
+impl Waiters {
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), Vec<Watcher>>> {
         // Each update is a single insert or removal: a panic cannot leave
         // the map half-changed.
@@ -37,17 +39,19 @@ impl Turns {
     }
 
     /// Registers a waiter for the events about `owner` on lock `name`, from
-    /// now on, until the returned [`Turn`] is dropped.
-    pub fn watch(self: &Arc<Self>, name: &str, owner: &str) -> Turn {
+    /// now on, until the returned [`Waiter`] is dropped.
+    pub fn watch(self: &Arc<Self>, name: &str, owner: &str) -> Waiter {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let pair = (name.to_owned(), owner.to_owned());
         self.lock().entry(pair.clone()).or_default().push(Watcher { id, events: tx });
-        Turn { turns: self.clone(), pair, id, events: rx }
+        Waiter { waiters: self.clone(), pair, id, events: rx }
     }
+}
 
+impl AppliedEvents for Waiters {
     /// Hands `event` to the waiters of its (lock, owner) pair, if any.
-    pub(super) fn publish(&self, event: &LockEvent) {
+    fn applied(&self, event: &LockEvent) {
         let waiting = self.lock();
         if waiting.is_empty() {
             return;
@@ -62,23 +66,23 @@ impl Turns {
 }
 
 /// One waiter's registration: the events about its (lock, owner) pair.
-pub struct Turn {
-    turns: Arc<Turns>,
+pub struct Waiter {
+    waiters: Arc<Waiters>,
     pair: (String, String),
     id: u64,
     events: mpsc::UnboundedReceiver<LockEvent>,
 }
 
-impl Turn {
+impl Waiter {
     /// The next event about this waiter's pair, in log order.
     pub async fn next(&mut self) -> Option<LockEvent> {
         self.events.recv().await
     }
 }
 
-impl Drop for Turn {
+impl Drop for Waiter {
     fn drop(&mut self) {
-        let mut waiting = self.turns.lock();
+        let mut waiting = self.waiters.lock();
         if let Some(watchers) = waiting.get_mut(&self.pair) {
             watchers.retain(|w| w.id != self.id);
             if watchers.is_empty() {
@@ -101,16 +105,16 @@ mod tests {
     // removes its registration.
     #[tokio::test]
     async fn waiters_get_only_their_own_events() {
-        let turns = Arc::new(Turns::default());
-        let mut mine = turns.watch("a", "x");
-        let other = turns.watch("a", "y");
-        turns.publish(&event("b", "x"));
-        turns.publish(&event("a", "y"));
-        turns.publish(&event("a", "x"));
+        let waiters = Arc::new(Waiters::default());
+        let mut mine = waiters.watch("a", "x");
+        let other = waiters.watch("a", "y");
+        waiters.applied(&event("b", "x"));
+        waiters.applied(&event("a", "y"));
+        waiters.applied(&event("a", "x"));
         assert_eq!(mine.next().await, Some(event("a", "x")));
         assert!(mine.events.try_recv().is_err(), "nothing else was for x on a");
         drop(other);
         drop(mine);
-        assert!(turns.lock().is_empty());
+        assert!(waiters.lock().is_empty());
     }
 }

@@ -55,8 +55,9 @@ use tokio::sync::oneshot;
 
 use self::frame::{corrupt, read_entry, recover, segment_path, segments, write_frame};
 use self::writer::{zero_fill_from, Spare, WriteOp, Writer};
-use super::{storage_error, sync_dir, Entry, LogId, StorageError, TypeConfig, Vote};
+use super::sync_dir;
 use crate::metrics::Metrics;
+use crate::raft::types::{storage_error, Entry, LogId, StorageError, TypeConfig, Vote};
 
 /// A segment is closed once it holds this much; small enough that purging
 /// after a snapshot frees the disk soon, large enough to rarely rotate.
@@ -408,7 +409,7 @@ mod tests {
     use openraft::storage::RaftLogStorageExt;
     use openraft::EntryPayload;
 
-    use super::super::CommittedLeaderId;
+    use crate::raft::types::CommittedLeaderId;
 
     fn log_id(term: u64, index: u64) -> LogId {
         LogId::new(CommittedLeaderId { term, node_id: 1 }, index)

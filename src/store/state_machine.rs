@@ -22,19 +22,19 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio_stream::{Stream, StreamExt};
 
+use super::off_runtime;
 use super::pages::Fnv1a;
-use super::state_store::{Checkpoint, StateStore};
-use super::turns::{Turn, Turns};
-use super::{
-    off_runtime, storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
-};
+use super::state::{Checkpoint, StateStore};
 use crate::metrics::Metrics;
+use crate::raft::types::{
+    storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
 use leasehold_core::{LockEvent, LockTable, TableImage};
 
 /// Events buffered per subscriber before it is told it lagged.
 const EVENT_BUFFER: usize = 4096;
 
-/// Tick apply times kept for [`StoreStats`].
+/// Tick apply times kept for [`LockState::recent_tick_apply_us`].
 const RECENT_TICKS: usize = 64;
 
 /// The applied state, shared between the state machine (writer) and the API
@@ -53,32 +53,40 @@ struct AppliedState {
     snapshot: SnapshotStats,
 }
 
-/// What the current snapshot is and what making or installing it cost.
+/// What the last snapshot made or installed here cost.
 #[derive(Debug, Clone, Copy, Default)]
-struct SnapshotStats {
-    build_ms: Option<u64>,
-    install_ms: Option<u64>,
-    checkpoint_rows: Option<u64>,
-    checkpoint_bytes: Option<u64>,
+pub struct SnapshotStats {
+    pub build_ms: Option<u64>,
+    pub install_ms: Option<u64>,
+    pub checkpoint_rows: Option<u64>,
+    pub checkpoint_bytes: Option<u64>,
 }
 
-pub use leasehold_proto::cluster::StoreStats;
+/// Who is told of each event as soon as its entry is applied, before the
+/// event broadcast: the node's registry of waiting acquires. (A trait so
+/// the store does not depend on the node above it.)
+pub trait AppliedEvents: Send + Sync {
+    fn applied(&self, event: &LockEvent);
+}
+
+/// Nobody waits (storage tests, tools that only read the state).
+impl AppliedEvents for () {
+    fn applied(&self, _: &LockEvent) {}
+}
 
 /// A read handle on the applied lock table and its event stream, for the API.
 #[derive(Clone)]
 pub struct LockState {
     applied: Arc<RwLock<AppliedState>>,
     events: broadcast::Sender<LockEvent>,
-    turns: Arc<Turns>,
-}
-
-impl Default for LockState {
-    fn default() -> Self {
-        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0, turns: Arc::default() }
-    }
+    waiters: Arc<dyn AppliedEvents>,
 }
 
 impl LockState {
+    fn new(waiters: Arc<dyn AppliedEvents>) -> Self {
+        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0, waiters }
+    }
+
     /// Reads the lock table as of the last applied entry.
     pub fn read<T>(&self, f: impl FnOnce(&LockTable) -> T) -> T {
         f(&self.guard().table)
@@ -91,28 +99,15 @@ impl LockState {
         self.events.subscribe()
     }
 
-    /// The events about `owner` on lock `name` from now on: what a waiting
-    /// acquire needs to learn that its wait ended.
-    pub fn watch_turn(&self, name: &str, owner: &str) -> Turn {
-        self.turns.watch(name, owner)
+    /// The CPU time (µs) applying each of the last 64 Tick entries took,
+    /// oldest first.
+    pub fn recent_tick_apply_us(&self) -> Vec<u64> {
+        self.guard().recent_ticks.iter().copied().collect()
     }
 
-    /// What Ticks and snapshots cost on this node lately (`store` knows
-    /// its snapshot file).
-    pub fn stats(&self, store: &StateStore) -> StoreStats {
-        let state = self.guard();
-        let mut ticks: Vec<u64> = state.recent_ticks.iter().copied().collect();
-        ticks.sort_unstable();
-        StoreStats {
-            tick_apply_p50_us: ticks.get(ticks.len() / 2).copied().unwrap_or(0),
-            tick_apply_max_us: ticks.last().copied().unwrap_or(0),
-            snapshot_bytes: store.snapshot_file_bytes(),
-            snapshot_build_ms: state.snapshot.build_ms,
-            snapshot_install_ms: state.snapshot.install_ms,
-            checkpoint_rows: state.snapshot.checkpoint_rows,
-            checkpoint_bytes: state.snapshot.checkpoint_bytes,
-            checkpoint_in_progress: store.writing(),
-        }
+    /// What the last snapshot made or installed here cost.
+    pub fn snapshot_stats(&self) -> SnapshotStats {
+        self.guard().snapshot
     }
 
     /// The applied index and a digest of the table as of it (see
@@ -167,10 +162,16 @@ pub struct StateMachineStore {
 impl StateMachineStore {
     /// Opens the rows under `state_dir` and the snapshot files under
     /// `snapshots`, and loads the table as of the last checkpoint.
-    pub(super) fn open(state_dir: &Path, snapshots: &Path, metrics: Arc<Metrics>) -> Result<Self, StorageError> {
+    /// `waiters` hears of every applied event first.
+    pub(super) fn open(
+        state_dir: &Path,
+        snapshots: &Path,
+        metrics: Arc<Metrics>,
+        waiters: Arc<dyn AppliedEvents>,
+    ) -> Result<Self, StorageError> {
         let (store, loaded) = StateStore::open(state_dir, snapshots)
             .map_err(|e| storage_error(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        let sm = StateMachineStore { state: LockState::default(), metrics, store };
+        let sm = StateMachineStore { state: LockState::new(waiters), metrics, store };
         if let Some(meta) = loaded.meta {
             sm.replace(meta, loaded.table);
         }
@@ -228,6 +229,12 @@ impl SnapshotData {
             }
         }
     }
+
+    /// [`SnapshotData::into_file`] on a blocking thread: it may stream a
+    /// whole table to a file when none is there yet.
+    pub async fn into_file_off_runtime(self, meta: SnapshotMeta) -> io::Result<(PathBuf, u64)> {
+        off_runtime(move || self.into_file(&meta)).await
+    }
 }
 
 impl StateMachineStore {
@@ -271,7 +278,7 @@ impl StateMachineStore {
             }
         };
         for event in events {
-            self.state.turns.publish(&event);
+            self.state.waiters.applied(&event);
             // No subscriber is not an error.
             let _ = self.state.events.send(event);
         }

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 
-use super::{LockState, LogStore, Raft};
+use super::Raft;
+use crate::store::{LockState, LogStore};
 use leasehold_core::LockTable;
 
 /// Log bytes after the last snapshot that make a node take a new one. A

@@ -21,7 +21,8 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use super::{sync_dir, SnapshotMeta};
+use super::sync_dir;
+use crate::raft::types::SnapshotMeta;
 
 pub const MAGIC: &[u8; 8] = b"LHSNAP02";
 const END: u32 = u32::MAX;
@@ -186,7 +187,7 @@ mod tests {
     use super::*;
 
     fn meta(index: u64) -> SnapshotMeta {
-        let log_id = openraft::LogId::new(super::super::CommittedLeaderId { term: 2, node_id: 1 }, index);
+        let log_id = openraft::LogId::new(crate::raft::types::CommittedLeaderId { term: 2, node_id: 1 }, index);
         SnapshotMeta { last_log_id: Some(log_id), last_membership: Default::default() }
     }
 

@@ -62,7 +62,8 @@ use serde::{Deserialize, Serialize};
 
 use super::pages::{self, Page};
 use super::snapshot_file::{self, SnapshotReader};
-use super::{sync_dir, LogId, SnapshotMeta, StoredMembership};
+use super::sync_dir;
+use crate::raft::types::{LogId, SnapshotMeta, StoredMembership};
 use leasehold_core::{LockTable, OwnedRowValue, TableLoader, Tree};
 
 /// Key byte of the checkpoint's meta rows (no [`Tree`] has id 0).
@@ -818,7 +819,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn meta(index: u64) -> SnapshotMeta {
-        let log_id = openraft::LogId::new(super::super::CommittedLeaderId { term: 1, node_id: 1 }, index);
+        let log_id = openraft::LogId::new(crate::raft::types::CommittedLeaderId { term: 1, node_id: 1 }, index);
         SnapshotMeta { last_log_id: Some(log_id), last_membership: Default::default() }
     }
 
