@@ -13,7 +13,7 @@ use axum::{Json, Router};
 
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::node::{AcquireManyRequest, AcquireRequest as NodeAcquire, Acquired, AcquiredMany, Node, WAIT_SLACK};
+use crate::node::{Node, WAIT_SLACK};
 use leasehold_core::{Command, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
@@ -61,33 +61,36 @@ async fn grant_or_queue(
     name: String,
     req: AcquireRequest,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let wait = park_for_wait(slot, req.wait_ms)?;
-    let request = NodeAcquire {
+    let command = Command::Acquire {
         name,
         owner: req.owner,
         ttl_ms: req.ttl_ms,
         session: req.session,
-        seq: req.seq,
-        wait,
+        wait_ms: park_for_wait(slot, req.wait_ms)?,
         request_id: req.request_id,
         lock_delay_ms: req.lock_delay_ms,
+        seq: req.seq,
     };
-    let Acquired { grant, reacquired } = node.acquire(request).await??;
-    Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
+    match node.acquire(command).await?? {
+        Outcome::Granted { grant, reacquired } => {
+            Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
+        }
+        other => Err(unexpected(other)),
+    }
 }
 
-/// The wait asked for by `wait_ms`, once its request is taken out of the
-/// request deadline: the body is read and the wait bounded, so the request
-/// may now wait its turn past the request timeout, without a place among
-/// those in flight.
-fn park_for_wait(slot: Option<Extension<RequestSlot>>, wait_ms: Option<u64>) -> Result<Option<Duration>, ApiError> {
-    let wait = wait_ms.filter(|w| *w > 0).map(Duration::from_millis);
-    if let (Some(Extension(slot)), Some(wait)) = (slot, wait) {
-        if wait_ms.is_some_and(|w| w <= Limits::DEFAULT.max_wait_ms) {
-            slot.park(wait + WAIT_SLACK + QUEUE_ANSWER_SLACK)?;
+/// The wait asked for by `wait_ms` (none when 0), once its request is
+/// taken out of the request deadline: the body is read and the wait
+/// bounded, so the request may now wait its turn past the request timeout,
+/// without a place among those in flight.
+fn park_for_wait(slot: Option<Extension<RequestSlot>>, wait_ms: Option<u64>) -> Result<Option<u64>, ApiError> {
+    let wait_ms = wait_ms.filter(|w| *w > 0);
+    if let (Some(Extension(slot)), Some(wait)) = (slot, wait_ms) {
+        if wait <= Limits::DEFAULT.max_wait_ms {
+            slot.park(Duration::from_millis(wait) + WAIT_SLACK + QUEUE_ANSWER_SLACK)?;
         }
     }
-    Ok(wait)
+    Ok(wait_ms)
 }
 
 /// `POST /v1/multi/acquire`: 200 with one grant per lock under one token,
@@ -113,21 +116,24 @@ async fn grant_many(
     slot: Option<Extension<RequestSlot>>,
     req: MultiAcquireRequest,
 ) -> Result<Json<MultiLeaseResponse>, ApiError> {
-    let wait = park_for_wait(slot, req.wait_ms)?;
-    let request = AcquireManyRequest {
+    let command = Command::AcquireMany {
         names: req.names,
         owner: req.owner,
         ttl_ms: req.ttl_ms,
         session: req.session,
-        seq: req.seq,
-        wait,
+        wait_ms: park_for_wait(slot, req.wait_ms)?,
         request_id: req.request_id,
         lock_delay_ms: req.lock_delay_ms,
+        seq: req.seq,
     };
-    let AcquiredMany { grants, reacquired } = node.acquire_many(request).await??;
-    let token = grants.first().map_or(0, |g| g.token);
-    let grants = grants.into_iter().map(Into::into).collect();
-    Ok(Json(MultiLeaseResponse { token, grants, reacquired }))
+    match node.acquire(command).await?? {
+        Outcome::GrantedMany { grants, reacquired } => {
+            let token = grants.first().map_or(0, |g| g.token);
+            let grants = grants.into_iter().map(Into::into).collect();
+            Ok(Json(MultiLeaseResponse { token, grants, reacquired }))
+        }
+        other => Err(unexpected(other)),
+    }
 }
 
 /// `POST /v1/multi/release`: 200 when every lock was held under `token` and

@@ -25,54 +25,6 @@ use crate::raft::LockResult;
 /// cluster is unavailable and may retry with its request id.
 pub const WAIT_SLACK: Duration = Duration::from_secs(10);
 
-/// What an acquire asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcquireRequest {
-    pub name: String,
-    pub owner: String,
-    /// Exactly one of `ttl_ms` and `session` (the command's validation says so).
-    pub ttl_ms: Option<u64>,
-    /// Hold the lock as long as this session lives.
-    pub session: Option<SessionId>,
-    /// With `session`: the request's sequence number in it.
-    pub seq: Option<u64>,
-    /// Wait up to this long in the queue when another owner holds the lock.
-    pub wait: Option<Duration>,
-    pub request_id: Option<String>,
-    /// Should the lease expire, nobody is granted the lock for this long after.
-    pub lock_delay_ms: Option<u64>,
-}
-
-/// What a multi-acquire asks for: every lock of `names` at once, or none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcquireManyRequest {
-    pub names: Vec<String>,
-    pub owner: String,
-    pub ttl_ms: Option<u64>,
-    pub session: Option<SessionId>,
-    pub seq: Option<u64>,
-    /// Wait up to this long until every lock can be granted at once.
-    pub wait: Option<Duration>,
-    pub request_id: Option<String>,
-    pub lock_delay_ms: Option<u64>,
-}
-
-/// A successful acquire.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Acquired {
-    pub grant: Grant,
-    /// The owner already held the lock (same token, lease restarted).
-    pub reacquired: bool,
-}
-
-/// A successful multi-acquire: one grant per lock, in the order asked, under one token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcquiredMany {
-    pub grants: Vec<Grant>,
-    /// The owner already held every lock under that token (leases restarted).
-    pub reacquired: bool,
-}
-
 /// How an acquire that may wait ended well: answered by its own entry, or
 /// granted later under `token` by the entry that handed it the lock(s).
 enum Turned {
@@ -81,68 +33,33 @@ enum Turned {
 }
 
 impl Node {
-    /// Acquires `request.name` for `request.owner`: at once, or after
-    /// waiting in the lock's FIFO queue when `request.wait` is given.
+    /// Applies an `Acquire` or `AcquireMany` `command`: at once, or, with
+    /// `wait_ms`, after waiting in the locks' FIFO queues until every lock
+    /// asked for can be granted together (holding none meanwhile). A
+    /// multi-acquire waits keyed by its first lock: the state machine
+    /// grants all of them in one entry, so the event about the first is the
+    /// event about all, and a `Cancel` of the first leaves every queue. Any
+    /// other command is proposed as [`Node::propose`] does.
     ///
     /// The outer error is the cluster's (no quorum, not leader, the wait not
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
-    pub async fn acquire(self: &Arc<Self>, request: AcquireRequest) -> Result<Result<Acquired, LockError>, NodeError> {
-        let AcquireRequest { name, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
-        let wait = wait.unwrap_or_default();
-        let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
-        let command = Command::Acquire {
-            name: name.clone(),
-            owner: owner.clone(),
-            ttl_ms,
-            session,
-            wait_ms,
-            request_id,
-            lock_delay_ms,
-            seq,
-        };
-        Ok(match self.acquire_in_turn(command, &name, &owner, session, wait).await? {
-            Ok(Turned::Answered(Outcome::Granted { grant, reacquired })) => Ok(Acquired { grant, reacquired }),
-            Ok(Turned::Handed(token)) => Ok(Acquired { grant: self.handed(&name, &owner, token), reacquired: false }),
-            Ok(Turned::Answered(other)) => return Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
-            Err(refused) => Err(refused),
-        })
-    }
-
-    /// Acquires every lock of `request.names` for `request.owner` in one
-    /// entry: at once, or, with `request.wait`, once all can be granted
-    /// together (holding none meanwhile). The waiting protocol is the one of
-    /// [`Node::acquire`], keyed by the first lock: the state machine grants
-    /// all of them in one entry, so the event about the first is the event
-    /// about all, and a `Cancel` of the first leaves every queue.
-    pub async fn acquire_many(
-        self: &Arc<Self>,
-        request: AcquireManyRequest,
-    ) -> Result<Result<AcquiredMany, LockError>, NodeError> {
-        let AcquireManyRequest { names, owner, ttl_ms, session, seq, wait, request_id, lock_delay_ms } = request;
-        let wait = wait.unwrap_or_default();
-        let wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
+    pub async fn acquire(self: &Arc<Self>, command: Command) -> Result<Result<Outcome, LockError>, NodeError> {
+        let Some(parts) = command.acquire_parts() else { return self.propose(command).await };
+        let (names, owner, session) = (parts.names.to_vec(), parts.owner.to_owned(), parts.session);
+        let wait = Duration::from_millis(parts.wait_ms.unwrap_or_default());
+        let many = matches!(command, Command::AcquireMany { .. });
         // An empty list is refused by validation before `first` is needed.
         let first = names.first().cloned().unwrap_or_default();
-        let command = Command::AcquireMany {
-            names: names.clone(),
-            owner: owner.clone(),
-            ttl_ms,
-            session,
-            wait_ms,
-            request_id,
-            lock_delay_ms,
-            seq,
-        };
         Ok(match self.acquire_in_turn(command, &first, &owner, session, wait).await? {
-            Ok(Turned::Answered(Outcome::GrantedMany { grants, reacquired })) => {
-                Ok(AcquiredMany { grants, reacquired })
-            }
+            Ok(Turned::Answered(outcome)) => Ok(outcome),
+            Ok(Turned::Handed(token)) if many => Ok(Outcome::GrantedMany {
+                grants: names.iter().map(|name| self.handed(name, &owner, token)).collect(),
+                reacquired: false,
+            }),
             Ok(Turned::Handed(token)) => {
-                let grants = names.iter().map(|name| self.handed(name, &owner, token)).collect();
-                Ok(AcquiredMany { grants, reacquired: false })
+                Ok(Outcome::Granted { grant: self.handed(&first, &owner, token), reacquired: false })
             }
-            Ok(Turned::Answered(other)) => return Err(NodeError::Internal(format!("unexpected outcome {other:?}"))),
             Err(refused) => Err(refused),
         })
     }

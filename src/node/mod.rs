@@ -8,7 +8,7 @@ mod acquire;
 mod ready;
 mod waiters;
 
-pub use acquire::{AcquireManyRequest, AcquireRequest, Acquired, AcquiredMany, WAIT_SLACK};
+pub use acquire::WAIT_SLACK;
 pub use ready::NotReady;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -338,6 +338,20 @@ impl Command {
         }
     }
 
+    /// For an `Acquire` or `AcquireMany`: the locks it asks for (in order),
+    /// its owner, session and `wait_ms`; `None` for any other command.
+    pub fn acquire_parts(&self) -> Option<AcquireParts<'_>> {
+        match self {
+            Command::Acquire { name, owner, session, wait_ms, .. } => {
+                Some(AcquireParts { names: std::slice::from_ref(name), owner, session: *session, wait_ms: *wait_ms })
+            }
+            Command::AcquireMany { names, owner, session, wait_ms, .. } => {
+                Some(AcquireParts { names, owner, session: *session, wait_ms: *wait_ms })
+            }
+            _ => None,
+        }
+    }
+
     /// Checks the command against `limits`. Ticks are always valid.
     pub fn validate(&self, limits: &Limits) -> Result<(), InvalidCommand> {
         match self {
@@ -409,6 +423,15 @@ impl Command {
             Command::Tick { .. } => Ok(()),
         }
     }
+}
+
+/// What a waiting acquire is about: see [`Command::acquire_parts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireParts<'c> {
+    pub names: &'c [String],
+    pub owner: &'c str,
+    pub session: Option<SessionId>,
+    pub wait_ms: Option<u64>,
 }
 
 /// A sequence number is counted within a session: none without one.

@@ -19,7 +19,7 @@ mod table;
 mod tracked;
 
 pub use batch::Batch;
-pub use command::{Command, InvalidCommand, Limits};
+pub use command::{AcquireParts, Command, InvalidCommand, Limits};
 pub use encoding::DecodeError;
 pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};

@@ -174,81 +174,72 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
-        // What a request id is recorded under: its lock, or a multi-acquire's
-        // or multi-release's whole list (names have no control characters,
-        // so a newline cannot make two lists alike).
-        let (name, request_id, kind) = match command {
-            Command::Acquire { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Acquire),
-            Command::Renew { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Renew),
-            Command::Release { name, request_id, .. } => (lock_key(name), request_id, RequestKind::Release),
-            Command::AcquireMany { names, request_id, .. } => {
-                (Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany)
+        // Each command's rule, and for those a client may retry, what its
+        // request id is recorded under: its lock, or a multi-acquire's or
+        // multi-release's whole list (names have no control characters, so
+        // a newline cannot make two lists alike).
+        let once = Once { command, index };
+        match command {
+            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
+                once.apply(self, lock_key(name), request_id, RequestKind::Acquire, |t| {
+                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                    t.acquire(name, lease, *wait_ms, index, events)
+                })
             }
-            Command::ReleaseMany { names, request_id, .. } => {
-                (Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany)
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => once
+                .apply(self, Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany, |t| {
+                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                    t.acquire_many(names, lease, *wait_ms, index, events)
+                }),
+            Command::Renew { name, token, ttl_ms, request_id } => {
+                once.apply(self, lock_key(name), request_id, RequestKind::Renew, |t| {
+                    t.renew(name, *token, *ttl_ms, index, events)
+                })
             }
-            Command::PutRecord { key, request_id, .. } => (lock_key(key), request_id, RequestKind::PutRecord),
-            Command::Gate { resource, request_id, .. } => (lock_key(resource), request_id, RequestKind::Gate),
-            Command::CreateSession { owner, request_id, .. } => {
-                (lock_key(owner), request_id, RequestKind::CreateSession)
+            Command::Release { name, token, request_id, session, .. } => {
+                once.apply(self, lock_key(name), request_id, RequestKind::Release, |t| {
+                    t.held_under(name, *session)?;
+                    t.release(name, *token, index, events)
+                })
             }
-            Command::KeepAlive { session, request_id, .. } => {
-                (Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive)
+            Command::ReleaseMany { names, token, request_id, session, .. } => {
+                once.apply(self, Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany, |t| {
+                    names.iter().try_for_each(|name| t.held_under(name, *session))?;
+                    t.release_many(names, *token, index, events)
+                })
+            }
+            Command::PutRecord { key, lock, token, value, request_id } => {
+                once.apply(self, lock_key(key), request_id, RequestKind::PutRecord, |t| {
+                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                    t.fences.put(key, lock, *token, value, current, index)
+                })
+            }
+            Command::Gate { resource, lock, token, request_id } => {
+                once.apply(self, lock_key(resource), request_id, RequestKind::Gate, |t| {
+                    if *token >= index {
+                        return Err(not_granted_before(*token, index));
+                    }
+                    t.fences.pass(resource, lock, *token)
+                })
+            }
+            Command::CreateSession { owner, ttl_ms, request_id } => {
+                once.apply(self, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
+                    t.create_session(owner, *ttl_ms, index, events)
+                })
+            }
+            Command::KeepAlive { session, ttl_ms, request_id, .. } => {
+                once.apply(self, Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive, |t| {
+                    t.keep_alive(*session, *ttl_ms)
+                })
             }
             Command::DeleteSession { session, request_id } => {
-                (Cow::Owned(session.to_string()), request_id, RequestKind::DeleteSession)
+                once.apply(self, Cow::Owned(session.to_string()), request_id, RequestKind::DeleteSession, |t| {
+                    t.delete_session(*session, index, events)
+                })
             }
-            Command::Cancel { name, owner } => return Ok(self.cancel(name, owner, index, events)),
-            Command::Tick { period_ms } => return Ok(self.tick(*period_ms, index, events)),
-        };
-        let session_seq = command.session_seq();
-        if let Some((session, seq)) = session_seq {
-            if let Some(replayed) = self.replay_seq(session, seq) {
-                return replayed;
-            }
+            Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
+            Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
         }
-        if let Some(id) = request_id {
-            if let Some(replayed) = self.requests.replay(id, &name, kind) {
-                return replayed;
-            }
-        }
-        let result = match command {
-            Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
-                .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
-                .and_then(|lease| self.acquire(name, lease, *wait_ms, index, events)),
-            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
-                .wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)
-                .and_then(|lease| self.acquire_many(names, lease, *wait_ms, index, events)),
-            Command::CreateSession { owner, ttl_ms, .. } => self.create_session(owner, *ttl_ms, index, events),
-            Command::KeepAlive { session, ttl_ms, .. } => self.keep_alive(*session, *ttl_ms),
-            Command::DeleteSession { session, .. } => self.delete_session(*session, index, events),
-            Command::ReleaseMany { names, token, session, .. } => names
-                .iter()
-                .try_for_each(|name| self.held_under(name, *session))
-                .and_then(|()| self.release_many(names, *token, index, events)),
-            Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
-            Command::Release { name, token, session, .. } => {
-                self.held_under(name, *session).and_then(|()| self.release(name, *token, index, events))
-            }
-            Command::PutRecord { key, lock, token, value, .. } => {
-                let current = self.leases.get(lock.as_str()).map(|l| l.token);
-                self.fences.put(key, lock, *token, value, current, index)
-            }
-            Command::Gate { resource, lock, token, .. } => {
-                if *token >= index {
-                    return Err(not_granted_before(*token, index));
-                }
-                self.fences.pass(resource, lock, *token)
-            }
-            Command::Cancel { .. } | Command::Tick { .. } => unreachable!("answered above"),
-        };
-        if let Some(id) = request_id {
-            self.requests.record(id, index, self.now_tick, &name, kind, &result);
-        }
-        if let Some((session, seq)) = session_seq {
-            self.remember_seq(session, seq, &result, index);
-        }
-        result
     }
 
     /// The lease of `name` with its queue, if held.
@@ -736,6 +727,48 @@ fn other_lifetime(name: &str, held: Option<SessionId>) -> LockError {
         field: "session".into(),
         reason: format!("this owner holds lock {name:?} {how}; acquire it again the same way"),
     })
+}
+
+/// Applies a command a client may retry at most once: a retry with the
+/// request id or session `seq` of one already applied gets that first
+/// answer instead of being applied again.
+struct Once<'c> {
+    command: &'c Command,
+    index: u64,
+}
+
+impl Once<'_> {
+    /// Answers from the session's or the request records if the command
+    /// was applied before; else runs `rule` and records its answer under
+    /// `key` (and the session's `seq`).
+    fn apply(
+        self,
+        table: &mut LockTable,
+        key: Cow<'_, str>,
+        request_id: &Option<String>,
+        kind: RequestKind,
+        rule: impl FnOnce(&mut LockTable) -> Result<Outcome, LockError>,
+    ) -> Result<Outcome, LockError> {
+        let session_seq = self.command.session_seq();
+        if let Some((session, seq)) = session_seq {
+            if let Some(replayed) = table.replay_seq(session, seq) {
+                return replayed;
+            }
+        }
+        if let Some(id) = request_id {
+            if let Some(replayed) = table.requests.replay(id, &key, kind) {
+                return replayed;
+            }
+        }
+        let result = rule(table);
+        if let Some(id) = request_id {
+            table.requests.record(id, self.index, table.now_tick, &key, kind, &result);
+        }
+        if let Some((session, seq)) = session_seq {
+            table.remember_seq(session, seq, &result, self.index);
+        }
+        result
+    }
 }
 
 fn lock_key(name: &str) -> Cow<'_, str> {
