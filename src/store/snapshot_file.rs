@@ -11,7 +11,7 @@
 //!
 //! Each "row" of the file is one of the state's sled records: a page of
 //! table rows, keyed by its tree id and slot ([`super::pages`]), as
-//! [`super::state_store`] keeps them, so a snapshot streams from sled and
+//! [`super::state`] keeps them, so a snapshot streams from sled and
 //! installs into it record by record. The end frame makes
 //! a cut-off file fail to read instead of loading part of a table; the CRC
 //! catches a damaged one. Backups of format 1 were JSON documents; `restore`
