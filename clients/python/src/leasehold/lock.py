@@ -16,20 +16,17 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ._core import default_owner, to_ms
+from ._guards import LockBase, checked_renewal
 from ._watchdog import (
     INITIAL_BACKOFF,
     MAX_BACKOFF,
-    Kept,
     LostReason,
-    Renewed,
     TaskWatchdog,
     ThreadWatchdog,
     Timing,
-    options,
 )
-from .errors import DecodeError, LeaseholdError, NotHeld, StaleToken
-from .types import Lease, Released, SqlFence, fence_sql
+from .errors import LeaseholdError
+from .types import Lease, Released
 
 if TYPE_CHECKING:
     from .aio import AsyncClient
@@ -40,89 +37,7 @@ log = logging.getLogger("leasehold")
 __all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "AsyncLock", "Lock", "LostReason"]
 
 
-class _Base(Kept):
-    """State shared by :class:`Lock` and :class:`AsyncLock`."""
-
-    _ENDED_BY = (StaleToken, NotHeld)
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        ttl: float,
-        wait: Optional[float],
-        owner: Optional[str],
-        drift_margin: Optional[float],
-        on_lost: Optional[Callable[[LostReason], object]],
-        lock_delay: Optional[float],
-    ) -> None:
-        super().__init__(*options(ttl, drift_margin), on_lost)
-        self._name = name
-        self._owner = owner if owner is not None else default_owner()
-        self._wait_ms = 0 if wait is None else to_ms(wait, "wait")
-        self._lock_delay_ms = 0 if lock_delay is None else to_ms(lock_delay, "lock_delay")
-        self._token: Optional[int] = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def owner(self) -> str:
-        return self._owner
-
-    @property
-    def token(self) -> int:
-        """The fencing token of the grant: send it with every write."""
-        if self._token is None:
-            raise RuntimeError("the lock is not acquired")
-        return self._token
-
-    def fence_sql(
-        self,
-        column: str = "fence",
-        *,
-        param: str = "token",
-        strict: bool = False,
-        style: str = "pyformat",
-    ) -> SqlFence:
-        """SQL for a write that a newer holder's write makes fail, with this
-        lock's token: ``.predicate`` (``fence <= %(token)s``) for ``WHERE``,
-        ``.assignment`` (``fence = %(token)s``) for ``SET``, ``.params``
-        (``{"token": 57}``). See :func:`leasehold.fence_sql`."""
-        return fence_sql(self.token, column, param=param, strict=strict, style=style)
-
-    def _subject(self) -> str:
-        return f"lock {self._name} (token {self._token})"
-
-    def _refusal(self, answer: Renewed) -> Optional[LostReason]:
-        if isinstance(answer, Lease) and answer.token != self._token:
-            return LostReason(
-                "revoked", f"the renewal answered token {answer.token}", "stale_token"
-            )
-        return None
-
-    def _granted(self, lease: Lease) -> Timing:
-        requested = self._ttl_ms / 1000
-        return Timing(min(requested, lease.ttl_ms / 1000), self._ttl_ms, self._margin)
-
-    def _release_refusal_expected(self, error: LeaseholdError) -> bool:
-        """A release refused because the lease had already ended."""
-        return isinstance(error, (NotHeld, StaleToken)) and self.is_lost()
-
-    def __repr__(self) -> str:
-        return (
-            f"<{type(self).__name__} {self._name!r} owner={self._owner!r} token={self._token} "
-            f"lost={self._lost_reason}>"
-        )
-
-
-def _checked_renewal(lease: Lease, renewed: Lease) -> None:
-    if renewed.token != lease.token:
-        raise DecodeError(f"renewal of token {lease.token} answered {renewed.token}")
-
-
-class Lock(ThreadWatchdog, _Base):
+class Lock(ThreadWatchdog, LockBase):
     """A lock held through a :class:`~leasehold.Client`, kept by a watchdog
     thread that renews it every ``ttl / 3``.
 
@@ -174,7 +89,7 @@ class Lock(ThreadWatchdog, _Base):
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
             started = time.monotonic()
             renewed = self._client.renew(self._name, lease.token, self._ttl_ms / 1000)
-            _checked_renewal(lease, renewed)
+            checked_renewal(lease, renewed)
             anchor = min(started, renewed.sent_at)
         self._token = lease.token
         self._start_watchdog(timing, anchor)
@@ -212,7 +127,7 @@ class Lock(ThreadWatchdog, _Base):
             log.warning("releasing %s after an exception failed: %s", self._name, e)
 
 
-class AsyncLock(TaskWatchdog, _Base):
+class AsyncLock(TaskWatchdog, LockBase):
     """The asyncio twin of :class:`Lock`: ``async with client.lock(...) as
     lease``. The watchdog is an asyncio task; :attr:`lost` is an
     :class:`asyncio.Event`. ``on_lost(reason)`` may be a coroutine function."""
@@ -254,7 +169,7 @@ class AsyncLock(TaskWatchdog, _Base):
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
             started = time.monotonic()
             renewed = await self._client.renew(self._name, lease.token, self._ttl_ms / 1000)
-            _checked_renewal(lease, renewed)
+            checked_renewal(lease, renewed)
             anchor = min(started, renewed.sent_at)
         self._token = lease.token
         self._start_watchdog(timing, anchor)

@@ -22,17 +22,13 @@ remembered.
 
 from __future__ import annotations
 
-import itertools
-import logging
-import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Optional
 
-from . import _calls as calls
-from ._core import default_owner
-from ._watchdog import Kept, LostReason, TaskWatchdog, ThreadWatchdog, Timing, options
+from ._guards import SessionBase, session_ended
+from ._watchdog import LostReason, TaskWatchdog, ThreadWatchdog, Timing
 from .errors import LeaseholdError, SessionNotFound
 from .types import Lease, Leases, SessionDeleted, SessionView
 
@@ -40,93 +36,8 @@ if TYPE_CHECKING:
     from .aio import AsyncClient
     from .client import Client
 
-log = logging.getLogger("leasehold")
 
-
-def _ended(error: SessionNotFound) -> LostReason:
-    return LostReason("revoked", error.message, error.code)
-
-
-class _SessionBase(Kept):
-    """What :class:`Session` and :class:`AsyncSession` share: the session's
-    id, owner and sequence, and the requests made under it."""
-
-    _ENDED_BY = (SessionNotFound,)
-    _NOT_STARTED = "the session is not open"
-
-    def __init__(
-        self,
-        owner: Optional[str],
-        *,
-        ttl: float,
-        drift_margin: Optional[float],
-        on_lost: Optional[Callable[[LostReason], object]],
-    ) -> None:
-        super().__init__(*options(ttl, drift_margin), on_lost)
-        self._owner = owner if owner is not None else default_owner()
-        self._id: Optional[int] = None
-        self._seq = itertools.count(1)
-        self._seq_mutex = threading.Lock()
-
-    @property
-    def id(self) -> int:
-        """The session's id: the index of the log entry that created it."""
-        if self._id is None:
-            raise RuntimeError(self._NOT_STARTED)
-        return self._id
-
-    @property
-    def owner(self) -> str:
-        """The owner every lock under the session is taken as."""
-        return self._owner
-
-    def _next_seq(self) -> int:
-        """The next number of the session's sequence (from any thread)."""
-        with self._seq_mutex:
-            return next(self._seq)
-
-    def _subject(self) -> str:
-        return f"session {self._id}"
-
-    def _create_call(self) -> calls.Call[SessionView]:
-        if self._id is not None:
-            raise RuntimeError("the session is already open")
-        return calls.create_session(self._owner, self._ttl_ms)
-
-    def _opened(self, view: SessionView, started: float) -> tuple[Timing, float]:
-        """The timing and first anchor of the session ``view`` answered."""
-        self._id = view.session
-        requested = self._ttl_ms / 1000
-        timing = Timing(min(requested, view.ttl_ms / 1000), self._ttl_ms, self._margin)
-        return timing, min(started, view.sent_at)
-
-    def _lock_call(self, name: str, wait: Optional[float]) -> calls.Call[Lease]:
-        wait_ms = calls.seconds_to_ms(wait, "wait")
-        return calls.acquire(
-            name, self._owner, None, wait_ms, session=self.id, seq=self._next_seq()
-        )  # fmt: skip
-
-    def _lock_many_call(self, names: Sequence[str], wait: Optional[float]) -> calls.Call[Leases]:
-        wait_ms = calls.seconds_to_ms(wait, "wait")
-        return calls.acquire_many(
-            names, self._owner, None, wait_ms, session=self.id, seq=self._next_seq()
-        )  # fmt: skip
-
-    def _close_failed(self, error: LeaseholdError, raised_in_block: bool) -> None:
-        """Leaving the block: a session already known lost is no surprise
-        when the delete finds it gone; another failure is raised, unless the
-        block's own exception is already on its way out."""
-        if isinstance(error, SessionNotFound) and self.is_lost():
-            return
-        if not raised_in_block:
-            raise error
-        log.warning("deleting %s after an exception failed: %s", self._subject(), error)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._id} owner={self._owner!r} lost={self._lost_reason}>"
-
-
-class Session(ThreadWatchdog, _SessionBase):
+class Session(ThreadWatchdog, SessionBase):
     """A session of a :class:`~leasehold.Client`, kept alive by a watchdog
     thread, under which locks are taken with :meth:`lock` and
     :meth:`lock_many`.
@@ -172,7 +83,7 @@ class Session(ThreadWatchdog, _SessionBase):
         try:
             return self._client._run(self._lock_call(name, wait))
         except SessionNotFound as e:
-            self._fire(_ended(e))
+            self._fire(session_ended(e))
             raise
 
     def lock_many(self, names: Sequence[str], wait: Optional[float] = None) -> Leases:
@@ -182,7 +93,7 @@ class Session(ThreadWatchdog, _SessionBase):
         try:
             return self._client._run(self._lock_many_call(names, wait))
         except SessionNotFound as e:
-            self._fire(_ended(e))
+            self._fire(session_ended(e))
             raise
 
     def close(self) -> SessionDeleted:
@@ -214,7 +125,7 @@ class Session(ThreadWatchdog, _SessionBase):
             self._close_failed(e, exc_type is not None)
 
 
-class AsyncSession(TaskWatchdog, _SessionBase):
+class AsyncSession(TaskWatchdog, SessionBase):
     """The asyncio twin of :class:`Session`: ``async with
     client.session("batch-7", ttl=10) as session``. The watchdog is an
     asyncio task; :attr:`lost` is an :class:`asyncio.Event`; ``on_lost`` may
@@ -246,7 +157,7 @@ class AsyncSession(TaskWatchdog, _SessionBase):
         try:
             return await self._client._run(self._lock_call(name, wait))
         except SessionNotFound as e:
-            await self._fire(_ended(e))
+            await self._fire(session_ended(e))
             raise
 
     async def lock_many(self, names: Sequence[str], wait: Optional[float] = None) -> Leases:
@@ -254,7 +165,7 @@ class AsyncSession(TaskWatchdog, _SessionBase):
         try:
             return await self._client._run(self._lock_many_call(names, wait))
         except SessionNotFound as e:
-            await self._fire(_ended(e))
+            await self._fire(session_ended(e))
             raise
 
     async def close(self) -> SessionDeleted:
