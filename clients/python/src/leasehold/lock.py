@@ -157,7 +157,6 @@ class AsyncLock(TaskWatchdog, LockBase):
 
     async def acquire(self) -> AsyncLock:
         """As :meth:`Lock.acquire`."""
-        _ = self.lost  # bound to this loop before the watchdog can set it
         if self._token is not None:
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()

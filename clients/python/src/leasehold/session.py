@@ -145,7 +145,6 @@ class AsyncSession(TaskWatchdog, SessionBase):
 
     async def open(self) -> AsyncSession:
         """As :meth:`Session.open`."""
-        _ = self.lost  # bound to this loop before the watchdog can set it
         call = self._create_call()
         started = time.monotonic()
         view = await self._client._run(call)
