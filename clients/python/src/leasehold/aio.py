@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from ._core import (
     MAX_BACKOFF,
     Core,
     Retry,
+    asleep,
     ssl_context,
     to_ms,
     unreachable,
@@ -486,5 +486,5 @@ class AsyncClient:
             delay = core.next_delay(retry, backoff)
             if time.monotonic() + delay > give_up:
                 raise failure
-            await asyncio.sleep(delay)
+            await asleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)

@@ -18,6 +18,7 @@ from ._core import (
     MAX_BACKOFF,
     Core,
     Retry,
+    sleep,
     ssl_context,
     to_ms,
     unreachable,
@@ -482,5 +483,5 @@ class Client:
             delay = core.next_delay(retry, backoff)
             if time.monotonic() + delay > give_up:
                 raise failure
-            time.sleep(delay)
+            sleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)
