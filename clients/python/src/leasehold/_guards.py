@@ -3,7 +3,8 @@
 (:class:`LockSetBase`), and the decisions taken on it. The guards themselves
 (``Lock`` and ``AsyncLock``, ``Session`` and ``AsyncSession``, ``LockSet`` and
 ``AsyncLockSet``) only add the calls to the cluster, which the two flavours
-make differently (awaited or not)."""
+make differently (awaited or not): those are written once, for asyncio, in
+:mod:`leasehold._async`, and generated for the sync flavour."""
 
 from __future__ import annotations
 
