@@ -3,8 +3,10 @@
 #
 # Creates a virtualenv in $VENV (default clients/python/.venv) with $PYTHON
 # (default python3, 3.9 or newer), installs the package with its test extras
-# (`pip install -e .[test]`), then runs ruff (lint and format check), mypy
-# --strict and pytest. The tests start real `leasehold serve` processes: the
+# (`pip install -e .[test]`), checks that the sync client and guards in
+# src/leasehold/_sync are what scripts/generate_sync.py makes of their asyncio
+# source in src/leasehold/_async, then runs ruff (lint and format check),
+# mypy --strict and pytest. The tests start real `leasehold serve` processes: the
 # binary comes from $LEASEHOLD_BIN, else ../../target/release/leasehold, else
 # ../../target/debug/leasehold (run `cargo build` first). Extra arguments go
 # to pytest, e.g. `./run-tests.sh -k lock -x`.
@@ -21,6 +23,8 @@ fi
 echo "== pip install -e .[test]"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+echo "== generated sync code is current"
+"$VENV/bin/python" scripts/generate_sync.py --check
 echo "== ruff check"
 "$VENV/bin/ruff" check .
 echo "== ruff format --check"

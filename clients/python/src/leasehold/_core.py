@@ -3,6 +3,7 @@ ids, retry decisions and answer decoding. No I/O happens here."""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import itertools
 import os
@@ -257,6 +258,19 @@ class Core:
         if retry is not None and retry.delay is not None:
             return jittered(max(retry.delay, backoff), RETRY_AFTER_JITTER)
         return jittered(backoff, 0.5)
+
+
+async def asleep(seconds: float) -> None:
+    """The retry loop's pause in the asyncio client; :func:`sleep` in the sync
+    one. The two are a name apart (``asleep`` in the async source becomes
+    ``sleep`` in the sync code made from it), where ``asyncio.sleep`` and
+    ``time.sleep`` would differ in the module too."""
+    await asyncio.sleep(seconds)
+
+
+def sleep(seconds: float) -> None:
+    """The retry loop's pause in the sync client: see :func:`asleep`."""
+    time.sleep(seconds)
 
 
 def client_side(error: LeaseholdError) -> LeaseholdError:

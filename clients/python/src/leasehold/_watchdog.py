@@ -348,6 +348,10 @@ class TaskWatchdog(Kept):
 
     def _start_watchdog(self, timing: Timing, anchor: float) -> None:
         self._begin(timing, anchor)
+        # Called inside the running loop, before the guard is handed out:
+        # lost is bound to this loop before the watchdog can set it (Python
+        # 3.9 binds an Event to the loop current when it is made).
+        _ = self.lost
         self._task = asyncio.ensure_future(self._watchdog(anchor))
 
     async def _stop_watchdog(self) -> None:

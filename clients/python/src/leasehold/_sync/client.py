@@ -1,0 +1,504 @@
+# Generated from src/leasehold/_async/client.py by scripts/generate_sync.py (unasync):
+# do not edit. Edit the asyncio source and run that script instead.
+"""The client of one leasehold cluster: :class:`~leasehold.AsyncClient` is
+written in ``leasehold/_async/client.py``, :class:`~leasehold.Client`
+generated from it into ``leasehold/_sync/client.py`` (see
+:mod:`leasehold._async`)."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+
+import httpx
+
+from leasehold import _calls as calls
+from leasehold._core import (
+    DEFAULT_RETRY_BUDGET,
+    DEFAULT_TIMEOUT,
+    INITIAL_BACKOFF,
+    MAX_BACKOFF,
+    Core,
+    Retry,
+    sleep,
+    ssl_context,
+    to_ms,
+    unreachable,
+)
+from leasehold.errors import LeaseholdError
+from leasehold.types import (
+    CheckResult,
+    GateResult,
+    Lease,
+    Leases,
+    LeaseView,
+    Record,
+    RecordWritten,
+    Released,
+    ReleasedMany,
+    SessionDeleted,
+    SessionView,
+)
+
+if TYPE_CHECKING:
+    from leasehold._watchdog import LostReason
+
+    from .lock import Lock
+    from .multi import LockSet
+    from .session import Session
+
+T = TypeVar("T")
+
+
+class Client:
+    """A client of one leasehold cluster: :class:`~leasehold.Client` is
+    thread-safe; :class:`~leasehold.AsyncClient` is the same for asyncio, every
+    call awaited (``aclose()`` for ``close()``, ``async with`` for ``with``).
+
+    ``endpoints`` are any nodes of the cluster, as ``host:port`` or
+    ``http(s)://host:port`` (a list or a comma-separated string); without a
+    scheme they are ``https`` when ``ca_file`` is given, else ``http``.
+    ``token`` is sent as ``authorization: Bearer <token>`` on every request.
+    ``ca_file`` is the only CA trusted for https. ``timeout`` bounds one
+    attempt (seconds); ``retry_budget`` how long one call keeps retrying
+    unreachable nodes and 503 answers.
+
+    Every request goes to the node believed to lead (learned from the
+    ``x-leasehold-leader-addr`` header), moves to the next endpoint when a
+    node is unreachable, and retries 503 answers after the server's
+    ``Retry-After`` (plus jitter). Every mutation carries a request id, the
+    same on every retry of one call, so a retry the cluster already applied
+    returns the original result (the same token), also from a new leader.
+    Other errors are raised at once (see :mod:`leasehold.errors`).
+
+    Durations in arguments are seconds (floats); durations in results keep
+    the API's milliseconds (``ttl_ms``, ``expires_in_ms``).
+    """
+
+    def __init__(
+        self,
+        endpoints: Union[str, Sequence[str]],
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        retry_budget: float = DEFAULT_RETRY_BUDGET,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self._core = Core(
+            endpoints, token=token, ca_file=ca_file, timeout=timeout, retry_budget=retry_budget
+        )
+        self._http = httpx.Client(
+            verify=ssl_context(ca_file), trust_env=False, transport=transport, timeout=timeout
+        )
+        # Waiting acquires: HTTP/2 (prior knowledge on http, ALPN on https),
+        # so many waits share one connection; the rest stays on HTTP/1.1.
+        self._waiting = httpx.Client(
+            verify=ssl_context(ca_file),
+            trust_env=False,
+            transport=transport,
+            timeout=timeout,
+            http1=False,
+            http2=True,
+        )
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+        self._waiting.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [e.base for e in self._core.endpoints]
+
+    # --- locks -----------------------------------------------------------------
+
+    def acquire(
+        self,
+        name: str,
+        owner: str,
+        ttl: Optional[float] = None,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
+    ) -> Lease:
+        """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h),
+        or, with ``session`` (an id) instead of ``ttl``, for as long as that
+        session lives (``owner`` must be the session's; exactly one of the
+        two, else ``InvalidArgument`` before anything is sent). ``seq`` is
+        the request's number in the session's sequence (see :class:`Session`,
+        which counts for you).
+
+        Without ``wait``, raises :class:`~leasehold.errors.HeldByOther` when
+        another owner holds it; with ``wait`` (seconds) queues and returns
+        when the lock passes to ``owner``, or raises
+        :class:`~leasehold.errors.WaitTimeout`. The same owner acquiring
+        again gets its grant back (same token, ``reacquired``).
+
+        ``lock_delay`` (seconds, at most 300): should this lease expire
+        rather than be released, nobody is granted the lock for that long
+        after the expiry, so a holder that was only paused wakes up to find
+        nobody acting under the lock yet. Meanwhile a try-acquire raises
+        :class:`~leasehold.errors.LockDelayed`; a waiting one is granted when
+        the delay ends.
+        """
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        call = calls.acquire(
+            name, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return self._run(call)
+
+    def _acquire_ms(
+        self,
+        name: str,
+        owner: str,
+        ttl_ms: int,
+        wait_ms: int = 0,
+        request_id: Optional[str] = None,
+        lock_delay_ms: int = 0,
+    ) -> Lease:
+        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms))
+
+    def renew(
+        self,
+        name: str,
+        token: int,
+        ttl: Optional[float] = None,
+        *,
+        request_id: Optional[str] = None,
+    ) -> Lease:
+        """Restarts the lease held under ``token`` (for ``ttl`` seconds, or
+        the grant's ttl). Raises ``StaleToken`` or ``NotHeld`` when it ended."""
+        ttl_ms = None if ttl is None else to_ms(ttl, "ttl")
+        return self._run(calls.renew(name, token, ttl_ms, request_id))
+
+    def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:
+        return self._run(calls.renew(name, token, ttl_ms), deadline=deadline)
+
+    def release(
+        self,
+        name: str,
+        token: int,
+        *,
+        request_id: Optional[str] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
+    ) -> Released:
+        """Releases the lock held under ``token``. ``session`` (which must be
+        the one the lock is held under) is needed only to number the release
+        with ``seq`` in that session's sequence."""
+        return self._run(calls.release(name, token, request_id, session=session, seq=seq))
+
+    def acquire_many(
+        self,
+        names: Sequence[str],
+        owner: str,
+        ttl: Optional[float] = None,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+        session: Optional[int] = None,
+        seq: Optional[int] = None,
+    ) -> Leases:
+        """Acquires every lock of ``names`` (1 to 64 distinct names) for
+        ``owner`` in one log entry, under one fencing token, or none of them.
+
+        Without ``wait``, a list with a lock that cannot be granted now
+        raises :class:`~leasehold.errors.HeldByOther`, granting nothing; its
+        ``conflicts`` names every lock in the way and why. With ``wait``
+        (seconds) the owner queues for every lock at once and holds none of
+        them until it can have all (then they are granted together), or
+        raises :class:`~leasehold.errors.WaitTimeout`, leaving every queue.
+        ``ttl``, ``request_id`` and ``lock_delay`` are as for
+        :meth:`acquire`, for each lock. The owner holding every lock under
+        one token already gets those grants back (``reacquired``).
+        ``session`` and ``seq`` as for :meth:`acquire`: every lock then lives
+        as long as the session.
+        """
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
+        call = calls.acquire_many(
+            names, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
+            session=session, seq=seq,
+        )  # fmt: skip
+        return self._run(call)
+
+    def release_many(
+        self, names: Sequence[str], token: int, *, request_id: Optional[str] = None
+    ) -> ReleasedMany:
+        """Releases every lock of ``names``, all held under ``token`` (the
+        one a multi-acquire answered), in one log entry, or none of them:
+        ``NotHeld`` / ``StaleToken`` for the first that is not held so."""
+        return self._run(calls.release_many(names, token, request_id))
+
+    def get(self, name: str) -> Optional[LeaseView]:
+        """The lease of ``name`` (linearizable), ``None`` when it is free."""
+        return self._run(calls.get(name))
+
+    def list(self, prefix: str = "", limit: int = 100) -> builtins.list[LeaseView]:
+        """Held locks whose names start with ``prefix`` (at most ``limit``,
+        1 to 1000), in name order."""
+        return self._run(calls.list_locks(prefix, limit))
+
+    def lock(
+        self,
+        name: str,
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+        lock_delay: Optional[float] = None,
+    ) -> Lock:
+        """A lock guard on ``name``: a :class:`~leasehold.lock.Lock` (``with``,
+        a watchdog thread) from a :class:`~leasehold.Client`, an
+        :class:`~leasehold.lock.AsyncLock` (``async with``, a watchdog task)
+        from an :class:`~leasehold.AsyncClient`. Acquired on entering the
+        block (or by its ``acquire()``), renewed by the watchdog every
+        ``ttl / 3``, released on exit. ``lock_delay`` as for :meth:`acquire`:
+        it matters exactly when the watchdog fails and the lease expires."""
+        from .lock import Lock
+
+        return Lock(
+            self,
+            name,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
+            lock_delay=lock_delay,
+        )
+
+    def lock_many(
+        self,
+        names: Sequence[str],
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        lock_delay: Optional[float] = None,
+    ) -> LockSet:
+        """A lock set on every lock of ``names``: a
+        :class:`~leasehold.multi.LockSet` (``with``) from a
+        :class:`~leasehold.Client`, an :class:`~leasehold.multi.AsyncLockSet`
+        (``async with``) from an :class:`~leasehold.AsyncClient`. Acquired
+        together on entering the block (or by its ``acquire()``) as by
+        :meth:`acquire_many`, released together on exit. Nothing renews
+        them: the work must fit in ``ttl``."""
+        from .multi import LockSet
+
+        return LockSet(self, names, ttl=ttl, wait=wait, owner=owner, lock_delay=lock_delay)
+
+    # --- sessions --------------------------------------------------------------
+
+    def create_session(
+        self, owner: str, ttl: float, *, request_id: Optional[str] = None
+    ) -> SessionView:
+        """Creates a session of ``owner`` whose ttl is ``ttl`` seconds (3 s to
+        1 h). Locks acquired under it (``session=`` its id) live as long as
+        it does: one keepalive keeps them all. Raises ``Full`` at the
+        cluster's session limit. :meth:`session` also keeps it alive."""
+        return self._run(calls.create_session(owner, to_ms(ttl, "ttl"), request_id))
+
+    def keepalive(
+        self,
+        session: int,
+        ttl: Optional[float] = None,
+        *,
+        seq: Optional[int] = None,
+        request_id: Optional[str] = None,
+    ) -> SessionView:
+        """Restarts the session's deadline (with ``ttl`` seconds from now, or
+        its ttl), and so every lock's under it. ``SessionNotFound`` once it
+        has ended: its locks are gone."""
+        ttl_ms = calls.optional_ms(ttl, "ttl")
+        return self._run(calls.keepalive(session, ttl_ms, request_id, seq))
+
+    def _keepalive_until(self, session: int, seq: int, deadline: float) -> SessionView:
+        return self._run(calls.keepalive(session, seq=seq), deadline=deadline)
+
+    def delete_session(self, session: int) -> SessionDeleted:
+        """Ends the session now, releasing every lock under it (each handed to
+        its first waiter) in one log entry. ``SessionNotFound`` if it had
+        already ended."""
+        return self._run(calls.delete_session(session))
+
+    def get_session(self, session: int) -> Optional[SessionView]:
+        """The session with its ``locks`` (linearizable), ``None`` once it
+        has ended (or never existed)."""
+        return self._run(calls.get_session(session))
+
+    def list_sessions(self, after: int = 0, limit: int = 100) -> builtins.list[SessionView]:
+        """Live sessions with ids above ``after`` (at most ``limit``, 1 to
+        1000), in id order, without their locks: pass a page's last id as
+        the next page's ``after``."""
+        return self._run(calls.list_sessions(after, limit))
+
+    def session(
+        self,
+        owner: Optional[str] = None,
+        ttl: float = 10.0,
+        *,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> Session:
+        """A session of ``owner`` (a fresh owner id by default): a
+        :class:`~leasehold.session.Session` (``with``, a watchdog thread) from
+        a :class:`~leasehold.Client`, an :class:`~leasehold.session.AsyncSession`
+        (``async with``, a watchdog task) from an :class:`~leasehold.AsyncClient`.
+        Created on entering the block (or by its ``open()``), kept alive by
+        the watchdog every ``ttl / 3``, deleted on exit, which releases every
+        lock taken under it with its ``lock()`` and ``lock_many()``."""
+        from .session import Session
+
+        return Session(self, owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
+
+    # --- fencing ---------------------------------------------------------------
+
+    def check(self, lock: str, token: int) -> CheckResult:
+        """Whether ``token`` is the current token of ``lock`` (linearizable).
+        Good only for the moment it is answered."""
+        return self._run(calls.check(lock, token))
+
+    def put_record(
+        self,
+        key: str,
+        lock: str,
+        token: int,
+        value: Any,
+        *,
+        request_id: Optional[str] = None,
+    ) -> RecordWritten:
+        """Writes ``value`` (JSON, at most 4 KiB) under ``key`` if ``token`` is
+        the current token of ``lock``; raises ``StaleToken`` otherwise."""
+        return self._run(calls.put_record(key, lock, token, value, request_id))
+
+    def get_record(self, key: str) -> Optional[Record]:
+        """The record ``key`` (linearizable), ``None`` if never written."""
+        return self._run(calls.get_record(key))
+
+    def gate(
+        self, resource: str, lock: str, token: int, *, request_id: Optional[str] = None
+    ) -> GateResult:
+        """Passes ``token`` of ``lock`` through the gate ``resource``: admitted
+        when not lower than any admitted before, ``StaleToken`` otherwise."""
+        return self._run(calls.gate(resource, lock, token, request_id))
+
+    # --- cluster ---------------------------------------------------------------
+
+    def status(self, endpoint: Optional[int] = None) -> dict[str, Any]:
+        """``/v1/cluster/status`` of whichever node answers; with
+        ``endpoint`` (an index into the endpoints), of that node, no retries."""
+        if endpoint is None:
+            return self._run(calls.status())
+        url = self._core.url(endpoint, "/v1/cluster/status")
+        try:
+            response = self._http.get(url, headers=self._core.headers())
+        except httpx.TransportError as e:
+            raise unreachable(self._core.endpoints[endpoint], e) from e
+        result = self._core.outcome(endpoint, response)
+        if isinstance(result, Retry):
+            raise result.error
+        return result  # type: ignore[no-any-return]
+
+    def add_learner(self, node_id: int, addr: str) -> int:
+        """Adds a non-voting member; returns the log index once it caught up."""
+        return self._run(calls.add_learner(node_id, addr))
+
+    def promote(self, node_id: int) -> int:
+        return self._run(calls.promote(node_id))
+
+    def remove_member(self, node_id: int) -> int:
+        return self._run(calls.remove_member(node_id))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        json: Optional[dict[str, Any]] = None,
+        params: Optional[Mapping[str, str]] = None,
+        *,
+        wait: float = 0.0,
+    ) -> Any:
+        """Any API request, with leader following and retries; returns the
+        decoded JSON answer or raises the error's class."""
+        return self._run(calls.raw(method, path, json, params, wait))
+
+    # --- the retry loop --------------------------------------------------------
+
+    def _run(self, call: calls.Call[T], deadline: Optional[float] = None) -> T:
+        try:
+            data, sent_at = self._send(call, deadline)
+        except LeaseholdError as e:
+            if call.none_on is not None and isinstance(e, call.none_on):
+                return None  # type: ignore[return-value]
+            raise
+        return call.decode(data, sent_at)
+
+    def _send(self, call: calls.Call[Any], deadline: Optional[float]) -> tuple[Any, float]:
+        """Sends ``call`` until it is answered (not 503) or the budget (or
+        ``deadline``, on ``time.monotonic()``) is spent. Returns the JSON
+        answer and the send time of the first attempt."""
+        core = self._core
+        first_sent = time.monotonic()
+        give_up = core.give_up_at(first_sent, call.wait, deadline)
+        backoff = INITIAL_BACKOFF
+        probing_http1 = False
+        while True:
+            index = core.preferred()
+            retry: Optional[Retry] = None
+            over_http2 = core.waits_over_http2(call.wait, probing_http1)
+            http = self._waiting if over_http2 else self._http
+            try:
+                response = http.request(
+                    call.method,
+                    core.url(index, call.path),
+                    json=call.body,
+                    params=call.query,
+                    headers=core.headers(),
+                    timeout=core.attempt_timeout(call.wait, give_up),
+                )
+            except httpx.TransportError as e:
+                if over_http2 and core.broke_over_http2(e):
+                    probing_http1 = True
+                    continue
+                # Unreachable, refused, reset or timed out: try the next node.
+                probing_http1 = False
+                core.move_on_from(index)
+                failure = unreachable(core.endpoints[index], e)
+            else:
+                if probing_http1:
+                    core.answered_over_http1()
+                    probing_http1 = False
+                result = core.outcome(index, response)
+                if not isinstance(result, Retry):
+                    return result, first_sent
+                retry, failure = result, result.error
+            delay = core.next_delay(retry, backoff)
+            if time.monotonic() + delay > give_up:
+                raise failure
+            sleep(delay)
+            backoff = min(backoff * 2, MAX_BACKOFF)

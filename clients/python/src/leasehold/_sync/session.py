@@ -1,0 +1,112 @@
+# Generated from src/leasehold/_async/session.py by scripts/generate_sync.py (unasync):
+# do not edit. Edit the asyncio source and run that script instead.
+"""The session guard: :class:`~leasehold.session.AsyncSession` is written in
+``leasehold/_async/session.py``, :class:`~leasehold.session.Session` generated from
+it into ``leasehold/_sync/session.py`` (see :mod:`leasehold._async`).
+What a session guarantees is in :mod:`leasehold.session`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Callable, Optional
+
+from leasehold._guards import SessionBase, session_ended
+from leasehold._watchdog import LostReason, ThreadWatchdog, Timing
+from leasehold.errors import LeaseholdError, SessionNotFound
+from leasehold.types import Lease, Leases, SessionDeleted, SessionView
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class Session(ThreadWatchdog, SessionBase):
+    """A session of a client, kept alive by a watchdog, under which locks are
+    taken with :meth:`lock` and :meth:`lock_many`: a
+    :class:`~leasehold.session.Session` (from a :class:`~leasehold.Client`)
+    has a watchdog thread, an :class:`~leasehold.session.AsyncSession` (from
+    an :class:`~leasehold.AsyncClient`) an asyncio task.
+
+    ``with client.session("batch-7", ttl=10) as session`` (``async with``
+    for an AsyncSession) creates it on entry and deletes it on exit, which
+    releases every lock under it in one log entry. Stop acting under any of
+    its locks when :attr:`lost` (a :class:`threading.Event`; an
+    AsyncSession's is an :class:`asyncio.Event`) is set, or check
+    :meth:`is_lost` / :meth:`valid_until` before each action; pass each
+    lock's token with every write. ``on_lost(reason)`` is called once, from
+    the watchdog (an AsyncSession's may be a coroutine function). Should the
+    delete fail, the session (and its locks) runs out after its ttl.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        owner: Optional[str] = None,
+        *,
+        ttl: float = 10.0,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> None:
+        super().__init__(owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
+        self._client = client
+
+    def open(self) -> Session:
+        """Creates the session and starts its watchdog. ``Full`` at the
+        cluster's session limit."""
+        call = self._create_call()
+        started = time.monotonic()
+        view = self._client._run(call)
+        self._start_watchdog(*self._opened(view, started))
+        return self
+
+    def lock(self, name: str, wait: Optional[float] = None) -> Lease:
+        """Acquires ``name`` under the session, waiting in its queue up to
+        ``wait`` seconds: the lock lives as long as the session (its safe
+        deadline is :meth:`valid_until`). Errors as :meth:`Client.acquire`;
+        ``SessionNotFound`` once the session has ended, which sets
+        :attr:`lost`. Release it early with :meth:`Client.release`, or let
+        :meth:`close` release it."""
+        try:
+            return self._client._run(self._lock_call(name, wait))
+        except SessionNotFound as e:
+            self._fire(session_ended(e))
+            raise
+
+    def lock_many(self, names: Sequence[str], wait: Optional[float] = None) -> Leases:
+        """Acquires every lock of ``names`` under the session in one log
+        entry, under one token, or none of them; as :meth:`Client.acquire_many`
+        and :meth:`lock`."""
+        try:
+            return self._client._run(self._lock_many_call(names, wait))
+        except SessionNotFound as e:
+            self._fire(session_ended(e))
+            raise
+
+    def close(self) -> SessionDeleted:
+        """Stops the watchdog and deletes the session, releasing every lock
+        under it (each handed to its first waiter). Raises the cluster's
+        error (``SessionNotFound`` when it had already ended) or
+        ``Unavailable`` (the session then runs out after its ttl)."""
+        session = self.id
+        self._stop_watchdog()
+        return self._client.delete_session(session)
+
+    def _renewal(self, timing: Timing, deadline: float) -> SessionView:
+        return self._client._keepalive_until(self.id, self._next_seq(), deadline)
+
+    def __enter__(self) -> Session:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._id is None:
+            return
+        try:
+            self.close()
+        except LeaseholdError as e:
+            self._close_failed(e, exc_type is not None)
