@@ -67,6 +67,10 @@ const TLS_HANDSHAKE: u8 = 0x16;
 /// the forwarding channel), for clusters of up to 7 nodes, with room for
 /// reconnects.
 const MAX_PEER_CONNECTIONS: usize = 64;
+/// How long a connection that opened with the peer preface (or ALPN) has
+/// to send its hello. Members send it in the same write as the preface;
+/// anyone slower is not a member, and must not hold a place for long.
+const PEER_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 /// Accept queue asked for; Linux caps it at `net.core.somaxconn` (4 096 by
 /// default since 5.4), which the operator may raise.
 const LISTEN_BACKLOG: u32 = 65_535;
@@ -120,9 +124,8 @@ pub async fn run(
         "serving"
     );
     let router = crate::api::router(started.clone(), &serve_config.api);
-    let header_read_timeout = serve_config.connection_limits.header_read_timeout;
     let peers = Peers {
-        gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), header_read_timeout),
+        gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), PEER_HELLO_TIMEOUT),
         raft: started.raft().inbound(),
     };
     serve(listener, router, peers, serve_config.tls, serve_config.connection_limits, shutdown).await;
@@ -281,24 +284,29 @@ impl Connection {
         }
     }
 
-    /// A peer connection: it leaves the client connection budget for the
-    /// peers' own, so client load cannot crowd Raft out. After the hello it
-    /// carries Raft RPC, or relayed client requests over HTTP/2.
+    /// A peer connection: once its hello has proved the cluster secret, it
+    /// leaves the client connection budget for the peers' own, so client
+    /// load cannot crowd Raft out. Until then it is a client's connection
+    /// (it keeps the place it was accepted with, in the client budget or
+    /// among the refusals) with [`PEER_HELLO_TIMEOUT`] to say hello: bytes
+    /// from someone without the secret never take a peer slot, and hold a
+    /// client place for at most that long. After the hello it carries Raft
+    /// RPC, or relayed client requests over HTTP/2.
     async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(mut self, mut io: I) {
+        let Some(channel) = self.peers.gate.hello(&mut io).await else { return };
         let Ok(_slot) = self.peer_slots.clone().try_acquire_owned() else {
-            tracing::warn!("peer connection limit reached; closing a new peer connection");
+            tracing::warn!("peer connection limit reached; closing a member's new peer connection");
             return;
         };
         self.place = Place::Peer;
-        match self.peers.gate.hello(&mut io).await {
-            Some(Channel::Raft) => self.peers.raft.serve_raft(io).await,
-            Some(Channel::RaftStream) => self.peers.raft.serve_raft_stream(io).await,
-            Some(Channel::Forward) => {
+        match channel {
+            Channel::Raft => self.peers.raft.serve_raft(io).await,
+            Channel::RaftStream => self.peers.raft.serve_raft_stream(io).await,
+            Channel::Forward => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();
                 serve_with(&http, self.router, self.watcher, io, caller).await
             }
-            None => {}
         }
     }
 

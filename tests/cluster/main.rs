@@ -31,6 +31,7 @@ mod cluster;
 mod config;
 mod fencing;
 mod herd;
+mod hostile;
 mod lock_delay;
 mod membership;
 mod metrics;

@@ -1,0 +1,70 @@
+//! Hostile clients (issue 37): what one client without credentials can do
+//! to a cluster, each attack with real processes and real sockets.
+
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::common::*;
+use leasehold::peer;
+
+/// Connections the flood holds open to each node: more than the 64 peer
+/// slots a node has.
+const FLOOD_CONNECTIONS: usize = 70;
+
+/// Holds `FLOOD_CONNECTIONS` connections to `addr` that send only the peer
+/// preface, opening a new one whenever the node closes one, until aborted.
+async fn preface_flood(addr: String) {
+    let mut open = Vec::new();
+    loop {
+        open.retain(|c: &TcpStream| c.peer_addr().is_ok());
+        while open.len() < FLOOD_CONNECTIONS {
+            let Ok(mut conn) = TcpStream::connect(&addr).await else { break };
+            if conn.write_all(peer::PREFACE).await.is_ok() {
+                open.push(conn);
+            }
+        }
+        // A closed connection shows only when read: drop those the node
+        // closed (a read of 0 bytes), keep the rest.
+        let mut still = Vec::new();
+        for conn in open.drain(..) {
+            let mut byte = [0u8; 1];
+            match conn.try_read(&mut byte) {
+                Ok(0) => {}
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => {}
+                _ => still.push(conn),
+            }
+        }
+        open = still;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// Ensures a client that holds more connections with the peer preface than a
+// node has peer slots cannot keep the members from electing a new leader
+// after the leader is killed, nor from serving a well-behaved client, while
+// the flood goes on (it took every peer slot before the hello was checked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_preface_flood_does_not_stop_an_election() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let client = cluster.client();
+        let old = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        step("flood every node with connections that send only the peer preface");
+        let floods: Vec<_> =
+            cluster.ids().into_iter().map(|id| tokio::spawn(preface_flood(cluster.endpoint(id)))).collect();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        step(&format!("kill -9 the leader (node {old}) while the flood goes on"));
+        cluster.kill(old);
+        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        assert_ne!(new, old);
+        step("a well-behaved client is served during the flood");
+        let grant = client.acquire("hostile-flood", "holder", 10_000).await.unwrap();
+        client.release("hostile-flood", grant.token()).await.unwrap();
+        for flood in floods {
+            flood.abort();
+        }
+    })
+    .await;
+}
