@@ -44,7 +44,7 @@
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
 //! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
-//! - `secret.rs` — [`Secret`] and CA files: what a client presents.
+//! - `secret.rs` — [`Ca`]: CA files to trust ([`Secret`] is the wire contract's).
 //! - [`http`] — the connections: HTTP/1.1 spoken directly for quick
 //!   requests, HTTP/2 (hyper) for waits; endpoints and request targets.
 //!
@@ -63,9 +63,9 @@ mod watchdog;
 
 pub use guard::{default_owner, Lock, LockOptions};
 pub use leasehold_proto as proto;
-pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView};
+pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
 pub use multi::{Leases, LockSet};
-pub use secret::{load_ca, Ca, Secret, SecretError};
+pub use secret::{load_ca, Ca};
 pub use session::{Session, SessionId, SessionOptions};
 pub use watchdog::LostReason;
 
