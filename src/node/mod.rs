@@ -24,8 +24,8 @@ use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
 use crate::metrics::Metrics;
 use crate::raft::peer::Dialer;
 use crate::raft::{self, LockResult, LockState, Network, Node as RaftNode, NodeId, Proposer, Raft, StateStore, Ticker};
-use leasehold_client::Secret;
 use leasehold_core::{Command, LockTable};
+use leasehold_proto::Secret;
 
 /// Raft heartbeat period. Election timeouts are several of these.
 const HEARTBEAT_MS: u64 = 100;

@@ -29,7 +29,7 @@ use tokio_stream::{Stream, StreamExt};
 use super::peer::{self, Dialer, PeerRequest, PeerResponse, PeerStream, StreamAnswer};
 use super::state_machine::{Snapshot, SnapshotData};
 use super::{Node, NodeId, SnapshotMeta, TypeConfig, Vote};
-use leasehold_client::Secret;
+use leasehold_proto::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";

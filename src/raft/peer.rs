@@ -51,7 +51,7 @@ use tokio_stream::{Stream, StreamExt};
 use super::{NodeId, Raft, TypeConfig};
 
 type Answer<T> = Result<T, RaftError<TypeConfig>>;
-use leasehold_client::Secret;
+use leasehold_proto::Secret;
 
 /// First bytes of a plain-TCP peer connection.
 pub const PREFACE: &[u8; 8] = b"LHPEER02";
