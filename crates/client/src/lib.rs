@@ -247,7 +247,11 @@ impl Client {
             return Err(ClientError::InvalidEndpoint(String::new()));
         }
         Ok(Client {
-            http: Http::new(endpoints, credentials.ca.as_ref(), credentials.token.as_ref().map(Secret::expose)),
+            http: Http::new(
+                endpoints,
+                credentials.ca.as_ref().map(Ca::certificates),
+                credentials.token.as_ref().map(Secret::expose),
+            ),
             no_http2: AtomicBool::new(false),
             waits: AtomicUsize::new(0),
             preferred: AtomicUsize::new(0),

@@ -21,15 +21,14 @@
 //!   goes on; [`JsonClient`].
 //! - `endpoint.rs` — [`Endpoint`] and [`target`]: where a request goes.
 //! - `reply.rs` — [`Reply`] and [`SendError`]: what a request comes back with.
+//! - `tls.rs` — rustls: connectors, the TCP or TLS stream, PEM certificates.
 
 mod endpoint;
 mod reply;
+mod tls;
 
 use std::io;
-use std::net::IpAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -37,22 +36,20 @@ use http::Method;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use rustls::pki_types::CertificateDer;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::TlsConnector;
 
-use crate::secret::Ca;
+use self::tls::{Stream, Tls};
 
 pub use endpoint::{target, Endpoint};
 pub use reply::{Reply, SendError};
+pub(crate) use tls::parse_pem;
 
 /// How long a pooled connection may stay idle before it is dropped: below
 /// the nodes' default header-read timeout, which also closes idle
 /// connections, so the client drops one before the node does.
 pub(crate) const POOL_IDLE: Duration = Duration::from_secs(5);
-/// Longest time to open a TCP connection (and finish a TLS handshake).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// HTTP/2 pings (every 30 s, as a herd of thousands must not cost the node
 /// thousands of pings a second) find a connection whose node vanished while
 /// every request on it waits; a waiting request's own timeout bounds it anyway.
@@ -63,41 +60,6 @@ const MAX_IDLE_PER_NODE: usize = 64;
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Headers parsed per answer.
 const MAX_HEADERS: usize = 64;
-
-/// TLS settings, when any endpoint is https: the CA to trust (alone), or
-/// else the usual web roots.
-#[derive(Clone)]
-struct Tls {
-    http1: TlsConnector,
-    http2: TlsConnector,
-}
-
-impl Tls {
-    fn new(ca: Option<&Ca>) -> Tls {
-        let mut roots = rustls::RootCertStore::empty();
-        match ca {
-            Some(ca) => {
-                for cert in ca.certificates() {
-                    // A certificate rustls cannot use is left out: the handshake
-                    // then fails with a clear error instead.
-                    let _ = roots.add(cert.clone());
-                }
-            }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        let config = |alpn: &[u8]| {
-            let mut config =
-                rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                    .with_safe_default_protocol_versions()
-                    .expect("ring supports the default protocol versions")
-                    .with_root_certificates(roots.clone())
-                    .with_no_client_auth();
-            config.alpn_protocols = vec![alpn.to_vec()];
-            TlsConnector::from(Arc::new(config))
-        };
-        Tls { http1: config(b"http/1.1"), http2: config(b"h2") }
-    }
-}
 
 /// Connections to a list of nodes: what a [`Client`](crate::Client) sends on.
 pub(crate) struct Http {
@@ -117,7 +79,8 @@ struct Node {
 }
 
 impl Http {
-    pub(crate) fn new(endpoints: Vec<Endpoint>, ca: Option<&Ca>, token: Option<&str>) -> Http {
+    /// `ca`: the certificates https nodes must chain to, else the web roots.
+    pub(crate) fn new(endpoints: Vec<Endpoint>, ca: Option<&[CertificateDer<'static>]>, token: Option<&str>) -> Http {
         let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca));
         let nodes = endpoints
             .into_iter()
@@ -287,68 +250,6 @@ fn request_head(
     }
     head.push_str("\r\n");
     head.into_bytes()
-}
-
-/// A TCP connection to a node, with TLS when the endpoint is https.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    async fn open(endpoint: &Endpoint, tls: Option<&TlsConnector>) -> Result<Stream, SendError> {
-        let failed = |message: String| SendError::Connect { endpoint: endpoint.to_string(), message };
-        let connect = async {
-            let tcp = match endpoint.host.parse::<IpAddr>() {
-                Ok(ip) => TcpStream::connect((ip, endpoint.port)).await,
-                Err(_) => TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await,
-            }
-            .map_err(|e| failed(e.to_string()))?;
-            // Requests are small and each waits for its answer: no Nagle delay.
-            tcp.set_nodelay(true).map_err(|e| failed(e.to_string()))?;
-            match (endpoint.https, tls) {
-                (true, Some(tls)) => {
-                    let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| failed(e.to_string()))?;
-                    let tls = tls.connect(name, tcp).await.map_err(|e| failed(format!("TLS: {e}")))?;
-                    Ok(Stream::Tls(Box::new(tls)))
-                }
-                _ => Ok(Stream::Plain(tcp)),
-            }
-        };
-        tokio::time::timeout(CONNECT_TIMEOUT, connect).await.map_err(|_| failed("timed out".into()))?
-    }
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
 }
 
 /// How an exchange on a connection failed.
@@ -587,16 +488,6 @@ impl JsonClient {
     pub async fn post(&self, target: &str, body: &[u8]) -> Result<Reply, SendError> {
         self.http.send(0, &Method::POST, target, Some(body)).await
     }
-}
-
-/// The certificates of a CA file, for [`Ca`].
-pub(crate) fn parse_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    use rustls::pki_types::pem::PemObject;
-    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
-    if certs.is_empty() {
-        return Err("no certificate in it".into());
-    }
-    Ok(certs)
 }
 
 #[cfg(test)]
