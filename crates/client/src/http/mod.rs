@@ -2,43 +2,31 @@
 //! requests, and one HTTP/2 connection per node for requests that wait in
 //! a queue (many waits share it).
 //!
-//! HTTP/2 (hyper, h2c with prior knowledge or `h2` by ALPN) carries the
-//! waits: a herd of waiters in one process then costs the node one
-//! connection, not one each.
-//!
 //! # Layout
 //!
 //! - this file — `Http`: each node's connections, and the one a request
 //!   goes on; [`JsonClient`].
 //! - `endpoint.rs` — [`Endpoint`] and [`target`]: where a request goes.
 //! - `h1.rs` — HTTP/1.1, spoken directly: each node's pool of connections.
+//! - `h2.rs` — HTTP/2 through hyper: each node's one connection for waits.
 //! - `reply.rs` — [`Reply`] and [`SendError`]: what a request comes back with.
 //! - `tls.rs` — rustls: connectors, the TCP or TLS stream, PEM certificates.
 
 mod endpoint;
 mod h1;
+mod h2;
 mod reply;
 mod tls;
 
-use std::time::Duration;
-
-use bytes::Bytes;
 use http::Method;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::CertificateDer;
 
-use self::tls::{Stream, Tls};
+use self::tls::Tls;
 
 pub use endpoint::{target, Endpoint};
 pub use reply::{Reply, SendError};
 pub(crate) use tls::parse_pem;
 
-/// HTTP/2 pings (every 30 s, as a herd of thousands must not cost the node
-/// thousands of pings a second) find a connection whose node vanished while
-/// every request on it waits; a waiting request's own timeout bounds it anyway.
-const HTTP2_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Connections to a list of nodes: what a [`Client`](crate::Client) sends on.
 pub(crate) struct Http {
     nodes: Vec<Node>,
@@ -51,8 +39,7 @@ pub(crate) struct Http {
 struct Node {
     endpoint: Endpoint,
     http1: h1::Pool,
-    /// The HTTP/2 connection for waits, once opened.
-    multiplexed: tokio::sync::Mutex<Option<http2::SendRequest<Full<Bytes>>>>,
+    http2: h2::Multiplexed,
 }
 
 impl Http {
@@ -61,7 +48,7 @@ impl Http {
         let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca));
         let nodes = endpoints
             .into_iter()
-            .map(|endpoint| Node { endpoint, http1: h1::Pool::default(), multiplexed: tokio::sync::Mutex::default() })
+            .map(|endpoint| Node { endpoint, http1: h1::Pool::default(), http2: h2::Multiplexed::default() })
             .collect();
         Http { nodes, tls, authorization: token.map(|t| format!("authorization: Bearer {t}\r\n")) }
     }
@@ -101,47 +88,8 @@ impl Http {
         body: Option<&[u8]>,
     ) -> Result<Reply, SendError> {
         let node = &self.nodes[node];
-        let mut sender = self.multiplexed(node).await?;
-        let uri = format!("{}{}", node.endpoint, target);
-        let mut request = http::Request::builder().method(method.clone()).uri(uri);
-        if body.is_some() {
-            request = request.header(http::header::CONTENT_TYPE, "application/json");
-        }
-        if let Some(line) = &self.authorization {
-            let value = line.trim_start_matches("authorization: ").trim_end();
-            request = request.header(http::header::AUTHORIZATION, value);
-        }
-        let body = Full::new(body.map(Bytes::copy_from_slice).unwrap_or_default());
-        let request = request.body(body).map_err(|e| SendError::Broken(e.to_string()))?;
-        sender.ready().await.map_err(|e| SendError::Broken(e.to_string()))?;
-        let answer = sender.send_request(request).await.map_err(|e| SendError::Broken(e.to_string()))?;
-        let (parts, body) = answer.into_parts();
-        let headers = parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
-        let mut reply = Reply::with_headers(parts.status.as_u16(), headers);
-        reply.body = body.collect().await.map_err(|e| SendError::Broken(e.to_string()))?.to_bytes();
-        Ok(reply)
-    }
-
-    /// The node's HTTP/2 connection: the open one, or a new one.
-    async fn multiplexed(&self, node: &Node) -> Result<http2::SendRequest<Full<Bytes>>, SendError> {
-        let mut slot = node.multiplexed.lock().await;
-        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
-            return Ok(sender.clone());
-        }
-        let stream = Stream::open(&node.endpoint, self.tls.as_ref().map(|t| &t.http2)).await?;
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .keep_alive_interval(HTTP2_KEEPALIVE)
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| SendError::Broken(e.to_string()))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "HTTP/2 connection ended");
-            }
-        });
-        *slot = Some(sender.clone());
-        Ok(sender)
+        let tls = self.tls.as_ref().map(|t| &t.http2);
+        node.http2.send(&node.endpoint, tls, self.authorization.as_deref(), method, target, body).await
     }
 
     /// Whether a quick request to node `node` should go over HTTP/2: after a
@@ -151,7 +99,7 @@ impl Http {
     pub(crate) fn prefers_multiplexed(&self, node: usize) -> bool {
         let node = &self.nodes[node];
         let idle_http1 = node.http1.has_fresh();
-        let open_http2 = node.multiplexed.try_lock().is_ok_and(|s| s.as_ref().is_some_and(|s| !s.is_closed()));
+        let open_http2 = node.http2.is_open();
         open_http2 && !idle_http1
     }
 }
