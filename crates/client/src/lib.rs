@@ -39,6 +39,7 @@
 //! # Layout
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
+//! - `error.rs` — [`ClientError`]: what a call can fail with.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
@@ -52,6 +53,7 @@
 #![doc = include_str!("../examples/lock.rs")]
 //! ```
 
+mod error;
 mod guard;
 pub mod http;
 mod multi;
@@ -61,6 +63,7 @@ mod session;
 pub mod signals;
 mod watchdog;
 
+pub use error::ClientError;
 pub use guard::{default_owner, Lock, LockOptions};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
@@ -96,42 +99,6 @@ const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
 /// about 90 MB) takes seconds.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
 const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The cluster answered with an error: its status and error body.
-    #[error("{status} {}: {}", .error.code, .error.message)]
-    Api { status: u16, error: ErrorDetail },
-    /// No node gave a usable answer within the retry budget.
-    #[error("cluster unavailable: {0}")]
-    Unavailable(String),
-    #[error("invalid endpoint {0:?}")]
-    InvalidEndpoint(String),
-    #[error("unexpected response: {0}")]
-    Decode(String),
-    /// The client refused the call before sending anything (e.g. a lock
-    /// guard's ttl or drift margin out of range).
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
-}
-
-impl ClientError {
-    /// The API error code (`held`, `stale_token`, `not_held`, ...), if any.
-    pub fn code(&self) -> Option<ErrorCode> {
-        match self {
-            ClientError::Api { error, .. } => Some(error.code),
-            _ => None,
-        }
-    }
-
-    /// The API error body, if the cluster answered with one.
-    pub fn detail(&self) -> Option<&ErrorDetail> {
-        match self {
-            ClientError::Api { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
 
 /// A lease the client holds, with the instant its request was sent.
 #[derive(Debug, Clone)]
