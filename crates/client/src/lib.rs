@@ -40,6 +40,7 @@
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `error.rs` — [`ClientError`]: what a call can fail with.
+//! - `lease.rs` — [`Lease`], [`Lifetime`], [`AcquireOptions`]: what an acquire asks for and gives.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
@@ -56,6 +57,7 @@
 mod error;
 mod guard;
 pub mod http;
+mod lease;
 mod multi;
 pub mod run;
 mod secret;
@@ -65,6 +67,7 @@ mod watchdog;
 
 pub use error::ClientError;
 pub use guard::{default_owner, Lock, LockOptions};
+pub use lease::{AcquireOptions, Lease, Lifetime};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
 pub use multi::{Leases, LockSet};
@@ -99,65 +102,6 @@ const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
 /// about 90 MB) takes seconds.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
 const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
-
-/// A lease the client holds, with the instant its request was sent.
-#[derive(Debug, Clone)]
-pub struct Lease {
-    pub grant: Grant,
-    /// Send time of the request that produced this grant or renewal (of its
-    /// first attempt, when it was retried), on this process's monotonic
-    /// clock: the anchor of the lease.
-    pub sent_at: Instant,
-}
-
-impl Lease {
-    pub fn token(&self) -> FencingToken {
-        self.grant.token
-    }
-
-    /// Until when the holder may act on this lease: its send time + ttl −
-    /// `margin`. The cluster cannot expire it earlier (no early expiry); the
-    /// margin covers drift between this process's clock and the leader's.
-    pub fn valid_until(&self, margin: Duration) -> Instant {
-        (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
-    }
-}
-
-/// What an acquire's lease lives by: its own ttl, or a session (with the
-/// request's sequence number in it). [`Session`] passes the second for its
-/// locks; [`Client::acquire_for`] takes either, for callers (the fault
-/// suite) that keep a session alive themselves.
-#[derive(Debug, Clone, Copy)]
-pub enum Lifetime {
-    /// A lease of its own, `ttl_ms` long.
-    Ttl(u64),
-    /// Held as long as session `id` lives; `seq` is the request's number in
-    /// the session's sequence (the same on each retry of one call).
-    Session { id: SessionId, seq: u64 },
-}
-
-impl Lifetime {
-    /// The request's `ttl_ms`, `session` and `seq`: one of the first two.
-    fn fields(self) -> (Option<u64>, Option<SessionId>, Option<u64>) {
-        match self {
-            Lifetime::Ttl(ttl_ms) => (Some(ttl_ms), None, None),
-            Lifetime::Session { id, seq } => (None, Some(id), Some(seq)),
-        }
-    }
-}
-
-/// Options of [`Client::acquire_with`].
-#[derive(Debug, Clone, Default)]
-pub struct AcquireOptions {
-    /// Wait up to this long in the lock's FIFO queue when another owner
-    /// holds it (the cluster answers `wait_timeout` when it runs out).
-    pub wait: Option<Duration>,
-    /// Request id for de-duplication; generated when absent.
-    pub request_id: Option<String>,
-    /// Should the lease expire (not be released), nobody is granted the lock
-    /// for this long after (whole ms; `lock_delayed` meanwhile).
-    pub lock_delay: Option<Duration>,
-}
 
 /// A request id unique to this process run: pid, a per-process counter and
 /// the start time, so two processes (or two runs) never share one.
