@@ -40,6 +40,7 @@
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `error.rs` — [`ClientError`]: what a call can fail with.
+//! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `lease.rs` — [`Lease`], [`Lifetime`], [`AcquireOptions`]: what an acquire asks for and gives.
 //! - `locks.rs` — the lock endpoints: [`Client::acquire`], renew, release, get, list.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
@@ -56,6 +57,7 @@
 //! ```
 
 mod error;
+mod fence;
 mod guard;
 pub mod http;
 mod lease;
@@ -85,9 +87,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use leasehold_proto::cluster::{ClusterStatus, MembershipResponse, NewMember, SnapshotTaken};
-use leasehold_proto::fence::{
-    CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
-};
 use leasehold_proto::ErrorBody;
 
 use self::http::{target, Endpoint, Http, Reply};
@@ -173,50 +172,6 @@ impl Client {
     pub fn with_retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
         self
-    }
-
-    /// Whether `token` is the current token of `lock` (linearizable); also
-    /// returns the current token, `None` when the lock is free.
-    pub async fn check(&self, lock: &str, token: FencingToken) -> Result<(bool, Option<FencingToken>), ClientError> {
-        let body = CheckRequest { lock: lock.to_owned(), token };
-        let (reply, _): (CheckResponse, _) =
-            self.call(Method::POST, &["v1", "fence", "check"], &[], Some(&body), Duration::ZERO).await?;
-        Ok((reply.current, reply.token))
-    }
-
-    /// Writes `value` under record `key` if `token` is the current token of
-    /// `lock`; `409 stale_token` (with `current_token`) otherwise. Returns
-    /// the index of the entry that wrote it.
-    pub async fn put_record(
-        &self,
-        key: &str,
-        lock: &str,
-        token: FencingToken,
-        value: &serde_json::Value,
-    ) -> Result<u64, ClientError> {
-        let body =
-            PutRecordRequest { lock: lock.to_owned(), token, value: value.clone(), request_id: Some(new_request_id()) };
-        let (reply, _): (PutRecordResponse, _) =
-            self.call(Method::PUT, &["v1", "records", key], &[], Some(&body), Duration::ZERO).await?;
-        Ok(reply.index)
-    }
-
-    /// The record `key` (`{"key","value","lock","token","index"}`), or `None`.
-    pub async fn get_record(&self, key: &str) -> Result<Option<Record>, ClientError> {
-        match self.call(Method::GET, &["v1", "records", key], &[], NO_BODY, Duration::ZERO).await {
-            Ok((record, _)) => Ok(Some(record)),
-            Err(e) if e.code() == Some(ErrorCode::NoRecord) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Passes `token` of `lock` through gate `resource`: admitted when it is
-    /// at least the highest admitted so far, `409 stale_token` otherwise.
-    pub async fn gate(&self, resource: &str, lock: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = GateRequest { lock: lock.to_owned(), token, request_id: Some(new_request_id()) };
-        let path = ["v1", "fence", "gate", resource];
-        let _: (GateResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
-        Ok(())
     }
 
     /// The status of whichever node answers first (its own view).
