@@ -39,6 +39,7 @@
 //! # Layout
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
+//! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
 //! - `error.rs` — [`ClientError`]: what a call can fail with.
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `lease.rs` — [`Lease`], [`Lifetime`], [`AcquireOptions`]: what an acquire asks for and gives.
@@ -56,6 +57,7 @@
 #![doc = include_str!("../examples/lock.rs")]
 //! ```
 
+mod admin;
 mod error;
 mod fence;
 mod guard;
@@ -86,21 +88,12 @@ use ::http::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use leasehold_proto::cluster::{ClusterStatus, MembershipResponse, NewMember, SnapshotTaken};
 use leasehold_proto::ErrorBody;
 
 use self::http::{target, Endpoint, Http, Reply};
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
 const DEFAULT_RETRY_BUDGET: Duration = Duration::from_secs(10);
-/// A learner catching up on a long log, or a membership change, may take
-/// longer than an ordinary request.
-const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
-/// Taking or downloading a snapshot of a large table (a million leases is
-/// about 90 MB) takes seconds.
-const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
-const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
-
 /// A request id unique to this process run: pid, a per-process counter and
 /// the start time, so two processes (or two runs) never share one.
 pub fn new_request_id() -> String {
@@ -172,59 +165,6 @@ impl Client {
     pub fn with_retry_budget(mut self, budget: Duration) -> Self {
         self.retry_budget = budget;
         self
-    }
-
-    /// The status of whichever node answers first (its own view).
-    pub async fn status(&self) -> Result<ClusterStatus, ClientError> {
-        Ok(self.call(Method::GET, &["v1", "cluster", "status"], &[], NO_BODY, Duration::ZERO).await?.0)
-    }
-
-    /// Adds node `id` at `addr` as a learner; returns once it has caught up.
-    pub async fn add_learner(&self, id: u64, addr: &str) -> Result<u64, ClientError> {
-        let body = NewMember { id, addr: addr.to_owned() };
-        self.membership_call(Method::POST, &["v1", "cluster", "learners"], Some(&body)).await
-    }
-
-    /// Makes learner `id` a voter. `409 would_lose_quorum` when refused.
-    pub async fn promote(&self, id: u64) -> Result<u64, ClientError> {
-        let id = id.to_string();
-        self.membership_call(Method::POST, &["v1", "cluster", "members", &id, "promote"], NO_BODY).await
-    }
-
-    /// Removes node `id` (voter or learner). `409 would_lose_quorum` when refused.
-    pub async fn remove_member(&self, id: u64) -> Result<u64, ClientError> {
-        let id = id.to_string();
-        self.membership_call(Method::DELETE, &["v1", "cluster", "members", &id], NO_BODY).await
-    }
-
-    /// A membership change; returns the index of the entry that made it.
-    async fn membership_call(
-        &self,
-        method: Method,
-        path: &[&str],
-        body: Option<&impl Serialize>,
-    ) -> Result<u64, ClientError> {
-        let (reply, _): (MembershipResponse, _) = self.call(method, path, &[], body, MEMBERSHIP_WAIT).await?;
-        Ok(reply.log_index)
-    }
-
-    /// The status of the node at `endpoint` (an index into the endpoint list),
-    /// without retries: it describes that node only.
-    pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
-        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?)
-    }
-
-    /// Has the node at `endpoint` take a snapshot now, then downloads it as a
-    /// backup document (`leasehold restore` seeds a new cluster from it).
-    pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
-        let taken = self.snapshot_of(endpoint).await?;
-        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)?.to_vec();
-        Ok((taken, backup))
-    }
-
-    /// Has the node at `endpoint` take a snapshot of everything it applied.
-    pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
-        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)
     }
 
     /// One request to one node, without retries.
