@@ -47,6 +47,7 @@
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
+//! - `sessions.rs` — the session endpoints: [`Client::create_session`], keepalive, delete, get, list.
 //! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
 //! - `secret.rs` — [`Ca`]: CA files to trust ([`Secret`] is the wire contract's).
@@ -68,6 +69,7 @@ mod multi;
 pub mod run;
 mod secret;
 mod session;
+mod sessions;
 pub mod signals;
 mod watchdog;
 
@@ -78,7 +80,8 @@ pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
 pub use multi::{Leases, LockSet};
 pub use secret::{load_ca, Ca};
-pub use session::{Session, SessionId, SessionOptions};
+pub use session::{Session, SessionOptions};
+pub use sessions::SessionId;
 pub use watchdog::LostReason;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
