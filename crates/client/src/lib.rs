@@ -40,6 +40,7 @@
 //!
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
+//! - `backoff.rs` — the pauses between a call's tries, jittered.
 //! - `error.rs` — [`ClientError`]: what a call can fail with.
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `lease.rs` — [`Lease`], [`Lifetime`], [`AcquireOptions`]: what an acquire asks for and gives.
@@ -59,6 +60,7 @@
 //! ```
 
 mod admin;
+mod backoff;
 mod error;
 mod fence;
 mod guard;
@@ -93,6 +95,7 @@ use serde::Serialize;
 
 use leasehold_proto::ErrorBody;
 
+use self::backoff::Backoff;
 use self::http::{target, Endpoint, Http, Reply};
 
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(6);
@@ -317,48 +320,6 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// How long to pause before the next try of one call.
-#[derive(Debug)]
-struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff { next: Duration::from_millis(25) }
-    }
-}
-
-/// The longest pause while there is no leader.
-const MAX_UNAVAILABLE_PAUSE: Duration = Duration::from_millis(500);
-/// Assumed when an `overloaded` answer names no `Retry-After`.
-const DEFAULT_OVERLOADED_PAUSE: Duration = Duration::from_secs(1);
-
-impl Backoff {
-    /// After an unreachable node or an election in progress: doubling from
-    /// 25 ms, at most 500 ms, each pause drawn from its upper half. The
-    /// server's `Retry-After` (a whole second) is not waited for here: an
-    /// election usually ends sooner.
-    fn unavailable(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = (self.next * 2).min(MAX_UNAVAILABLE_PAUSE);
-        jitter(pause / 2, pause)
-    }
-
-    /// After `overloaded`: the server's `Retry-After`, stretched by up to
-    /// half again, so the clients it refused together come back spread out.
-    fn overloaded(&mut self, retry_after: Option<Duration>) -> Duration {
-        let pause = retry_after.unwrap_or(DEFAULT_OVERLOADED_PAUSE).max(self.next);
-        jitter(pause, pause + pause / 2)
-    }
-}
-
-/// A uniformly drawn duration in `[low, high]`.
-fn jitter(low: Duration, high: Duration) -> Duration {
-    let span = high.saturating_sub(low).as_micros() as u64;
-    low + Duration::from_micros(fastrand::u64(0..=span))
 }
 
 /// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].
