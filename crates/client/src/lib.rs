@@ -41,6 +41,7 @@
 //! - this file — [`Client`]: endpoints, leader following, retries, request ids.
 //! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
 //! - `backoff.rs` — the pauses between a call's tries, jittered.
+//! - `credentials.rs` — [`Credentials`]: a bearer [`Secret`] and a [`Ca`] to trust.
 //! - `error.rs` — [`ClientError`]: what a call can fail with.
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `lease.rs` — [`Lease`], [`Lifetime`], [`AcquireOptions`]: what an acquire asks for and gives.
@@ -51,7 +52,6 @@
 //! - `sessions.rs` — the session endpoints: [`Client::create_session`], keepalive, delete, get, list.
 //! - `multi.rs` — [`Client::acquire_many`]: several locks under one token, and [`LockSet`].
 //! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
-//! - `secret.rs` — [`Ca`]: CA files to trust ([`Secret`] is the wire contract's).
 //! - [`http`] — the connections: HTTP/1.1 spoken directly for quick
 //!   requests, HTTP/2 (hyper) for waits; endpoints and request targets.
 //!
@@ -61,6 +61,7 @@
 
 mod admin;
 mod backoff;
+mod credentials;
 mod error;
 mod fence;
 mod guard;
@@ -69,19 +70,18 @@ mod lease;
 mod locks;
 mod multi;
 pub mod run;
-mod secret;
 mod session;
 mod sessions;
 pub mod signals;
 mod watchdog;
 
+pub use credentials::{load_ca, Ca, Credentials};
 pub use error::ClientError;
 pub use guard::{default_owner, Lock, LockOptions};
 pub use lease::{AcquireOptions, Lease, Lifetime};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
 pub use multi::{Leases, LockSet};
-pub use secret::{load_ca, Ca};
 pub use session::{Session, SessionOptions};
 pub use sessions::SessionId;
 pub use watchdog::LostReason;
@@ -108,16 +108,6 @@ pub fn new_request_id() -> String {
     let started = STARTED
         .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     format!("{:x}-{:x}-{:x}", std::process::id(), started, COUNTER.fetch_add(1, Ordering::Relaxed))
-}
-
-/// What a client presents to a cluster with auth or TLS on.
-#[derive(Debug, Clone, Default)]
-pub struct Credentials {
-    /// Sent as `authorization: Bearer <token>` on every request.
-    pub token: Option<Secret>,
-    /// Trusted (alone) for https endpoints; endpoints without a scheme are
-    /// `https` when it is set.
-    pub ca: Option<Ca>,
 }
 
 /// A client of one cluster.

@@ -1,11 +1,22 @@
-//! The CA a secured cluster's https nodes chain to, from a PEM file. (The
-//! bearer [`Secret`](crate::Secret) is [`leasehold_proto`]'s: nodes check
-//! the same type.)
+//! What a client presents to a secured cluster: [`Credentials`], a bearer
+//! [`Secret`] and the [`Ca`] its https nodes chain to, read from a PEM file
+//! by [`load_ca`]. (The secret is [`leasehold_proto`]'s: nodes check the
+//! same type.)
 
 use std::path::Path;
 use std::sync::Arc;
 
-use leasehold_proto::SecretError;
+use leasehold_proto::{Secret, SecretError};
+
+/// What a client presents to a cluster with auth or TLS on.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// Sent as `authorization: Bearer <token>` on every request.
+    pub token: Option<Secret>,
+    /// Trusted (alone) for https endpoints; endpoints without a scheme are
+    /// `https` when it is set.
+    pub ca: Option<Ca>,
+}
 
 /// A CA's certificates (from a PEM file): https nodes must chain to them,
 /// and to nothing else.
