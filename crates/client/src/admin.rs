@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use leasehold_proto::cluster::{ClusterStatus, MembershipResponse, NewMember, SnapshotTaken};
 
-use crate::{body, decode, Client, ClientError, ATTEMPT_TIMEOUT, NO_BODY};
+use crate::client::{body, decode, ATTEMPT_TIMEOUT, NO_BODY};
+use crate::{Client, ClientError};
 
 /// A learner catching up on a long log, or a membership change, may take
 /// longer than an ordinary request.

@@ -11,7 +11,8 @@ use leasehold_proto::fence::{
 };
 use leasehold_proto::{ErrorCode, FencingToken};
 
-use crate::{new_request_id, Client, ClientError, NO_BODY};
+use crate::client::NO_BODY;
+use crate::{new_request_id, Client, ClientError};
 
 impl Client {
     /// Whether `token` is the current token of `lock` (linearizable); also

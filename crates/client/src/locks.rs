@@ -10,7 +10,8 @@ use leasehold_proto::locks::{
 };
 use leasehold_proto::{ErrorCode, FencingToken, LeaseView};
 
-use crate::{new_request_id, AcquireOptions, Client, ClientError, Lease, Lifetime, NO_BODY};
+use crate::client::NO_BODY;
+use crate::{new_request_id, AcquireOptions, Client, ClientError, Lease, Lifetime};
 
 impl Client {
     /// Acquires `name` for `owner` without waiting: `409 held` when another

@@ -11,7 +11,8 @@ use leasehold_proto::sessions::{
 };
 use leasehold_proto::ErrorCode;
 
-use crate::{new_request_id, Client, ClientError, NO_BODY};
+use crate::client::NO_BODY;
+use crate::{new_request_id, Client, ClientError};
 
 /// A session's id: the log index of the entry that created it.
 pub type SessionId = u64;
