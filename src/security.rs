@@ -17,7 +17,8 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use leasehold_client::{load_ca, Secret, SecretError};
+use leasehold_client::load_ca;
+use leasehold_proto::{Secret, SecretError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecurityError {

@@ -18,8 +18,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use crate::security::Secrets;
-use leasehold_client::Secret;
-use leasehold_proto::ErrorCode;
+use leasehold_proto::{ErrorCode, Secret};
 
 /// The part of the API a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

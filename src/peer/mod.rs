@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 pub use frame::{encode_frame, read_frame, write_frame, FrameError, StreamWriter, COMMIT_ONLY_LINGER, MAX_FRAME};
-use leasehold_client::Secret;
+use leasehold_proto::Secret;
 use leasehold_proto::NodeId;
 
 /// First bytes of a plain-TCP peer connection.

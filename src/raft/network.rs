@@ -30,7 +30,7 @@ use super::inbound::{PeerRequest, PeerResponse, StreamAnswer};
 use super::types::{Member, NodeId, SnapshotMeta, TypeConfig, Vote};
 use crate::peer::{self, Dialer, PeerStream};
 use crate::store::{Snapshot, SnapshotData};
-use leasehold_client::Secret;
+use leasehold_proto::Secret;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";

@@ -10,6 +10,7 @@
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
 //! - [`events`] — the lock events of the Server-Sent Event streams.
+//! - [`secret`] — [`Secret`], the bearer secret both sides handle, compared in constant time.
 //! - this file — header names, [`FencingToken`] and the core's [`Limits`].
 //!
 //! The lock-core values that go on the wire ([`Grant`], [`LeaseView`],
@@ -29,12 +30,14 @@ mod int;
 pub mod locks;
 #[cfg(feature = "openapi")]
 pub mod schema;
+pub mod secret;
 pub mod sessions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use events::{EventKind, LockEvent};
 pub use leasehold_core::{FencingToken, Limits};
 pub use locks::{Grant, LeaseView, WaiterView};
+pub use secret::{Secret, SecretError};
 
 /// The largest fencing token a request may name: 2^53 - 1, the largest
 /// integer every JSON parser reads exactly (JavaScript's and others read

@@ -1,7 +1,10 @@
-//! What a client presents to a secured cluster: a bearer [`Secret`] (read
-//! from a file or the environment, never from the command line alone, where
-//! `ps` and shell history would show it) and the CA its https nodes chain to.
-//! Nodes use the same type for the secrets they check.
+//! The bearer secret of a secured cluster, defined once for both sides: a
+//! client sends it as `authorization: Bearer <secret>`, a node compares what
+//! it is presented with against its own in constant time. It lives with the
+//! wire contract so that the server need not depend on the client for it.
+//!
+//! A secret is read from a file or the environment, never from the command
+//! line alone, where `ps` and shell history would show it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +26,10 @@ pub enum SecretError {
         "{what} must be {MIN_SECRET_LEN} to {MAX_SECRET_LEN} visible ASCII characters (no spaces or control characters)"
     )]
     Malformed { what: &'static str },
+    /// A CA certificate file the client could not use: its parser's
+    /// message. The client parses CA files (with rustls, which this crate
+    /// leaves out); the variant is here so that every credential file an
+    /// operator names fails with this one type.
     #[error("{0}")]
     Ca(String),
 }
@@ -82,51 +89,6 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
-}
-
-/// A CA's certificates (from a PEM file): https nodes must chain to them,
-/// and to nothing else.
-#[derive(Clone)]
-pub struct Ca {
-    pem: Arc<[u8]>,
-    certificates: Arc<[rustls::pki_types::CertificateDer<'static>]>,
-}
-
-impl std::fmt::Debug for Ca {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Ca({} certificates)", self.certificates.len())
-    }
-}
-
-impl Ca {
-    /// The certificates of a PEM document; refused when it holds none.
-    pub fn from_pem(pem: &[u8]) -> Result<Ca, SecretError> {
-        Ca::parse(pem).map_err(|e| SecretError::Ca(format!("CA: {e}")))
-    }
-
-    fn parse(pem: &[u8]) -> Result<Ca, String> {
-        let certificates = crate::http::parse_pem(pem)?;
-        Ok(Ca { pem: pem.into(), certificates: certificates.into() })
-    }
-
-    /// The PEM document, for other HTTP clients that trust the same CA.
-    pub fn pem(&self) -> &[u8] {
-        &self.pem
-    }
-
-    pub(crate) fn certificates(&self) -> &[rustls::pki_types::CertificateDer<'static>] {
-        &self.certificates
-    }
-}
-
-/// A CA certificate file (PEM) to trust.
-pub fn load_ca(path: &Path) -> Result<Ca, SecretError> {
-    let pem = std::fs::read(path).map_err(|source| SecretError::Read {
-        what: "CA certificate",
-        path: path.to_owned(),
-        source,
-    })?;
-    Ca::parse(&pem).map_err(|e| SecretError::Ca(format!("CA {}: {e}", path.display())))
 }
 
 #[cfg(test)]

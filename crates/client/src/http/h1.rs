@@ -1,0 +1,390 @@
+//! HTTP/1.1, spoken directly: one write per request, one parse per answer,
+//! on the caller's own task. A general-purpose client (reqwest over hyper)
+//! spent two to three times as much CPU per request (URL parsing, header
+//! maps, a pool behind a service stack, a connection task woken for every
+//! request); a lock cycle is two requests, so that was most of the client's
+//! share of a cycle (docs/performance.md). Answers are read by
+//! `content-length` or `chunked` framing, or to the end of the connection;
+//! a connection is kept only when the answer says it may be.
+
+use std::io;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::Method;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::TlsConnector;
+
+use super::endpoint::Endpoint;
+use super::reply::{Reply, SendError};
+use super::tls::Stream;
+
+/// How long a pooled connection may stay idle before it is dropped: below
+/// the nodes' default header-read timeout, which also closes idle
+/// connections, so the client drops one before the node does.
+const POOL_IDLE: Duration = Duration::from_secs(5);
+/// Idle HTTP/1.1 connections kept per node.
+const MAX_IDLE_PER_NODE: usize = 64;
+/// Largest answer head (status line and headers) accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Headers parsed per answer.
+const MAX_HEADERS: usize = 64;
+
+/// A node's idle HTTP/1.1 connections, the most recently used last.
+#[derive(Default)]
+pub(super) struct Pool {
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Pool {
+    /// `method target` with `body` (JSON) to `endpoint`, on an idle
+    /// connection or a new one (kept afterwards if the answer allows it).
+    pub(super) async fn send(
+        &self,
+        endpoint: &Endpoint,
+        tls: Option<&TlsConnector>,
+        authorization: Option<&str>,
+        method: &Method,
+        target: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Reply, SendError> {
+        let head = request_head(method, target, endpoint, authorization, body.map(<[u8]>::len));
+        // A pooled connection the node has closed meanwhile answers nothing:
+        // the request goes again on a new one. (Every mutation carries a
+        // request id, so a request the node did apply is answered from its
+        // record, not applied twice.)
+        while let Some(mut connection) = self.checkout() {
+            match connection.exchange(&head, body).await {
+                Ok((reply, reusable)) => {
+                    if reusable {
+                        self.checkin(connection);
+                    }
+                    return Ok(reply);
+                }
+                Err(Exchange::NothingBack(_)) => continue,
+                Err(Exchange::Failed(e)) => return Err(e),
+            }
+        }
+        let mut connection = Connection::open(endpoint, tls).await?;
+        match connection.exchange(&head, body).await {
+            Ok((reply, reusable)) => {
+                if reusable {
+                    self.checkin(connection);
+                }
+                Ok(reply)
+            }
+            Err(Exchange::NothingBack(e) | Exchange::Failed(e)) => Err(e),
+        }
+    }
+
+    /// Whether an idle connection has not idled out yet.
+    pub(super) fn has_fresh(&self) -> bool {
+        self.lock_idle().iter().any(|c| c.idle_since.elapsed() < POOL_IDLE)
+    }
+
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<Connection>> {
+        // A plain list: a panic elsewhere cannot leave it torn.
+        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The most recently used idle connection that has not idled out.
+    fn checkout(&self) -> Option<Connection> {
+        let mut idle = self.lock_idle();
+        idle.retain(|c| c.idle_since.elapsed() < POOL_IDLE);
+        idle.pop()
+    }
+
+    fn checkin(&self, mut connection: Connection) {
+        connection.idle_since = Instant::now();
+        let mut idle = self.lock_idle();
+        if idle.len() < MAX_IDLE_PER_NODE {
+            idle.push(connection);
+        }
+    }
+}
+
+/// The head of a request: request line, `host`, the JSON body's headers,
+/// and the token's, if any.
+fn request_head(
+    method: &Method,
+    target: &str,
+    endpoint: &Endpoint,
+    authorization: Option<&str>,
+    body_len: Option<usize>,
+) -> Vec<u8> {
+    use std::fmt::Write as _;
+    let mut head = String::with_capacity(160 + target.len() + body_len.unwrap_or(0));
+    let _ = write!(head, "{method} {target} HTTP/1.1\r\nhost: {}\r\n", endpoint.authority);
+    match body_len {
+        Some(len) => {
+            let _ = write!(head, "content-type: application/json\r\ncontent-length: {len}\r\n");
+        }
+        None if *method != Method::GET => head.push_str("content-length: 0\r\n"),
+        None => {}
+    }
+    if let Some(line) = authorization {
+        head.push_str(line);
+    }
+    head.push_str("\r\n");
+    head.into_bytes()
+}
+
+/// How an exchange on a connection failed.
+enum Exchange {
+    /// Not a byte of an answer came back (the node closed a pooled
+    /// connection): the request may go again on another.
+    NothingBack(SendError),
+    Failed(SendError),
+}
+
+/// One HTTP/1.1 connection: requests go one at a time.
+struct Connection {
+    stream: Stream,
+    /// What was read past the last answer (nothing, with a well-behaved node).
+    buffer: BytesMut,
+    idle_since: Instant,
+}
+
+impl Connection {
+    async fn open(endpoint: &Endpoint, tls: Option<&TlsConnector>) -> Result<Connection, SendError> {
+        let stream = Stream::open(endpoint, tls).await?;
+        Ok(Connection { stream, buffer: BytesMut::with_capacity(4096), idle_since: Instant::now() })
+    }
+
+    /// Sends one request and reads its answer; also says whether the
+    /// connection may carry another.
+    async fn exchange(&mut self, head: &[u8], body: Option<&[u8]>) -> Result<(Reply, bool), Exchange> {
+        let sent = match body {
+            // One write: head and body in one segment.
+            Some(body) if self.buffer.is_empty() => {
+                let mut request = Vec::with_capacity(head.len() + body.len());
+                request.extend_from_slice(head);
+                request.extend_from_slice(body);
+                self.stream.write_all(&request).await
+            }
+            Some(body) => match self.stream.write_all(head).await {
+                Ok(()) => self.stream.write_all(body).await,
+                Err(e) => Err(e),
+            },
+            None => self.stream.write_all(head).await,
+        };
+        if let Err(e) = sent {
+            return Err(Exchange::NothingBack(e.into()));
+        }
+        let got_none = self.buffer.is_empty();
+        match self.read_reply().await {
+            Err(Read::Closed) if got_none => {
+                Err(Exchange::NothingBack(SendError::Broken("connection closed before an answer".into())))
+            }
+            Err(Read::Closed) => Err(Exchange::Failed(SendError::Broken("connection closed mid-answer".into()))),
+            Err(Read::Io(e)) if got_none && is_reset(&e) => Err(Exchange::NothingBack(e.into())),
+            Err(Read::Io(e)) => Err(Exchange::Failed(e.into())),
+            Err(Read::Malformed(what)) => Err(Exchange::Failed(SendError::Broken(what))),
+            Ok(answer) => Ok(answer),
+        }
+    }
+
+    /// Reads more bytes into the buffer; `Closed` at the end of the stream.
+    async fn fill(&mut self) -> Result<(), Read> {
+        if self.buffer.capacity() - self.buffer.len() < 1024 {
+            self.buffer.reserve(8192);
+        }
+        match self.stream.read_buf(&mut self.buffer).await {
+            Ok(0) => Err(Read::Closed),
+            Ok(_) => Ok(()),
+            Err(e) => Err(Read::Io(e)),
+        }
+    }
+
+    /// One answer: its head (informational heads skipped), then its body.
+    async fn read_reply(&mut self) -> Result<(Reply, bool), Read> {
+        loop {
+            let (reply, framing, keep_alive, head_len) = loop {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut parsed = httparse::Response::new(&mut headers);
+                match parsed.parse(&self.buffer) {
+                    Ok(httparse::Status::Complete(len)) => {
+                        let status = parsed.code.unwrap_or(0);
+                        let headers = || parsed.headers.iter().map(|h| (h.name, h.value));
+                        let framing = Framing::of(status, headers());
+                        let close =
+                            headers().any(|(n, v)| n.eq_ignore_ascii_case("connection") && has_token(v, "close"));
+                        let keep_alive = parsed.version == Some(1) && !close;
+                        break (Reply::with_headers(status, headers()), framing, keep_alive, len);
+                    }
+                    Ok(httparse::Status::Partial) if self.buffer.len() < MAX_HEAD_BYTES => self.fill().await?,
+                    Ok(httparse::Status::Partial) => return Err(Read::Malformed("answer head too large".into())),
+                    Err(e) => return Err(Read::Malformed(format!("answer is not HTTP/1.1: {e}"))),
+                }
+            };
+            self.buffer.advance(head_len);
+            if (100..200).contains(&reply.status) {
+                continue;
+            }
+            let mut reply = reply;
+            let reusable = match framing? {
+                Framing::Length(len) => {
+                    while self.buffer.len() < len {
+                        self.fill().await?;
+                    }
+                    reply.body = self.buffer.split_to(len).freeze();
+                    keep_alive
+                }
+                Framing::Chunked => {
+                    reply.body = self.read_chunked().await?;
+                    keep_alive
+                }
+                Framing::UntilClose => {
+                    loop {
+                        match self.fill().await {
+                            Ok(()) => {}
+                            Err(Read::Closed) => break,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    reply.body = self.buffer.split().freeze();
+                    false
+                }
+            };
+            return Ok((reply, reusable));
+        }
+    }
+
+    /// A `chunked` body: chunks until the last one, then the trailers.
+    async fn read_chunked(&mut self) -> Result<Bytes, Read> {
+        let mut body = BytesMut::new();
+        loop {
+            let line = self.read_line().await?;
+            let size = line.split(|&b| b == b';').next().unwrap_or_default();
+            let size = std::str::from_utf8(size)
+                .ok()
+                .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+                .ok_or_else(|| Read::Malformed("bad chunk size".into()))?;
+            if size == 0 {
+                // Trailers, up to the empty line.
+                while !self.read_line().await?.is_empty() {}
+                return Ok(body.freeze());
+            }
+            while self.buffer.len() < size + 2 {
+                self.fill().await?;
+            }
+            body.extend_from_slice(&self.buffer[..size]);
+            if &self.buffer[size..size + 2] != b"\r\n" {
+                return Err(Read::Malformed("chunk not followed by CRLF".into()));
+            }
+            self.buffer.advance(size + 2);
+        }
+    }
+
+    /// One CRLF-terminated line, without its end.
+    async fn read_line(&mut self) -> Result<Bytes, Read> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buffer.split_to(end).freeze();
+                self.buffer.advance(2);
+                return Ok(line);
+            }
+            if self.buffer.len() > MAX_HEAD_BYTES {
+                return Err(Read::Malformed("chunk line too long".into()));
+            }
+            self.fill().await?;
+        }
+    }
+}
+
+/// Why reading an answer stopped.
+enum Read {
+    Closed,
+    Io(io::Error),
+    Malformed(String),
+}
+
+impl From<Read> for SendError {
+    fn from(read: Read) -> Self {
+        match read {
+            Read::Closed => SendError::Broken("connection closed mid-answer".into()),
+            Read::Io(e) => e.into(),
+            Read::Malformed(what) => SendError::Broken(what),
+        }
+    }
+}
+
+fn is_reset(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted)
+}
+
+/// How an answer's body ends.
+enum Framing {
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+impl Framing {
+    fn of<'h>(status: u16, headers: impl Iterator<Item = (&'h str, &'h [u8])>) -> Result<Framing, Read> {
+        if status == 204 || status == 304 {
+            return Ok(Framing::Length(0));
+        }
+        let mut framing = Framing::UntilClose;
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") && has_token(value, "chunked") {
+                return Ok(Framing::Chunked);
+            }
+            if name.eq_ignore_ascii_case("content-length") {
+                let len = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or_else(|| Read::Malformed("bad content-length".into()))?;
+                framing = Framing::Length(len);
+            }
+        }
+        Ok(framing)
+    }
+}
+
+/// Whether a comma-separated header value holds `token` (any case).
+fn has_token(value: &[u8], token: &str) -> bool {
+    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ensures answers framed by length, by chunks and by close are read
+    // whole, and that only a kept-alive answer leaves the connection reusable.
+    #[tokio::test]
+    async fn answers_are_read_by_each_framing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = Endpoint::parse(&listener.local_addr().unwrap().to_string(), false).unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let answers: [&[u8]; 3] = [
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-leasehold-leader-addr: n:1\r\n\r\n{}",
+                b"HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\nretry-after: 2\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nto the end",
+            ];
+            for answer in answers {
+                let mut request = [0u8; 1024];
+                let _ = socket.read(&mut request).await.unwrap();
+                socket.write_all(answer).await.unwrap();
+            }
+        });
+        let mut connection = Connection::open(&endpoint, None).await.unwrap();
+        let head = request_head(&Method::GET, "/x", &endpoint, None, None);
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!(
+            (reply.status, &reply.body[..], reply.leader_addr.as_deref(), reusable),
+            (200, &b"{}"[..], Some("n:1"), true)
+        );
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!(
+            (reply.status, &reply.body[..], reply.retry_after, reusable),
+            (503, &b"abcde"[..], Some(Duration::from_secs(2)), true)
+        );
+        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        assert_eq!((&reply.body[..], reusable), (&b"to the end"[..], false));
+        server.await.unwrap();
+    }
+}
