@@ -25,8 +25,8 @@ use crate::raft::{
     Consensus, ConsensusError, LockResult, MembershipChange, Network, NodeId, RaftSettings, ELECTION_TIMEOUT_MIN_MS,
 };
 use crate::store::{self, LockState, StateStore};
-use leasehold_proto::Secret;
 use leasehold_core::{Command, LockTable};
+use leasehold_proto::Secret;
 /// Default entries between snapshots. A snapshot serializes the whole table
 /// (leases, queues and up to 50 000 request records) on every node, so taking
 /// one too often costs more than replaying this many entries at start.

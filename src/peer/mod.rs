@@ -46,8 +46,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 pub use frame::{encode_frame, read_frame, write_frame, FrameError, StreamWriter, COMMIT_ONLY_LINGER, MAX_FRAME};
-use leasehold_proto::Secret;
 use leasehold_proto::NodeId;
+use leasehold_proto::Secret;
 
 /// First bytes of a plain-TCP peer connection.
 pub const PREFACE: &[u8; 8] = b"LHPEER02";
