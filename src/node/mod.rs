@@ -27,6 +27,7 @@ use crate::raft::{
 use crate::store::{self, LockState, StateStore};
 use leasehold_core::{Command, LockTable};
 use leasehold_proto::Secret;
+
 /// Default entries between snapshots. A snapshot serializes the whole table
 /// (leases, queues and up to 50 000 request records) on every node, so taking
 /// one too often costs more than replaying this many entries at start.
