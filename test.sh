@@ -25,12 +25,13 @@ step cargo fmt --check
 step cargo clippy --all-targets -- -D warnings
 step .ci/check-boundaries
 step cargo test --no-run
-# cargo-deb (for .ci/package-test) compiles from crates.io while the tests
-# run, which mostly wait on the processes they started: a couple of minutes
-# of CI that would otherwise come on top.
-if ! command -v cargo-deb >/dev/null; then
+# cargo-deb (for .ci/package-test), at the version .ci/install-cargo-deb
+# pins, compiles from crates.io while the tests run, which mostly wait on the
+# processes they started: a couple of minutes of CI that would otherwise come
+# on top.
+if ! .ci/install-cargo-deb --check; then
     echo "test.sh: installing cargo-deb in the background (log: target/cargo-deb-install.log)" >&2
-    cargo install cargo-deb --locked >target/cargo-deb-install.log 2>&1 &
+    .ci/install-cargo-deb >target/cargo-deb-install.log 2>&1 &
     cargo_deb=$!
 fi
 step cargo test

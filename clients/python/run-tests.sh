@@ -2,11 +2,14 @@
 # Lint, type-check and test the Python client. Exits non-zero on any failure.
 #
 # Creates a virtualenv in $VENV (default clients/python/.venv) with $PYTHON
-# (default python3, 3.9 or newer), installs the package with its test extras
-# (`pip install -e .[test]`), checks that the sync client and guards in
-# src/leasehold/_sync are what scripts/generate_sync.py makes of their asyncio
-# source in src/leasehold/_async, then runs ruff (lint and format check),
-# mypy --strict and pytest. The tests start real `leasehold serve` processes: the
+# (default python3, 3.9 or newer), installs the test environment from its
+# lock, requirements-test.txt (the package's dependencies and [test] extras
+# and the build backend, at exact versions, checked by hash; regenerate with
+# .ci/lock-python-deps), then the package itself, editable and without
+# dependencies, checks that the sync client and guards in src/leasehold/_sync
+# are what scripts/generate_sync.py makes of their asyncio source in
+# src/leasehold/_async, then runs ruff (lint and format check), mypy --strict
+# and pytest. The tests start real `leasehold serve` processes: the
 # binary comes from $LEASEHOLD_BIN, else ../../target/release/leasehold, else
 # ../../target/debug/leasehold (run `cargo build` first). Extra arguments go
 # to pytest, e.g. `./run-tests.sh -k lock -x`.
@@ -20,8 +23,15 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating $VENV with $PYTHON"
     "$PYTHON" -m venv "$VENV"
 fi
-echo "== pip install -e .[test]"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+echo "== pip install -r requirements-test.txt, then -e ."
+pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${pip[@]}" install --quiet --require-hashes -r requirements-test.txt
+# Everything it needs is in the lock, setuptools (the build backend) included:
+# no build isolation, which would fetch an unpinned setuptools, and no deps.
+"${pip[@]}" install --quiet --no-build-isolation --no-deps -e .
+# The lock still satisfies pyproject.toml (a dependency added there without
+# regenerating the lock shows here, not as an ImportError in a test).
+"${pip[@]}" check
 
 echo "== generated sync code is current"
 "$VENV/bin/python" scripts/generate_sync.py --check
