@@ -1,7 +1,8 @@
 //! How much of a node one caller may hold at once: open connections (the
-//! listener, [`crate::server`]) and waiting requests (the API's request
-//! slots, `api/limits.rs`), each bounded in total and per client address,
-//! so one runaway client cannot take a node's whole budget.
+//! listener, [`crate::server`]), waiting requests (the API's request
+//! slots, `api/limits.rs`) and event streams (`api/events.rs`), each
+//! bounded in total and per client address, so one runaway client cannot
+//! take a node's whole budget.
 //!
 //! Requests the other members relay (leader forwarding) arrive on the
 //! members' own authenticated connections, outside these budgets: the
@@ -9,7 +10,8 @@
 //! a member would turn one client's flood into every client's outage.
 //!
 //! The defaults are sized from the process's file-descriptor limit, raised
-//! to its hard limit at start ([`raise_fd_limit`]).
+//! to its hard limit at start ([`raise_fd_limit`]), but for event streams
+//! ([`DEFAULT_MAX_SUBSCRIBERS`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -34,6 +36,12 @@ const PER_CLIENT_SHARE: usize = 4;
 /// Waiting requests per connection slot: over HTTP/2 many waits share one
 /// connection, and a waiting request costs a queue place and a few KiB.
 const WAITING_PER_CONNECTION: usize = 4;
+/// Event streams open at once on a node. Each receives every applied event:
+/// an entry costs every stream a wakeup, a filter and a write (the frame is
+/// made once and shared), so streams are bounded by CPU, not by file
+/// descriptors. A thousand streams is more than any dashboard or tool
+/// needs; the clients do not use streams to wait.
+pub const DEFAULT_MAX_SUBSCRIBERS: usize = 1024;
 
 /// A node's default admission bounds, from its file-descriptor limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,6 +50,8 @@ pub struct Defaults {
     pub max_connections_per_client: usize,
     pub max_waiting: usize,
     pub max_waiting_per_client: usize,
+    pub max_subscribers: usize,
+    pub max_subscribers_per_client: usize,
 }
 
 impl Defaults {
@@ -56,11 +66,17 @@ impl Defaults {
     pub fn for_connections(max_connections: usize) -> Defaults {
         Defaults { max_connections, max_connections_per_client: share(max_connections), ..Defaults::default() }
             .with_waiting(max_connections.saturating_mul(WAITING_PER_CONNECTION))
+            .with_subscribers(DEFAULT_MAX_SUBSCRIBERS)
     }
 
     /// These bounds with `max_waiting` waiting requests, and its share.
     pub fn with_waiting(self, max_waiting: usize) -> Defaults {
         Defaults { max_waiting, max_waiting_per_client: share(max_waiting), ..self }
+    }
+
+    /// These bounds with `max_subscribers` event streams, and its share.
+    pub fn with_subscribers(self, max_subscribers: usize) -> Defaults {
+        Defaults { max_subscribers, max_subscribers_per_client: share(max_subscribers), ..self }
     }
 }
 
@@ -151,6 +167,11 @@ impl Budget {
     pub fn in_use(&self) -> usize {
         self.used().total
     }
+
+    /// Places in all.
+    pub fn total(&self) -> usize {
+        self.total
+    }
 }
 
 /// One place in a [`Budget`].
@@ -210,5 +231,6 @@ mod tests {
         assert_eq!(tiny.max_connections, 128);
         assert!(tiny.max_connections_per_client >= 1);
         assert_eq!(Defaults::for_fd_limit(1 << 20).max_connections, 65_536);
+        assert_eq!((tiny.max_subscribers, tiny.max_subscribers_per_client), (1024, 256), "not from the fd limit");
     }
 }

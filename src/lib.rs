@@ -14,9 +14,10 @@
 //!     guard (watchdog, `lost`), `run`, secrets, the stop-signal helper.
 //!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and
 //!     response bodies, `ErrorCode` with each code's status, headers, `NodeId`.
-//!   - `leasehold-core` (`crates/core`) — PURE: commands, batches, the lock
-//!     table, leases, queues, tokens, records, gates, request de-duplication,
-//!     events; serde and thiserror only; time enters as Tick commands.
+//!   - `leasehold-core` (`crates/core`) — PURE: commands, batches (and the
+//!     quotas on leases and waiters each carries), the lock table, leases,
+//!     queues, tokens, records, gates, request de-duplication, events; serde
+//!     and thiserror only; time enters as Tick commands.
 //!
 //! This crate's modules:
 //!
@@ -24,8 +25,8 @@
 //!   loop, TLS (rustls), HTTP/1.1 and HTTP/2 (hyper), connection budgets
 //!   and 503 refusals, header-read timeout, and the hand-off of members'
 //!   peer connections; [`ServeConfig`](server::ServeConfig) holds its settings.
-//! - [`admission`] — how much one client may hold: connection and waiting
-//!   budgets, in total and per address, sized from the fd limit.
+//! - [`admission`] — how much one client may hold: connection, waiting and
+//!   event-stream budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, waiting, SSE events),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token

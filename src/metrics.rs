@@ -9,8 +9,10 @@
 //!   applied, on every replica alike. Wait and hold times are measured in
 //!   committed ticks times the tick period: cluster time, the time leases
 //!   are measured in, identical on every replica and after a restart;
-//! - state (queue depth, live leases, tick, Raft term and indexes):
-//!   read when scraped.
+//! - state (queue depth, live leases, tick, Raft term and indexes, each
+//!   quota's use and limit): read when scraped;
+//! - refusals for want of room, by quota: counted where they are answered
+//!   (a 507 `full` on the leader, a refused event stream on the node asked).
 //!
 //! Nothing in here reads the lock table or Raft itself; the node and the
 //! stores push what they see.
@@ -27,6 +29,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
 use leasehold_core::{EventKind, LockEvent};
+use leasehold_proto::cluster::QuotaUse;
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which
 /// Prometheus scrapes natively).
@@ -42,6 +45,12 @@ pub struct ResultLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FollowerLabel {
     pub follower: String,
+}
+
+/// A `quota` label: what a quota bounds (`leases`, `waiters`, `subscribers`, ...).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuotaLabel {
+    pub quota: String,
 }
 
 /// The labels of `leasehold_build_info`.
@@ -78,6 +87,9 @@ pub struct Metrics {
     pub applied_index: Gauge,
     pub last_log_index: Gauge,
     pub replication_lag: Family<FollowerLabel, Gauge>,
+    quota_used: Family<QuotaLabel, Gauge>,
+    quota_limit: Family<QuotaLabel, Gauge>,
+    quota_refused: Family<QuotaLabel, Counter>,
     append_seconds: Histogram,
     flush_seconds: Histogram,
     entry_commands: Histogram,
@@ -211,6 +223,25 @@ impl Metrics {
                 "Leader only: entries the follower's log is behind the leader's",
                 Family::default(),
             ),
+            quota_used: registered(
+                r,
+                "quota_used",
+                "In use on this node, by quota: leases and waiters (queue places), sessions, records and gates of \
+                 the applied table; subscribers (open event streams)",
+                Family::default(),
+            ),
+            quota_limit: registered(
+                r,
+                "quota_limit",
+                "The limit of each quota on this node (for leases and waiters: what it stamps on entries as leader)",
+                Family::default(),
+            ),
+            quota_refused: registered(
+                r,
+                "quota_refused",
+                "Requests this node refused for want of room, by quota (507 full, or 503 overloaded for subscribers)",
+                Family::default(),
+            ),
             append_seconds: registered(
                 r,
                 "log_append_seconds",
@@ -267,6 +298,19 @@ impl Metrics {
 
     pub fn forwarded(&self, result: &str) {
         count(&self.forwarded, result);
+    }
+
+    /// The use of `quota` now.
+    pub fn quota(&self, quota: &str, used: QuotaUse) {
+        let label = QuotaLabel { quota: quota.to_owned() };
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.quota_used.get_or_create(&label).set(gauge(used.used));
+        self.quota_limit.get_or_create(&label).set(gauge(used.limit));
+    }
+
+    /// One request refused because `quota` was used up.
+    pub fn quota_refused(&self, quota: &str) {
+        self.quota_refused.get_or_create(&QuotaLabel { quota: quota.to_owned() }).inc();
     }
 
     pub fn leader_changed(&self) {

@@ -121,6 +121,9 @@ pub async fn run(
         tls = serve_config.tls.is_some(),
         max_connections = limits.max_connections,
         max_connections_per_client = limits.max_connections_per_client,
+        max_subscribers = serve_config.api.request_limits.max_subscribers,
+        max_leases = node.quotas.max_leases,
+        max_waiters = node.quotas.max_waiters,
         "serving"
     );
     let router = crate::api::router(started.clone(), &serve_config.api);

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
+use super::events::Subscribers;
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, NotReady};
@@ -53,9 +54,10 @@ pub fn open_routes() -> Router<Arc<Node>> {
 /// tick, members); with `?digest=true` also its table's digest.
 async fn status(
     State(node): State<Arc<Node>>,
+    Extension(subscribers): Extension<Subscribers>,
     ApiQuery(query): ApiQuery<StatusQuery>,
 ) -> Result<Json<ClusterStatus>, ApiError> {
-    let mut status = node.status();
+    let mut status = subscribers.status_of(&node);
     if query.digest {
         status.state_digest = node.state_digest().await?;
     }

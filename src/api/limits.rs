@@ -43,6 +43,10 @@ pub struct RequestLimits {
     pub max_waiting: usize,
     /// Requests one client address may have waiting at once.
     pub max_waiting_per_client: usize,
+    /// Event streams open at once (`api/events.rs`).
+    pub max_subscribers: usize,
+    /// Event streams one client address may have open at once.
+    pub max_subscribers_per_client: usize,
 }
 
 impl RequestLimits {
@@ -52,6 +56,8 @@ impl RequestLimits {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_waiting: defaults.max_waiting,
             max_waiting_per_client: defaults.max_waiting_per_client,
+            max_subscribers: defaults.max_subscribers,
+            max_subscribers_per_client: defaults.max_subscribers_per_client,
         }
     }
 }

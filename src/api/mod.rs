@@ -28,7 +28,7 @@ mod ui;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts};
+use axum::extract::{DefaultBodyLimit, Extension, FromRequest, FromRequestParts};
 use axum::{middleware, Router};
 use leasehold_proto::ErrorCode;
 
@@ -87,10 +87,13 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));
     let limits = &config.request_limits;
+    // The event streams' budget: taken by the streams, shown by status and metrics.
+    let subscribers = events::Subscribers::new(limits.max_subscribers, limits.max_subscribers_per_client);
     let api = client
         .merge(admin)
         .merge(admin::open_routes())
         .merge(observe_routes())
+        .layer(Extension(subscribers))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(limits::Admission::new(limits), limits::admit));
     let raft = raft_rpc::routes()

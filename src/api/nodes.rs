@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use tokio::task::JoinSet;
 
+use super::events::Subscribers;
 use crate::node::Node;
 use crate::raft::NodeId;
 use leasehold_proto::cluster::{ClusterStatus, Member, NodeView, NodesResponse};
@@ -21,8 +22,8 @@ pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/v1/cluster/nodes", get(nodes))
 }
 
-async fn nodes(State(node): State<Arc<Node>>) -> Json<NodesResponse> {
-    let own = node.status();
+async fn nodes(State(node): State<Arc<Node>>, Extension(subscribers): Extension<Subscribers>) -> Json<NodesResponse> {
+    let own = subscribers.status_of(&node);
     let mut asks = JoinSet::new();
     for member in own.members.iter().filter(|m| m.id != own.id).cloned() {
         let node = node.clone();

@@ -90,10 +90,10 @@ const NO_SESSION: (u16, &str) = (404, "session_not_found");
 const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
     Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, request_id_reused"), (507, "full")]),
     Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token` (409 `held_under_session` for a lock held under a session)", Named("RenewRequest"), (200, Named("LeaseResponse")), &[BAD, NOT_HELD, (409, "stale_token, held_under_session, request_id_reused")]),
     Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
-    Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, request_id_reused"), (507, "full")]),
     Operation(Post, "/v1/multi/release", "locks", Some(Client), "releaseLocks", "Release every lock of `names`, all held under `token`, or none", Named("MultiReleaseRequest"), (200, Named("MultiReleaseResponse")), MUTATION),
     Operation(Get, "/v1/sessions", "sessions", Some(Client), "listSessions", "Live sessions in id order, without their locks (`after`, `limit` query parameters); linearizable", Body::None, (200, Named("SessionListResponse")), &[BAD]),
     Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused"), (507, "full")]),
@@ -359,8 +359,8 @@ fn error_meaning(status: u16) -> &'static str {
         413 => "the request body is larger than 64 KiB",
         415 => "the request body is not declared `application/json`",
         500 => "internal error",
-        507 => "no room for more records, gates or sessions",
-        503 => "no leader or no quorum now, or too many connections, requests in flight or waiting requests (`overloaded`); retry after `Retry-After` seconds",
+        507 => "a quota is used up: `what` names it (`leases`, `waiters`, `sessions`, `records` or `gates`) and `limit` its size; renewals, releases and expiry still work",
+        503 => "no leader or no quorum now, or too many connections, requests in flight, waiting requests or event streams (`overloaded`); retry after `Retry-After` seconds",
         _ => "error",
     }
 }

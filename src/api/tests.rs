@@ -12,8 +12,9 @@ use axum::Router;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use super::{router, ApiConfig};
-use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport};
+use super::{router, ApiConfig, RequestLimits};
+use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport, DEFAULT_QUOTAS};
+use leasehold_core::Quotas;
 
 /// One-node cluster, its router, and the folder it lives in.
 struct OneNode {
@@ -25,7 +26,12 @@ struct OneNode {
 impl OneNode {
     /// A one-node cluster, once its node leads.
     async fn start() -> OneNode {
-        let api = OneNode::open(InitialClusterState::New).await;
+        OneNode::start_with(DEFAULT_QUOTAS, ApiConfig::default()).await
+    }
+
+    /// A one-node cluster under these quotas and API limits, once its node leads.
+    async fn start_with(quotas: Quotas, api: ApiConfig) -> OneNode {
+        let api = OneNode::open_with(InitialClusterState::New, quotas, api).await;
         tokio::time::timeout(Duration::from_secs(20), async {
             while api.node.status().role != "leader" {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -38,6 +44,10 @@ impl OneNode {
 
     /// The node listed alone in its initial members, started with `state`.
     async fn open(state: InitialClusterState) -> OneNode {
+        OneNode::open_with(state, DEFAULT_QUOTAS, ApiConfig::default()).await
+    }
+
+    async fn open_with(state: InitialClusterState, quotas: Quotas, api: ApiConfig) -> OneNode {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = NodeConfig {
             id: 1,
@@ -48,10 +58,11 @@ impl OneNode {
             initial_members: BTreeMap::from([(1, "127.0.0.1:9".to_string())]),
             initial_cluster_state: state,
             snapshot_every: 10_000,
+            quotas,
             peers: PeerTransport::default(),
         };
         let node = Node::start(&config).await.expect("node starts");
-        let router = router(node.clone(), &ApiConfig::default());
+        let router = router(node.clone(), &api);
         OneNode { node, router, _dir: dir }
     }
 
@@ -649,4 +660,126 @@ async fn waiter_of_a_deleted_session_is_told_so() {
     assert_eq!((status, &answer["error"]["code"]), (StatusCode::NOT_FOUND, &json!("session_not_found")), "{answer}");
     let (_, view) = api.call("GET", "/v1/locks/q", None).await;
     assert_eq!(view["waiters"], json!([]), "{view}");
+}
+
+// Ensures a full cluster answers a new grant or wait 507 `full` naming the
+// quota and its limit, keeps renewing, releasing and re-acquiring, grants
+// again once there is room, and shows the use in status and metrics.
+#[tokio::test]
+async fn quotas_refuse_new_grants_and_waits_only() {
+    let api = Arc::new(OneNode::start_with(Quotas { max_leases: 2, max_waiters: 1 }, ApiConfig::default()).await);
+    let (_, a) = api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "x", "ttl_ms": 60000}))).await;
+    let token = a["token"].as_u64().expect("a token");
+    let (status, full) =
+        api.call("POST", "/v1/multi/acquire", Some(json!({"names": ["b", "c"], "owner": "y", "ttl_ms": 60000}))).await;
+    assert_eq!(status.as_u16(), 507, "{full}");
+    assert_eq!(
+        (&full["error"]["code"], &full["error"]["what"], &full["error"]["limit"]),
+        (&json!("full"), &json!("leases"), &json!(2))
+    );
+    let (status, b) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "y", "ttl_ms": 60000}))).await;
+    assert_eq!(status, StatusCode::OK, "one more fits");
+    let (status, full) = api.call("POST", "/v1/locks/c/acquire", Some(json!({"owner": "y", "ttl_ms": 60000}))).await;
+    assert_eq!((status.as_u16(), &full["error"]["what"]), (507, &json!("leases")), "{full}");
+
+    let (status, _) = api.call("POST", "/v1/locks/a/renew", Some(json!({"token": token}))).await;
+    assert_eq!(status, StatusCode::OK, "renewing works when full");
+    let (status, again) = api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "x", "ttl_ms": 60000}))).await;
+    assert_eq!((status, &again["reacquired"]), (StatusCode::OK, &json!(true)), "{again}");
+
+    let waiter = {
+        let api = api.clone();
+        let body = json!({"owner": "w1", "ttl_ms": 60000, "wait_ms": 30000});
+        tokio::spawn(async move { api.call("POST", "/v1/locks/a/acquire", Some(body)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while api.call("GET", "/v1/locks/a", None).await.1["waiters"].as_array().map_or(0, Vec::len) != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("w1 queued");
+    let (status, full) =
+        api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "w2", "ttl_ms": 60000, "wait_ms": 30000}))).await;
+    assert_eq!((status.as_u16(), &full["error"]["what"], &full["error"]["limit"]), (507, &json!("waiters"), &json!(1)));
+
+    let (_, status_view) = api.call("GET", "/v1/cluster/status", None).await;
+    let quotas = &status_view["quotas"];
+    assert_eq!(
+        (&quotas["leases"], &quotas["waiters"]),
+        (&json!({"used": 2, "limit": 2}), &json!({"used": 1, "limit": 1}))
+    );
+    let response = api.router.clone().oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+    let text = String::from_utf8(axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
+    for series in [
+        "leasehold_quota_used{quota=\"leases\"} 2",
+        "leasehold_quota_limit{quota=\"leases\"} 2",
+        "leasehold_quota_refused_total{quota=\"leases\"} 2",
+        "leasehold_quota_refused_total{quota=\"waiters\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} missing from\n{text}");
+    }
+
+    let (status, _) = api.call("POST", "/v1/locks/a/release", Some(json!({"token": token}))).await;
+    assert_eq!(status, StatusCode::OK, "releasing works when full");
+    let (status, handed) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+    assert_eq!((status, &handed["owner"]), (StatusCode::OK, &json!("w1")), "the admitted waiter is granted: {handed}");
+    let (status, _) = api.call("POST", "/v1/locks/b/release", Some(json!({"token": b["token"]}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, c) = api.call("POST", "/v1/locks/c/acquire", Some(json!({"owner": "y", "ttl_ms": 60000}))).await;
+    assert_eq!(status, StatusCode::OK, "room again: {c}");
+}
+
+/// The next `n` SSE frames of an event stream's body (keep-alives skipped).
+async fn frames(body: &mut axum::body::BodyDataStream, n: usize) -> Vec<String> {
+    use tokio_stream::StreamExt;
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while text.matches("\n\n").count() < n {
+            let chunk = body.next().await.expect("stream open").expect("stream reads");
+            text.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        }
+    })
+    .await
+    .expect("frames in time");
+    text.split_terminator("\n\n").map(str::to_owned).collect()
+}
+
+// Ensures event streams are bounded per client address (all in-process
+// requests share one) with 503 overloaded and Retry-After, a closed stream
+// gives its place back, status and metrics show the use, and every stream
+// gets the same frames, in the SSE form they always had.
+#[tokio::test]
+async fn event_streams_are_bounded_per_client() {
+    let limits = RequestLimits { max_subscribers: 4, max_subscribers_per_client: 2, ..RequestLimits::default() };
+    let api = OneNode::start_with(DEFAULT_QUOTAS, ApiConfig { request_limits: limits, ..ApiConfig::default() }).await;
+    let open = |path: &str| api.router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap());
+    let first = open("/v1/events").await.unwrap();
+    let second = open("/v1/locks/s/events").await.unwrap();
+    assert_eq!((first.status(), second.status()), (StatusCode::OK, StatusCode::OK));
+    let refused = open("/v1/events").await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key(header::RETRY_AFTER));
+    let body: Value =
+        serde_json::from_slice(&axum::body::to_bytes(refused.into_body(), 1 << 16).await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    let (_, status) = api.call("GET", "/v1/cluster/status", None).await;
+    assert_eq!(status["quotas"]["subscribers"], json!({"used": 2, "limit": 4}));
+
+    let (_, grant) = api.call("POST", "/v1/locks/s/acquire", Some(json!({"owner": "o", "ttl_ms": 5000}))).await;
+    let index = grant["token"].as_u64().expect("a token");
+    let (mut all, mut one) = (first.into_body().into_data_stream(), second.into_body().into_data_stream());
+    let expected = format!(
+        "event: acquired\nid: {index}\ndata: {{\"index\":{index},\"name\":\"s\",\"type\":\"acquired\",\"owner\":\"o\",\"token\":{index}}}"
+    );
+    assert_eq!(frames(&mut all, 1).await, std::slice::from_ref(&expected));
+    assert_eq!(frames(&mut one, 1).await, [expected]);
+
+    drop(one);
+    let third = open("/v1/locks/s/events").await.unwrap();
+    assert_eq!(third.status(), StatusCode::OK, "a closed stream gave its place back");
+    let response = api.router.clone().oneshot(Request::get("/metrics").body(Body::empty()).unwrap()).await.unwrap();
+    let text = String::from_utf8(axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
+    assert!(text.contains("leasehold_quota_refused_total{quota=\"subscribers\"} 1"), "{text}");
+    assert!(text.contains("leasehold_quota_used{quota=\"subscribers\"} 2"), "{text}");
 }

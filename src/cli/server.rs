@@ -14,6 +14,7 @@ use leasehold::api::{self, ApiConfig, RequestLimits};
 use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
 use leasehold::security::SecurityFiles;
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
+use leasehold_core::Quotas;
 use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
@@ -155,6 +156,27 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_WAITING_PER_CLIENT",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_waiting_per_client: Option<usize>,
+    /// Live leases in the cluster while this node leads; a new grant past it
+    /// is answered 507 full (renewals, releases and expiry always work).
+    /// About 450 bytes of RSS each on every node: give every node the same.
+    #[arg(long, env = "LEASEHOLD_MAX_LEASES", default_value_t = node::DEFAULT_QUOTAS.max_leases,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_leases: u64,
+    /// Places in lock queues in the cluster while this node leads (a wait
+    /// for n locks takes n); a new wait past it is answered 507 full.
+    #[arg(long, env = "LEASEHOLD_MAX_WAITERS", default_value_t = node::DEFAULT_QUOTAS.max_waiters,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_waiters: u64,
+    /// Event streams (SSE) open at once on this node; more are answered 503
+    /// overloaded with Retry-After.
+    #[arg(long, env = "LEASEHOLD_MAX_SUBSCRIBERS", default_value_t = admission::DEFAULT_MAX_SUBSCRIBERS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_subscribers: usize,
+    /// Event streams one client address may have open at once [default: a
+    /// quarter of --max-subscribers].
+    #[arg(long, env = "LEASEHOLD_MAX_SUBSCRIBERS_PER_CLIENT",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_subscribers_per_client: Option<usize>,
     /// Threads that run this node's requests and its Raft core (the log
     /// writer and disk work have threads of their own) [default: the CPUs
     /// available]. 1 runs them all on one thread: with three nodes sharing
@@ -360,6 +382,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             ClusterState::Existing => InitialClusterState::Existing,
         },
         snapshot_every: args.snapshot_every,
+        quotas: Quotas { max_leases: args.max_leases, max_waiters: args.max_waiters },
         peers: PeerTransport {
             tls: files.tls(),
             ca: files.ca()?,
@@ -379,6 +402,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         None => defaults,
     };
     let max_waiting = defaults.max_waiting;
+    let defaults = defaults.with_subscribers(args.max_subscribers);
     let serve_config = ServeConfig {
         listen,
         tls: files.server_tls()?,
@@ -394,6 +418,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
                 max_in_flight: args.max_in_flight,
                 max_waiting,
                 max_waiting_per_client: args.max_waiting_per_client.unwrap_or(defaults.max_waiting_per_client),
+                max_subscribers: args.max_subscribers,
+                max_subscribers_per_client: args
+                    .max_subscribers_per_client
+                    .unwrap_or(defaults.max_subscribers_per_client),
             },
         },
     };

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_proto::cluster::{ClusterStatus, Member, SnapshotTaken, StateDigest, StoreStats};
+use leasehold_proto::cluster::{ClusterStatus, Member, QuotaUse, SnapshotTaken, StateDigest, StoreStats};
 
 use self::waiters::Waiters;
 use crate::metrics::Metrics;
@@ -25,7 +25,7 @@ use crate::raft::{
     Consensus, ConsensusError, LockResult, MembershipChange, Network, NodeId, RaftSettings, ELECTION_TIMEOUT_MIN_MS,
 };
 use crate::store::{self, LockState, StateStore};
-use leasehold_core::{Command, LockTable};
+use leasehold_core::{Command, LockError, LockTable, Quotas, MAX_GATES, MAX_RECORDS, MAX_SESSIONS};
 use leasehold_proto::Secret;
 
 /// Default entries between snapshots. A snapshot serializes the whole table
@@ -40,6 +40,13 @@ const QUORUM_WAIT: Duration = Duration::from_secs(3);
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
 /// How often that wait asks for the snapshot again.
 const SNAPSHOT_RETRIGGER: Duration = Duration::from_secs(1);
+/// Default limits on live leases and queue places, sized from what each
+/// costs every replica: a lease about 450 bytes of RSS at rest (up to about
+/// 850 while a checkpoint rewrites the table), so a million leases take
+/// about 450 MB per node; a queue place 1.3 KB of heap (a waiting acquire
+/// of one lock) to 2.7 KB (of 64 locks: each place keeps the whole set),
+/// so 100 000 places take 130 to 270 MB. Both fit a 2 GB node together.
+pub const DEFAULT_QUOTAS: Quotas = Quotas { max_leases: 1_000_000, max_waiters: 100_000 };
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
 /// it reaches its peers. (Where and how it serves clients is
@@ -61,6 +68,9 @@ pub struct NodeConfig {
     /// Entries between snapshots; the log keeps a fiftieth of that behind
     /// each snapshot for followers that are only a little behind.
     pub snapshot_every: u64,
+    /// The limits on leases and waiters this node stamps on the entries it
+    /// proposes as leader (the cluster's while it leads).
+    pub quotas: Quotas,
     pub peers: PeerTransport,
 }
 
@@ -150,6 +160,8 @@ pub struct Node {
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
     tick_ms: u64,
+    /// What this node stamps on the entries it proposes as leader.
+    quotas: Quotas,
     data_dir: PathBuf,
     state_store: StateStore,
     metrics: Arc<Metrics>,
@@ -181,6 +193,7 @@ impl Node {
             id: config.id,
             tick: Duration::from_millis(config.tick_ms),
             snapshot_every: config.snapshot_every,
+            quotas: config.quotas,
         };
         let raft = Consensus::start(settings, network, log_store, sm_store, metrics.clone())
             .await
@@ -195,6 +208,7 @@ impl Node {
             dialer,
             scheme,
             tick_ms: config.tick_ms,
+            quotas: config.quotas,
             data_dir: config.data_dir.clone(),
             state_store,
             metrics,
@@ -278,13 +292,20 @@ impl Node {
 
     /// Proposes `command` (in an entry shared with other commands proposed
     /// at the same time) and waits until it is committed and applied here.
+    /// A refusal for want of room is counted by the quota it names.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
                 QUORUM_WAIT.as_millis()
             ))),
-            Ok(result) => Ok(result?),
+            Ok(result) => {
+                let result = result?;
+                if let Err(LockError::Full { what, .. }) = &result {
+                    self.metrics.quota_refused(what);
+                }
+                Ok(result)
+            }
         }
     }
 
@@ -310,6 +331,7 @@ impl Node {
             .map(|(id, addr)| Member { id: *id, addr: addr.clone(), voter: view.voters.contains(id) })
             .collect();
         let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
+        let quotas = self.quota_use();
         ClusterStatus {
             id: self.id,
             version: crate::VERSION.into(),
@@ -327,12 +349,30 @@ impl Node {
             millis_since_quorum_ack: view.millis_since_quorum_ack,
             locks_held,
             sessions,
+            quotas,
             members,
             storage: self.store_stats(),
             data_dir_bytes: dir_bytes(&self.data_dir),
             replication: view.replication,
             state_digest: None,
         }
+    }
+
+    /// The use of each quota of the applied table here (not linearizable),
+    /// by the name a `full` refusal gives it: leases and waiters against the
+    /// limits this node proposes under as leader, the rest against the
+    /// table's fixed bounds.
+    pub fn quota_use(&self) -> BTreeMap<String, QuotaUse> {
+        let (leases, waiters, sessions, (records, gates)) =
+            self.locks.read(|t| (t.len(), t.waiting(), t.sessions(), t.records_and_gates()));
+        let quota = |name: &str, used: usize, limit: u64| (name.to_owned(), QuotaUse { used: used as u64, limit });
+        BTreeMap::from([
+            quota("leases", leases, self.quotas.max_leases),
+            quota("waiters", waiters, self.quotas.max_waiters),
+            quota("sessions", sessions, MAX_SESSIONS as u64),
+            quota("records", records, MAX_RECORDS as u64),
+            quota("gates", gates, MAX_GATES as u64),
+        ])
     }
 
     /// What Ticks and snapshots cost on this node lately.

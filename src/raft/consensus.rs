@@ -25,7 +25,7 @@ use super::types::{LockResult, Member, NodeId};
 use super::Raft;
 use crate::metrics::Metrics;
 use crate::store::{LockState, LogStore, StateMachineStore};
-use leasehold_core::Command;
+use leasehold_core::{Command, Quotas};
 
 /// Raft heartbeat period. Election timeouts are several of these.
 const HEARTBEAT_MS: u64 = 100;
@@ -34,8 +34,9 @@ const HEARTBEAT_MS: u64 = 100;
 pub const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
 const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
 
-/// How a node's Raft runs: its identity, the leader's tick period and how
-/// often it checkpoints.
+/// How a node's Raft runs: its identity, the leader's tick period, how
+/// often it checkpoints, and the quotas it stamps on the entries it
+/// proposes as leader.
 #[derive(Debug, Clone, Copy)]
 pub struct RaftSettings {
     pub id: NodeId,
@@ -43,6 +44,7 @@ pub struct RaftSettings {
     /// Entries between snapshots; the log keeps a fiftieth of that behind
     /// each snapshot for followers that are only a little behind.
     pub snapshot_every: u64,
+    pub quotas: Quotas,
 }
 
 /// Why a call into Raft failed, in the node's terms.
@@ -180,7 +182,7 @@ impl Consensus {
         let ticker = Ticker::new(raft.clone(), locks, settings.tick, quorum_window, metrics.clone());
         let ticker = tokio::spawn(ticker.run());
         tokio::spawn(count_leader_changes(raft.clone(), metrics.clone()));
-        let proposer = Proposer::start(raft.clone(), metrics);
+        let proposer = Proposer::start(raft.clone(), settings.quotas, metrics);
         Ok(Consensus { raft, proposer, ticker: std::sync::Mutex::new(Some(ticker)) })
     }
 

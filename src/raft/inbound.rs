@@ -175,7 +175,7 @@ impl Inbound {
 
 #[cfg(test)]
 mod tests {
-    use leasehold_core::{Batch, Command};
+    use leasehold_core::{Batch, Command, Quotas};
     use openraft::{Entry, EntryPayload, LogId};
 
     use super::*;
@@ -183,7 +183,7 @@ mod tests {
 
     // Ensures every command survives the frame encoding, with its optional
     // fields both present and absent (structs are maps, so skipped fields
-    // cannot shift the others).
+    // cannot shift the others), and so do the quotas of the entry.
     #[tokio::test]
     async fn append_requests_round_trip_through_frames() {
         let commands = [
@@ -219,7 +219,7 @@ mod tests {
             },
             Command::Gate { resource: "g".into(), lock: "a".into(), token: 7, request_id: None },
         ];
-        let mut batch = Batch::single(commands[0].clone());
+        let mut batch = Batch::within(Quotas { max_leases: 200, max_waiters: 7 }, commands[0].clone());
         for c in &commands[1..] {
             batch.try_push(c.clone()).expect("distinct enough to share an entry");
         }

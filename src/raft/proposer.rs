@@ -8,6 +8,9 @@
 //! together in the next entry (a [`Batch`]). A lone command on an idle node
 //! is proposed at once, so batching costs no latency when there is nothing to
 //! batch.
+//!
+//! Every entry it makes carries this node's [`Quotas`]: the limits on leases
+//! and waiters the entry's commands are applied under, on every replica.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use tokio::task::JoinSet;
 use super::types::{LockResult, TypeConfig};
 use super::Raft;
 use crate::metrics::Metrics;
-use leasehold_core::{Batch, Command};
+use leasehold_core::{Batch, Command, Quotas};
 
 /// Why a proposal was not answered with its result.
 pub type ProposeError = RaftError<TypeConfig, ClientWriteError<TypeConfig>>;
@@ -50,10 +53,11 @@ pub struct Proposer {
 }
 
 impl Proposer {
-    /// Starts the batching task on the current tokio runtime.
-    pub fn start(raft: Raft, metrics: Arc<Metrics>) -> Proposer {
+    /// Starts the batching task on the current tokio runtime; its entries
+    /// carry `quotas`.
+    pub fn start(raft: Raft, quotas: Quotas, metrics: Arc<Metrics>) -> Proposer {
         let (queue, arrivals) = mpsc::channel(QUEUE);
-        tokio::spawn(batch_and_propose(raft, arrivals, metrics));
+        tokio::spawn(batch_and_propose(raft, quotas, arrivals, metrics));
         Proposer { queue }
     }
 
@@ -72,7 +76,7 @@ fn stopped() -> ProposeError {
 
 /// The batching task: whenever an entry slot is free and commands wait, the
 /// waiting commands go out as one entry, in arrival order.
-async fn batch_and_propose(raft: Raft, mut arrivals: mpsc::Receiver<Proposal>, metrics: Arc<Metrics>) {
+async fn batch_and_propose(raft: Raft, quotas: Quotas, mut arrivals: mpsc::Receiver<Proposal>, metrics: Arc<Metrics>) {
     let mut waiting: VecDeque<Proposal> = VecDeque::new();
     let mut in_flight = JoinSet::new();
     loop {
@@ -81,7 +85,7 @@ async fn batch_and_propose(raft: Raft, mut arrivals: mpsc::Receiver<Proposal>, m
                 waiting.push_back(p);
             }
             if let Some(first) = waiting.pop_front() {
-                let (batch, replies) = next_entry(first, &mut waiting);
+                let (batch, replies) = next_entry(quotas, first, &mut waiting);
                 metrics.proposed(batch.len());
                 let proposed = Instant::now();
                 // `client_write_ff` queues the entry in Raft before returning,
@@ -117,10 +121,10 @@ async fn batch_and_propose(raft: Raft, mut arrivals: mpsc::Receiver<Proposal>, m
     }
 }
 
-/// The next entry: `first`, then as many commands from the front of
-/// `waiting` as [`Batch`] lets share an entry with it.
-fn next_entry(first: Proposal, waiting: &mut VecDeque<Proposal>) -> (Batch, Vec<Reply>) {
-    let mut batch = Batch::single(first.command);
+/// The next entry, under `quotas`: `first`, then as many commands from the
+/// front of `waiting` as [`Batch`] lets share an entry with it.
+fn next_entry(quotas: Quotas, first: Proposal, waiting: &mut VecDeque<Proposal>) -> (Batch, Vec<Reply>) {
+    let mut batch = Batch::within(quotas, first.command);
     let mut replies = vec![first.reply];
     while let Some(next) = waiting.pop_front() {
         match batch.try_push(next.command) {

@@ -34,7 +34,9 @@ pub use backup::{restore, BackupError};
 pub use format::FormatError;
 pub use log::LogStore;
 pub use state::StateStore;
-pub use state_machine::{AppliedEvents, LockState, Snapshot, SnapshotData, SnapshotStats, StateMachineStore};
+pub use state_machine::{
+    AppliedEvents, LockState, PublishedEvent, Snapshot, SnapshotData, SnapshotStats, StateMachineStore,
+};
 
 use crate::metrics::Metrics;
 use crate::raft::types::StorageError;

@@ -12,9 +12,10 @@
 use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
@@ -74,11 +75,30 @@ impl AppliedEvents for () {
     fn applied(&self, _: &LockEvent) {}
 }
 
+/// An applied event as the node's event streams receive it: one copy,
+/// shared by every subscriber, with its wire form made once, by the first
+/// stream that sends it, for all of them. (Encoded per subscriber, each
+/// applied event cost every stream a copy, a conversion and a JSON
+/// encoding: the cost of an entry grew with the streams open.)
+#[derive(Debug)]
+pub struct PublishedEvent {
+    pub event: LockEvent,
+    frame: OnceLock<Option<Bytes>>,
+}
+
+impl PublishedEvent {
+    /// The event's wire form: what `render` makes of it at the first call,
+    /// the same bytes at every later one.
+    pub fn frame(&self, render: impl FnOnce(&LockEvent) -> Option<Bytes>) -> Option<Bytes> {
+        self.frame.get_or_init(|| render(&self.event)).clone()
+    }
+}
+
 /// A read handle on the applied lock table and its event stream, for the API.
 #[derive(Clone)]
 pub struct LockState {
     applied: Arc<RwLock<AppliedState>>,
-    events: broadcast::Sender<LockEvent>,
+    events: broadcast::Sender<Arc<PublishedEvent>>,
     waiters: Arc<dyn AppliedEvents>,
 }
 
@@ -95,7 +115,7 @@ impl LockState {
     /// Every event applied on this node from now on, in log order. A
     /// subscriber that falls more than 4096 events behind is told it lagged
     /// (and should re-read the table).
-    pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<PublishedEvent>> {
         self.events.subscribe()
     }
 
@@ -255,8 +275,11 @@ impl StateMachineStore {
                     // per entry, not per command: an entry carries up to 256.
                     let started = thread_cpu_time();
                     let mut answers = Vec::with_capacity(batch.len());
+                    // The limits the entry carries, never this node's own:
+                    // every replica answers the entry alike.
+                    let quotas = batch.quotas();
                     for command in batch.commands() {
-                        let applied = state.table.apply(command, entry.log_id.index);
+                        let applied = state.table.apply_within(command, entry.log_id.index, &quotas);
                         self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
                         events.extend(applied.events);
                         answers.push(applied.result);
@@ -277,10 +300,14 @@ impl StateMachineStore {
                 }
             }
         };
+        // Published only while someone listens: most entries have no stream to go to.
+        let published = self.state.events.receiver_count() > 0;
         for event in events {
             self.state.waiters.applied(&event);
-            // No subscriber is not an error.
-            let _ = self.state.events.send(event);
+            if published {
+                // A subscriber that left meanwhile is not an error.
+                let _ = self.state.events.send(Arc::new(PublishedEvent { event, frame: OnceLock::new() }));
+            }
         }
         results
     }

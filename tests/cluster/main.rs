@@ -15,6 +15,7 @@
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
+//! - `quotas` — a multi-acquire flood past `--max-leases`; event streams past their per-client bound.
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
@@ -38,6 +39,7 @@ mod metrics;
 mod multi_lock;
 mod openapi;
 mod payments;
+mod quotas;
 mod readiness;
 mod security;
 mod sessions;

@@ -16,13 +16,17 @@
 //!   of the session, by a release before it);
 //! - an entry creates at most one session, since a session's id is the
 //!   index of the entry that created it.
+//!
+//! An entry of client commands also carries the limits they are applied
+//! under ([`Quotas`]), stamped by the leader that proposed it, so that every
+//! replica applies them against the same numbers.
 
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::encoding::{self, DecodeError};
-use super::Command;
+use super::{Command, Quotas};
 
 /// Commands applied in order under one log index. Built only through
 /// [`Batch::single`] and [`Batch::try_push`], which keep the rules above.
@@ -39,12 +43,15 @@ pub struct Batch {
 #[derive(Clone)]
 struct Inner {
     commands: Vec<Command>,
+    /// `None`: applied without limits (Ticks, entries written before
+    /// entries carried limits).
+    quotas: Option<Quotas>,
     encoded: OnceLock<Vec<u8>>,
 }
 
 impl PartialEq for Batch {
     fn eq(&self, other: &Self) -> bool {
-        self.inner.commands == other.inner.commands
+        self.inner.commands == other.inner.commands && self.inner.quotas == other.inner.quotas
     }
 }
 
@@ -52,7 +59,7 @@ impl Eq for Batch {}
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch").field("commands", &self.inner.commands).finish()
+        f.debug_struct("Batch").field("commands", &self.inner.commands).field("quotas", &self.inner.quotas).finish()
     }
 }
 
@@ -62,12 +69,19 @@ impl Batch {
     /// command behind the others when it is applied.
     pub const MAX_COMMANDS: usize = 256;
 
+    /// An entry of `command` applied without limits: what a Tick travels in.
     pub fn single(command: Command) -> Batch {
-        Batch::from_commands(vec![command], OnceLock::new())
+        Batch::from_commands(vec![command], None, OnceLock::new())
     }
 
-    fn from_commands(commands: Vec<Command>, encoded: OnceLock<Vec<u8>>) -> Batch {
-        Batch { inner: Arc::new(Inner { commands, encoded }) }
+    /// An entry of `command` (more may join it) whose commands are applied
+    /// under `quotas`: what the leader proposes client commands in.
+    pub fn within(quotas: Quotas, command: Command) -> Batch {
+        Batch::from_commands(vec![command], Some(quotas), OnceLock::new())
+    }
+
+    fn from_commands(commands: Vec<Command>, quotas: Option<Quotas>, encoded: OnceLock<Vec<u8>>) -> Batch {
+        Batch { inner: Arc::new(Inner { commands, quotas, encoded }) }
     }
 
     /// Adds `command` to this entry, or hands it back when it may not share
@@ -94,6 +108,11 @@ impl Batch {
         &self.inner.commands
     }
 
+    /// The limits this entry's commands are applied under.
+    pub fn quotas(&self) -> Quotas {
+        self.inner.quotas.unwrap_or(Quotas::UNLIMITED)
+    }
+
     pub fn len(&self) -> usize {
         self.inner.commands.len()
     }
@@ -111,7 +130,7 @@ impl Batch {
     pub fn encoded(&self) -> &[u8] {
         self.inner.encoded.get_or_init(|| {
             let mut bytes = Vec::with_capacity(64 * self.len());
-            encoding::encode(&self.inner.commands, &mut bytes);
+            encoding::encode(&self.inner.commands, self.inner.quotas, &mut bytes);
             bytes
         })
     }
@@ -119,13 +138,15 @@ impl Batch {
     /// The batch `bytes` encode ([`Batch::encoded`]), keeping them as its
     /// encoded form.
     pub fn decode(bytes: Vec<u8>) -> Result<Batch, DecodeError> {
-        let commands = encoding::decode(&bytes)?;
-        Ok(Batch::from_commands(commands, OnceLock::from(bytes)))
+        let (commands, quotas) = encoding::decode(&bytes)?;
+        Ok(Batch::from_commands(commands, quotas, OnceLock::from(bytes)))
     }
 }
 
 /// JSON (and any human-readable format) gets the list of commands; binary
-/// formats get the compact form, as bytes.
+/// formats get the compact form, as bytes. JSON is only read, from the log
+/// frames of data format 2, written before entries carried limits: it has
+/// no place for them (a batch read from it is applied without limits).
 impl Serialize for Batch {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if serializer.is_human_readable() {
@@ -140,7 +161,7 @@ impl<'de> Deserialize<'de> for Batch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         if deserializer.is_human_readable() {
             let commands = Vec::<Command>::deserialize(deserializer)?;
-            return Ok(Batch::from_commands(commands, OnceLock::new()));
+            return Ok(Batch::from_commands(commands, None, OnceLock::new()));
         }
         deserializer.deserialize_byte_buf(EncodedBatch)
     }
@@ -232,6 +253,24 @@ mod tests {
         let delete = Command::DeleteSession { session: 1, request_id: None };
         assert!(batch.try_push(delete.clone()).is_err(), "a delete travels alone");
         assert!(Batch::single(delete).try_push(acquire("n", "y", false)).is_err());
+    }
+
+    // Ensures an entry keeps its quotas as commands join it and through its
+    // encoded form, and its commands are applied under them; an entry made
+    // without any is applied without limits.
+    #[test]
+    fn an_entry_carries_its_quotas() {
+        let quotas = Quotas { max_leases: 1, max_waiters: 0 };
+        let mut batch = Batch::within(quotas, acquire("a", "x", false));
+        batch.try_push(acquire("b", "x", false)).unwrap();
+        let decoded = Batch::decode(batch.encoded().to_vec()).unwrap();
+        assert_eq!((decoded.quotas(), &decoded), (quotas, &batch));
+        assert_ne!(Batch::single(acquire("a", "x", false)), Batch::within(quotas, acquire("a", "x", false)));
+        assert_eq!(Batch::single(Command::Tick { period_ms: 100 }).quotas(), Quotas::UNLIMITED);
+        let mut table = LockTable::new();
+        let results: Vec<_> =
+            decoded.commands().iter().map(|c| table.apply_within(c, 1, &decoded.quotas()).result).collect();
+        assert!(matches!(results[..], [Ok(_), Err(LockError::Full { .. })]), "{results:?}");
     }
 
     fn grants(events: Vec<crate::LockEvent>) -> Vec<(String, u64)> {

@@ -47,6 +47,13 @@ pub enum Command {
     /// name the same session (or none, for a ttl lease) as its grant
     /// (`Invalid`): one lease never changes what it lives by.
     ///
+    /// A new grant past the `max_leases` of the entry's [`Quotas`], or a new
+    /// place in the queue past its `max_waiters`, is [`LockError::Full`]
+    /// naming the quota; a re-acquire by the holder and a waiter that keeps
+    /// its place are not refused.
+    ///
+    /// [`Quotas`]: super::Quotas
+    /// [`LockError::Full`]: super::LockError::Full
     /// [`LockError::HeldByOther`]: super::LockError::HeldByOther
     /// [`LockError::LockDelayed`]: super::LockError::LockDelayed
     /// [`Outcome::Queued`]: super::Outcome::Queued
@@ -124,6 +131,9 @@ pub enum Command {
     ///
     /// An owner may wait in one request per lock: `Invalid` when it already
     /// waits for one of these locks in another.
+    ///
+    /// Grants of every lock, or places in every queue, past the entry's
+    /// quotas: `Full`, as for `Acquire` (all of them are counted).
     ///
     /// [`LockError::Conflicts`]: super::LockError::Conflicts
     ///

@@ -5,20 +5,24 @@
 //! this is on the write path of every replica. serde's form of [`Command`]
 //! (an internally tagged enum with optional fields left out) decodes from a
 //! binary format only by buffering each command as a tree of owned values
-//! first; this form is read straight through: a version byte, the command
-//! count, then per command a tag byte and its fields in declaration order
+//! first; this form is read straight through: a version byte, the entry's
+//! quotas (an option of `max_leases`, `max_waiters`), the command count,
+//! then per command a tag byte and its fields in declaration order
 //! (integers as LEB128 varints, strings as a varint length and UTF-8 bytes,
 //! options as a 0/1 byte before the value, lists as a varint count).
-//! JSON keeps serde's form.
+//! Version 1, still read, had no quotas. JSON keeps serde's form.
 //!
 //! Decoding never panics and never allocates more than the input could
 //! hold: a malformed or truncated batch is a [`DecodeError`].
 
-use super::{Batch, Command};
+use super::{Batch, Command, Quotas};
 
 /// The first byte of every encoded batch. A new layout takes a new version;
 /// a decoder refuses versions it does not know.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The layout before entries carried quotas: what the logs written by
+/// earlier versions hold, read as entries without limits.
+const VERSION_WITHOUT_QUOTAS: u8 = 1;
 
 /// Why bytes are not an encoded batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,22 +35,31 @@ pub enum DecodeError {
     Malformed(&'static str),
 }
 
-/// Appends the encoded form of `commands` to `out`.
-pub(crate) fn encode(commands: &[Command], out: &mut Vec<u8>) {
+/// Appends the encoded form of `commands`, applied under `quotas`, to `out`.
+pub(crate) fn encode(commands: &[Command], quotas: Option<Quotas>, out: &mut Vec<u8>) {
     out.push(VERSION);
+    match quotas {
+        Some(Quotas { max_leases, max_waiters }) => {
+            out.push(1);
+            put_u64(out, max_leases);
+            put_u64(out, max_waiters);
+        }
+        None => out.push(0),
+    }
     put_u64(out, commands.len() as u64);
     for command in commands {
         encode_command(command, out);
     }
 }
 
-/// The commands of an encoded batch.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<Command>, DecodeError> {
+/// The commands of an encoded batch and the quotas they are applied under.
+pub(crate) fn decode(bytes: &[u8]) -> Result<(Vec<Command>, Option<Quotas>), DecodeError> {
     let mut r = Reader { bytes };
-    match r.u8()? {
-        VERSION => {}
+    let quotas = match r.u8()? {
+        VERSION => r.opt_quotas()?,
+        VERSION_WITHOUT_QUOTAS => None,
         other => return Err(DecodeError::Version(other)),
-    }
+    };
     let count = r.len(Batch::MAX_COMMANDS)?;
     let mut commands = Vec::with_capacity(count);
     for _ in 0..count {
@@ -55,7 +68,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<Command>, DecodeError> {
     if !r.bytes.is_empty() {
         return Err(DecodeError::Malformed("bytes after the last command"));
     }
-    Ok(commands)
+    Ok((commands, quotas))
 }
 
 // Tags: never reuse one; a new command takes a new number.
@@ -324,6 +337,10 @@ impl<'a> Reader<'a> {
         Ok(if self.flag()? { Some(self.u64()?) } else { None })
     }
 
+    fn opt_quotas(&mut self) -> Result<Option<Quotas>, DecodeError> {
+        Ok(if self.flag()? { Some(Quotas { max_leases: self.u64()?, max_waiters: self.u64()? }) } else { None })
+    }
+
     fn opt_string(&mut self) -> Result<Option<String>, DecodeError> {
         Ok(if self.flag()? { Some(self.string()?) } else { None })
     }
@@ -381,13 +398,28 @@ mod tests {
         ]
     }
 
-    // Ensures every command comes back as it went in.
+    // Ensures every command comes back as it went in, with the entry's
+    // quotas or without.
     #[test]
     fn every_command_round_trips() {
         let commands = every_command();
+        for quotas in [None, Some(Quotas { max_leases: 200, max_waiters: u64::MAX })] {
+            let mut bytes = Vec::new();
+            encode(&commands, quotas, &mut bytes);
+            assert_eq!(decode(&bytes), Ok((commands.clone(), quotas)));
+        }
+    }
+
+    // Ensures an entry of version 1, as earlier versions wrote it (no
+    // quotas), still reads, as an entry without limits.
+    #[test]
+    fn entries_without_quotas_still_read() {
         let mut bytes = Vec::new();
-        encode(&commands, &mut bytes);
-        assert_eq!(decode(&bytes), Ok(commands));
+        encode(&every_command(), None, &mut bytes);
+        // Version 2 without quotas is version 1 with a 0 flag after the version.
+        assert_eq!(bytes.remove(1), 0);
+        bytes[0] = VERSION_WITHOUT_QUOTAS;
+        assert_eq!(decode(&bytes), Ok((every_command(), None)));
     }
 
     // Ensures every cut, every flipped byte and a few hostile headers are
@@ -395,7 +427,7 @@ mod tests {
     #[test]
     fn malformed_batches_are_refused() {
         let mut bytes = Vec::new();
-        encode(&every_command(), &mut bytes);
+        encode(&every_command(), Some(Quotas { max_leases: 1 << 40, max_waiters: 3 }), &mut bytes);
         for cut in 0..bytes.len() {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut} decoded");
         }
@@ -404,10 +436,12 @@ mod tests {
             flipped[i] ^= 0xff;
             let _ = decode(&flipped);
         }
-        assert_eq!(decode(&[2, 0]), Err(DecodeError::Version(2)));
-        assert!(decode(&[VERSION, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a count of billions");
-        assert!(decode(&[VERSION, 1, RENEW, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a string of gigabytes");
-        assert!(decode(&[VERSION, 1, TICK, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
+        assert_eq!(decode(&[3, 0, 0]), Err(DecodeError::Version(3)));
+        assert!(decode(&[VERSION, 2, 0]).is_err(), "a quotas flag that is neither 0 nor 1");
+        assert!(decode(&[VERSION, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a count of billions");
+        assert!(decode(&[VERSION, 0, 1, RENEW, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a string of gigabytes");
+        let tick = [VERSION, 0, 1, TICK, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert!(decode(&tick).is_err());
         let mut trailing = bytes.clone();
         trailing.push(0);
         assert!(decode(&trailing).is_err());

@@ -1,6 +1,6 @@
 //! The pure lock core: commands and the batches a log entry carries, leases, waiting queues, the lock table,
 //! sessions, fencing tokens and the fence checks served on them (records, gates),
-//! request de-duplication and lock events.
+//! request de-duplication, the quotas on leases and waiters, and lock events.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
@@ -14,6 +14,7 @@ mod command;
 mod encoding;
 mod event;
 mod fence;
+mod quotas;
 mod requests;
 mod table;
 mod tracked;
@@ -23,6 +24,7 @@ pub use command::{AcquireParts, Command, InvalidCommand, Limits};
 pub use encoding::DecodeError;
 pub use event::{EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
+pub use quotas::Quotas;
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
     Applied, Blocker, Changes, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, OwnedRowValue,

@@ -21,7 +21,7 @@ use super::event::{EventKind, LockEvent};
 use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::tracked::Tracked;
-use super::{Command, InvalidCommand, Limits};
+use super::{Command, InvalidCommand, Limits, Quotas};
 
 pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
@@ -154,16 +154,32 @@ impl LockTable {
         self.by_wait_deadline.len()
     }
 
+    /// Number of fenced records, and of gates.
+    pub fn records_and_gates(&self) -> (usize, usize) {
+        let (records, gates) = self.fences.maps();
+        (records.len(), gates.len())
+    }
+
     /// Number of request ids remembered for de-duplication.
     pub fn remembered_requests(&self) -> usize {
         self.requests.len()
     }
 
-    /// Applies `command`, carried by the log entry at `index`. Deterministic:
-    /// reads no clock, and every error leaves the table unchanged.
+    /// Applies `command`, carried by the log entry at `index`, without
+    /// limits on leases and waiters (as entries from before entries carried
+    /// them are applied). Deterministic: reads no clock, and every error
+    /// leaves the table unchanged.
     pub fn apply(&mut self, command: &Command, index: u64) -> Applied {
+        self.apply_within(command, index, &Quotas::UNLIMITED)
+    }
+
+    /// Applies `command` as [`apply`](Self::apply) does, under the limits
+    /// `quotas` its entry carries: a new grant or a new wait past them is
+    /// [`LockError::Full`], naming the quota; nothing else is ever refused
+    /// for room (see [`Quotas`]).
+    pub fn apply_within(&mut self, command: &Command, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
-        let result = self.apply_inner(command, index, &mut events);
+        let result = self.apply_inner(command, index, quotas, &mut events);
         Applied { result, events }
     }
 
@@ -171,6 +187,7 @@ impl LockTable {
         &mut self,
         command: &Command,
         index: u64,
+        quotas: &Quotas,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
@@ -183,13 +200,13 @@ impl LockTable {
             Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
                 once.apply(self, lock_key(name), request_id, RequestKind::Acquire, |t| {
                     let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                    t.acquire(name, lease, *wait_ms, index, events)
+                    t.acquire(name, lease, *wait_ms, quotas, index, events)
                 })
             }
             Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => once
                 .apply(self, Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany, |t| {
                     let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                    t.acquire_many(names, lease, *wait_ms, index, events)
+                    t.acquire_many(names, lease, *wait_ms, quotas, index, events)
                 }),
             Command::Renew { name, token, ttl_ms, request_id } => {
                 once.apply(self, lock_key(name), request_id, RequestKind::Renew, |t| {
@@ -310,12 +327,14 @@ impl LockTable {
         })
     }
 
-    /// The Acquire command: `wanted` is the lease it would get (token = `index`).
+    /// The Acquire command: `wanted` is the lease it would get (token =
+    /// `index`); a new grant or wait must fit in `quotas`.
     fn acquire(
         &mut self,
         name: &str,
         wanted: Lease,
         wait_ms: Option<u64>,
+        quotas: &Quotas,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
@@ -334,6 +353,7 @@ impl LockTable {
         let owner = wanted.owner.clone();
         match (self.blocker(name), wait_ms.filter(|w| *w > 0)) {
             (None, _) => {
+                quotas.room_for_leases(self.len(), 1)?;
                 let grant = self.insert(name, wanted);
                 events.push(event(index, name, EventKind::Acquired { owner: owner.into(), token: index }));
                 Ok(Outcome::Granted { grant, reacquired: false })
@@ -346,6 +366,7 @@ impl LockTable {
                     }
                     Some((position, _)) => position,
                     None => {
+                        quotas.room_for_waiters(self.waiting(), 1)?;
                         let waiter = self.waiter(wanted, wait_ms, Vec::new());
                         self.enqueue(name, waiter, index, events)
                     }
@@ -369,12 +390,14 @@ impl LockTable {
         Some(Blocker::Reserved { first_waiter })
     }
 
-    /// The AcquireMany command: `wanted` is the lease each lock would get.
+    /// The AcquireMany command: `wanted` is the lease each lock would get;
+    /// new grants or waits must fit in `quotas`, all of them.
     fn acquire_many(
         &mut self,
         names: &[String],
         wanted: Lease,
         wait_ms: Option<u64>,
+        quotas: &Quotas,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
@@ -399,6 +422,7 @@ impl LockTable {
             .filter_map(|name| Some(Conflict { name: name.clone(), blocker: self.blocker(name)? }))
             .collect();
         if conflicts.is_empty() {
+            quotas.room_for_leases(self.len(), names.len())?;
             let grants = names
                 .iter()
                 .map(|name| {
@@ -421,6 +445,7 @@ impl LockTable {
         let positions = match known {
             Some(positions) => positions,
             None => {
+                quotas.room_for_waiters(self.waiting(), names.len())?;
                 let waiter = self.waiter(wanted, wait_ms, names.to_vec());
                 names.iter().map(|name| self.enqueue(name, waiter.clone(), index, events)).collect()
             }

@@ -126,6 +126,15 @@ pub struct ClusterStatus {
     /// Live sessions (absent from nodes that predate sessions).
     #[serde(default)]
     pub sessions: usize,
+    /// Each quota's use on this node, by name: `leases` and `waiters`
+    /// (places in lock queues) of the applied table, against the limits this
+    /// node stamps on the entries it proposes as leader (the cluster's while
+    /// it leads); `sessions`, `records` and `gates` against the table's fixed
+    /// bounds (a 507 `full` names these five in `what`); `subscribers`, this
+    /// node's open event streams (503 `overloaded` past it). Absent from
+    /// nodes that predate quotas.
+    #[serde(default)]
+    pub quotas: BTreeMap<String, QuotaUse>,
     pub members: Vec<Member>,
     /// Tick apply time and snapshot costs on this node.
     #[serde(default)]
@@ -141,6 +150,14 @@ pub struct ClusterStatus {
     /// With `?digest=true` only: a digest of the applied lock table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_digest: Option<StateDigest>,
+}
+
+/// How much of one quota is in use, and its limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuotaUse {
+    pub used: u64,
+    pub limit: u64,
 }
 
 /// The query of `GET /v1/cluster/status`.

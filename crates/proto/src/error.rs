@@ -76,12 +76,17 @@ pub enum ErrorCode {
     Unavailable,
     /// 503: leadership changed while the request was served; retry.
     NotLeader,
-    /// 503: too many connections, requests in flight or waiting requests on
-    /// this node (in all, or from the caller's address); retry after `Retry-After`.
+    /// 503: too many connections, requests in flight, waiting requests or
+    /// event streams on this node (in all, or from the caller's address);
+    /// retry after `Retry-After`.
     Overloaded,
     /// 400: plain http sent to a node that serves https only.
     TlsRequired,
-    /// 507: no room for more records, gates or request records.
+    /// 507: a quota is used up, and the request would take more of it: a
+    /// new grant (`what`: `leases`), a new place in a queue (`waiters`), a
+    /// session, a record or a gate; `limit` is the quota's size. Renewals,
+    /// releases, re-acquires by the holder and expiry still work, so room
+    /// comes back by itself.
     Full,
     /// A code this client does not know (a newer server): read `status`.
     #[serde(other)]

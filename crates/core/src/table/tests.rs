@@ -3,20 +3,24 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod quotas;
 mod sessions;
 
 const TICK: u64 = 100;
 
-/// A table fed by a fake log: every command gets the next index.
+/// A table fed by a fake log: every command gets the next index, in an
+/// entry that carries `quotas`.
 struct Log {
     table: LockTable,
     index: u64,
+    quotas: Quotas,
 }
 
 impl Log {
-    /// A table that has applied one Tick of `TICK` ms, as a running cluster has.
+    /// A table that has applied one Tick of `TICK` ms, as a running cluster
+    /// has, and applies entries without limits.
     fn new() -> Self {
-        let mut log = Log { table: LockTable::new(), index: 0 };
+        let mut log = Log { table: LockTable::new(), index: 0, quotas: Quotas::UNLIMITED };
         log.tick();
         log
     }
@@ -25,7 +29,7 @@ impl Log {
     }
     fn apply_with_events(&mut self, c: Command) -> Applied {
         self.index += 1;
-        self.table.apply(&c, self.index)
+        self.table.apply_within(&c, self.index, &self.quotas)
     }
     fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
         self.apply(Command::Acquire {
