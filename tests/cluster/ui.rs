@@ -1,7 +1,9 @@
 //! The status page in headless Chromium (Debian's `chromium` package), driven
 //! through its DevTools protocol: on a real 3-node cluster, the page served
 //! by a follower shows the leader, every member, a lock the test acquired,
-//! and the acquire of a second lock in its live event feed.
+//! and the acquire of a second lock in its live event feed; with tokens on,
+//! it asks for the token and then does the same, sending the token on every
+//! request to its own origin only.
 //!
 //! `--dump-dom` cannot be used: the page keeps its event stream open, and
 //! `--virtual-time-budget` waits for open requests to finish, so the dump
@@ -12,7 +14,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, start_cluster, step};
+use crate::common::{
+    bounded, start_cluster, start_secured_cluster, step, Material, ADMIN_TOKEN, CLIENT_TOKEN, WRONG_TOKEN,
+};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -42,13 +46,17 @@ struct Browser {
     from_chromium: BufReader<tokio::fs::File>,
     next_id: u64,
     session: String,
+    /// The page's `Network.requestWillBeSent` and `Network.responseReceived`
+    /// events, in the order Chromium sent them.
+    network: Vec<Value>,
     // Fields drop in order: Chromium is killed before its profile is removed.
     _group: ChromiumGroup,
     _profile: tempfile::TempDir,
 }
 
 impl Browser {
-    /// Starts Chromium and opens `url` in a new page.
+    /// Starts Chromium and opens `url` in a new page, whose requests it
+    /// watches from the first.
     async fn open(url: &str) -> Browser {
         let profile = tempfile::tempdir().expect("profile dir");
         // Close-on-exec, so Chromium's children inherit none of them; dup2
@@ -95,19 +103,34 @@ impl Browser {
             from_chromium: BufReader::new(file(we_read)),
             next_id: 0,
             session: String::new(),
+            network: Vec::new(),
             _group: group,
             _profile: profile,
         };
-        let target = browser.call(None, "Target.createTarget", json!({ "url": url })).await;
+        let target = browser.call(None, "Target.createTarget", json!({ "url": "about:blank" })).await;
         let target_id = target["targetId"].as_str().expect("targetId").to_owned();
         let attached =
             browser.call(None, "Target.attachToTarget", json!({ "targetId": target_id, "flatten": true })).await;
         browser.session = attached["sessionId"].as_str().expect("sessionId").to_owned();
+        let session = browser.session.clone();
+        browser.call(Some(&session), "Network.enable", json!({})).await;
+        browser.call(Some(&session), "Page.navigate", json!({ "url": url })).await;
+        // Navigation has only begun: wait until the page and its script are loaded.
+        browser.wait_until("location.href !== 'about:blank' && document.readyState === 'complete'").await;
         browser
     }
 
-    /// Sends one command and returns its result (events in between are skipped).
+    /// Sends one command and returns its result.
     async fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        let reply = self.send(session, method, params).await;
+        assert!(reply.get("error").is_none(), "{method}: {reply}");
+        reply["result"].clone()
+    }
+
+    /// Sends one command and returns Chromium's whole answer, an error or a
+    /// result (events in between are skipped, but for the page's requests
+    /// and responses: kept in `network`).
+    async fn send(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let mut message = json!({ "id": id, "method": method, "params": params });
@@ -126,8 +149,10 @@ impl Browser {
                 frame.pop();
                 let reply: Value = serde_json::from_slice(&frame).expect("DevTools JSON");
                 if reply["id"] == id {
-                    assert!(reply.get("error").is_none(), "{method}: {reply}");
-                    return reply["result"].clone();
+                    return reply;
+                }
+                if matches!(reply["method"].as_str(), Some("Network.requestWillBeSent" | "Network.responseReceived")) {
+                    self.network.push(reply["params"].clone());
                 }
             }
         })
@@ -135,12 +160,64 @@ impl Browser {
         .unwrap_or_else(|_| panic!("chromium did not answer {method} in time"))
     }
 
+    /// The value of the JavaScript `expression`, evaluated in the page (a
+    /// promise's once it settles).
+    async fn eval(&mut self, expression: &str) -> Value {
+        self.try_eval(expression).await.unwrap_or_else(|reply| panic!("{expression}: {reply}"))
+    }
+
+    /// Like [`Browser::eval`], but returns Chromium's answer as the error
+    /// when the page has no document to evaluate in (between the two of a
+    /// reload) or the expression threw.
+    async fn try_eval(&mut self, expression: &str) -> Result<Value, Value> {
+        let session = self.session.clone();
+        let params = json!({ "expression": expression, "returnByValue": true, "awaitPromise": true });
+        let reply = self.send(Some(&session), "Runtime.evaluate", params).await;
+        if reply.get("error").is_some() || reply["result"].get("exceptionDetails").is_some() {
+            return Err(reply);
+        }
+        Ok(reply["result"]["result"]["value"].clone())
+    }
+
     /// The page's DOM as HTML now.
     async fn html(&mut self) -> String {
-        let session = self.session.clone();
-        let params = json!({ "expression": "document.documentElement.outerHTML", "returnByValue": true });
-        let result = self.call(Some(&session), "Runtime.evaluate", params).await;
-        result["result"]["value"].as_str().unwrap_or_default().to_owned()
+        self.eval("document.documentElement.outerHTML").await.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits (bounded) until the JavaScript `condition` is true in the page
+    /// (also across a reload).
+    async fn wait_until(&mut self, condition: &str) {
+        let give_up = Instant::now() + PAGE_BOUND;
+        while self.try_eval(condition).await != Ok(json!(true)) {
+            assert!(Instant::now() < give_up, "never true in the page: {condition}\n{}", self.html().await);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Types `token` into the page's token form and submits it, as a person
+    /// would (the form must be showing).
+    async fn enter_token(&mut self, token: &str) {
+        let fill = format!(
+            "(() => {{ const form = document.getElementById('auth'); if (form.hidden) return false; \
+             document.getElementById('auth-token').value = {}; form.requestSubmit(); return true; }})()",
+            json!(token)
+        );
+        assert_eq!(self.eval(&fill).await, json!(true), "the token form is not showing");
+    }
+
+    /// Waits (bounded) until `done` holds of the network events from index
+    /// `since` on, evaluating nothing but reading what Chromium reports.
+    async fn wait_for_network(&mut self, since: usize, what: &str, done: impl Fn(&[Value]) -> bool) {
+        let give_up = Instant::now() + PAGE_BOUND;
+        while !done(&self.network[since..]) {
+            assert!(
+                Instant::now() < give_up,
+                "the page never {what}; it sent: {:#?}",
+                requests(&self.network[since..])
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            self.eval("0").await;
+        }
     }
 
     /// Waits (bounded) until the page's HTML contains every one of `wanted`.
@@ -160,6 +237,42 @@ impl Browser {
 
 fn file(fd: OwnedFd) -> tokio::fs::File {
     tokio::fs::File::from_std(std::fs::File::from(fd))
+}
+
+/// The requests among `network` events (`Network.Request` objects, with
+/// `requestId` and `type` added).
+fn requests(network: &[Value]) -> Vec<Value> {
+    network
+        .iter()
+        .filter(|e| e.get("request").is_some())
+        .map(|e| {
+            let mut request = e["request"].clone();
+            request["requestId"] = e["requestId"].clone();
+            request["type"] = e["type"].clone();
+            request
+        })
+        .collect()
+}
+
+/// Header `name` of a `Network.Request` (names in any case).
+fn header<'a>(request: &'a Value, name: &str) -> Option<&'a str> {
+    let headers = request["headers"].as_object()?;
+    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| v.as_str())
+}
+
+/// Whether `network` holds a 200 answer to the request `requestId`.
+fn answered_ok(network: &[Value], request_id: &Value) -> bool {
+    network.iter().any(|e| e["requestId"] == *request_id && e["response"]["status"] == 200)
+}
+
+/// Whether `network` has a 200 answer to a request of the event stream that
+/// named `last_id` as its Last-Event-ID (`None`: named none).
+fn events_opened(network: &[Value], last_id: Option<&str>) -> bool {
+    requests(network).iter().any(|r| {
+        r["url"].as_str().is_some_and(|u| u.ends_with("/v1/events"))
+            && header(r, "last-event-id") == last_id
+            && answered_ok(network, &r["requestId"])
+    })
 }
 
 // Ensures the status page, loaded from a follower in headless Chromium, shows
@@ -188,8 +301,10 @@ async fn status_page_shows_leader_and_lock() {
         ];
         wanted.extend(cluster.ids().iter().map(|id| format!("data-id=\"{id}\"")));
         page.wait_for(&wanted).await;
+        assert_eq!(page.eval("document.getElementById('auth').hidden").await, json!(true), "no token was asked for");
 
         step("an acquire shows in the live event feed");
+        page.wait_for_network(0, "opened its event stream", |n| events_opened(n, None)).await;
         let second = client.acquire("ui/ledger", "ui-worker-2", 60_000).await.unwrap();
         page.wait_for(&[format!("#{t} acquired ui/ledger ui-worker-2 token {t}", t = second.token())]).await;
 
@@ -216,6 +331,159 @@ async fn status_page_shows_leader_and_lock() {
         let root = http.get(format!("http://{}/", cluster.endpoint(leader))).send().await.unwrap();
         assert!(root.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
         assert!(root.text().await.unwrap().contains("<title>leasehold</title>"));
+    })
+    .await;
+}
+
+// Ensures the status page works with tokens on: loaded from a follower it
+// asks for a token (on the 401), says so when one is refused (403), and with
+// the client token shows the held lock and a later acquire in its feed; every
+// request carries the token and goes to the page's own origin; the token is
+// kept in sessionStorage only (not localStorage, not the URL, not the DOM),
+// so a reload needs no new prompt; and when its node restarts the feed
+// reconnects on its own, naming the last event it saw in Last-Event-ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_asks_for_the_token() {
+    bounded(async {
+        let material = Material::new();
+        let mut cluster = start_secured_cluster(3, material.secrets(), &[]).await;
+        let leader = cluster.wait_for_leader(crate::common::ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let client = cluster.client();
+        let lease = client.acquire("ui/vault", "ui-keeper", 60_000).await.unwrap();
+        let origin = format!("http://{}", cluster.endpoint(follower));
+
+        step("the page's event-stream parser reads split lines, comments, types, ids and empty data");
+        let mut page = Browser::open(&format!("{origin}/ui")).await;
+        let parsed = page
+            .eval(
+                r#"(() => {
+                    const got = [], ids = [];
+                    const parse = eventStreamParser((type, data) => got.push([type, data]), id => ids.push(id));
+                    for (const piece of ["data: a\r", "\ndata: b\r\n\r\n", ": keep-alive\n\n", "id: 7\nevent: acq",
+                                         "uired\ndata:{\"x\":1}\n\n", "data\n\nid: 8\n\n", "data: unfinished\n"]) {
+                      parse(piece);
+                    }
+                    return [got, ids];
+                })()"#,
+            )
+            .await;
+        assert_eq!(
+            parsed,
+            json!([[["message", "a\nb"], ["acquired", "{\"x\":1}"], ["message", ""]], ["7", "8"]]),
+            "events as the HTML standard reads them"
+        );
+
+        step("without a token the page asks for one and shows no lock");
+        page.wait_until("!document.getElementById('auth').hidden").await;
+        page.wait_until("document.getElementById('auth-note').textContent.startsWith('unauthenticated')").await;
+        assert!(!page.html().await.contains("data-lock"), "a lock shows without a token");
+
+        step("a wrong token is refused: the form shows again and says so");
+        page.enter_token(WRONG_TOKEN).await;
+        page.wait_until(
+            "!document.getElementById('auth').hidden && \
+             document.getElementById('auth-note').textContent.startsWith('permission_denied')",
+        )
+        .await;
+        assert!(!page.html().await.contains("data-lock"), "a lock shows with a wrong token");
+
+        step("with the client token the page shows the held lock");
+        let since_token = page.network.len();
+        page.enter_token(CLIENT_TOKEN).await;
+        page.wait_for(&[
+            "data-lock=\"ui/vault\"".to_owned(),
+            "<td>ui-keeper</td>".to_owned(),
+            format!("<td class=\"num\">{}</td>", lease.token()),
+        ])
+        .await;
+        assert_eq!(page.eval("document.getElementById('auth').hidden").await, json!(true), "the form stays up");
+
+        step("an acquire made after the page loaded shows in its feed");
+        page.wait_for_network(since_token, "opened its event stream with the token", |n| events_opened(n, None)).await;
+        let second = client.acquire("ui/ledger", "ui-clerk", 60_000).await.unwrap();
+        let t = second.token();
+        page.wait_for(&[format!("#{t} acquired ui/ledger ui-clerk token {t}")]).await;
+
+        step("every request since carries the token, to the page's own origin only");
+        let since_shown = page.network.len();
+        let polled = |n: &[Value]| {
+            let urls: Vec<String> = requests(n).iter().filter_map(|r| r["url"].as_str().map(str::to_owned)).collect();
+            ["/v1/cluster/nodes", "/v1/locks?", "/v1/sessions?"].iter().all(|p| urls.iter().any(|u| u.contains(p)))
+        };
+        page.wait_for_network(since_shown, "polled every endpoint", polled).await;
+        for request in requests(&page.network[since_token..]) {
+            let url = request["url"].as_str().unwrap_or_default();
+            assert!(url.starts_with(&format!("{origin}/")), "a request left the page's origin: {request:#}");
+            assert_eq!(request["type"], "Fetch", "{request:#}");
+            let auth = header(&request, "authorization");
+            // The wrong token's requests may still be under way when the right one is entered.
+            let wrong = format!("Bearer {WRONG_TOKEN}");
+            if auth != Some(wrong.as_str()) {
+                assert_eq!(auth, Some(format!("Bearer {CLIENT_TOKEN}").as_str()), "{request:#}");
+            }
+        }
+        for request in requests(&page.network[since_shown..]) {
+            assert_eq!(header(&request, "authorization"), Some(format!("Bearer {CLIENT_TOKEN}").as_str()));
+        }
+
+        step("the token is in sessionStorage only: not in localStorage, the URL, the DOM or a cookie");
+        assert_eq!(page.eval("location.href").await, json!(format!("{origin}/ui")));
+        assert_eq!(page.eval("localStorage.length").await, json!(0), "localStorage holds something");
+        let kept = format!("Object.values(sessionStorage).includes({})", json!(CLIENT_TOKEN));
+        assert_eq!(page.eval(&kept).await, json!(true), "the token is not in sessionStorage");
+        assert_eq!(page.eval("document.getElementById('auth-token').value").await, json!(""));
+        assert!(!page.html().await.contains(CLIENT_TOKEN), "the token is in the DOM");
+        assert!(!page.eval("document.cookie").await.as_str().unwrap_or_default().contains(CLIENT_TOKEN));
+
+        step("the page's node restarts: the feed reconnects by itself, naming the last event seen");
+        let since_restart = page.network.len();
+        cluster.kill(follower);
+        cluster.start(follower).unwrap();
+        let last_id = t.to_string();
+        page.wait_for_network(since_restart, "reopened its event stream with Last-Event-ID", |n| {
+            events_opened(n, Some(&last_id))
+        })
+        .await;
+        let third = client.acquire("ui/archive", "ui-clerk", 60_000).await.unwrap();
+        page.wait_for(&[format!("#{t} acquired ui/archive ui-clerk token {t}", t = third.token())]).await;
+
+        step("the page refuses to send the token to another origin, and its policy says so");
+        let elsewhere = format!("http://{}/v1/locks", cluster.endpoint(leader));
+        let since_elsewhere = page.network.len();
+        let tried =
+            page.eval(&format!("request({}).then(() => 'sent', e => 'refused: ' + e.message)", json!(elsewhere))).await;
+        assert!(tried.as_str().is_some_and(|t| t.starts_with("refused")), "{tried}");
+        page.eval("0").await;
+        for request in requests(&page.network[since_elsewhere..]) {
+            assert!(request["url"].as_str().unwrap_or_default().starts_with(&format!("{origin}/")), "{request:#}");
+        }
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let reply = http.get(format!("{origin}/ui")).send().await.unwrap();
+        assert!(reply.status().is_success(), "the page itself needs no token: {}", reply.status());
+        let policy = reply.headers()["content-security-policy"].to_str().unwrap().to_owned();
+        for directive in ["default-src 'none'", "connect-src 'self'", "form-action 'none'", "frame-ancestors 'none'"] {
+            assert!(policy.contains(directive), "{directive} not in {policy}");
+        }
+
+        step("a reload keeps the token for the browser session: no new prompt");
+        page.eval("window.beforeReload = true").await;
+        page.eval("location.reload(), true").await;
+        page.wait_until(
+            "window.beforeReload === undefined && document.querySelector('[data-lock=\"ui/archive\"]') !== null",
+        )
+        .await;
+        assert_eq!(
+            page.eval("document.getElementById('auth').hidden").await,
+            json!(true),
+            "asked again after a reload"
+        );
+
+        step("the admin token opens the page too");
+        page.eval("window.beforeReload = true, sessionStorage.clear(), location.reload(), true").await;
+        page.wait_until("window.beforeReload === undefined && !document.getElementById('auth').hidden").await;
+        page.enter_token(ADMIN_TOKEN).await;
+        page.wait_for(&["data-lock=\"ui/ledger\"".to_owned()]).await;
     })
     .await;
 }
