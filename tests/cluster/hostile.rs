@@ -3,42 +3,13 @@
 
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-
 use crate::common::*;
-use leasehold::peer;
+use leasehold_lab::chaos::hostile::{preface_flood, PEER_PREFACE};
 
-/// Connections the flood holds open to each node: more than the 64 peer
-/// slots a node has.
-const FLOOD_CONNECTIONS: usize = 70;
-
-/// Holds `FLOOD_CONNECTIONS` connections to `addr` that send only the peer
-/// preface, opening a new one whenever the node closes one, until aborted.
-async fn preface_flood(addr: String) {
-    let mut open = Vec::new();
-    loop {
-        open.retain(|c: &TcpStream| c.peer_addr().is_ok());
-        while open.len() < FLOOD_CONNECTIONS {
-            let Ok(mut conn) = TcpStream::connect(&addr).await else { break };
-            if conn.write_all(peer::PREFACE).await.is_ok() {
-                open.push(conn);
-            }
-        }
-        // A closed connection shows only when read: drop those the node
-        // closed (a read of 0 bytes), keep the rest.
-        let mut still = Vec::new();
-        for conn in open.drain(..) {
-            let mut byte = [0u8; 1];
-            match conn.try_read(&mut byte) {
-                Ok(0) => {}
-                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => {}
-                _ => still.push(conn),
-            }
-        }
-        open = still;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+// Ensures the lab's flood speaks the preface the server listens for.
+#[test]
+fn the_flood_sends_the_servers_peer_preface() {
+    assert_eq!(PEER_PREFACE, leasehold::peer::PREFACE);
 }
 
 // Ensures a client that holds more connections with the peer preface than a

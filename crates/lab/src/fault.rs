@@ -29,10 +29,15 @@ pub enum FaultKind {
     ClockBack,
     /// 3 → 5 → 3 voters (5 → 3 → 5 for a 5-node cluster) under load.
     Membership,
+    /// A client without credentials floods every node with connections
+    /// that send only the peer preface and with event streams it never
+    /// reads, and takes hour-long leases until a quota refuses it, while
+    /// the leader is killed (restarted after the hold).
+    HostileClients,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::KillLeader,
         FaultKind::KillFollower,
         FaultKind::KillAll,
@@ -43,6 +48,7 @@ impl FaultKind {
         FaultKind::ClockForward,
         FaultKind::ClockBack,
         FaultKind::Membership,
+        FaultKind::HostileClients,
     ];
 
     /// The fault's name on the command line and in reports (`kill-leader`, ...).
@@ -58,6 +64,7 @@ impl FaultKind {
             FaultKind::ClockForward => "clock-forward",
             FaultKind::ClockBack => "clock-back",
             FaultKind::Membership => "membership",
+            FaultKind::HostileClients => "hostile-clients",
         }
     }
 
@@ -73,6 +80,7 @@ impl FaultKind {
             FaultKind::ClockForward => "wall clock +1h",
             FaultKind::ClockBack => "wall clock -1h",
             FaultKind::Membership => "membership change",
+            FaultKind::HostileClients => "hostile client floods, kill -9 leader",
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`nemesis`] — the faults and their healing.
 //! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
 
+pub mod hostile;
 pub mod hosts;
 pub mod nemesis;
 pub mod report;
@@ -93,8 +94,11 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         Some(h) => h.node_addrs(),
         None => LocalCluster::free_addrs(SLOTS)?,
     };
-    let mut cluster =
-        LocalCluster::new(&options.binary, &data, &addrs, TICK_MS, NodeLogs::Files).with_initial_members(options.nodes);
+    // A lease quota the hostile-clients fault's flood reaches in a second
+    // or two, far above what the workload holds.
+    let mut cluster = LocalCluster::new(&options.binary, &data, &addrs, TICK_MS, NodeLogs::Files)
+        .with_initial_members(options.nodes)
+        .with_serve_args(&["--max-leases", &hostile::LEASE_QUOTA.to_string()]);
     if let Some(h) = &hosts {
         for id in cluster.ids() {
             cluster.set_launcher(id, h.launcher(id));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde::Serialize;
 
+use super::hostile;
 use super::hosts::Hosts;
 use super::workload::{hot_lock, Target, TTL_MS};
 use crate::history::{HarnessClock, OpResult, Phase};
@@ -142,6 +143,7 @@ impl Nemesis {
             FaultKind::ClockForward => self.clock_jump("+1h").await?,
             FaultKind::ClockBack => self.clock_jump("-1h").await?,
             FaultKind::Membership => self.membership(leader).await?,
+            FaultKind::HostileClients => self.hostile_clients(leader).await?,
         };
         let (started_us, healed_us) = (self.injected_us, clock.now_us());
         self.cluster.wait_for_leader(LEADER_BOUND).await?;
@@ -195,6 +197,37 @@ impl Nemesis {
             verdict(begin),
             verdict(end)
         )
+    }
+
+    /// Floods every node as one client without credentials would (see
+    /// [`hostile`]): peer-preface connections and unread event streams on
+    /// every node and a lease flood up to the quota, while the leader is
+    /// killed; the leader comes back and the flood's leases are released
+    /// once the hold is over.
+    async fn hostile_clients(&mut self, leader: NodeId) -> Result<String, NemesisError> {
+        let mut floods = tokio::task::JoinSet::new();
+        for id in self.cluster.ids() {
+            floods.spawn(hostile::preface_flood(self.cluster.endpoint(id)));
+            floods.spawn(hostile::subscriber_flood(self.cluster.endpoint(id)));
+        }
+        let client = self.target.client.clone();
+        let owner = format!("flood-{}", self.target.history.clock().now_us());
+        let leases = hostile::LeaseFlood::run(&client, &owner, self.hold);
+        self.cluster.kill(leader);
+        self.injected_us = self.target.history.clock().now_us();
+        let (flood, ()) = tokio::join!(leases, tokio::time::sleep(self.hold));
+        self.cluster.start(leader)?;
+        floods.abort_all();
+        let note = format!(
+            "node {leader} killed under preface and subscriber floods for {:?}; the lease flood got {} leases, \
+             {} refusals 507 full, {} other errors",
+            self.hold,
+            flood.leases(),
+            flood.full,
+            flood.errors
+        );
+        flood.release(&client).await;
+        Ok(note)
     }
 
     /// Restarts every voter, one at a time, under libfaketime with the wall
