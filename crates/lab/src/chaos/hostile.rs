@@ -26,7 +26,7 @@ pub const FLOOD_SUBSCRIBERS: usize = 200;
 /// Locks per multi-acquire of a lease flood (the API's most).
 const FLOOD_NAMES: usize = 64;
 /// The lease quota (`--max-leases`) the fault suite's nodes run with.
-pub const LEASE_QUOTA: usize = 20_000;
+pub const LEASE_QUOTA: usize = 2_000;
 /// A lease flood's leases: an hour, as in the report that found it.
 const FLOOD_TTL_MS: u64 = 3_600_000;
 /// The most leases a lease flood takes, should no quota stop it first (a
