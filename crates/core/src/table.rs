@@ -216,10 +216,8 @@ impl LockTable {
             }
             Command::Gate { resource, lock, token, request_id } => {
                 once.apply(self, lock_key(resource), request_id, RequestKind::Gate, |t| {
-                    if *token >= index {
-                        return Err(not_granted_before(*token, index));
-                    }
-                    t.fences.pass(resource, lock, *token)
+                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                    t.fences.pass(resource, lock, *token, current)
                 })
             }
             Command::CreateSession { owner, ttl_ms, request_id } => {

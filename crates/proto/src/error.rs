@@ -234,7 +234,8 @@ impl ErrorDetail {
         self.details.get("conflicts").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
     }
 
-    /// `stale_token`: the lock's current token (`None` when it is free, or for a gate).
+    /// `stale_token`: the lock's current token (`None` when it is free, or
+    /// for a gate's refusal of a token below its `highest`).
     pub fn current_token(&self) -> Option<FencingToken> {
         self.number("current_token")
     }
