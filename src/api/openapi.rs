@@ -81,7 +81,7 @@ use Part::{Admin, Client, Raft};
 /// Handler errors shared by many rows.
 const BAD: (u16, &str) = (400, "invalid_argument");
 const NOT_HELD: (u16, &str) = (404, "not_held");
-const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, request_id_reused")];
+const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, seq_too_old, seq_reused, request_id_reused")];
 const NO_SESSION: (u16, &str) = (404, "session_not_found");
 
 /// Every routed method and path. Leader-only operations may also answer 503
@@ -90,16 +90,16 @@ const NO_SESSION: (u16, &str) = (404, "session_not_found");
 const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
     Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, seq_too_old, seq_reused, request_id_reused")]),
     Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token` (409 `held_under_session` for a lock held under a session)", Named("RenewRequest"), (200, Named("LeaseResponse")), &[BAD, NOT_HELD, (409, "stale_token, held_under_session, request_id_reused")]),
     Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
-    Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, request_id_reused")]),
+    Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, seq_too_old, seq_reused, request_id_reused")]),
     Operation(Post, "/v1/multi/release", "locks", Some(Client), "releaseLocks", "Release every lock of `names`, all held under `token`, or none", Named("MultiReleaseRequest"), (200, Named("MultiReleaseResponse")), MUTATION),
     Operation(Get, "/v1/sessions", "sessions", Some(Client), "listSessions", "Live sessions in id order, without their locks (`after`, `limit` query parameters); linearizable", Body::None, (200, Named("SessionListResponse")), &[BAD]),
     Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/sessions/{id}", "sessions", Some(Client), "getSession", "One session with the locks it holds; linearizable", Body::None, (200, Named("SessionView")), &[BAD, NO_SESSION]),
     Operation(Delete, "/v1/sessions/{id}", "sessions", Some(Client), "deleteSession", "End the session: release every lock it holds (each handed to its first waiter) and take its waiters out of their queues, in one entry", Body::None, (200, Named("DeleteSessionResponse")), &[BAD, NO_SESSION]),
-    Operation(Post, "/v1/sessions/{id}/keepalive", "sessions", Some(Client), "keepAliveSession", "Restart the session's deadline (with `ttl_ms`, or its own): one entry, whatever it holds", Named("KeepAliveRequest"), (200, Named("SessionView")), &[BAD, NO_SESSION, (409, "request_id_reused")]),
+    Operation(Post, "/v1/sessions/{id}/keepalive", "sessions", Some(Client), "keepAliveSession", "Restart the session's deadline (with `ttl_ms`, or its own): one entry, whatever it holds", Named("KeepAliveRequest"), (200, Named("SessionView")), &[BAD, NO_SESSION, (409, "seq_too_old, seq_reused, request_id_reused")]),
     Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[BAD]),
     Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[]),
     Operation(Post, "/v1/fence/check", "fence", Some(Client), "checkToken", "Is `token` the current token of `lock`? (linearizable)", Named("CheckRequest"), (200, Named("CheckResponse")), &[BAD]),

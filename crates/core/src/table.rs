@@ -27,7 +27,7 @@ pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
     SessionView, TableImage, WaiterView,
 };
-use self::types::{Delay, Lease, Session, Waiter};
+use self::types::{Asked, Delay, Lease, Session, Waiter};
 
 /// A held lock's name, shared by the table's maps and indexes.
 type LockName = Arc<str>;
@@ -737,8 +737,9 @@ struct Once<'c> {
 
 impl Once<'_> {
     /// Answers from the session's or the request records if the command
-    /// was applied before; else runs `rule` and records its answer under
-    /// `key` (and the session's `seq`).
+    /// was applied before (`SeqReused` or `RequestIdReused` if its seq or
+    /// request id answered another command); else runs `rule` and records
+    /// its answer under `key` (and the session's `seq`).
     fn apply(
         self,
         table: &mut LockTable,
@@ -749,7 +750,7 @@ impl Once<'_> {
     ) -> Result<Outcome, LockError> {
         let session_seq = self.command.session_seq();
         if let Some((session, seq)) = session_seq {
-            if let Some(replayed) = table.replay_seq(session, seq) {
+            if let Some(replayed) = table.replay_seq(session, seq, kind, &key) {
                 return replayed;
             }
         }
@@ -763,7 +764,7 @@ impl Once<'_> {
             table.requests.record(id, self.index, table.now_tick, &key, kind, &result);
         }
         if let Some((session, seq)) = session_seq {
-            table.remember_seq(session, seq, &result, self.index);
+            table.remember_seq(session, seq, Asked { kind, key: key.into_owned() }, &result, self.index);
         }
         result
     }
