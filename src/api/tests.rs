@@ -136,6 +136,23 @@ async fn readyz_needs_a_leader_and_healthz_does_not() {
     assert!(ready["millis_since_heard"].as_u64().is_some_and(|ms| ms <= 600), "{ready}");
 }
 
+// Ensures /healthz answers 503 `unavailable` (reason `stopped`) once the
+// node's Raft has stopped, so that an orchestrator restarts a node whose
+// Raft core quit (a storage error stops it the same way), and 200 before.
+#[tokio::test]
+async fn healthz_fails_once_raft_has_stopped() {
+    let api = OneNode::start().await;
+    let (status, health) = api.call("GET", "/healthz", None).await;
+    assert_eq!((status, &health["status"]), (StatusCode::OK, &json!("ok")), "{health}");
+    api.node.shutdown().await;
+    let (status, stopped) = api.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, &stopped["error"]["code"], &stopped["error"]["reason"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("unavailable"), &json!("stopped")),
+        "{stopped}"
+    );
+}
+
 // Ensures a waiting acquire is handed the lock by the release, with the
 // release entry's (higher) index as its token, and that a waiter whose
 // request is dropped leaves the queue.
