@@ -64,9 +64,16 @@ async fn status(
     Ok(Json(status))
 }
 
-/// `GET /healthz`: 200 while the process serves; says whether a leader is known.
-async fn healthz(State(node): State<Arc<Node>>) -> Json<Health> {
-    Json(Health { status: "ok".into(), id: node.id(), leader: node.leader().map(|(id, _)| id) })
+/// `GET /healthz`: 200 while the process serves and its Raft runs; says
+/// whether a leader is known. 503 `unavailable` (`reason: stopped`) once
+/// Raft has stopped (a storage error, or shutdown): the process still
+/// serves HTTP, but the node will never take part in the cluster again
+/// until it is restarted, which is what orchestrators use this for.
+async fn healthz(State(node): State<Arc<Node>>) -> Result<Json<Health>, ApiError> {
+    if let Some(why) = node.raft().stopped() {
+        return Err(ApiError::unavailable(format!("raft stopped: {why}")).with("reason", "stopped"));
+    }
+    Ok(Json(Health { status: "ok".into(), id: node.id(), leader: node.leader().map(|(id, _)| id) }))
 }
 
 /// `GET /readyz`: 200 when this node can serve now (see

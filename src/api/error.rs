@@ -123,6 +123,9 @@ impl From<LockError> for ApiError {
                 .with("session", session)
                 .with("seq", seq)
                 .with("oldest", oldest),
+            LockError::SeqReused { session, seq } => {
+                ApiError::new(ErrorCode::SeqReused, message).with("session", session).with("seq", seq)
+            }
             LockError::HeldUnderSession { name, session } => {
                 ApiError::new(ErrorCode::HeldUnderSession, message).with("name", name).with("session", session)
             }

@@ -3,7 +3,8 @@
 //! - `POST /v1/fence/check` — is this token current for this lock? (linearizable read)
 //! - `PUT /v1/records/{key}` / `GET /v1/records/{key}` — fenced records: the
 //!   token check and the write are one log entry.
-//! - `POST /v1/fence/gate/{resource}` — admits tokens that never go down.
+//! - `POST /v1/fence/gate/{resource}` — admits the lock's current token, so
+//!   the tokens it admits never go down.
 
 use std::sync::Arc;
 
@@ -68,9 +69,10 @@ async fn get_record(State(node): State<Arc<Node>>, ApiPath(key): ApiPath<String>
     }
 }
 
-/// `POST /v1/fence/gate/{resource} {"lock","token"}`: 200 when `token` is at
-/// least the highest admitted so far; 409 `stale_token` with `highest`
-/// otherwise; 409 `lock_mismatch` when the gate serves another lock.
+/// `POST /v1/fence/gate/{resource} {"lock","token"}`: 200 when `token` is
+/// the current token of `lock` and at least the highest admitted so far;
+/// 409 `stale_token` with `highest` below that, with `current_token` for
+/// any other token; 409 `lock_mismatch` when the gate serves another lock.
 async fn gate(
     State(node): State<Arc<Node>>,
     ApiPath(resource): ApiPath<String>,

@@ -147,6 +147,23 @@ async fn readyz_needs_a_leader_and_healthz_does_not() {
     assert!(ready["millis_since_heard"].as_u64().is_some_and(|ms| ms <= 600), "{ready}");
 }
 
+// Ensures /healthz answers 503 `unavailable` (reason `stopped`) once the
+// node's Raft has stopped, so that an orchestrator restarts a node whose
+// Raft core quit (a storage error stops it the same way), and 200 before.
+#[tokio::test]
+async fn healthz_fails_once_raft_has_stopped() {
+    let api = OneNode::start().await;
+    let (status, health) = api.call("GET", "/healthz", None).await;
+    assert_eq!((status, &health["status"]), (StatusCode::OK, &json!("ok")), "{health}");
+    api.node.shutdown().await;
+    let (status, stopped) = api.call("GET", "/healthz", None).await;
+    assert_eq!(
+        (status, &stopped["error"]["code"], &stopped["error"]["reason"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("unavailable"), &json!("stopped")),
+        "{stopped}"
+    );
+}
+
 // Ensures a waiting acquire is handed the lock by the release, with the
 // release entry's (higher) index as its token, and that a waiter whose
 // request is dropped leaves the queue.
@@ -557,6 +574,34 @@ async fn session_lifecycle_through_the_router() {
             "{method} {path}: {gone}"
         );
     }
+}
+
+// Ensures a session seq reused for another request is answered 409
+// `seq_reused` by every handler (not the other request's answer, nor a 500),
+// and takes nothing.
+#[tokio::test]
+async fn a_reused_seq_is_refused_through_the_router() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let (status, grant) =
+        api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "s", "session": id, "seq": 1}))).await;
+    assert_eq!(status, StatusCode::OK, "{grant}");
+    for (path, body) in [
+        ("/v1/locks/b/acquire".to_string(), json!({"owner": "s", "session": id, "seq": 1})),
+        ("/v1/multi/acquire".to_string(), json!({"names": ["c", "d"], "owner": "s", "session": id, "seq": 1})),
+        ("/v1/locks/a/release".to_string(), json!({"token": grant["token"], "session": id, "seq": 1})),
+        (format!("/v1/sessions/{id}/keepalive"), json!({"seq": 1})),
+    ] {
+        let (status, reused) = api.call("POST", &path, Some(body)).await;
+        assert_eq!(
+            (status, &reused["error"]["code"], &reused["error"]["session"], &reused["error"]["seq"]),
+            (StatusCode::CONFLICT, &json!("seq_reused"), &json!(id), &json!(1)),
+            "{path}: {reused}"
+        );
+    }
+    let (_, got) = api.call("GET", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(got["locks"], json!([{"name": "a", "token": grant["token"]}]), "{got}");
 }
 
 // Ensures bad session input gets its JSON 400 (or 404 for an unknown id)

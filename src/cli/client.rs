@@ -112,7 +112,7 @@ pub enum ClientCmd {
         target: Target,
         key: String,
     },
-    /// Pass a token through a resource's gate (admitted if not lower than any before).
+    /// Pass a token through a resource's gate (admitted if it is the lock's current token, never lower than any before).
     #[command(after_long_help = exit::TABLE)]
     Gate {
         #[command(flatten)]

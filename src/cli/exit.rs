@@ -79,7 +79,7 @@ fn of_code(code: ErrorCode) -> Exit {
         | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld => {
             Exit::No
         }
-        InvalidArgument | RequestIdReused | BodyTooLarge => Exit::Usage,
+        InvalidArgument | RequestIdReused | SeqReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,
         Internal | Full | NotFound | MethodNotAllowed | UnsupportedMediaType | Unknown => Exit::Failed,

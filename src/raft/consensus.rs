@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, InitializeError, LinearizableReadError, RaftError};
 use openraft::metrics::WaitError;
@@ -248,6 +249,25 @@ impl Consensus {
             members: membership.nodes().map(|(id, n)| (*id, n.addr.clone())).collect(),
             voters: membership.voter_ids().collect(),
             replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
+        }
+    }
+
+    /// Why this node's Raft has stopped, if it has: a storage error (a log
+    /// write that failed on a full disk, say), a panic of its core, or a
+    /// shutdown. A stopped Raft never runs again in this process.
+    pub fn stopped(&self) -> Option<String> {
+        let mut metrics = self.raft.metrics();
+        let running = metrics.borrow_and_update().running_state.clone();
+        if let Err(fatal) = running {
+            return Some(fatal.to_string());
+        }
+        // A core that panicked records no running state: its task ended,
+        // dropping the metrics' sender, which `changed` then reports at
+        // once (the value was just marked seen, so a running core's leaves
+        // it pending).
+        match metrics.changed().now_or_never() {
+            Some(Err(_)) => Some("the raft core task ended (it panicked; see the log)".into()),
+            _ => None,
         }
     }
 

@@ -184,10 +184,10 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
-    /// Admit `token` of `lock` at gate `resource` if it is at least the
-    /// highest token admitted there. Errors: `GateRejected` (with the
-    /// highest), `GateLockMismatch`, `Full`, `Invalid` for a token above
-    /// this entry's index (no such grant can exist yet).
+    /// Admit `token` of `lock` at gate `resource` if it is the current token
+    /// of lock `lock` when this entry applies and at least the highest token
+    /// admitted there. Errors: `GateLockMismatch`, `GateRejected` (with the
+    /// highest), `NotCurrent` (with the current token), `Full`.
     Gate {
         resource: String,
         lock: String,

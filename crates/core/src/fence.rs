@@ -5,9 +5,10 @@
 //!   lock. The token check and the write happen in the same log entry, so no
 //!   stale holder can slip a write in between.
 //! - **Gates**: a per-resource high-water mark of admitted tokens. A resource
-//!   that only sees tokens asks the gate; the gate admits a token at least as
-//!   high as every token it admitted before (the storage-side check from
-//!   Kleppmann's critique of Redlock), and refuses lower ones.
+//!   that only sees tokens asks the gate; the gate admits the current token
+//!   of its lock, which is at least as high as every token it admitted
+//!   before (the storage-side check from Kleppmann's critique of Redlock),
+//!   and refuses lower ones and any other.
 
 use serde::{Deserialize, Serialize};
 
@@ -89,23 +90,45 @@ impl Fences {
         Ok(Outcome::RecordWritten { key: key.to_owned(), lock: lock.to_owned(), token, index })
     }
 
-    /// Admits `token` of `lock` at gate `resource` if it is at least the
-    /// highest token admitted there before. A gate serves one lock: its first
-    /// admission fixes which. Errors: `GateRejected` (with the highest),
-    /// `GateLockMismatch`, `Full`.
-    pub fn pass(&mut self, resource: &str, lock: &str, token: FencingToken) -> Result<Outcome, LockError> {
-        if !self.gates.contains_key(resource) && self.gates.len() >= MAX_GATES {
-            return Err(LockError::Full { what: "gates".into(), limit: MAX_GATES });
+    /// Admits `token` of `lock` at gate `resource` if it is `current`, the
+    /// token of the holder of `lock` when this entry applies, and at least
+    /// the highest token admitted there before. A gate serves one lock: its
+    /// first admission fixes which. Errors: `GateLockMismatch`,
+    /// `GateRejected` (with the highest), `NotCurrent` (with the current
+    /// token, if the lock is held), `Full`; a refused pass creates no gate.
+    pub fn pass(
+        &mut self,
+        resource: &str,
+        lock: &str,
+        token: FencingToken,
+        current: Option<FencingToken>,
+    ) -> Result<Outcome, LockError> {
+        match self.gates.get(resource) {
+            Some(gate) if gate.lock != lock => {
+                return Err(LockError::GateLockMismatch { resource: resource.to_owned(), lock: gate.lock.clone() })
+            }
+            // Answered with the gate's mark, what its resource compares
+            // with, before the current token is looked at.
+            Some(gate) if token < gate.highest => {
+                return Err(LockError::GateRejected {
+                    resource: resource.to_owned(),
+                    given: token,
+                    highest: gate.highest,
+                })
+            }
+            Some(_) => {}
+            None if self.gates.len() >= MAX_GATES => {
+                return Err(LockError::Full { what: "gates".into(), limit: MAX_GATES })
+            }
+            None => {}
         }
-        let gate =
-            self.gates.get_or_insert_with(resource.to_owned(), || GateState { lock: lock.to_owned(), highest: 0 });
-        if gate.lock != lock {
-            return Err(LockError::GateLockMismatch { resource: resource.to_owned(), lock: gate.lock.clone() });
+        // Only the holder's token: any lower bound alone would let a token
+        // never granted for this lock (another lock's grant index, say)
+        // raise the gate above its real holder's.
+        if current != Some(token) {
+            return Err(LockError::NotCurrent { lock: lock.to_owned(), given: token, current });
         }
-        if token < gate.highest {
-            return Err(LockError::GateRejected { resource: resource.to_owned(), given: token, highest: gate.highest });
-        }
-        gate.highest = token;
+        self.gates.insert(resource.to_owned(), GateState { lock: lock.to_owned(), highest: token });
         Ok(Outcome::GateAdmitted { resource: resource.to_owned(), lock: lock.to_owned(), token })
     }
 }

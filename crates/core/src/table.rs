@@ -27,7 +27,7 @@ pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
     SessionView, TableImage, WaiterView,
 };
-use self::types::{Delay, Lease, Session, Waiter};
+use self::types::{Asked, Delay, Lease, Session, Waiter};
 
 /// A held lock's name, shared by the table's maps and indexes.
 type LockName = Arc<str>;
@@ -233,10 +233,8 @@ impl LockTable {
             }
             Command::Gate { resource, lock, token, request_id } => {
                 once.apply(self, lock_key(resource), request_id, RequestKind::Gate, |t| {
-                    if *token >= index {
-                        return Err(not_granted_before(*token, index));
-                    }
-                    t.fences.pass(resource, lock, *token)
+                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                    t.fences.pass(resource, lock, *token, current)
                 })
             }
             Command::CreateSession { owner, ttl_ms, request_id } => {
@@ -764,8 +762,9 @@ struct Once<'c> {
 
 impl Once<'_> {
     /// Answers from the session's or the request records if the command
-    /// was applied before; else runs `rule` and records its answer under
-    /// `key` (and the session's `seq`).
+    /// was applied before (`SeqReused` or `RequestIdReused` if its seq or
+    /// request id answered another command); else runs `rule` and records
+    /// its answer under `key` (and the session's `seq`).
     fn apply(
         self,
         table: &mut LockTable,
@@ -776,7 +775,7 @@ impl Once<'_> {
     ) -> Result<Outcome, LockError> {
         let session_seq = self.command.session_seq();
         if let Some((session, seq)) = session_seq {
-            if let Some(replayed) = table.replay_seq(session, seq) {
+            if let Some(replayed) = table.replay_seq(session, seq, kind, &key) {
                 return replayed;
             }
         }
@@ -790,7 +789,7 @@ impl Once<'_> {
             table.requests.record(id, self.index, table.now_tick, &key, kind, &result);
         }
         if let Some((session, seq)) = session_seq {
-            table.remember_seq(session, seq, &result, self.index);
+            table.remember_seq(session, seq, Asked { kind, key: key.into_owned() }, &result, self.index);
         }
         result
     }

@@ -55,7 +55,8 @@ pub struct MembershipResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
-    /// Always `"ok"`: the process serves.
+    /// Always `"ok"`: the process serves and its Raft runs (once Raft has
+    /// stopped, `/healthz` answers 503 `unavailable` instead).
     pub status: String,
     pub id: NodeId,
     pub leader: Option<NodeId>,

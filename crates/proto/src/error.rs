@@ -60,6 +60,9 @@ pub enum ErrorCode {
     /// 409: a session-bound request's `seq` is older than the answers its
     /// session remembers (`session`, `seq`, `oldest`): not applied again.
     SeqTooOld,
+    /// 409: a session-bound request's `seq` already answered a different
+    /// request of its session (`session`, `seq`): not applied.
+    SeqReused,
     /// 409: this request id was used for a different request.
     RequestIdReused,
     /// 409: the cluster is initialized already.
@@ -105,7 +108,7 @@ impl ErrorCode {
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
-            | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
+            | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -137,6 +140,7 @@ impl ErrorCode {
             LockMismatch => "lock_mismatch",
             HeldUnderSession => "held_under_session",
             SeqTooOld => "seq_too_old",
+            SeqReused => "seq_reused",
             RequestIdReused => "request_id_reused",
             AlreadyInitialized => "already_initialized",
             WouldLoseQuorum => "would_lose_quorum",
@@ -153,7 +157,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 30] = {
+    pub const ALL: [ErrorCode; 31] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -175,6 +179,7 @@ impl ErrorCode {
             LockMismatch,
             HeldUnderSession,
             SeqTooOld,
+            SeqReused,
             RequestIdReused,
             AlreadyInitialized,
             WouldLoseQuorum,
@@ -239,7 +244,8 @@ impl ErrorDetail {
         self.details.get("conflicts").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
     }
 
-    /// `stale_token`: the lock's current token (`None` when it is free, or for a gate).
+    /// `stale_token`: the lock's current token (`None` when it is free, or
+    /// for a gate's refusal of a token below its `highest`).
     pub fn current_token(&self) -> Option<FencingToken> {
         self.number("current_token")
     }

@@ -114,7 +114,8 @@ pub fn seq() -> Object {
         crate::MAX_TOKEN,
         true,
         "With `session`: this request's sequence number in the session. A retry with a seq the session remembers \
-         (its last 64) gets the first answer without being applied again; an older one is refused, 409 `seq_too_old`.",
+         (its last 64) gets the first answer without being applied again; an older one is refused, 409 `seq_too_old`, \
+         and one that answered another request, 409 `seq_reused`.",
     )
 }
 

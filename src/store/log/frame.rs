@@ -22,6 +22,17 @@ pub(super) fn corrupt(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
+/// Damage to entries that were written and synced, which the node may have
+/// acknowledged: recovery refuses to go on rather than drop them, and says
+/// what to do.
+fn damaged(path: &Path, what: String) -> io::Error {
+    corrupt(format!(
+        "{}: {what}; the raft log is damaged before its end, so the node will not start without entries it may \
+         have acknowledged: replace it from its peers (docs/operations.md, \"A damaged Raft log\")",
+        path.display()
+    ))
+}
+
 /// The segments under `dir`, by first index.
 pub(super) fn segments(dir: &Path) -> io::Result<Vec<u64>> {
     let mut found = Vec::new();
@@ -60,13 +71,27 @@ pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
             }
             let entry = match read_frame(&bytes[offset..]) {
                 Ok(entry) => entry,
-                // A crash mid-write leaves a torn frame at the very end: it
-                // was never reported persisted, so it is not part of the log.
-                Err(e) if last_segment => {
-                    tracing::warn!(segment = %path.display(), offset, error = %e, "cutting off a torn log tail");
-                    break;
-                }
-                Err(e) => return Err(corrupt(format!("{}: offset {offset}: {e}", path.display()))),
+                // A crash in the middle of an append leaves the part of its
+                // frames that reached the disk, over the zeros of a spare or
+                // up to the end of the file: never reported persisted, so
+                // not part of the log. Only the last segment can end so (a
+                // rotation syncs the segment it completes), and only with
+                // no whole frame past the bad one: one there means frames
+                // were written after it, so the bad frame is damage to
+                // synced, possibly acknowledged data. (A power cut that
+                // persisted a later page of an unsynced append but not an
+                // earlier one looks the same: refusing is the safe mistake.)
+                Err(e) if !last_segment => return Err(damaged(&path, format!("offset {offset}: {e}"))),
+                Err(e) => match whole_frame_after(&bytes, offset) {
+                    None => {
+                        tracing::warn!(segment = %path.display(), offset, error = %e, "cutting off a torn log tail");
+                        break;
+                    }
+                    Some(next) => {
+                        let what = format!("offset {offset}: {e}, yet a whole frame starts at offset {next}");
+                        return Err(damaged(&path, what));
+                    }
+                },
             };
             let len = frame_len(&bytes[offset..]);
             let log_id = entry.log_id;
@@ -75,7 +100,7 @@ pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
                 continue;
             }
             if !index.positions.is_empty() && log_id.index != index.first() + index.positions.len() as u64 {
-                return Err(corrupt(format!("{}: entry {} does not follow the log", path.display(), log_id.index)));
+                return Err(damaged(&path, format!("entry {} does not follow the log", log_id.index)));
             }
             index.positions.push_back(Position { log_id, segment, offset: (offset - len) as u64, len: len as u32 });
             if index.recent.len() == CACHED_ENTRIES {
@@ -97,6 +122,14 @@ pub(super) fn recover(dir: &Path, meta: Meta) -> io::Result<LogIndex> {
         index.end = offset as u64;
     }
     Ok(index)
+}
+
+/// Where the first whole frame (its head, checksum and entry all good)
+/// after `from` in `bytes` starts, if any: a frame's body is never empty,
+/// so the zeros of a spare are passed over at a glance.
+fn whole_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
+    let last_start = bytes.len().saturating_sub(FRAME_HEAD + 1);
+    (from + 1..=last_start).find(|&at| bytes[at..at + 4] != [0; 4] && read_frame(&bytes[at..]).is_ok())
 }
 
 /// The length of the frame at the start of `bytes` (its head must be there).

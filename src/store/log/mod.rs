@@ -26,10 +26,14 @@
 //! those appends persisted.
 //!
 //! Recovery: a segment's frames end at its first all-zero frame head (or
-//! its end); a torn frame at the end of the last segment (a crash
-//! mid-write) is cut off with whatever follows it, like any unflushed
-//! append; a bad frame anywhere else, or a gap between entries, is an error
-//! rather than a silently shorter log.
+//! its end). A bad frame (cut short, failing its checksum, or not decoding)
+//! at the end of the last segment, with no whole frame after it, is what a
+//! crash in the middle of an append leaves (the part of it that reached the
+//! disk, then the zeros of a spare or the file's end): it is cut off with
+//! whatever follows it, like any unflushed append. A bad frame anywhere
+//! else (in an earlier segment, or with a whole frame after it), or a gap
+//! between entries, is damage to synced, possibly acknowledged entries: an
+//! error naming the segment and the offset, never a silently shorter log.
 //!
 //! Here: [`LogStore`], its openraft traits and its public API; the frame
 //! format and the recovery scan are in `frame.rs`, the writer thread (group
@@ -530,6 +534,85 @@ mod tests {
         let read = indexes(&mut log).await;
         assert_eq!(read.last(), Some(&(40, 2)), "the stray frame did not come back after 40");
         assert_eq!(read.len(), 41);
+    }
+
+    /// Appends entries `0..count` in term 1 to a new log under `dir`, then
+    /// closes it; the positions of their frames.
+    async fn written(dir: &Path, count: u64) -> Vec<Position> {
+        let mut log = open(dir);
+        log.blocking_append((0..count).map(|i| entry(i, 1))).await.expect("append");
+        let positions = log.lock().positions.iter().copied().collect();
+        drop(log);
+        positions
+    }
+
+    /// Writes `bytes` at `offset` of `segment`, in place.
+    fn overwrite(dir: &Path, segment: u64, offset: u64, bytes: &[u8]) {
+        let file = OpenOptions::new().write(true).open(segment_path(dir, segment)).expect("segment");
+        std::os::unix::fs::FileExt::write_all_at(&file, bytes, offset).expect("overwrite");
+    }
+
+    // Ensures what a crash in the middle of an append leaves at the end of
+    // the last segment is cut off at the restart, and the log goes on from
+    // its last whole frame: the first part of a frame over the zeros of a
+    // spare, or over nothing (a segment grown by appends, cut at the
+    // frame's end by the crash).
+    #[tokio::test]
+    async fn a_torn_last_frame_is_cut_off() {
+        for over_zeros in [true, false] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let positions = written(dir.path(), 40).await;
+            let last = *positions.last().expect("entries");
+            let end = last.offset + u64::from(last.len);
+            let mut frame = Vec::new();
+            write_frame(&entry(40, 1), &mut frame).expect("frame");
+            let torn = &frame[..frame.len() / 2];
+            // Zeros past the torn frame, or the file's end inside it.
+            let size = if over_zeros { end + frame.len() as u64 + 64 } else { end };
+            let path = segment_path(dir.path(), last.segment);
+            OpenOptions::new().write(true).open(&path).expect("segment").set_len(size).expect("resize");
+            overwrite(dir.path(), last.segment, end, torn);
+
+            let mut log = open(dir.path());
+            assert_eq!(indexes(&mut log).await, (0..40).map(|i| (i, 1)).collect::<Vec<_>>(), "zeros: {over_zeros}");
+            log.blocking_append([entry(40, 2)]).await.expect("append");
+            drop(log);
+            let mut log = open(dir.path());
+            assert_eq!(indexes(&mut log).await.last(), Some(&(40, 2)), "zeros: {over_zeros}");
+        }
+    }
+
+    // Ensures a bad frame in the last segment with a whole frame after it
+    // (damage to entries written and synced, which may have been
+    // acknowledged: a flipped bit, or a length that no longer fits) makes
+    // the log refuse to open, naming the segment file and the offset, and
+    // leaves the segment as it was, instead of cutting the log short there.
+    #[tokio::test]
+    async fn damage_before_the_last_frame_is_refused() {
+        for damage in ["a flipped bit", "a length past the end"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let positions = written(dir.path(), 45).await;
+            let last_segment = positions.last().expect("entries").segment;
+            let in_last: Vec<&Position> = positions.iter().filter(|p| p.segment == last_segment).collect();
+            assert!(in_last.len() >= 2, "the last segment holds several frames");
+            let damaged = in_last[0];
+            let at = match damage {
+                "a flipped bit" => damaged.offset + u64::from(damaged.len) - 1,
+                _ => damaged.offset,
+            };
+            let path = segment_path(dir.path(), last_segment);
+            let mut byte = [0];
+            std::os::unix::fs::FileExt::read_exact_at(&File::open(&path).expect("segment"), &mut byte, at)
+                .expect("read");
+            overwrite(dir.path(), last_segment, at, &[byte[0] ^ 0x40]);
+            let before = std::fs::read(&path).expect("segment");
+
+            let error = LogStore::open_with(dir.path(), Arc::default(), 300).err().expect("refused").to_string();
+            let names = format!("{}: offset {}", path.display(), damaged.offset);
+            assert!(error.contains(&names), "{damage}: {error}");
+            assert!(error.contains("docs/operations.md"), "{damage}: says what to do: {error}");
+            assert_eq!(std::fs::read(&path).expect("segment"), before, "{damage}: the segment is left as it was");
+        }
     }
 
     // Ensures a log written by data format 2 (JSON frames) reads back, and

@@ -7,8 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::event::{EventKind, LockEvent};
+use super::super::requests::RequestKind;
 use super::super::InvalidCommand;
-use super::types::Answer;
+use super::types::{Answer, Asked};
 use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
 
 /// Answers a session remembers for retries by sequence number, at most.
@@ -17,10 +18,11 @@ pub const MAX_SESSION_ANSWERS: usize = 64;
 /// Lock names carried by the answers all sessions remember together (an
 /// answer about one lock counts one, a multi-acquire's its names): beyond
 /// it the oldest answers in the table are forgotten first. A name-carrying
-/// answer takes at most about 600 bytes (a 256-byte name, a 128-byte owner
-/// and the grant around them), so this bounds sessions' answers to about
-/// 600 MB at worst and to about 150 MB with names and owners of a few dozen
-/// bytes, whatever the number of sessions — the bound a per-session count
+/// answer takes at most about 900 bytes (a 256-byte name, a 128-byte owner
+/// and the grant around them, and the name again in what it answered), so
+/// this bounds sessions' answers to about 900 MB at worst and to about
+/// 200 MB with names and owners of a few dozen bytes, whatever the number
+/// of sessions — the bound a per-session count
 /// alone could not give (64 multi-acquires of 64 locks in each of
 /// [`MAX_SESSIONS`] sessions).
 pub const MAX_REMEMBERED_NAMES: usize = 1_000_000;
@@ -74,13 +76,24 @@ impl LockTable {
         Ok(session)
     }
 
-    /// The answer to replay for `seq` of `session`, if it has one: the
-    /// remembered answer, `SeqTooOld` for a forgotten one, `SessionNotFound`.
-    pub(super) fn replay_seq(&self, id: SessionId, seq: u64) -> Option<Result<Outcome, LockError>> {
+    /// The answer to replay for `seq` of `session`, asked for a request of
+    /// `kind` about `key`, if it has one: the remembered answer,
+    /// `SeqReused` if that answered another request, `SeqTooOld` for a
+    /// forgotten one, `SessionNotFound`.
+    pub(super) fn replay_seq(
+        &self,
+        id: SessionId,
+        seq: u64,
+        kind: RequestKind,
+        key: &str,
+    ) -> Option<Result<Outcome, LockError>> {
         let Some(session) = self.sessions.get(&id) else {
             return Some(Err(LockError::SessionNotFound { session: id }));
         };
         if let Some(answer) = session.answers.get(&seq) {
+            if answer.asked.as_ref().is_some_and(|asked| asked.kind != kind || asked.key != key) {
+                return Some(Err(LockError::SeqReused { session: id, seq }));
+            }
             return Some(answer.result.clone());
         }
         (seq < session.forgotten_below).then(|| {
@@ -90,12 +103,20 @@ impl LockTable {
     }
 
     /// Remembers `result` as the answer to `seq` of `session` (gone already
-    /// if this deleted it), given in the entry at `index`; forgets the
-    /// session's oldest answer beyond [`MAX_SESSION_ANSWERS`] and the
-    /// table's oldest beyond [`MAX_REMEMBERED_NAMES`].
-    pub(super) fn remember_seq(&mut self, id: SessionId, seq: u64, result: &Result<Outcome, LockError>, index: u64) {
+    /// if this deleted it) for the request `asked`, given in the entry at
+    /// `index`; forgets the session's oldest answer beyond
+    /// [`MAX_SESSION_ANSWERS`] and the table's oldest beyond
+    /// [`MAX_REMEMBERED_NAMES`].
+    pub(super) fn remember_seq(
+        &mut self,
+        id: SessionId,
+        seq: u64,
+        asked: Asked,
+        result: &Result<Outcome, LockError>,
+        index: u64,
+    ) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
-        let answer = Answer { index, result: result.clone() };
+        let answer = Answer { index, asked: Some(asked), result: result.clone() };
         self.answer_weight += answer.weight();
         self.answer_order.insert((index, id, seq));
         if let Some(replaced) = session.answers.insert(seq, answer) {

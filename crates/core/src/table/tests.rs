@@ -565,25 +565,55 @@ fn fenced_record_needs_the_current_token_of_its_lock() {
     assert!(log.table.record("balance-2").is_none());
 }
 
-// Ensures a gate admits equal or higher tokens, refuses lower ones, serves one
-// lock, and refuses tokens that were never granted.
+// Ensures a gate admits the current holder's token, again and again, and
+// then only tokens that never go down: after a hand-over the new holder's
+// higher token passes, and the old holder's is refused (with the gate's
+// mark once the new one passed, as not current before); it serves one lock.
 #[test]
-fn gate_admits_tokens_that_never_go_down() {
+fn gate_admits_the_holders_token_and_never_goes_down() {
     let mut log = Log::new();
     let first = log.token("job", "a", 3000);
-    log.release("job", first).unwrap();
-    let second = log.token("job", "b", 3000);
     assert!(log.gate("printer", "job", first).is_ok());
+    assert!(log.gate("printer", "job", first).is_ok(), "the same holder passes twice");
+    log.wait("job", "b", 60_000, None);
+    log.release("job", first).unwrap();
+    let second = log.index;
+    assert_eq!(log.holder("job"), Some(("b".into(), second)), "handed over by the release");
+    assert_eq!(
+        log.gate("printer", "job", first),
+        Err(LockError::NotCurrent { lock: "job".into(), given: first, current: Some(second) })
+    );
     assert!(log.gate("printer", "job", second).is_ok());
-    assert!(log.gate("printer", "job", second).is_ok(), "the same holder writes twice");
     assert_eq!(
         log.gate("printer", "job", first),
         Err(LockError::GateRejected { resource: "printer".into(), given: first, highest: second })
     );
-    assert!(matches!(log.gate("printer", "other-lock", second + 1), Err(LockError::GateLockMismatch { .. })));
-    assert!(matches!(log.gate("printer", "job", 1_000_000), Err(LockError::Invalid(_))));
+    let other = log.token("other-lock", "c", 3000);
+    assert!(matches!(log.gate("printer", "other-lock", other), Err(LockError::GateLockMismatch { .. })));
     let json = serde_json::to_vec(&TableImage::from(&log.table)).unwrap();
     assert_eq!(LockTable::from(serde_json::from_slice::<TableImage>(&json).unwrap()), log.table);
+}
+
+// Ensures no token the lock's holder was not granted passes a fence: a gate
+// and a fenced record refuse another lock's (higher) grant index, an index
+// no entry granted, and a token above the log, and change nothing (a new
+// gate is not even created); the holder's own token then passes both.
+#[test]
+fn fences_refuse_tokens_not_granted_to_the_holder() {
+    let mut log = Log::new();
+    let holder = log.token("printer", "alice", 60_000);
+    log.tick();
+    let never_granted = log.index;
+    let other = log.token("scanner", "mallory", 60_000);
+    for forged in [other, never_granted, 1_000_000] {
+        let before = log.table.clone();
+        let refused = LockError::NotCurrent { lock: "printer".into(), given: forged, current: Some(holder) };
+        assert_eq!(log.gate("printer-gate", "printer", forged), Err(refused.clone()), "gate, token {forged}");
+        assert_eq!(log.put("printer-job", "printer", forged, "1"), Err(refused), "record, token {forged}");
+        assert_eq!(log.table, before, "token {forged} changed nothing");
+    }
+    assert!(log.gate("printer-gate", "printer", holder).is_ok());
+    assert!(log.put("printer-job", "printer", holder, "1").is_ok());
 }
 
 // Ensures `holder` tells the same grant the hand-over answered, whatever

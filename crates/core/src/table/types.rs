@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::event::LockEvent;
 use super::super::fence::Fences;
-use super::super::requests::Requests;
+use super::super::requests::{RequestKind, Requests};
 use super::super::InvalidCommand;
 
 /// The Raft log index of the entry that granted a lock. Strictly increasing per
@@ -93,12 +93,27 @@ pub(super) struct Session {
 }
 
 /// A remembered answer of a session, with the index of the entry that gave
-/// it: the table forgets the oldest answers first when it must.
+/// it (the table forgets the oldest answers first when it must) and what it
+/// answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "AnswerForm")]
 pub(super) struct Answer {
     pub(super) index: u64,
+    /// `None` in answers stored before answers recorded it: those are
+    /// replayed to any request with their seq, as they were then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) asked: Option<Asked>,
     pub(super) result: Result<Outcome, LockError>,
+}
+
+/// What a session's answer answered, so a seq reused for another request
+/// is refused instead of given this answer: the kind of request and the
+/// key its request id is recorded under (its lock, a multi-request's names,
+/// a keepalive's session).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Asked {
+    pub(super) kind: RequestKind,
+    pub(super) key: String,
 }
 
 impl Answer {
@@ -122,15 +137,20 @@ impl Answer {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum AnswerForm {
-    Indexed { index: u64, result: Result<Outcome, LockError> },
+    Indexed {
+        index: u64,
+        #[serde(default)]
+        asked: Option<Asked>,
+        result: Result<Outcome, LockError>,
+    },
     Bare(Result<Outcome, LockError>),
 }
 
 impl From<AnswerForm> for Answer {
     fn from(form: AnswerForm) -> Self {
         match form {
-            AnswerForm::Indexed { index, result } => Answer { index, result },
-            AnswerForm::Bare(result) => Answer { index: 0, result },
+            AnswerForm::Indexed { index, asked, result } => Answer { index, asked, result },
+            AnswerForm::Bare(result) => Answer { index: 0, asked: None, result },
         }
     }
 }
@@ -399,6 +419,11 @@ pub enum LockError {
     /// answer is forgotten, and applying it again could apply it twice.
     #[error("seq {seq} of session {session} is older than the answers it remembers (from {oldest})")]
     SeqTooOld { session: SessionId, seq: u64, oldest: u64 },
+    /// A sequence number of `session` that answered another request
+    /// (another kind of request, or about other locks): a client that
+    /// reused it would otherwise be given that request's answer.
+    #[error("seq {seq} of session {session} was already used for another request")]
+    SeqReused { session: SessionId, seq: u64 },
     #[error("request id {request_id:?} was already used for another request")]
     RequestIdReused { request_id: String },
     #[error("invalid command: {0}")]

@@ -370,6 +370,44 @@ fn a_remembered_seq_replays_its_first_answer() {
     assert_eq!(restored.apply(&acquire, log.index + 1).result, first);
 }
 
+// Ensures a seq reused for another request (another lock, or another kind
+// of request) is refused with seq_reused and changes nothing, while the
+// request it answered still replays its answer.
+#[test]
+fn a_seq_reused_for_another_request_is_refused() {
+    let mut log = Log::new();
+    let session = log.create_session("s", 3_600_000);
+    let acquire = with_seq(under("a", "s", session, None, None), 1);
+    let first = log.apply(acquire.clone());
+    let token = log.index;
+    let before = log.table.clone();
+    for other in [
+        with_seq(under("b", "s", session, None, None), 1),
+        with_seq(many_under(vec!["a".into()], "s", session), 1),
+        Command::Release { name: "a".into(), token, request_id: None, session: Some(session), seq: Some(1) },
+        with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, 1),
+    ] {
+        assert_eq!(log.apply(other.clone()), Err(LockError::SeqReused { session, seq: 1 }), "{other}");
+        assert_eq!(log.table, before, "{other} changed nothing");
+    }
+    assert_eq!(log.apply(acquire), first, "the first request still replays");
+}
+
+// Ensures an answer stored before answers recorded what they answered (a
+// session row without `asked`) still loads and replays.
+#[test]
+fn answers_stored_without_what_they_answered_still_replay() {
+    let mut log = Log::new();
+    let session = log.create_session("s", 3_600_000);
+    let keepalive = with_seq(Command::KeepAlive { session, ttl_ms: None, request_id: None, seq: None }, 1);
+    let kept = log.apply(keepalive.clone());
+    let mut image = serde_json::to_value(TableImage::from(&log.table)).unwrap();
+    let answer = image["sessions"][session.to_string()]["answers"]["1"].as_object_mut().unwrap();
+    assert!(answer.remove("asked").is_some(), "{answer:?}");
+    let mut restored = LockTable::from(serde_json::from_value::<TableImage>(image).unwrap());
+    assert_eq!(restored.apply(&keepalive, log.index + 1).result, kept);
+}
+
 // Ensures a session remembers its last MAX_SESSION_ANSWERS answers only: an
 // older seq is refused with seq_too_old (never applied twice), a new seq
 // below the highest (requests may arrive out of order) is applied, and seq
