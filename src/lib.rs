@@ -8,8 +8,10 @@
 //! - `leasehold` (this crate, `src/`) — the server and the one `leasehold`
 //!   binary (`main.rs`, with its clap types by audience in `cli/`).
 //!   - `leasehold-lab` (`crates/lab`) — bench, chaos, history checker, demo,
-//!     scale, local clusters, plots; drives servers as processes through the
-//!     client and the wire types only.
+//!     scale, plots; drives servers as processes through the client and the
+//!     wire types only.
+//!   - `leasehold-local` (`crates/local`) — a local cluster of node
+//!     processes, started and stopped by PID (`up`, the tests, the lab).
 //!   - `leasehold-client` (`crates/client`) — the Rust client, the `Lock`
 //!     guard (watchdog, `lost`), `run`, secrets, the stop-signal helper.
 //!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and

@@ -14,7 +14,7 @@ use leasehold::api::{self, ApiConfig, RequestLimits};
 use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
 use leasehold::security::SecurityFiles;
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
-use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
 use super::logging::LogFormat;

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
 
 pub const TICK_MS: u64 = 100;
 /// Upper bound on any one test.

@@ -4,8 +4,6 @@
 //!
 //! # Layout
 //!
-//! - [`local`] — starts and stops a local cluster of `leasehold serve`
-//!   processes by PID (used by `up`, the tests and the benchmark).
 //! - [`compare`] — `leasehold bench`: leasehold vs Redis, Redlock and etcd
 //!   on real servers it starts by PID; one adapter per system behind the
 //!   `LockSystem`/`LockSession` traits, workloads, report and its plots;
@@ -29,7 +27,6 @@ pub mod compare;
 pub mod demo;
 pub mod fault;
 pub mod history;
-pub mod local;
 pub mod plot;
 pub mod scale;
 pub mod soak;

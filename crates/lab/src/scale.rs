@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_client::{Client, ClientError, Session};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_proto::cluster::ClusterStatus;
 use leasehold_proto::NodeId;
 

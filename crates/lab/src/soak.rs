@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
 use crate::plot::{Chart, LineStyle};
 use leasehold_client::{Client, ClientError};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_proto::NodeId;
 
 /// The live locks must outlive the run.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::hosts::Hosts;
 use super::workload::{hot_lock, Target, TTL_MS};
 use crate::history::{HarnessClock, OpResult, Phase};
-use crate::local::LocalCluster;
+use leasehold_local::LocalCluster;
 use leasehold_proto::NodeId;
 
 pub use crate::fault::FaultKind;
@@ -24,7 +24,7 @@ const LEADER_BOUND: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 pub enum NemesisError {
     #[error("{0}")]
-    Cluster(#[from] crate::local::LocalClusterError),
+    Cluster(#[from] leasehold_local::LocalClusterError),
     #[error("{0}")]
     Hosts(#[from] super::hosts::HostsError),
     #[error("membership: {0}")]

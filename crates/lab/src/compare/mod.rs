@@ -55,8 +55,8 @@ pub use redlock::RedlockSystem;
 pub use workload::Workload;
 
 use crate::bench::BenchRow;
-use crate::local::LocalClusterError;
 use leasehold_client::{ClientError, Credentials};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use report::{Placement, Report};
 use resp::RespError;
 use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
@@ -365,7 +365,7 @@ struct Contender {
 #[derive(Default)]
 struct Fleet {
     processes: Vec<ServerProcess>,
-    clusters: Vec<crate::local::LocalCluster>,
+    clusters: Vec<LocalCluster>,
     etcd: Option<EtcdCluster>,
 }
 
@@ -564,8 +564,8 @@ async fn start_leasehold(
     nodes: usize,
     fleet: &mut Fleet,
 ) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
-    let addrs = crate::local::LocalCluster::free_addrs(nodes)?;
-    let mut cluster = crate::local::LocalCluster::new(&options.binary, dir, &addrs, 100, crate::local::NodeLogs::Files);
+    let addrs = LocalCluster::free_addrs(nodes)?;
+    let mut cluster = LocalCluster::new(&options.binary, dir, &addrs, 100, NodeLogs::Files);
     cluster.start_all()?;
     cluster.wait_for_leader(servers::START_BOUND).await?;
     let system = LeaseholdSystem::new(&cluster.endpoints())?;

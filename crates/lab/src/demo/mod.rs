@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::local::LocalClusterError;
 use leasehold_client::ClientError;
+use leasehold_local::LocalClusterError;
 
 #[derive(Debug, Clone)]
 pub struct PaymentsOptions {

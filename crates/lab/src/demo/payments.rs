@@ -29,7 +29,7 @@ use super::postgres::{find_bin_dir, PgServer};
 use super::processes::{is_stopped, WorkerLine, WorkerProcess, WorkerSpec};
 use super::report::{self, FaultRecord, Outcome, Timeline};
 use super::{say, DemoError, PaymentsOptions, WorkerReport};
-use crate::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 /// When the fault is injected, counted from the workers' start: late enough
 /// for every worker to be busy.

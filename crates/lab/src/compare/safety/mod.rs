@@ -43,7 +43,7 @@ use super::servers::{self, find_binary, ServerError};
 use super::SystemKind;
 use crate::fault::FaultKind;
 use crate::history;
-use crate::local::LocalClusterError;
+use leasehold_local::LocalClusterError;
 
 /// The faults of the safety run, from the lab's one fault vocabulary, in
 /// the report's order.

@@ -22,7 +22,7 @@ use crate::compare::SystemKind;
 use crate::fault::FaultKind;
 use crate::history::{self, FencedResource, HarnessClock, History, OpResult, Operation, ResourceMode};
 use crate::history::{ResourceWrite, ViolationKind};
-use crate::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 /// How long leasehold's leader stays paused: past its election timeout
 /// (600–1200 ms) several times over.
