@@ -12,6 +12,8 @@
 //!     wire types only.
 //!   - `leasehold-local` (`crates/local`) — a local cluster of node
 //!     processes, started and stopped by PID (`up`, the tests, the lab).
+//!   - `leasehold-cli` (`crates/cli`) — what the command line shares with the
+//!     lab's: the duration syntax, credential flags, exit statuses, logging.
 //!   - `leasehold-client` (`crates/client`) — the Rust client, the `Lock`
 //!     guard (watchdog, `lost`), `run`, secrets, the stop-signal helper.
 //!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and

@@ -20,17 +20,13 @@ fn main() {
         std::process::exit(cli::exit::SERVER_FAILED);
     }
     let cli = cli::Cli::parse_from(args);
-    cli::logging::init(cli.log_format);
+    cli::logging::init(cli.logging.log_format);
     let server = cli.is_server();
     let outcome = cli.runtime().context("tokio runtime").and_then(|rt| rt.block_on(cli.run()));
     let code = match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("leasehold: {e:#}");
-            let exit = cli::exit::Exit::of(&e);
-            if exit == cli::exit::Exit::Denied {
-                cli::hint_old_token_variable();
-            }
+            let exit = cli::exit::failed("leasehold", &e);
             if server {
                 cli::exit::SERVER_FAILED
             } else {

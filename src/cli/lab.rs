@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 
+use leasehold_cli::CredentialFiles;
 use leasehold_client::Credentials;
 use leasehold_lab::chaos::{self, ChaosOptions};
 use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
@@ -18,7 +19,7 @@ use leasehold_lab::fault::FaultKind;
 use leasehold_lab::scale::{self, Holders, ScaleOptions};
 use leasehold_lab::soak::{self, SoakOptions};
 
-use super::{duration, this_binary, CredentialFiles};
+use super::{duration, this_binary};
 
 #[derive(Subcommand)]
 pub enum LabCmd {
@@ -398,7 +399,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         return Ok(0);
     }
     // A herd of clients needs a socket each (Redlock five).
-    leasehold::admission::raise_fd_limit();
+    leasehold_cli::raise_fd_limit();
     // Loaded only for an existing cluster: a token in the environment must
     // not stop a run against the bench's own clusters.
     let credentials = if args.endpoints.is_empty() { Credentials::default() } else { args.credentials.load()? };

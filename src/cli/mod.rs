@@ -7,24 +7,26 @@
 //! - here: `completions` and `man`, generated from these clap types.
 //!
 //! Each module holds its clap types and turns them into the library's
-//! options; no library type derives a clap trait. [`duration`] is the one
-//! duration syntax of every duration flag; [`config`] reads `serve --config`.
+//! options; no library type derives a clap trait. [`config`] reads `serve
+//! --config`. What the lab's commands share with these — [`duration`], the
+//! one duration syntax of every duration flag, [`exit`], [`logging`] and the
+//! credential flags — is in `leasehold-cli`.
 
 mod client;
 pub mod config;
-pub mod duration;
-pub mod exit;
 mod lab;
-pub mod logging;
 mod output;
 mod server;
+
+pub use leasehold_cli::{duration, exit, logging};
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use leasehold_client::{load_ca, Client, Credentials, Secret};
+use leasehold_cli::CredentialFiles;
+use leasehold_client::Client;
 
 /// What every command has in common, for `leasehold --help` (docs/cli.md
 /// says it at length).
@@ -55,9 +57,8 @@ The whole reference is docs/cli.md.";
     after_long_help = exit::TABLE
 )]
 pub struct Cli {
-    /// Log line format on stderr: text, or json (one object per line) for log collectors.
-    #[arg(long, global = true, value_enum, default_value_t, env = "LEASEHOLD_LOG_FORMAT")]
-    pub log_format: logging::LogFormat,
+    #[command(flatten)]
+    pub logging: logging::LogFormatArg,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -107,7 +108,7 @@ impl Cli {
     /// Runs the command; `Ok` carries the process exit status.
     pub async fn run(self) -> Result<i32> {
         match self.command {
-            Cmd::Server(command) => command.run(self.log_format).await.map(|()| exit::Exit::Ok.code()),
+            Cmd::Server(command) => command.run(self.logging.log_format).await.map(|()| exit::Exit::Ok.code()),
             Cmd::Client(command) => command.run().await,
             Cmd::Lab(command) => command.run().await,
             Cmd::Completions { shell } => {
@@ -173,50 +174,6 @@ struct ClusterArgs {
 impl ClusterArgs {
     fn client(&self) -> Result<Client> {
         Ok(Client::with_credentials(&self.endpoints, &self.credentials.load()?)?)
-    }
-}
-
-/// What a client presents to a cluster with auth or TLS on.
-#[derive(Args)]
-struct CredentialFiles {
-    /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
-    #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
-    ca_file: Option<PathBuf>,
-    /// File holding the bearer token to send (or set $LEASEHOLD_AUTH_TOKEN).
-    #[arg(long, global = true, alias = "token-file", env = "LEASEHOLD_AUTH_TOKEN_FILE")]
-    auth_token_file: Option<PathBuf>,
-}
-
-/// The bearer secret's variable. Not `LEASEHOLD_TOKEN`: `leasehold run` sets
-/// that to the fencing token in its command's environment, where a
-/// `leasehold` call must still find its credentials.
-const AUTH_TOKEN_ENV: &str = "LEASEHOLD_AUTH_TOKEN";
-/// The token file's variable before `LEASEHOLD_AUTH_TOKEN_FILE`, still read
-/// when the new one is not set (it never meant anything else).
-const OLD_AUTH_TOKEN_FILE_ENV: &str = "LEASEHOLD_TOKEN_FILE";
-
-impl CredentialFiles {
-    fn load(&self) -> Result<Credentials> {
-        let old_file = || std::env::var_os(OLD_AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let file = self.auth_token_file.clone().or_else(old_file);
-        Ok(Credentials {
-            token: Secret::load(file.as_deref(), AUTH_TOKEN_ENV, "auth token")?,
-            ca: self.ca_file.as_deref().map(load_ca).transpose()?,
-        })
-    }
-}
-
-/// Points a user whose credentials were refused at the bearer secret's new
-/// variable when the old one seems to hold a secret (a number there is the
-/// fencing token of an enclosing `leasehold run`).
-pub fn hint_old_token_variable() {
-    let unset = |name| std::env::var_os(name).is_none_or(|v| v.is_empty());
-    let old = std::env::var("LEASEHOLD_TOKEN").unwrap_or_default();
-    if unset(AUTH_TOKEN_ENV) && unset("LEASEHOLD_AUTH_TOKEN_FILE") && !old.is_empty() && old.parse::<u64>().is_err() {
-        eprintln!(
-            "leasehold: note: LEASEHOLD_TOKEN is no longer read as the bearer secret (it is the fencing token \
-             `leasehold run` sets); set {AUTH_TOKEN_ENV} or LEASEHOLD_AUTH_TOKEN_FILE"
-        );
     }
 }
 

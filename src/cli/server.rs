@@ -368,7 +368,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         },
     };
     // Budgets follow the open-files limit, and from each total its share.
-    let fd_limit = admission::raise_fd_limit();
+    let fd_limit = leasehold_cli::raise_fd_limit();
     let defaults = match args.max_connections {
         Some(n) => admission::Defaults::for_connections(n),
         None => admission::Defaults::for_fd_limit(fd_limit),
