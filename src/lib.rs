@@ -5,11 +5,13 @@
 //! The workspace's crates, each a `Cargo.toml` boundary; dependencies point
 //! down only (`.ci/check-boundaries` checks the client's and the core's):
 //!
-//! - `leasehold` (this crate, `src/`) — the server and the one `leasehold`
-//!   binary (`main.rs`, with its clap types by audience in `cli/`).
+//! - `leasehold` (this crate, `src/`) — the server and the `leasehold`
+//!   binary (`main.rs`, with its clap types by audience in `cli/`), the one
+//!   the package ships.
 //!   - `leasehold-lab` (`crates/lab`) — bench, chaos, history checker, demo,
-//!     scale, plots; drives servers as processes through the client and the
-//!     wire types only.
+//!     scale, plots, and their `leasehold-lab` binary; drives servers as
+//!     processes through the client and the wire types only. Neither crate
+//!     links the other (this one only in its tests and benches).
 //!   - `leasehold-local` (`crates/local`) — a local cluster of node
 //!     processes, started and stopped by PID (`up`, the tests, the lab).
 //!   - `leasehold-cli` (`crates/cli`) — what the command line shares with the

@@ -13,8 +13,13 @@ use anyhow::Context;
 use clap::Parser;
 
 fn main() {
-    // Before parsing: the file's settings reach clap as environment variables.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `bench`, `chaos`, `demo`: a usage error that names the binary they moved to.
+    if let Some(moved) = cli::moved_to_lab(&args) {
+        eprintln!("{moved}");
+        std::process::exit(cli::exit::Exit::Usage.code());
+    }
+    // Before parsing: the file's settings reach clap as environment variables.
     if let Err(e) = cli::config::apply(&args) {
         eprintln!("leasehold: {e:#}");
         std::process::exit(cli::exit::SERVER_FAILED);

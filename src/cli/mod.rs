@@ -2,9 +2,9 @@
 //!
 //! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`;
 //! - [`client`] — applications and scripts: `acquire` … `gate`, `run`;
-//! - [`lab`] — people comparing and testing: `bench`, `chaos`, `demo` (and the
-//!   hidden processes they start: `safety-holder`, `demo payments-worker`);
-//! - here: `completions` and `man`, generated from these clap types.
+//! - here: `completions` and `man`, generated from these clap types, and the
+//!   pointer to `leasehold-lab` for the harness commands that moved there
+//!   ([`moved_to_lab`]).
 //!
 //! Each module holds its clap types and turns them into the library's
 //! options; no library type derives a clap trait. [`config`] reads `serve
@@ -14,12 +14,12 @@
 
 mod client;
 pub mod config;
-mod lab;
 mod output;
 mod server;
 
 pub use leasehold_cli::{duration, exit, logging};
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -35,8 +35,7 @@ A Raft-replicated lease lock service with fencing tokens.
 
 Durations: every duration flag takes 10s, 250ms, 2m, 1h, 1.5s or 1m30s. Flags
 that used to take a number keep their old name (--ttl-ms, --tick-ms, ...), and
-a bare number there still means milliseconds (seconds for --duration-secs and
---seconds, minutes for --minutes).
+a bare number there still means milliseconds.
 
 Output: -o table (aligned columns) or -o json; without -o, a table on a
 terminal and JSON when stdout is a pipe or a file.
@@ -69,8 +68,6 @@ enum Cmd {
     Server(server::ServerCmd),
     #[command(flatten)]
     Client(client::ClientCmd),
-    #[command(flatten)]
-    Lab(lab::LabCmd),
     /// Print a shell completion script, e.g. `source <(leasehold completions bash)`.
     Completions {
         /// bash, zsh, fish (or elvish, powershell).
@@ -110,7 +107,6 @@ impl Cli {
         match self.command {
             Cmd::Server(command) => command.run(self.logging.log_format).await.map(|()| exit::Exit::Ok.code()),
             Cmd::Client(command) => command.run().await,
-            Cmd::Lab(command) => command.run().await,
             Cmd::Completions { shell } => {
                 // Into memory first: clap_complete panics on a failed write
                 // (`leasehold completions bash | head`).
@@ -177,7 +173,24 @@ impl ClusterArgs {
     }
 }
 
-/// The path of this binary, which the lab and `up` start as node processes.
+/// The harness commands that became the `leasehold-lab` binary's, so that
+/// the product (and its package) no longer links the benchmark, the fault
+/// suite or the PostgreSQL demo.
+const MOVED_TO_LAB: [&str; 3] = ["bench", "chaos", "demo"];
+
+/// For a command line that runs one of [`MOVED_TO_LAB`]: the one line that
+/// says where it went, with the same arguments. Checked before clap parses,
+/// so these names stay out of `--help` and take any arguments they took.
+pub fn moved_to_lab(args: &[OsString]) -> Option<String> {
+    let command = args.get(1)?.to_str()?;
+    if !MOVED_TO_LAB.contains(&command) {
+        return None;
+    }
+    let same: Vec<String> = args[1..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Some(format!("leasehold: `{command}` moved to the leasehold-lab binary: leasehold-lab {}", same.join(" ")))
+}
+
+/// The path of this binary, which `up` starts as node processes.
 fn this_binary() -> Result<PathBuf> {
     std::env::current_exe().context("locating the leasehold binary")
 }
@@ -191,6 +204,32 @@ async fn stop_signal() {
         Err(e) => {
             tracing::error!(error = %e, "cannot catch stop signals; Ctrl-C kills the process");
             std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    // Ensures each moved command names the binary it moved to with the very
+    // arguments it was given, and no other command (nor a flag of one) does.
+    #[test]
+    fn moved_commands_point_to_the_lab_with_their_arguments() {
+        let line = moved_to_lab(&args("leasehold bench --systems leasehold-3 --runs 1")).expect("bench moved");
+        assert_eq!(
+            line,
+            "leasehold: `bench` moved to the leasehold-lab binary: leasehold-lab bench --systems leasehold-3 --runs 1"
+        );
+        let line = moved_to_lab(&args("/usr/bin/leasehold demo payments --no-fencing")).expect("demo moved");
+        assert!(line.ends_with(": leasehold-lab demo payments --no-fencing"), "{line}");
+        assert!(moved_to_lab(&args("leasehold chaos")).expect("chaos moved").ends_with(": leasehold-lab chaos"));
+        for kept in ["leasehold up", "leasehold serve --help", "leasehold get bench", "leasehold"] {
+            assert_eq!(moved_to_lab(&args(kept)), None, "{kept}");
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `leasehold chaos`: the fault suite. A 3- or 5-node cluster, each node its
+//! `leasehold-lab chaos`: the fault suite. A 3- or 5-node cluster, each node its
 //! own host (network namespace) when the machine allows, under a workload
 //! of concurrent clients, while a nemesis injects one fault after another;
 //! then the [`history`](crate::history) checker judges the recorded history

@@ -127,7 +127,7 @@ impl Scenario<'_> {
         let fenced = FencedResource::start(localhost, ResourceMode::Fenced, clock).await?;
         let unfenced = FencedResource::start(localhost, ResourceMode::Unfenced, clock).await?;
         let launch = Launch {
-            binary: &self.options.binary,
+            binary: &self.options.holder_binary,
             lock: format!("safety-{}", self.fault_slug()),
             ttl: self.options.ttl,
             fenced: fenced.url(),
