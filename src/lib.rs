@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! The workspace's crates, each a `Cargo.toml` boundary; dependencies point
-//! down only (`.ci/check-boundaries` checks the client's and the core's):
+//! down only (`.ci/check-boundaries` checks the client's, the core's, and that
+//! this crate does not link the lab):
 //!
 //! - `leasehold` (this crate, `src/`) — the server and the `leasehold`
 //!   binary (`main.rs`, with its clap types by audience in `cli/`), the one
