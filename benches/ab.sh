@@ -4,9 +4,14 @@
 # servers' and clients' CPU µs per cycle (the figure that survives a noisy
 # machine). Used to keep or drop a write-path change.
 #
-#   benches/ab.sh BINARY_A BINARY_B [RUNS] [extra `leasehold bench` args...]
+#   benches/ab.sh BINARY_A BINARY_B [RUNS] [extra `leasehold-lab bench` args...]
 #   e.g. benches/ab.sh /tmp/before target/release/leasehold 5 --clients 64 --workloads distinct
+#
+# The harness is the one target/release/leasehold-lab (`cargo build
+# --release` builds it) for both sides; each side's nodes run its binary
+# ($LEASEHOLD_BIN), so a difference is the nodes' alone.
 set -euo pipefail
+lab="$(dirname "$0")/../target/release/leasehold-lab"
 a=$1 b=$2 runs=${3:-5}
 shift $(( $# < 3 ? $# : 3 ))
 extra=("$@")
@@ -16,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 for run in $(seq 1 "$runs"); do
     for side in A B; do
         binary=$a; [ "$side" = B ] && binary=$b
-        "$binary" bench --systems leasehold-3 --duration-secs 8 --warmup-ms 2000 --runs 1 "${extra[@]}" \
+        LEASEHOLD_BIN="$binary" "$lab" bench --systems leasehold-3 --duration-secs 8 --warmup-ms 2000 --runs 1 "${extra[@]}" \
             --out "$work/$side-$run" >"$work/$side-$run.log" 2>&1 || { echo "run $run $side failed"; tail -5 "$work/$side-$run.log"; exit 1; }
         line=$(grep "cycles/s" "$work/$side-$run.log" | head -1)
         echo "run $run $side: ${line#bench:   }"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU profile of one leasehold bench measurement, by component: runs
-# `leasehold bench` on a 3-node cluster (64 clients on distinct names, or on
-# the hot name), attaches
+# `leasehold-lab bench` (target/release/leasehold-lab) on a 3-node cluster of
+# BINARY (64 clients on distinct names, or on the hot name), attaches
 # `perf record` to the three nodes and the harness while the measurement
 # runs, and writes a breakdown to OUT/profile.md (self time per component,
 # from symbol names). Needs perf (linux-perf) and a release build.
@@ -12,6 +12,7 @@
 #        and reports in the temporary folder it names)
 set -euo pipefail
 binary=${1:-target/release/leasehold}
+lab="$(dirname "$0")/../target/release/leasehold-lab"
 out=${2:-benches/results}
 workload=${3:-distinct}
 case $workload in
@@ -22,7 +23,7 @@ esac
 work=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && echo "profile.sh: perf data kept in $work" >&2 || rm -rf "$work"' EXIT
 seconds=15
-"$binary" bench --systems leasehold-3 --workloads "$workload" --clients 64 --duration-secs "$seconds" \
+LEASEHOLD_BIN="$binary" "$lab" bench --systems leasehold-3 --workloads "$workload" --clients 64 --duration-secs "$seconds" \
     --warmup-ms 3000 --runs 1 --out "$work/bench" >"$work/bench.log" 2>&1 &
 bench=$!
 # The nodes are the bench's children; wait until all three run and the warm-up is under way.

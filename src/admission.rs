@@ -9,9 +9,9 @@
 //! member that took the client's request counted it already, and refusing
 //! a member would turn one client's flood into every client's outage.
 //!
-//! The defaults are sized from the process's file-descriptor limit, raised
-//! to its hard limit at start ([`raise_fd_limit`]), but for event streams
-//! ([`DEFAULT_MAX_SUBSCRIBERS`]).
+//! The defaults are sized from the process's file-descriptor limit, which
+//! `serve` raises to its hard limit at start (`leasehold_cli::raise_fd_limit`),
+//! but for event streams ([`DEFAULT_MAX_SUBSCRIBERS`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -83,24 +83,6 @@ impl Defaults {
 /// A client's share of `total`.
 fn share(total: usize) -> usize {
     (total / PER_CLIENT_SHARE).max(1)
-}
-
-/// Raises the soft limit on open files to the hard one and returns it: a
-/// node should use what the operator allowed (`LimitNOFILE=`, `ulimit -Hn`)
-/// without asking for a wrapper script. Falls back to the soft limit.
-pub fn raise_fd_limit() -> u64 {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            Ok(()) => hard,
-            Err(e) => {
-                tracing::info!(soft, hard, error = %e, "could not raise the open-files limit");
-                soft
-            }
-        },
-        Ok((soft, _)) => soft,
-        Err(_) => 1024,
-    }
 }
 
 /// Why a caller was refused a place.

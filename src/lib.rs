@@ -3,13 +3,20 @@
 //! # Layout
 //!
 //! The workspace's crates, each a `Cargo.toml` boundary; dependencies point
-//! down only (`.ci/check-boundaries` checks the client's and the core's):
+//! down only (`.ci/check-boundaries` checks the client's, the core's, and that
+//! this crate does not link the lab):
 //!
-//! - `leasehold` (this crate, `src/`) — the server and the one `leasehold`
-//!   binary (`main.rs`, with its clap types by audience in `cli/`).
+//! - `leasehold` (this crate, `src/`) — the server and the `leasehold`
+//!   binary (`main.rs`, with its clap types by audience in `cli/`), the one
+//!   the package ships.
 //!   - `leasehold-lab` (`crates/lab`) — bench, chaos, history checker, demo,
-//!     scale, local clusters, plots; drives servers as processes through the
-//!     client and the wire types only.
+//!     scale, plots, and their `leasehold-lab` binary; drives servers as
+//!     processes through the client and the wire types only. Neither crate
+//!     links the other (this one only in its tests and benches).
+//!   - `leasehold-local` (`crates/local`) — a local cluster of node
+//!     processes, started and stopped by PID (`up`, the tests, the lab).
+//!   - `leasehold-cli` (`crates/cli`) — what the command line shares with the
+//!     lab's: the duration syntax, credential flags, exit statuses, logging.
 //!   - `leasehold-client` (`crates/client`) — the Rust client, the `Lock`
 //!     guard (watchdog, `lost`), `run`, secrets, the stop-signal helper.
 //!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and

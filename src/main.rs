@@ -13,24 +13,25 @@ use anyhow::Context;
 use clap::Parser;
 
 fn main() {
-    // Before parsing: the file's settings reach clap as environment variables.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `bench`, `chaos`, `demo`: a usage error that names the binary they moved to.
+    if let Some(moved) = cli::moved_to_lab(&args) {
+        eprintln!("{moved}");
+        std::process::exit(cli::exit::Exit::Usage.code());
+    }
+    // Before parsing: the file's settings reach clap as environment variables.
     if let Err(e) = cli::config::apply(&args) {
         eprintln!("leasehold: {e:#}");
         std::process::exit(cli::exit::SERVER_FAILED);
     }
     let cli = cli::Cli::parse_from(args);
-    cli::logging::init(cli.log_format);
+    cli::logging::init(cli.logging.log_format);
     let server = cli.is_server();
     let outcome = cli.runtime().context("tokio runtime").and_then(|rt| rt.block_on(cli.run()));
     let code = match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("leasehold: {e:#}");
-            let exit = cli::exit::Exit::of(&e);
-            if exit == cli::exit::Exit::Denied {
-                cli::hint_old_token_variable();
-            }
+            let exit = cli::exit::failed("leasehold", &e);
             if server {
                 cli::exit::SERVER_FAILED
             } else {

@@ -2,29 +2,31 @@
 //!
 //! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`;
 //! - [`client`] — applications and scripts: `acquire` … `gate`, `run`;
-//! - [`lab`] — people comparing and testing: `bench`, `chaos`, `demo` (and the
-//!   hidden processes they start: `safety-holder`, `demo payments-worker`);
-//! - here: `completions` and `man`, generated from these clap types.
+//! - here: `completions` and `man`, generated from these clap types, and the
+//!   pointer to `leasehold-lab` for the harness commands that moved there
+//!   ([`moved_to_lab`]).
 //!
 //! Each module holds its clap types and turns them into the library's
-//! options; no library type derives a clap trait. [`duration`] is the one
-//! duration syntax of every duration flag; [`config`] reads `serve --config`.
+//! options; no library type derives a clap trait. [`config`] reads `serve
+//! --config`. What the lab's commands share with these — [`duration`], the
+//! one duration syntax of every duration flag, [`exit`], [`logging`] and the
+//! credential flags — is in `leasehold-cli`.
 
 mod client;
 pub mod config;
-pub mod duration;
-pub mod exit;
-mod lab;
-pub mod logging;
 mod output;
 mod server;
 
+pub use leasehold_cli::{duration, exit, logging};
+
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use leasehold_client::{load_ca, Client, Credentials, Secret};
+use leasehold_cli::CredentialFiles;
+use leasehold_client::Client;
 
 /// What every command has in common, for `leasehold --help` (docs/cli.md
 /// says it at length).
@@ -33,8 +35,7 @@ A Raft-replicated lease lock service with fencing tokens.
 
 Durations: every duration flag takes 10s, 250ms, 2m, 1h, 1.5s or 1m30s. Flags
 that used to take a number keep their old name (--ttl-ms, --tick-ms, ...), and
-a bare number there still means milliseconds (seconds for --duration-secs and
---seconds, minutes for --minutes).
+a bare number there still means milliseconds.
 
 Output: -o table (aligned columns) or -o json; without -o, a table on a
 terminal and JSON when stdout is a pipe or a file.
@@ -55,9 +56,8 @@ The whole reference is docs/cli.md.";
     after_long_help = exit::TABLE
 )]
 pub struct Cli {
-    /// Log line format on stderr: text, or json (one object per line) for log collectors.
-    #[arg(long, global = true, value_enum, default_value_t, env = "LEASEHOLD_LOG_FORMAT")]
-    pub log_format: logging::LogFormat,
+    #[command(flatten)]
+    pub logging: logging::LogFormatArg,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -68,8 +68,6 @@ enum Cmd {
     Server(server::ServerCmd),
     #[command(flatten)]
     Client(client::ClientCmd),
-    #[command(flatten)]
-    Lab(lab::LabCmd),
     /// Print a shell completion script, e.g. `source <(leasehold completions bash)`.
     Completions {
         /// bash, zsh, fish (or elvish, powershell).
@@ -107,9 +105,8 @@ impl Cli {
     /// Runs the command; `Ok` carries the process exit status.
     pub async fn run(self) -> Result<i32> {
         match self.command {
-            Cmd::Server(command) => command.run(self.log_format).await.map(|()| exit::Exit::Ok.code()),
+            Cmd::Server(command) => command.run(self.logging.log_format).await.map(|()| exit::Exit::Ok.code()),
             Cmd::Client(command) => command.run().await,
-            Cmd::Lab(command) => command.run().await,
             Cmd::Completions { shell } => {
                 // Into memory first: clap_complete panics on a failed write
                 // (`leasehold completions bash | head`).
@@ -176,51 +173,24 @@ impl ClusterArgs {
     }
 }
 
-/// What a client presents to a cluster with auth or TLS on.
-#[derive(Args)]
-struct CredentialFiles {
-    /// CA certificate (PEM) of https nodes; endpoints without a scheme are then https.
-    #[arg(long, global = true, env = "LEASEHOLD_CA_FILE")]
-    ca_file: Option<PathBuf>,
-    /// File holding the bearer token to send (or set $LEASEHOLD_AUTH_TOKEN).
-    #[arg(long, global = true, alias = "token-file", env = "LEASEHOLD_AUTH_TOKEN_FILE")]
-    auth_token_file: Option<PathBuf>,
-}
+/// The harness commands that became the `leasehold-lab` binary's, so that
+/// the product (and its package) no longer links the benchmark, the fault
+/// suite or the PostgreSQL demo.
+const MOVED_TO_LAB: [&str; 3] = ["bench", "chaos", "demo"];
 
-/// The bearer secret's variable. Not `LEASEHOLD_TOKEN`: `leasehold run` sets
-/// that to the fencing token in its command's environment, where a
-/// `leasehold` call must still find its credentials.
-const AUTH_TOKEN_ENV: &str = "LEASEHOLD_AUTH_TOKEN";
-/// The token file's variable before `LEASEHOLD_AUTH_TOKEN_FILE`, still read
-/// when the new one is not set (it never meant anything else).
-const OLD_AUTH_TOKEN_FILE_ENV: &str = "LEASEHOLD_TOKEN_FILE";
-
-impl CredentialFiles {
-    fn load(&self) -> Result<Credentials> {
-        let old_file = || std::env::var_os(OLD_AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let file = self.auth_token_file.clone().or_else(old_file);
-        Ok(Credentials {
-            token: Secret::load(file.as_deref(), AUTH_TOKEN_ENV, "auth token")?,
-            ca: self.ca_file.as_deref().map(load_ca).transpose()?,
-        })
+/// For a command line that runs one of [`MOVED_TO_LAB`]: the one line that
+/// says where it went, with the same arguments. Checked before clap parses,
+/// so these names stay out of `--help` and take any arguments they took.
+pub fn moved_to_lab(args: &[OsString]) -> Option<String> {
+    let command = args.get(1)?.to_str()?;
+    if !MOVED_TO_LAB.contains(&command) {
+        return None;
     }
+    let same: Vec<String> = args[1..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Some(format!("leasehold: `{command}` moved to the leasehold-lab binary: leasehold-lab {}", same.join(" ")))
 }
 
-/// Points a user whose credentials were refused at the bearer secret's new
-/// variable when the old one seems to hold a secret (a number there is the
-/// fencing token of an enclosing `leasehold run`).
-pub fn hint_old_token_variable() {
-    let unset = |name| std::env::var_os(name).is_none_or(|v| v.is_empty());
-    let old = std::env::var("LEASEHOLD_TOKEN").unwrap_or_default();
-    if unset(AUTH_TOKEN_ENV) && unset("LEASEHOLD_AUTH_TOKEN_FILE") && !old.is_empty() && old.parse::<u64>().is_err() {
-        eprintln!(
-            "leasehold: note: LEASEHOLD_TOKEN is no longer read as the bearer secret (it is the fencing token \
-             `leasehold run` sets); set {AUTH_TOKEN_ENV} or LEASEHOLD_AUTH_TOKEN_FILE"
-        );
-    }
-}
-
-/// The path of this binary, which the lab and `up` start as node processes.
+/// The path of this binary, which `up` starts as node processes.
 fn this_binary() -> Result<PathBuf> {
     std::env::current_exe().context("locating the leasehold binary")
 }
@@ -234,6 +204,32 @@ async fn stop_signal() {
         Err(e) => {
             tracing::error!(error = %e, "cannot catch stop signals; Ctrl-C kills the process");
             std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split(' ').map(OsString::from).collect()
+    }
+
+    // Ensures each moved command names the binary it moved to with the very
+    // arguments it was given, and no other command (nor a flag of one) does.
+    #[test]
+    fn moved_commands_point_to_the_lab_with_their_arguments() {
+        let line = moved_to_lab(&args("leasehold bench --systems leasehold-3 --runs 1")).expect("bench moved");
+        assert_eq!(
+            line,
+            "leasehold: `bench` moved to the leasehold-lab binary: leasehold-lab bench --systems leasehold-3 --runs 1"
+        );
+        let line = moved_to_lab(&args("/usr/bin/leasehold demo payments --no-fencing")).expect("demo moved");
+        assert!(line.ends_with(": leasehold-lab demo payments --no-fencing"), "{line}");
+        assert!(moved_to_lab(&args("leasehold chaos")).expect("chaos moved").ends_with(": leasehold-lab chaos"));
+        for kept in ["leasehold up", "leasehold serve --help", "leasehold get bench", "leasehold"] {
+            assert_eq!(moved_to_lab(&args(kept)), None, "{kept}");
         }
     }
 }

@@ -15,7 +15,7 @@ use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
 use leasehold::security::SecurityFiles;
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_core::Quotas;
-use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
 use leasehold_proto::cluster::MembershipResponse;
 
 use super::logging::LogFormat;
@@ -391,7 +391,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         },
     };
     // Budgets follow the open-files limit, and from each total its share.
-    let fd_limit = admission::raise_fd_limit();
+    let fd_limit = leasehold_cli::raise_fd_limit();
     let defaults = match args.max_connections {
         Some(n) => admission::Defaults::for_connections(n),
         None => admission::Defaults::for_fd_limit(fd_limit),

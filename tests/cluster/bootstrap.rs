@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_lab::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 use crate::common::{bounded, start_cluster, step, ELECTION_BOUND, TICK_MS};
 

@@ -249,6 +249,37 @@ async fn completions_and_man_pages_name_the_subcommands() {
     .await;
 }
 
+// Ensures the harness commands that moved to `leasehold-lab` say so, with
+// the same arguments, as a usage error (2), and are not listed in --help.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_commands_point_to_leasehold_lab() {
+    bounded(async {
+        for (args, line) in [
+            (
+                &["bench", "--systems", "leasehold-3", "--runs", "1"][..],
+                "leasehold-lab bench --systems leasehold-3 --runs 1",
+            ),
+            (&["chaos", "--help"][..], "leasehold-lab chaos --help"),
+            (&["demo", "payments", "--no-fencing"][..], "leasehold-lab demo payments --no-fencing"),
+        ] {
+            step(&format!("leasehold {}", args.join(" ")));
+            let out = leasehold(args, &[]).await;
+            assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stderr.lines().count(), 1, "one line: {}", shown(&out));
+            assert!(stderr.trim_end().ends_with(line), "{}", shown(&out));
+            assert!(out.stdout.is_empty(), "{}", shown(&out));
+        }
+        step("leasehold --help lists none of them");
+        let help = leasehold(&["--help"], &[]).await;
+        let help = String::from_utf8_lossy(&help.stdout);
+        for moved in ["bench", "chaos", "demo"] {
+            assert!(!help.lines().any(|l| l.trim_start().starts_with(moved)), "{moved} listed:\n{help}");
+        }
+    })
+    .await;
+}
+
 // Ensures `acquire A B C` takes the locks atomically, printing one grant
 // per lock under one token, and is told no (1) when one of them is held,
 // taking none; one name still prints the single grant as before.

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use leasehold_client::Client;
-use leasehold_lab::local::LocalCluster;
+use leasehold_local::LocalCluster;
 
 use crate::common::{bounded, step, ELECTION_BOUND};
 

@@ -19,7 +19,6 @@
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
-//! - `payments` — the payment demo with and without fencing.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -38,7 +37,6 @@ mod membership;
 mod metrics;
 mod multi_lock;
 mod openapi;
-mod payments;
 mod quotas;
 mod readiness;
 mod security;

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, leasehold_cli, start_cluster, start_cluster_with, step, ELECTION_BOUND, TICK_MS};
-use leasehold_lab::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 use serde_json::json;
 
 const LONG_TTL_MS: u64 = 120_000;

@@ -2,15 +2,16 @@
 //! processes from the built binary, on free loopback ports, with data in a
 //! temporary folder. Every process is killed by PID when the test ends
 //! (`LocalCluster` kills its children on drop), and every test body runs
-//! under a time bound.
+//! under a time bound. The root crate's tests and the lab's
+//! (`crates/lab/tests`) both include this file.
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use leasehold_lab::local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
 
 pub const TICK_MS: u64 = 100;
 /// Upper bound on any one test.
@@ -124,8 +125,7 @@ pub async fn start_growable_cluster(total: usize, initial: usize) -> TestCluster
 async fn start_nodes(total: usize, initial: usize, serve_args: &[&str], security: NodeSecurity) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
     let addrs = LocalCluster::free_addrs(total).expect("free ports");
-    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold"));
-    let mut cluster = LocalCluster::new(binary, dir.path(), &addrs, TICK_MS, NodeLogs::Files)
+    let mut cluster = LocalCluster::new(&leasehold_binary(), dir.path(), &addrs, TICK_MS, NodeLogs::Files)
         .with_serve_args(serve_args)
         .with_security(security)
         .expect("security files load")
@@ -224,8 +224,36 @@ pub async fn leasehold_cli(args: &[&str]) -> serde_json::Value {
 /// Runs the `leasehold` CLI with `args` (killed if it outlives 60 s), asserts
 /// it succeeded and returns what it printed.
 pub async fn leasehold_run(args: &[&str]) -> std::process::Output {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold")).args(args).kill_on_drop(true).output();
+    run_binary(&leasehold_binary(), args).await
+}
+
+/// Runs `binary` with `args` (killed if it outlives 60 s), asserts it
+/// succeeded and returns what it printed.
+pub async fn run_binary(binary: &Path, args: &[&str]) -> std::process::Output {
+    let run = tokio::process::Command::new(binary).args(args).kill_on_drop(true).output();
     let out = tokio::time::timeout(Duration::from_secs(60), run).await.expect("CLI within 60 s").expect("CLI runs");
-    assert!(out.status.success(), "leasehold {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let name = binary.file_name().unwrap_or_default().to_string_lossy();
+    assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     out
+}
+
+/// The `leasehold` binary. The root crate's tests have cargo's path to it;
+/// the lab's have cargo's path to `leasehold-lab` only, and take the
+/// `leasehold` beside it, which `cargo test` in the workspace root builds in
+/// the same run (the lab alone, `-p leasehold-lab`, does not build it).
+pub fn leasehold_binary() -> PathBuf {
+    match (option_env!("CARGO_BIN_EXE_leasehold"), option_env!("CARGO_BIN_EXE_leasehold-lab")) {
+        (Some(leasehold), _) => leasehold.into(),
+        (None, Some(lab)) => {
+            let beside = Path::new(lab).with_file_name("leasehold");
+            assert!(
+                beside.is_file(),
+                "{} does not exist: run the lab's tests from the workspace root (`cargo test`), or `cargo build \
+                 --bin leasehold` first",
+                beside.display()
+            );
+            beside
+        }
+        (None, None) => unreachable!("only the leasehold and leasehold-lab packages' tests include this file"),
+    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold_client::{load_ca, Client, Credentials, Secret};
 use leasehold_lab::chaos::hosts::{Hosts, HostsError};
-use leasehold_lab::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 use crate::common::{step, Material, CLIENT_TOKEN, ELECTION_BOUND, TICK_MS};
 

@@ -1,8 +1,11 @@
-//! The long tests, as one test binary: the fault suite, the comparison and
-//! safety benchmarks' smoke runs, the storage bound, and docs/operations.md
-//! on three network-namespace hosts. Each loads the machine (or makes
-//! namespaces named after this process) on its own, so they run one at a
-//! time ([`exclusive`]).
+//! The long tests, as one test binary: the fault suite, the comparison
+//! benchmark's smoke run, the storage bound, and docs/operations.md on three
+//! network-namespace hosts. Each loads the machine (or makes namespaces
+//! named after this process) on its own, so they run one at a time
+//! ([`exclusive`]). They drive `leasehold` nodes through the lab's library;
+//! the tests that need the `leasehold-lab` binary itself (the safety smoke
+//! run's holder processes, the demo, `bench --endpoints`) are the lab's own,
+//! in `crates/lab/tests/commands`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,7 +13,6 @@ mod common;
 mod chaos;
 mod compare;
 mod hosts;
-mod safety;
 mod storage_bound;
 
 use tokio::sync::{Mutex, MutexGuard};

@@ -44,3 +44,10 @@ async fn log_and_disk_stay_bounded_over_8k_entries() {
     }
     assert!(report.samples.iter().any(|s| s.state_bytes > 0), "the state is in sled");
 }
+
+// Ensures `bench --soak` without --soak-snapshot-every runs the nodes at
+// their own default interval, which the lab keeps a copy of.
+#[test]
+fn the_soak_default_interval_is_the_nodes() {
+    assert_eq!(soak::NODE_DEFAULT_SNAPSHOT_EVERY, leasehold::node::DEFAULT_SNAPSHOT_EVERY);
+}

@@ -1,4 +1,4 @@
-//! Measured lock-cycle runs as rows: the row type `leasehold bench` writes
+//! Measured lock-cycle runs as rows: the row type `leasehold-lab bench` writes
 //! to JSON, the HDR histogram bounds every measurement uses, medians over
 //! runs, and the table of every row. The harness that produces the rows is
 //! [`crate::compare`].

@@ -1,5 +1,5 @@
 //! The one vocabulary of faults the lab injects: the fault suite
-//! (`leasehold chaos`) runs them in rounds against leasehold, and
+//! (`leasehold-lab chaos`) runs them in rounds against leasehold, and
 //! `bench --safety` runs four of them against every system (see
 //! `compare::safety::FAULTS`), each meaning the same thing in both.
 

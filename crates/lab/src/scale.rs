@@ -1,4 +1,4 @@
-//! `leasehold bench --bulk N`: a real cluster holding N live leases.
+//! `leasehold-lab bench --bulk N`: a real cluster holding N live leases.
 //!
 //! Creates the leases through the client API with many concurrent clients,
 //! and at each checkpoint (1k, 10k, 100k, 1M, then N) lets 64 Ticks pass and
@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_client::{Client, ClientError, Session};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_proto::cluster::ClusterStatus;
 use leasehold_proto::NodeId;
 
@@ -252,7 +252,7 @@ pub async fn run(options: &ScaleOptions) -> Result<ScaleReport, ScaleError> {
     };
     let report = ScaleReport {
         command: format!(
-            "leasehold bench --bulk {}{sessions} --nodes {} --bulk-clients {}",
+            "leasehold-lab bench --bulk {}{sessions} --nodes {} --bulk-clients {}",
             options.holders, options.nodes, options.clients
         ),
         nodes: options.nodes,

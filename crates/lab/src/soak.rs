@@ -1,4 +1,4 @@
-//! `leasehold bench --soak ENTRIES`: does disk use level off?
+//! `leasehold-lab bench --soak ENTRIES`: does disk use level off?
 //!
 //! Starts a local cluster, takes [`SoakOptions::live_locks`] locks for an
 //! hour, then churns them (release, acquire again, write the lock's fenced
@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::local::{LocalCluster, LocalClusterError, NodeLogs};
 use crate::plot::{Chart, LineStyle};
 use leasehold_client::{Client, ClientError};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_proto::NodeId;
 
 /// The live locks must outlive the run.
@@ -44,6 +44,10 @@ const GENERATIONS_ON_DISK: u64 = 2 + 1 + 1;
 /// The request records a node keeps at most (the core's `MAX_REQUESTS`,
 /// documented in docs/api.md; the lab sees servers only from the outside).
 const REQUEST_ROWS: u64 = 50_000;
+/// `serve --snapshot-every`'s default (the server's
+/// `node::DEFAULT_SNAPSHOT_EVERY`, which the lab does not link), the soak's
+/// when not given one; `tests/lab/storage_bound.rs` keeps the two equal.
+pub const NODE_DEFAULT_SNAPSHOT_EVERY: u64 = 50_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {

@@ -1,4 +1,4 @@
-//! `leasehold chaos`: the fault suite. A 3- or 5-node cluster, each node its
+//! `leasehold-lab chaos`: the fault suite. A 3- or 5-node cluster, each node its
 //! own host (network namespace) when the machine allows, under a workload
 //! of concurrent clients, while a nemesis injects one fault after another;
 //! then the [`history`](crate::history) checker judges the recorded history
@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::history::{self, FencedResource, HarnessClock, History, ResourceMode};
-use crate::local::{LocalCluster, NodeLogs};
 use hosts::Hosts;
 use leasehold_client::Client;
+use leasehold_local::{LocalCluster, NodeLogs};
 use leasehold_proto::NodeId;
 use nemesis::{FaultKind, FaultRecord, Nemesis};
 use report::{ChaosReport, RunSetup};
@@ -39,7 +39,7 @@ const TICK_MS: u64 = 100;
 #[derive(Debug, thiserror::Error)]
 pub enum ChaosError {
     #[error("{0}")]
-    Cluster(#[from] crate::local::LocalClusterError),
+    Cluster(#[from] leasehold_local::LocalClusterError),
     #[error("{0}")]
     Resource(#[from] history::ResourceError),
     #[error("{0}")]

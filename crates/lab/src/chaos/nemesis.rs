@@ -12,7 +12,7 @@ use super::hostile;
 use super::hosts::Hosts;
 use super::workload::{hot_lock, Target, TTL_MS};
 use crate::history::{HarnessClock, OpResult, Phase};
-use crate::local::LocalCluster;
+use leasehold_local::LocalCluster;
 use leasehold_proto::NodeId;
 
 pub use crate::fault::FaultKind;
@@ -25,7 +25,7 @@ const LEADER_BOUND: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 pub enum NemesisError {
     #[error("{0}")]
-    Cluster(#[from] crate::local::LocalClusterError),
+    Cluster(#[from] leasehold_local::LocalClusterError),
     #[error("{0}")]
     Hosts(#[from] super::hosts::HostsError),
     #[error("membership: {0}")]

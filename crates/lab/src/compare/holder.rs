@@ -1,5 +1,5 @@
-//! The lock holder of `leasehold bench --safety`: a process of its own (the
-//! hidden `leasehold safety-holder` subcommand), so the harness can SIGSTOP
+//! The lock holder of `leasehold-lab bench --safety`: a process of its own (the
+//! hidden `leasehold-lab safety-holder` subcommand), so the harness can SIGSTOP
 //! it like a real client stalled by a GC pause or a swapped-out page.
 //!
 //! It opens one session on a system named by a [`SystemSpec`] and runs

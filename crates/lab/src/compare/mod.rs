@@ -1,4 +1,4 @@
-//! `leasehold bench`: the head-to-head benchmark of leasehold against Redis
+//! `leasehold-lab bench`: the head-to-head benchmark of leasehold against Redis
 //! (volatile and `appendfsync always`), Redlock over five Redis instances and
 //! an etcd cluster, on real servers this harness starts and stops by PID on
 //! 127.0.0.1.
@@ -19,12 +19,12 @@
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
-//! - `safety/` — `leasehold bench --safety`: every system under faults
+//! - `safety/` — `leasehold-lab bench --safety`: every system under faults
 //!   (paused holder, clock jump, failover, paused leader), judged by the
 //!   [`history`](crate::history) checker (`mod.rs`: the faults, options and
 //!   `run`; `scenarios.rs`: servers, faults and holders of one scenario;
 //!   `report.rs`: the counts, JSON and Markdown); `holder.rs` — the holder
-//!   process (`leasehold safety-holder`) it starts and SIGSTOPs.
+//!   process (`leasehold-lab safety-holder`) it starts and SIGSTOPs.
 
 pub mod cpu;
 mod etcd;
@@ -55,8 +55,8 @@ pub use redlock::RedlockSystem;
 pub use workload::Workload;
 
 use crate::bench::BenchRow;
-use crate::local::LocalClusterError;
 use leasehold_client::{ClientError, Credentials};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use report::{Placement, Report};
 use resp::RespError;
 use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
@@ -246,7 +246,7 @@ fn random_value() -> String {
     format!("{:032x}", fastrand::u128(..))
 }
 
-/// A system `leasehold bench` can start and measure.
+/// A system `leasehold-lab bench` can start and measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SystemKind {
     /// A local leasehold cluster of this many nodes (durable).
@@ -365,7 +365,7 @@ struct Contender {
 #[derive(Default)]
 struct Fleet {
     processes: Vec<ServerProcess>,
-    clusters: Vec<crate::local::LocalCluster>,
+    clusters: Vec<LocalCluster>,
     etcd: Option<EtcdCluster>,
 }
 
@@ -564,8 +564,8 @@ async fn start_leasehold(
     nodes: usize,
     fleet: &mut Fleet,
 ) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
-    let addrs = crate::local::LocalCluster::free_addrs(nodes)?;
-    let mut cluster = crate::local::LocalCluster::new(&options.binary, dir, &addrs, 100, crate::local::NodeLogs::Files);
+    let addrs = LocalCluster::free_addrs(nodes)?;
+    let mut cluster = LocalCluster::new(&options.binary, dir, &addrs, 100, NodeLogs::Files);
     cluster.start_all()?;
     cluster.wait_for_leader(servers::START_BOUND).await?;
     let system = LeaseholdSystem::new(&cluster.endpoints())?;

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use super::resp::{Reply, RespConnection};
-use crate::local::LocalCluster;
+use leasehold_local::LocalCluster;
 
 /// How long a server or cluster may take to start serving.
 pub const START_BOUND: Duration = Duration::from_secs(30);

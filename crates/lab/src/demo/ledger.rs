@@ -1,4 +1,4 @@
-//! The ledger of `leasehold demo payments`, in PostgreSQL: the tables, the
+//! The ledger of `leasehold-lab demo payments`, in PostgreSQL: the tables, the
 //! statements the workers run (quoted as they are in docs/fencing.md's "Fencing
 //! with PostgreSQL"), and the coordinator's queries.
 //!

@@ -1,4 +1,4 @@
-//! `leasehold demo payments`: money moved between accounts of a real
+//! `leasehold-lab demo payments`: money moved between accounts of a real
 //! PostgreSQL database by worker processes that lock the accounts with
 //! leasehold, while one worker is paused (SIGSTOP) past its lease. With
 //! fencing tokens PostgreSQL itself refuses the paused worker's late
@@ -10,7 +10,7 @@
 //!   given `--postgres URL`).
 //! - [`ledger`] — the tables, the statements the workers run, the
 //!   coordinator's queries.
-//! - [`worker`] — one worker process (`leasehold demo payments-worker`).
+//! - [`worker`] — one worker process (`leasehold-lab demo payments-worker`).
 //! - [`payments`] — the coordinator: cluster, database, workers, the fault,
 //!   the progress lines.
 //! - [`report`] — the result table, the latency figures, the timeline SVG.
@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::local::LocalClusterError;
 use leasehold_client::ClientError;
+use leasehold_local::LocalClusterError;
 
 #[derive(Debug, Clone)]
 pub struct PaymentsOptions {

@@ -1,17 +1,18 @@
-//! The coordinator of `leasehold demo payments`.
+//! The coordinator of `leasehold-lab demo payments`.
 //!
-//! It starts a local 3-node cluster (unless given `--endpoints`) and a
-//! PostgreSQL server (unless given `--postgres`), creates the ledger in a
-//! schema of its own, starts the workers as processes of this binary, and
+//! It starts a local 3-node cluster of `leasehold` processes
+//! ([`crate::leasehold_binary`]; unless given `--endpoints`) and a PostgreSQL
+//! server (unless given `--postgres`), creates the ledger in a schema of its
+//! own, starts the workers as processes of this binary (`leasehold-lab`), and
 //! prints progress once a second. A few seconds in, it picks a worker, asks
 //! it to announce its next held pair of locks, stops it with SIGSTOP right
 //! then (between its read and its write), keeps it stopped for twice the
 //! lease ttl so the leases expire and other workers take the accounts, then
 //! continues it: the worker writes the balances it read before the pause. At
 //! the end it prints the result table and writes the report; the exit status
-//! is 0 when the invariant holds (the money is all there, no update was
-//! lost, every transfer was applied exactly once), 1 otherwise, 2 when the
-//! demo itself failed.
+//! is 0 when the invariant holds (the money is all there, no update was lost,
+//! every transfer was applied exactly once), 1 otherwise, 2 when the demo
+//! itself failed.
 //!
 //! Every process it starts is tracked by PID and killed and reaped on every
 //! path, by drop guards (`WorkerProcess`, [`LocalCluster`], [`PgServer`]);
@@ -29,7 +30,7 @@ use super::postgres::{find_bin_dir, PgServer};
 use super::processes::{is_stopped, WorkerLine, WorkerProcess, WorkerSpec};
 use super::report::{self, FaultRecord, Outcome, Timeline};
 use super::{say, DemoError, PaymentsOptions, WorkerReport};
-use crate::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 /// When the fault is injected, counted from the workers' start: late enough
 /// for every worker to be busy.
@@ -53,7 +54,7 @@ pub async fn run(args: &PaymentsOptions) -> i32 {
     match payments(args).await {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {
-            eprintln!("leasehold demo payments: {e}");
+            eprintln!("leasehold-lab demo payments: {e}");
             2
         }
     }
@@ -234,7 +235,7 @@ struct LocalNodes {
 impl LocalNodes {
     async fn start() -> Result<LocalNodes, DemoError> {
         let dir = tempfile::Builder::new().prefix(&format!("leasehold-demo-{}-", std::process::id())).tempdir()?;
-        let binary = std::env::current_exe()?;
+        let binary = crate::leasehold_binary()?;
         let addrs = LocalCluster::free_addrs(NODES)?;
         // Declared after `dir`, so on an early return it is dropped (its
         // nodes killed) before the folder goes.

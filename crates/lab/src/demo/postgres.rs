@@ -1,4 +1,4 @@
-//! A throwaway PostgreSQL server for `leasehold demo payments`: `initdb` in a
+//! A throwaway PostgreSQL server for `leasehold-lab demo payments`: `initdb` in a
 //! temporary folder, `postgres` bound to 127.0.0.1 on a free port, stopped by
 //! PID when the [`PgServer`] is dropped (the normal end, an error, a signal
 //! that ends the run, a panic).

@@ -1,4 +1,4 @@
-//! The coordinator's side of the worker processes of `leasehold demo
+//! The coordinator's side of the worker processes of `leasehold-lab demo
 //! payments`: starting them, the line protocol over their stdin and stdout,
 //! telling when one is stopped, and killing and reaping them.
 

@@ -1,4 +1,4 @@
-//! The end of `leasehold demo payments`: the result table on stdout, and
+//! The end of `leasehold-lab demo payments`: the result table on stdout, and
 //! the report in `--out`: `report.md`, `report.json` and `timeline.svg`
 //! (transfers per second, the pause, the refused transactions), drawn with
 //! [`crate::plot`].

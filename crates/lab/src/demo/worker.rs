@@ -1,4 +1,4 @@
-//! One worker process of `leasehold demo payments`.
+//! One worker process of `leasehold-lab demo payments`.
 //!
 //! It loops until its time is up: pick two distinct accounts, acquire both
 //! locks in one atomic multi-acquire (one log entry, one fencing token for

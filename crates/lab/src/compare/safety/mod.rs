@@ -1,4 +1,4 @@
-//! `leasehold bench --safety`: the same lock cycle for every system, under
+//! `leasehold-lab bench --safety`: the same lock cycle for every system, under
 //! the faults that break lease locks, judged by one checker.
 //!
 //! Each (system, fault) gets fresh servers, a fenced and an unfenced
@@ -43,7 +43,7 @@ use super::servers::{self, find_binary, ServerError};
 use super::SystemKind;
 use crate::fault::FaultKind;
 use crate::history;
-use crate::local::LocalClusterError;
+use leasehold_local::LocalClusterError;
 
 /// The faults of the safety run, from the lab's one fault vocabulary, in
 /// the report's order.
@@ -97,8 +97,11 @@ pub struct SafetyOptions {
     /// Systems (leasehold-N, redis, redlock, etcd; the others are the same
     /// servers under other settings and are left out).
     pub systems: Vec<SystemKind>,
-    /// The `leasehold` binary: nodes and holders.
+    /// The `leasehold` binary, for the nodes.
     pub binary: PathBuf,
+    /// The `leasehold-lab` binary, for the holder processes (its hidden
+    /// `safety-holder` command).
+    pub holder_binary: PathBuf,
     /// The lock's ttl for every system (etcd rounds it up to whole seconds
     /// and to its minimum).
     pub ttl: Duration,

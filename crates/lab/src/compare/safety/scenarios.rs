@@ -22,7 +22,7 @@ use crate::compare::SystemKind;
 use crate::fault::FaultKind;
 use crate::history::{self, FencedResource, HarnessClock, History, OpResult, Operation, ResourceMode};
 use crate::history::{ResourceWrite, ViolationKind};
-use crate::local::{LocalCluster, NodeLogs};
+use leasehold_local::{LocalCluster, NodeLogs};
 
 /// How long leasehold's leader stays paused: past its election timeout
 /// (600–1200 ms) several times over.
@@ -127,7 +127,7 @@ impl Scenario<'_> {
         let fenced = FencedResource::start(localhost, ResourceMode::Fenced, clock).await?;
         let unfenced = FencedResource::start(localhost, ResourceMode::Unfenced, clock).await?;
         let launch = Launch {
-            binary: &self.options.binary,
+            binary: &self.options.holder_binary,
             lock: format!("safety-{}", self.fault_slug()),
             ttl: self.options.ttl,
             fenced: fenced.url(),

@@ -63,6 +63,18 @@ impl Exit {
     }
 }
 
+/// Says on stderr why a command of `program` failed (`program: what: why`),
+/// with the hint of the bearer secret's old variable when credentials were
+/// refused, and returns the command's status.
+pub fn failed(program: &str, error: &anyhow::Error) -> Exit {
+    eprintln!("{program}: {error:#}");
+    let exit = Exit::of(error);
+    if exit == Exit::Denied {
+        crate::credentials::hint_old_token_variable();
+    }
+    exit
+}
+
 fn of_client_error(error: &ClientError) -> Exit {
     match error {
         ClientError::Api { error, .. } => of_code(error.code),
@@ -153,7 +165,7 @@ mod tests {
         for exit in [Exit::Ok, Exit::No, Exit::Usage, Exit::Unavailable, Exit::Denied, Exit::Failed] {
             assert!(TABLE.contains(&format!("\n  {}  ", exit.code())), "{exit:?} missing from TABLE");
         }
-        let docs = include_str!("../../docs/cli.md");
+        let docs = include_str!("../../../docs/cli.md");
         for line in TABLE.lines().skip(1).chain(RUN_TABLE.lines()) {
             // Without the status column: docs/cli.md has it in a table.
             let line = line.trim();

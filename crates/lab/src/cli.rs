@@ -1,13 +1,19 @@
-//! Commands for people comparing and testing leasehold: the benchmark, the
-//! fault suite, the payment demo, and the hidden helper processes they start.
+//! The `leasehold-lab` command line, for people comparing and testing
+//! leasehold: the benchmark, the fault suite, the payment demo, and the
+//! hidden helper processes they start. The same commands, flags, defaults
+//! and exit statuses as when they were `leasehold bench|chaos|demo`; the
+//! pieces they share with `leasehold` (durations, credential flags, logging,
+//! exit statuses) come from `leasehold-cli`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+use leasehold_cli::logging::LogFormatArg;
+use leasehold_cli::{duration, CredentialFiles};
 use leasehold_client::Credentials;
 use leasehold_lab::chaos::{self, ChaosOptions};
 use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
@@ -18,10 +24,44 @@ use leasehold_lab::fault::FaultKind;
 use leasehold_lab::scale::{self, Holders, ScaleOptions};
 use leasehold_lab::soak::{self, SoakOptions};
 
-use super::{duration, this_binary, CredentialFiles};
+/// What `leasehold-lab --help` says before the commands.
+const ABOUT: &str = "\
+leasehold's harness: the benchmark against Redis, Redlock and etcd, the fault
+suite, the payment demo.
+
+Nodes: processes of the leasehold binary beside this one (cargo build builds
+both), or of the one $LEASEHOLD_BIN names.
+
+Durations: as in leasehold, 10s, 250ms, 2m, 1h, 1.5s or 1m30s. On the flags
+that used to take a number a bare number keeps its unit: milliseconds for
+--ttl-ms, --warmup-ms and --safety-ttl-ms, seconds for --duration-secs and
+--seconds, minutes for --minutes.
+
+The whole reference is docs/cli.md.";
+
+#[derive(Parser)]
+#[command(
+    name = "leasehold-lab",
+    version,
+    about = "leasehold's harness: the benchmark, the fault suite, the payment demo",
+    long_about = ABOUT
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub logging: LogFormatArg,
+    #[command(subcommand)]
+    command: LabCmd,
+}
+
+impl Cli {
+    /// Runs the command; `Ok` carries the process exit status.
+    pub async fn run(self) -> Result<i32> {
+        self.command.run().await
+    }
+}
 
 #[derive(Subcommand)]
-pub enum LabCmd {
+enum LabCmd {
     /// Measure lock cycles/s and latency: leasehold against Redis, Redlock and etcd.
     // Boxed: its many flags would make every command's value this large.
     Bench(Box<BenchArgs>),
@@ -37,9 +77,9 @@ pub enum LabCmd {
     },
 }
 
-/// `leasehold demo ...`.
+/// `leasehold-lab demo ...`.
 #[derive(Subcommand)]
-pub enum DemoCmd {
+enum DemoCmd {
     /// Payments by worker processes, one of them paused past its lease.
     ///
     /// The money is in a real PostgreSQL (started by the demo, or --postgres).
@@ -55,7 +95,7 @@ pub enum DemoCmd {
 }
 
 #[derive(Args)]
-pub struct PaymentsArgs {
+struct PaymentsArgs {
     /// Worker processes moving money (at least 2: one is paused, the others
     /// take its expired locks).
     #[arg(long, default_value_t = 4)]
@@ -89,7 +129,7 @@ pub struct PaymentsArgs {
 }
 
 #[derive(Args)]
-pub struct WorkerArgs {
+struct WorkerArgs {
     /// The database URL (in the environment: a password in it stays off `ps`).
     #[arg(long, env = leasehold_lab::demo::POSTGRES_ENV, hide_env_values = true)]
     postgres: String,
@@ -109,11 +149,11 @@ pub struct WorkerArgs {
     no_fencing: bool,
 }
 
-/// `leasehold bench`: starts every system's servers itself (by PID, on
+/// `leasehold-lab bench`: starts every system's servers itself (by PID, on
 /// 127.0.0.1), alternates them inside each run, and writes `latest.json`,
 /// `README.md` and SVG plots into `--out`.
 #[derive(Args)]
-pub struct BenchArgs {
+struct BenchArgs {
     /// Systems to compare: leasehold-N (a local N-node cluster), redis,
     /// redis-aof, redlock, etcd, etcd-session. Default: all of them, or
     /// leasehold-<--nodes> alone when only --nodes is given.
@@ -203,10 +243,10 @@ pub struct BenchArgs {
     safety_ttl: Duration,
 }
 
-/// `leasehold safety-holder`: acquire → write to both resources → hold →
+/// `leasehold-lab safety-holder`: acquire → write to both resources → hold →
 /// write → release, reporting JSON lines on stdout.
 #[derive(Args)]
-pub struct HolderArgs {
+struct HolderArgs {
     /// KIND=ADDRESSES: leasehold=URL,..., redis=IP:PORT, redlock=IP:PORT,..., etcd=URL.
     #[arg(long)]
     system: SystemSpec,
@@ -231,7 +271,7 @@ pub struct HolderArgs {
 }
 
 #[derive(Args)]
-pub struct ChaosArgs {
+struct ChaosArgs {
     /// Keep injecting faults for this long (one full round at least) (--minutes: a bare number
     /// is minutes).
     #[arg(long, alias = "minutes", default_value = "5m", value_parser = duration::or_bare(|n| Duration::from_secs(n.saturating_mul(60)), Duration::ZERO..=Duration::MAX))]
@@ -278,7 +318,7 @@ fn workload_parser() -> impl TypedValueParser<Value = Workload> {
 
 impl LabCmd {
     /// Runs the command; `Ok` carries the exit status.
-    pub async fn run(self) -> Result<i32> {
+    async fn run(self) -> Result<i32> {
         match self {
             LabCmd::Bench(args) => bench(*args).await,
             LabCmd::Chaos(args) => run_chaos(args).await,
@@ -333,11 +373,11 @@ fn command_line() -> String {
 /// guarantee (a failure of the harness itself follows the table in `exit`).
 const EXIT_VIOLATIONS: i32 = 1;
 
-/// `leasehold bench`; `Ok` carries the exit status.
+/// `leasehold-lab bench`; `Ok` carries the exit status.
 async fn bench(args: BenchArgs) -> Result<i32> {
     if let Some(holders) = args.bulk {
         let options = ScaleOptions {
-            binary: this_binary()?,
+            binary: leasehold_lab::leasehold_binary()?,
             nodes: args.nodes.unwrap_or(3) as usize,
             holders,
             holder_kind: match args.bulk_sessions {
@@ -354,12 +394,12 @@ async fn bench(args: BenchArgs) -> Result<i32> {
     }
     if let Some(entries) = args.soak {
         let options = SoakOptions {
-            binary: this_binary()?,
+            binary: leasehold_lab::leasehold_binary()?,
             nodes: args.nodes.unwrap_or(3) as usize,
             entries,
             live_locks: args.soak_locks,
             clients: args.soak_clients,
-            snapshot_every: args.soak_snapshot_every.unwrap_or(leasehold::node::DEFAULT_SNAPSHOT_EVERY),
+            snapshot_every: args.soak_snapshot_every.unwrap_or(soak::NODE_DEFAULT_SNAPSHOT_EVERY),
             out: args.out,
             command: command_line(),
         };
@@ -384,7 +424,8 @@ async fn bench(args: BenchArgs) -> Result<i32> {
                 (true, None) => safety::DEFAULT_SYSTEMS.to_vec(),
                 _ => systems,
             },
-            binary: this_binary()?,
+            binary: leasehold_lab::leasehold_binary()?,
+            holder_binary: std::env::current_exe().context("locating the leasehold-lab binary")?,
             ttl: args.safety_ttl,
             out: args.out,
             command: command_line(),
@@ -398,7 +439,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         return Ok(0);
     }
     // A herd of clients needs a socket each (Redlock five).
-    leasehold::admission::raise_fd_limit();
+    leasehold_cli::raise_fd_limit();
     // Loaded only for an existing cluster: a token in the environment must
     // not stop a run against the bench's own clusters.
     let credentials = if args.endpoints.is_empty() { Credentials::default() } else { args.credentials.load()? };
@@ -406,7 +447,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         systems,
         endpoints: args.endpoints,
         credentials,
-        binary: this_binary()?,
+        binary: leasehold_lab::leasehold_binary()?,
         workloads: args.workloads,
         clients: args.clients,
         hot_clients: args.hot_clients,
@@ -443,7 +484,7 @@ async fn run_holder(args: HolderArgs) -> Result<()> {
     Ok(holder::run(&options).await?)
 }
 
-/// `leasehold chaos`; `Ok` carries the exit status.
+/// `leasehold-lab chaos`; `Ok` carries the exit status.
 async fn run_chaos(args: ChaosArgs) -> Result<i32> {
     let options = ChaosOptions {
         nodes: args.nodes,
@@ -453,7 +494,7 @@ async fn run_chaos(args: ChaosArgs) -> Result<i32> {
         hold: args.hold,
         quiet: args.quiet,
         network: !args.loopback,
-        binary: this_binary()?,
+        binary: leasehold_lab::leasehold_binary()?,
         out: args.out,
     };
     let report = chaos::run(&options).await?;

@@ -1,7 +1,9 @@
-//! A local cluster of `leasehold serve` processes on 127.0.0.1, each with its
-//! own sled data folder. Used by `leasehold up`, the integration tests and the
-//! benchmark. Every process is tracked by PID and only those PIDs are ever
-//! signalled; dropping a [`LocalCluster`] kills what is still running.
+//! leasehold-local: a local cluster of `leasehold serve` processes on
+//! 127.0.0.1, each with its own sled data folder. Used by `leasehold up`, the
+//! integration tests and the lab (benchmark, fault suite, demo): a crate of
+//! its own so the product and the lab share it without linking each other.
+//! Every process is tracked by PID and only those PIDs are ever signalled;
+//! dropping a [`LocalCluster`] kills what is still running.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,4 +1,4 @@
-//! `leasehold demo payments` end to end: the real binary starts its own
+//! `leasehold-lab demo payments` end to end: the real binary starts its own
 //! PostgreSQL server, 3-node cluster and worker processes, pauses one worker
 //! past its lease while it holds two account locks, and reports whether the
 //! money survived. Needs Debian's `postgresql` package
@@ -6,7 +6,6 @@
 
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,10 +20,6 @@ const TERM_GRACE: Duration = Duration::from_secs(10);
 /// Few accounts, so the accounts of the paused worker are certainly changed
 /// by the others while it is stopped.
 const ARGS: [&str; 10] = ["demo", "payments", "--workers", "3", "--accounts", "4", "--seconds", "12", "--ttl", "3s"];
-
-/// One demo at a time: each starts PostgreSQL, 3 nodes and 3 workers, and two at once
-/// on a small machine would only make both slower.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The demo process; killed (SIGKILL by PID) and reaped when dropped unless
 /// it has exited.
@@ -42,7 +37,7 @@ struct Finished {
 
 impl Demo {
     fn start(extra: &[&str], out: &std::path::Path) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_leasehold-lab"))
             .args(ARGS)
             .args(extra)
             .arg("--out")
@@ -51,7 +46,7 @@ impl Demo {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("start leasehold demo payments");
+            .expect("start leasehold-lab demo payments");
         let collect = |mut pipe: Box<dyn Read + Send>| {
             std::thread::spawn(move || {
                 let mut text = String::new();
@@ -156,7 +151,8 @@ fn report(out: &std::path::Path, run: &Finished) -> serde_json::Value {
 fn with_fencing_postgres_refuses_the_paused_workers_late_transaction_and_the_money_adds_up() {
     // Ensures: on a real PostgreSQL, with fencing, the late transaction of a worker paused past its lease
     // touches no row and is rolled back, the total is kept and every transfer id is applied once.
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // One demo at a time: each starts PostgreSQL, 3 nodes and 3 workers.
+    let _alone = crate::exclusive_blocking();
     let out = tempfile::tempdir().expect("tempdir");
     let run = Demo::start(&[], out.path()).finish();
     assert!(run.stdout.contains("postgres: started PostgreSQL"), "the demo ran its own PostgreSQL\n{run}");
@@ -188,7 +184,8 @@ const UNFENCED_RUNS: usize = 3;
 fn without_fencing_the_paused_workers_late_write_breaks_the_invariant() {
     // Ensures: without fencing, the same pause lets a stale write overwrite newer balances, creating or
     // destroying money; reported, exit 1.
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // One demo at a time: each starts PostgreSQL, 3 nodes and 3 workers.
+    let _alone = crate::exclusive_blocking();
     // The late write sets both paused accounts to what they held before
     // the pause, minus and plus its amount. That changes the total unless
     // the transfers others made on them meanwhile happened to net out (only

@@ -49,6 +49,14 @@ impl LogFormat {
     }
 }
 
+/// `--log-format`, global: it may follow any subcommand.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogFormatArg {
+    /// Log line format on stderr: text, or json (one object per line) for log collectors.
+    #[arg(long, global = true, value_enum, default_value_t, env = "LEASEHOLD_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
 /// Installs the process's logger.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());

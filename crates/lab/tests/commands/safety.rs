@@ -1,6 +1,6 @@
-//! Smoke run of `leasehold bench --safety`, so it cannot rot: every
+//! Smoke run of `leasehold-lab bench --safety`, so it cannot rot: every
 //! installed system (real leasehold nodes, redis-server and etcd processes,
-//! real holder processes SIGSTOPped and servers killed -9) runs each of its
+//! real holder processes of `leasehold-lab` SIGSTOPped and servers killed -9) runs each of its
 //! faults once, leasehold shows no safety violation, and the report files
 //! are written. Asserts correctness only; what Redis, Redlock and etcd
 //! suffer is reported, not asserted.
@@ -27,10 +27,11 @@ async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
     let systems = vec![SystemKind::Leasehold(3), SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
     let options = SafetyOptions {
         systems: systems.clone(),
-        binary: env!("CARGO_BIN_EXE_leasehold").into(),
+        binary: crate::common::leasehold_binary(),
+        holder_binary: env!("CARGO_BIN_EXE_leasehold-lab").into(),
         ttl: Duration::from_secs(3),
         out: out.path().to_path_buf(),
-        command: "tests/safety.rs smoke".into(),
+        command: "crates/lab/tests/commands/safety.rs smoke".into(),
     };
     crate::common::step("safety smoke run");
     let report = tokio::time::timeout(SMOKE_BOUND, safety::run(&options))
