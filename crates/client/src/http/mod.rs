@@ -29,14 +29,14 @@ pub(crate) use tls::parse_pem;
 
 /// Connections to a list of nodes: what a [`Client`](crate::Client) sends on.
 pub(crate) struct Http {
-    nodes: Vec<Node>,
+    nodes: Vec<NodeConnections>,
     tls: Option<Tls>,
     /// `authorization: Bearer …` line, with its line end, when a token is set.
     authorization: Option<String>,
 }
 
 /// One node's connections.
-struct Node {
+struct NodeConnections {
     endpoint: Endpoint,
     http1: h1::Pool,
     http2: h2::Multiplexed,
@@ -48,7 +48,7 @@ impl Http {
         let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca));
         let nodes = endpoints
             .into_iter()
-            .map(|endpoint| Node { endpoint, http1: h1::Pool::default(), http2: h2::Multiplexed::default() })
+            .map(|endpoint| NodeConnections { endpoint, http1: h1::Pool::default(), http2: h2::Multiplexed::default() })
             .collect();
         Http { nodes, tls, authorization: token.map(|t| format!("authorization: Bearer {t}\r\n")) }
     }
