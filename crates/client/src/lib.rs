@@ -51,7 +51,7 @@
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
-//! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
+//! - [`run`] — `leasehold run`: a command under a lock, stopped before the lock can pass on.
 //! - [`signals`] — SIGTERM, SIGINT and SIGHUP as one stream, for `run` and the binaries.
 //! - [`http`] — the connections: HTTP/1.1 spoken directly for quick
 //!   requests, HTTP/2 (hyper) for waits; endpoints and request targets.

@@ -119,6 +119,8 @@ pub(crate) fn whole_ms(ttl: Duration) -> Result<u64, ClientError> {
 /// What the watchdog publishes.
 #[derive(Debug, Clone)]
 struct State {
+    /// The anchor of the last successful grant or renewal.
+    anchor: Instant,
     valid_until: Instant,
     lost: Option<LostReason>,
 }
@@ -126,6 +128,7 @@ struct State {
 /// The holder's side of a running watchdog: the safe deadline and the
 /// `lost` signal, and the switch that stops it.
 pub(crate) struct Watched {
+    timing: Timing,
     state: watch::Receiver<State>,
     /// Set before the watchdog is stopped on purpose (release or drop).
     ended: Arc<AtomicBool>,
@@ -135,13 +138,20 @@ pub(crate) struct Watched {
 impl Watched {
     /// Starts the watchdog of `renewal`, anchored at `anchor`.
     pub(crate) fn start(renewal: impl Renewal, timing: Timing, anchor: Instant) -> Watched {
-        let (sender, state) = watch::channel(State { valid_until: timing.deadline(anchor), lost: None });
+        let (sender, state) = watch::channel(State { anchor, valid_until: timing.deadline(anchor), lost: None });
         let watchdog = Watchdog { renewal, timing, state: sender };
-        Watched { state, ended: Arc::new(AtomicBool::new(false)), watchdog: Some(tokio::spawn(watchdog.run(anchor))) }
+        let watchdog = Some(tokio::spawn(watchdog.run(anchor)));
+        Watched { timing, state, ended: Arc::new(AtomicBool::new(false)), watchdog }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
         self.state.borrow().valid_until
+    }
+
+    /// When the next renewal is due: an interval after the last anchor.
+    /// Until a renewal succeeds, it stays where it is.
+    pub(crate) fn renewal_due(&self) -> Instant {
+        self.state.borrow().anchor + self.timing.interval()
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -218,7 +228,10 @@ impl<R: Renewal> Watchdog<R> {
                 Ok(new_anchor) => {
                     anchor = new_anchor;
                     let valid_until = self.timing.deadline(anchor);
-                    self.state.send_modify(|s| s.valid_until = s.valid_until.max(valid_until));
+                    self.state.send_modify(|s| {
+                        s.anchor = s.anchor.max(anchor);
+                        s.valid_until = s.valid_until.max(valid_until);
+                    });
                 }
                 Err(reason) => {
                     tracing::warn!(subject = %self.renewal.subject(), %reason, "lost");
