@@ -559,6 +559,43 @@ def test_session_guard_numbers_its_requests_and_keeps_alive_every_third_of_its_t
     assert all(body["session"] == 120 for _, _, body in requests[1:3])
 
 
+def test_locks_under_a_session_are_anchored_at_its_last_keepalive_not_their_acquire():
+    # Ensures a lease the session guard hands out is safe until the session's
+    # deadline (its last keepalive's send + ttl - margin), not its acquire's
+    # send + ttl: an acquire under a session restarts no deadline.
+    keepalives: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/keepalive"):
+            keepalives.append(time.monotonic())
+        if path == "/v1/multi/acquire":
+            grants = [{**GRANT, "name": n, "token": 88, "ttl_ms": 3000} for n in ("a", "b")]
+            return httpx.Response(200, json={"token": 88, "grants": grants, "reacquired": False})
+        if path.endswith("/acquire"):
+            return httpx.Response(200, json={**GRANT, "ttl_ms": 3000})
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"session": 120, "deleted": True, "released": []})
+        return httpx.Response(200, json=session_view(ttl_ms=3000))
+
+    client = client_with(handler)
+    with client.session("o", ttl=3) as session:
+        created = session.valid_until()
+        give_up = time.monotonic() + 5
+        while session.valid_until() == created:
+            assert time.monotonic() < give_up, "the watchdog never kept the session alive"
+            time.sleep(0.01)
+        asked = time.monotonic()
+        lease = session.lock("n")
+        leases = session.lock_many(["a", "b"])
+        margin = session.drift_margin
+        for granted in (lease, *leases.grants):
+            assert granted.sent_at <= keepalives[-1] < asked, "anchored at the keepalive"
+            assert granted.valid_until(margin) <= session.valid_until()
+        assert leases.sent_at <= keepalives[-1]
+        assert leases.valid_until(margin) <= session.valid_until()
+
+
 def test_a_session_the_cluster_ended_sets_lost_at_once_and_exit_does_not_raise():
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/sessions":

@@ -288,7 +288,54 @@ pub(crate) fn ended_by(error: ClientError, codes: &[ErrorCode]) -> Result<LostRe
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
+
+    /// A renewal whose first call succeeds, recording when it was sent;
+    /// every later one hangs, so the first one's anchor stays.
+    struct OnceOnly(Arc<Mutex<Option<Instant>>>);
+
+    impl Renewal for OnceOnly {
+        fn subject(&self) -> String {
+            "once only".to_string()
+        }
+
+        async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
+            let sent_at = Instant::now();
+            let first = self.0.lock().unwrap().get_or_insert(sent_at) == &sent_at;
+            if !first {
+                std::future::pending::<()>().await;
+            }
+            Ok(sent_at)
+        }
+    }
+
+    // Ensures a successful renewal (for a session, a keepalive) re-anchors
+    // the safe deadline at the start of its call, no later than its send,
+    // and not before it was due, and moves the next renewal an interval
+    // after that anchor.
+    #[tokio::test]
+    async fn a_renewal_re_anchors_at_the_start_of_its_call() {
+        let timing = Timing::new(Duration::from_millis(300), Duration::from_millis(30)).unwrap();
+        let sent = Arc::new(Mutex::new(None));
+        let created = Instant::now();
+        let mut watched = Watched::start(OnceOnly(Arc::clone(&sent)), timing, created);
+        assert_eq!(watched.valid_until(), timing.deadline(created));
+        assert_eq!(watched.renewal_due(), created + timing.interval());
+        let mut state = watched.state.clone();
+        let renewed =
+            tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.valid_until != timing.deadline(created)))
+                .await
+                .expect("renewed within 5 s")
+                .expect("the watchdog runs")
+                .clone();
+        let first_sent = sent.lock().unwrap().expect("a renewal was sent");
+        assert!(created + timing.interval() <= renewed.anchor && renewed.anchor <= first_sent, "{renewed:?}");
+        assert_eq!(renewed.valid_until, timing.deadline(renewed.anchor));
+        assert_eq!(watched.renewal_due(), renewed.anchor + timing.interval());
+        watched.stop().await;
+    }
 
     #[test]
     fn deadline_is_anchor_plus_ttl_minus_margin() {
