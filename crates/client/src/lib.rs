@@ -20,6 +20,13 @@
 //! wait that outlasted the HTTP/1.1 connections ([`http`]). Against a node
 //! that does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
+//! An answer is read only up to a bound ([`http::MAX_ANSWER_BYTES`], 64 MiB;
+//! a backup up to 16 GiB, the largest snapshot a follower accepts): one
+//! that is longer, or whose `content-length` or chunk sizes say it is, is
+//! refused with [`ClientError::Decode`] before it is read, and not retried.
+//! A node's numbers are checked, never trusted: no answer makes the client
+//! panic or allocate without end.
+//!
 //! Every mutation carries a request id, the same on every retry of one call,
 //! so a retry the cluster already applied returns the original result (the
 //! same token), also when it reaches a new leader.
