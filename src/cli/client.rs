@@ -154,7 +154,8 @@ pub struct RunArgs {
     /// Holder identity (default: hostname-pid-random).
     #[arg(long)]
     owner: Option<String>,
-    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    /// Time between SIGTERM and SIGKILL when the renewals fail: SIGTERM this
+    /// long before the safe deadline, SIGKILL at that deadline whatever it is.
     #[arg(long, default_value = "5s", value_parser = duration::parse)]
     grace: Duration,
     /// Safety margin subtracted from every lease for clock drift (default: ttl/10).

@@ -1,15 +1,16 @@
 //! The `Lock` guard and `leasehold run` against real 3-node clusters: the
 //! watchdog keeps a lock, `lost` fires by the safe deadline when the cluster
 //! stops answering, and `leasehold run` passes the token to its command,
-//! releases after it, and kills it when the lock is lost.
+//! releases after it, and kills it when the lock is lost, before the
+//! cluster can grant the lock to anyone else.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, start_cluster, step, TestCluster};
-use leasehold_client::{ClientError, ErrorCode, LockOptions, LostReason};
+use crate::common::{bounded, start_cluster, step, TestCluster, ELECTION_BOUND};
+use leasehold_client::{AcquireOptions, Client, ClientError, ErrorCode, LockOptions, LostReason};
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -61,11 +62,11 @@ fn stop_every_node(cluster: &TestCluster) {
     }
 }
 
-/// `leasehold run` against `cluster`, stderr into `stderr`.
-fn leasehold_run(cluster: &TestCluster, stderr: &Path, flags: &[&str], command: &[&str]) -> Command {
+/// `leasehold run` against the nodes at `endpoints`, stderr into `stderr`.
+fn leasehold_run(endpoints: &[String], stderr: &Path, flags: &[&str], command: &[&str]) -> Command {
     let mut run = Command::new(env!("CARGO_BIN_EXE_leasehold"));
     run.arg("run")
-        .args(["--endpoints", &cluster.endpoints().join(",")])
+        .args(["--endpoints", &endpoints.join(",")])
         .args(flags)
         .arg("--")
         .args(command)
@@ -91,6 +92,16 @@ async fn read_line_when_written(path: &Path, bound: Duration) -> String {
 
 fn file_in(cluster: &TestCluster, name: &str) -> PathBuf {
     cluster.dir.path().join(name)
+}
+
+/// Whether process `pid` has ended: it is gone, or a zombie its parent has
+/// not reaped yet (which runs no more code).
+fn has_ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) == Some("Z"),
+        Err(_) => true,
+    }
 }
 
 // Ensures the watchdog keeps a lock for 5× its ttl: another owner is refused
@@ -207,7 +218,7 @@ async fn run_passes_the_token_and_the_exit_status() {
         let script = r#"echo "$$ $LEASEHOLD_LOCK $LEASEHOLD_TOKEN $LEASEHOLD_OWNER" > "$1.tmp" && mv "$1.tmp" "$1"
             i=0; while [ ! -e "$2" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; exit 7"#;
         let mut run = Procs::spawn(&mut leasehold_run(
-            &cluster,
+            &cluster.endpoints(),
             &stderr,
             &["--lock", "jobs/nightly", "--ttl", "3s", "--owner", "runner-1"],
             &["sh", "-c", script, "sh", env_file.to_str().unwrap(), go_file.to_str().unwrap()],
@@ -233,7 +244,7 @@ async fn run_passes_the_token_and_the_exit_status() {
 
         step("a command killed by a signal: 128 + signal");
         let mut run = Procs::spawn(&mut leasehold_run(
-            &cluster,
+            &cluster.endpoints(),
             &stderr,
             &["--lock", "jobs/nightly", "--ttl", "3s"],
             &["sh", "-c", "kill -KILL $$"],
@@ -245,7 +256,7 @@ async fn run_passes_the_token_and_the_exit_status() {
         let holder = client.acquire("jobs/nightly", "someone-else", TTL_MS).await.unwrap();
         let marker = file_in(&cluster, "ran");
         let mut run = Procs::spawn(&mut leasehold_run(
-            &cluster,
+            &cluster.endpoints(),
             &stderr,
             &["--lock", "jobs/nightly", "--ttl", "3s"],
             &["touch", marker.to_str().unwrap()],
@@ -275,7 +286,7 @@ async fn run_kills_the_command_when_the_lock_is_lost() {
         // `exec` keeps the PID; the ignored SIGTERM survives the exec.
         let script = r#"trap '' TERM; echo $$ > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 600"#;
         let mut run = Procs::spawn(&mut leasehold_run(
-            &cluster,
+            &cluster.endpoints(),
             &stderr,
             &["--lock", "jobs/fragile", "--ttl", "3s", "--grace", "1s", "--owner", "runner-2"],
             &["sh", "-c", script, "sh", pid_file.to_str().unwrap()],
@@ -298,6 +309,63 @@ async fn run_kills_the_command_when_the_lock_is_lost() {
         assert_eq!(status.code(), Some(leasehold_client::run::EXIT_LOCK_LOST), "stderr:\n{log}");
         assert_eq!(kill(Pid::from_raw(pid), None), Err(Errno::ESRCH), "the command still exists");
         assert!(log.contains("lost lock \"jobs/fragile\""), "stderr:\n{log}");
+        assert!(log.contains("SIGKILL"), "stderr:\n{log}");
+    })
+    .await;
+}
+
+// Ensures `leasehold run` never overlaps the next holder: its renewals cut
+// off (its only node SIGSTOPped, while the other two keep the cluster's
+// time) and its command ignoring SIGTERM, the command has ended by the time
+// the cluster grants the lock to a waiting owner, although the default
+// grace (5 s) is longer than the whole ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_stops_the_command_before_the_lock_can_pass_on() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let cut_off = cluster.follower_of(leader);
+        let others: Vec<String> =
+            cluster.ids().into_iter().filter(|id| *id != cut_off).map(|id| cluster.endpoint(id)).collect();
+        let next_holder = Client::new(&others).unwrap();
+        let pid_file = file_in(&cluster, "pid");
+        let stderr = file_in(&cluster, "run.stderr");
+
+        step(&format!("leasehold run, through node {cut_off} alone, a command that ignores SIGTERM"));
+        let script = r#"trap '' TERM; echo $$ > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 600"#;
+        // A drift margin of a third of the ttl: the kill is due that long
+        // before the cluster can expire the lease, room enough for this
+        // shared machine's scheduling delays.
+        let mut run = Procs::spawn(&mut leasehold_run(
+            &[cluster.endpoint(cut_off)],
+            &stderr,
+            &["--lock", "jobs/overlap", "--ttl", "3s", "--drift-margin", "1s", "--owner", "runner-3"],
+            &["sh", "-c", script, "sh", pid_file.to_str().unwrap()],
+        ));
+        let pid: i32 = read_line_when_written(&pid_file, Duration::from_secs(30)).await.parse().unwrap();
+        run.others.push(pid);
+        let view = next_holder.get("jobs/overlap").await.unwrap().expect("held while the command runs");
+        assert_eq!(view.owner, "runner-3");
+        assert!(!has_ended(pid), "the command runs");
+
+        step(&format!("SIGSTOP node {cut_off}; another owner waits for the lock on the others"));
+        cluster.signal(cut_off, Signal::SIGSTOP);
+        let wait = AcquireOptions { wait: Some(Duration::from_secs(60)), ..AcquireOptions::default() };
+        let granted = next_holder.acquire_with("jobs/overlap", "next", TTL_MS, &wait).await.unwrap();
+        let command_ended = has_ended(pid);
+        let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+        assert!(
+            command_ended,
+            "the lock passed on (token {}) while the command still ran; stderr:\n{log}",
+            granted.token()
+        );
+        assert!(granted.token() > view.token);
+
+        step("leasehold run exits with the lock-lost status");
+        let status = run.wait_exit(Duration::from_secs(30)).await;
+        let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+        let status = status.unwrap_or_else(|| panic!("leasehold run still running; stderr:\n{log}"));
+        assert_eq!(status.code(), Some(leasehold_client::run::EXIT_LOCK_LOST), "stderr:\n{log}");
         assert!(log.contains("SIGKILL"), "stderr:\n{log}");
     })
     .await;

@@ -47,6 +47,8 @@ REPLACEMENTS = {
     "TaskWatchdog": "ThreadWatchdog",
     # leasehold._core: the retry loop's pause.
     "asleep": "sleep",
+    # httpx's streamed body, read chunk by chunk.
+    "aiter_bytes": "iter_bytes",
 }
 
 HEADER = (

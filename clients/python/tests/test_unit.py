@@ -5,8 +5,10 @@ following, failover, the fencing SQL helper."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Callable
 
 import httpx
@@ -124,6 +126,74 @@ def test_unknown_code_and_non_json_error():
     with pytest.raises(leasehold.ApiError) as caught:
         client.request("GET", "/x")
     assert caught.value.status == 502
+
+
+#: The client's bound on an answer's body (MAX_ANSWER_BYTES, as the Rust
+#: client's), spelt out so that the tests do not take it from the code they check.
+LIMIT = 64 << 20
+CHUNK = 64 << 10
+
+
+class Zeros(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body of zero bytes twice the bound long: endless to a reader without
+    a bound (which then fails by what it read, not by exhausting memory).
+    Counts what was read of it."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self.read < 2 * LIMIT:
+            self.read += CHUNK
+            yield bytes(CHUNK)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self:
+            yield chunk
+
+
+def test_an_endless_answer_is_cut_off_at_the_bound_in_both_flavours():
+    # Ensures a node that sends a body without end makes the client refuse
+    # it (DecodeError, not retried) once past the bound, not read it whole.
+    body = Zeros()
+    client = client_with(lambda _r: httpx.Response(200, stream=body))
+    with pytest.raises(leasehold.DecodeError, match=f"longer than {LIMIT} bytes"):
+        client.get("x")
+    assert body.read <= LIMIT + CHUNK, "read no further than the bound"
+
+    async def main() -> None:
+        transport = httpx.MockTransport(lambda _r: httpx.Response(200, stream=Zeros()))
+        async with leasehold.AsyncClient(["127.0.0.1:1"], transport=transport) as client:
+            await client.get("x")
+
+    with pytest.raises(leasehold.DecodeError, match=f"longer than {LIMIT} bytes"):
+        asyncio.run(main())
+
+
+def test_an_answer_that_says_it_is_too_long_or_encoded_is_refused_before_its_body():
+    # Ensures a content-length over the bound (or over any bound, in 5000
+    # digits) is refused before a byte of the body is read, and that so is a
+    # body encoded although the client asked for none (a decoder can turn a
+    # small body into a huge one).
+    asked: list[httpx.Request] = []
+    body = Zeros()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(200, headers={"content-length": lengths.pop()}, stream=body)
+
+    lengths = ["9" * 5000, str(LIMIT + 1)]
+    client = client_with(handler)
+    for _ in range(2):
+        with pytest.raises(leasehold.DecodeError, match=f"longer than {LIMIT} bytes"):
+            client.get("x")
+    assert body.read == 0, "nothing of the body was read"
+    gzipped = gzip.compress(json.dumps(GRANT).encode())
+    encoded = {"content-encoding": "gzip"}
+    client = client_with(lambda _r: httpx.Response(200, headers=encoded, content=gzipped))
+    with pytest.raises(leasehold.DecodeError, match="gzip"):
+        client.acquire("n", "o", 10)
+    assert asked[0].headers["accept-encoding"] == "identity"
 
 
 def test_503_is_retried_after_retry_after_with_the_same_request_id():
@@ -557,6 +627,43 @@ def test_session_guard_numbers_its_requests_and_keeps_alive_every_third_of_its_t
     assert len(set(numbered)) == len(numbered)
     assert numbered[:2] == [1, 2], "the two acquires come first"
     assert all(body["session"] == 120 for _, _, body in requests[1:3])
+
+
+def test_locks_under_a_session_are_anchored_at_its_last_keepalive_not_their_acquire():
+    # Ensures a lease the session guard hands out is safe until the session's
+    # deadline (its last keepalive's send + ttl - margin), not its acquire's
+    # send + ttl: an acquire under a session restarts no deadline.
+    keepalives: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/keepalive"):
+            keepalives.append(time.monotonic())
+        if path == "/v1/multi/acquire":
+            grants = [{**GRANT, "name": n, "token": 88, "ttl_ms": 3000} for n in ("a", "b")]
+            return httpx.Response(200, json={"token": 88, "grants": grants, "reacquired": False})
+        if path.endswith("/acquire"):
+            return httpx.Response(200, json={**GRANT, "ttl_ms": 3000})
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"session": 120, "deleted": True, "released": []})
+        return httpx.Response(200, json=session_view(ttl_ms=3000))
+
+    client = client_with(handler)
+    with client.session("o", ttl=3) as session:
+        created = session.valid_until()
+        give_up = time.monotonic() + 5
+        while session.valid_until() == created:
+            assert time.monotonic() < give_up, "the watchdog never kept the session alive"
+            time.sleep(0.01)
+        asked = time.monotonic()
+        lease = session.lock("n")
+        leases = session.lock_many(["a", "b"])
+        margin = session.drift_margin
+        for granted in (lease, *leases.grants):
+            assert granted.sent_at <= keepalives[-1] < asked, "anchored at the keepalive"
+            assert granted.valid_until(margin) <= session.valid_until()
+        assert leases.sent_at <= keepalives[-1]
+        assert leases.valid_until(margin) <= session.valid_until()
 
 
 def test_a_session_the_cluster_ended_sets_lost_at_once_and_exit_does_not_raise():

@@ -11,6 +11,7 @@ use serde::Serialize;
 use leasehold_proto::cluster::{ClusterStatus, MembershipResponse, NewMember, SnapshotTaken};
 
 use crate::client::{body, decode, ATTEMPT_TIMEOUT, NO_BODY};
+use crate::http::MAX_ANSWER_BYTES;
 use crate::{Client, ClientError};
 
 /// A learner catching up on a long log, or a membership change, may take
@@ -20,6 +21,10 @@ const MEMBERSHIP_WAIT: Duration = Duration::from_secs(60);
 /// about 90 MB) takes seconds.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(180);
 const SNAPSHOT: [&str; 3] = ["v1", "cluster", "snapshot"];
+/// The longest backup downloaded: the largest snapshot a follower accepts
+/// (`MAX_SNAPSHOT_BYTES` in the server's `api/raft_rpc.rs`), since a larger
+/// one could not be replicated either. The whole backup is held in memory.
+const MAX_BACKUP_BYTES: u64 = 16 << 30;
 
 impl Client {
     /// The status of whichever node answers first (its own view).
@@ -59,19 +64,21 @@ impl Client {
     /// The status of the node at `endpoint` (an index into the endpoint list),
     /// without retries: it describes that node only.
     pub async fn status_of(&self, endpoint: usize) -> Result<ClusterStatus, ClientError> {
-        decode(self.send_to(endpoint, Method::GET, &["v1", "cluster", "status"], ATTEMPT_TIMEOUT).await?)
+        let status = ["v1", "cluster", "status"];
+        decode(self.send_to(endpoint, Method::GET, &status, ATTEMPT_TIMEOUT, MAX_ANSWER_BYTES).await?)
     }
 
     /// Has the node at `endpoint` take a snapshot now, then downloads it as a
     /// backup document (`leasehold restore` seeds a new cluster from it).
     pub async fn backup_of(&self, endpoint: usize) -> Result<(SnapshotTaken, Vec<u8>), ClientError> {
         let taken = self.snapshot_of(endpoint).await?;
-        let backup = body(self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)?.to_vec();
+        let backup = self.send_to(endpoint, Method::GET, &SNAPSHOT, SNAPSHOT_TIMEOUT, MAX_BACKUP_BYTES).await?;
+        let backup = body(backup)?.to_vec();
         Ok((taken, backup))
     }
 
     /// Has the node at `endpoint` take a snapshot of everything it applied.
     pub async fn snapshot_of(&self, endpoint: usize) -> Result<SnapshotTaken, ClientError> {
-        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT).await?)
+        decode(self.send_to(endpoint, Method::POST, &SNAPSHOT, SNAPSHOT_TIMEOUT, MAX_ANSWER_BYTES).await?)
     }
 }

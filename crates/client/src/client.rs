@@ -14,7 +14,7 @@ use serde::Serialize;
 use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
 
 use crate::backoff::Backoff;
-use crate::http::{target, Endpoint, Http, Reply};
+use crate::http::{target, Endpoint, Http, Reply, SendError, MAX_ANSWER_BYTES};
 use crate::{Ca, ClientError, Credentials, Secret};
 
 /// How long one try of a call may take, beyond the time it may wait in a queue.
@@ -84,20 +84,23 @@ impl Client {
         self
     }
 
-    /// One request to one node, without retries.
+    /// One request to one node, without retries; an answer body longer
+    /// than `limit` bytes is refused.
     pub(crate) async fn send_to(
         &self,
         endpoint: usize,
         method: Method,
         segments: &[&str],
         timeout: Duration,
+        limit: u64,
     ) -> Result<Reply, ClientError> {
         if endpoint >= self.http.len() {
             return Err(ClientError::InvalidArgument(format!("no endpoint {endpoint}")));
         }
         let target = target(segments, &[]);
-        let sent = self.http.send(endpoint, &method, &target, None);
+        let sent = self.http.send(endpoint, &method, &target, None, limit);
         match tokio::time::timeout(timeout, sent).await {
+            Ok(Err(e)) if e.is_too_large() => Err(too_large(e)),
             Ok(reply) => reply.map_err(|e| ClientError::Unavailable(e.to_string())),
             Err(_) => Err(ClientError::Unavailable(format!("no answer within {} ms", timeout.as_millis()))),
         }
@@ -142,7 +145,7 @@ impl Client {
                 if multiplexed {
                     self.http.send_multiplexed(endpoint, &method, &target, body.as_deref()).await
                 } else {
-                    self.http.send(endpoint, &method, &target, body.as_deref()).await
+                    self.http.send(endpoint, &method, &target, body.as_deref(), MAX_ANSWER_BYTES).await
                 }
             };
             let (failure, pause) = match tokio::time::timeout(ATTEMPT_TIMEOUT + wait, sent).await {
@@ -177,6 +180,8 @@ impl Client {
                         (failure.message, backoff.unavailable())
                     }
                 }
+                // Every node would answer the same: no retry.
+                Ok(Err(e)) if e.is_too_large() => return Err(too_large(e)),
                 Ok(Err(e)) if multiplexed && !e.is_connect() => {
                     probing_http1 = true;
                     continue;
@@ -231,6 +236,11 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// An answer refused for its length: not what the API answers.
+fn too_large(e: SendError) -> ClientError {
+    ClientError::Decode(e.to_string())
 }
 
 /// Decodes a 2xx JSON body, or turns an error body into [`ClientError::Api`].

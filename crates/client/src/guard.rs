@@ -186,6 +186,12 @@ impl Lock {
         self.watched.valid_until()
     }
 
+    /// When the watchdog's next renewal is due (it stays put while that
+    /// renewal fails).
+    pub(crate) fn renewal_due(&self) -> Instant {
+        self.watched.renewal_due()
+    }
+
     /// True once `lost` has fired, or when the safe deadline has passed (the
     /// watchdog fires `lost` at that moment). `false` means the lease is safe
     /// at the time of the call.

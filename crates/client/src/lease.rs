@@ -26,6 +26,13 @@ impl Lease {
     /// Until when the holder may act on this lease: its send time + ttl −
     /// `margin`. The cluster cannot expire it earlier (no early expiry); the
     /// margin covers drift between this process's clock and the leader's.
+    ///
+    /// Not for a lease held under a session ([`Lifetime::Session`]): its
+    /// acquire restarts no deadline, so the lease lasts as long as the
+    /// session, until the send time of the session's last successful
+    /// keepalive + ttl − margin ([`Session::valid_until`](crate::Session::valid_until)
+    /// keeps that), which may be up to a keepalive interval (ttl / 3), or
+    /// more when keepalives fail, sooner than this.
     pub fn valid_until(&self, margin: Duration) -> Instant {
         (self.sent_at + Duration::from_millis(self.grant.ttl_ms)).checked_sub(margin).unwrap_or(self.sent_at)
     }

@@ -20,6 +20,13 @@
 //! wait that outlasted the HTTP/1.1 connections ([`http`]). Against a node
 //! that does not speak HTTP/2 the client falls back to HTTP/1.1 for good.
 //!
+//! An answer is read only up to a bound ([`http::MAX_ANSWER_BYTES`], 64 MiB;
+//! a backup up to 16 GiB, the largest snapshot a follower accepts): one
+//! that is longer, or whose `content-length` or chunk sizes say it is, is
+//! refused with [`ClientError::Decode`] before it is read, and not retried.
+//! A node's numbers are checked, never trusted: no answer makes the client
+//! panic or allocate without end.
+//!
 //! Every mutation carries a request id, the same on every retry of one call,
 //! so a retry the cluster already applied returns the original result (the
 //! same token), also when it reaches a new leader.
@@ -51,7 +58,7 @@
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
-//! - [`run`] — `leasehold run`: a command under a lock, stopped when it is lost.
+//! - [`run`] — `leasehold run`: a command under a lock, stopped before the lock can pass on.
 //! - [`signals`] — SIGTERM, SIGINT and SIGHUP as one stream, for `run` and the binaries.
 //! - [`http`] — the connections: HTTP/1.1 spoken directly for quick
 //!   requests, HTTP/2 (hyper) for waits; endpoints and request targets.

@@ -25,7 +25,8 @@ pub struct Leases {
 
 impl Leases {
     /// Until when the holder may act on these leases (they share one ttl):
-    /// as [`Lease::valid_until`](super::Lease::valid_until).
+    /// as [`Lease::valid_until`](super::Lease::valid_until), and, as that,
+    /// not for leases held under a session.
     pub fn valid_until(&self, margin: Duration) -> Instant {
         let ttl = self.grants.iter().map(|g| g.ttl_ms).min().unwrap_or(0);
         (self.sent_at + Duration::from_millis(ttl)).checked_sub(margin).unwrap_or(self.sent_at)

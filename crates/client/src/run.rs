@@ -12,18 +12,27 @@
 //!
 //! - The command exits: the lock is released and `leasehold run` exits with
 //!   the command's status (128 + signal number when a signal ended it).
-//! - The lock is lost (see [`Lock::lost`], [`Session::lost`]; it fires by the
-//!   client's safe deadline, before the cluster can give it to anyone else): the
-//!   command gets SIGTERM, SIGKILL after the grace period, and `leasehold
-//!   run` exits with [`EXIT_LOCK_LOST`]. The command should still pass
-//!   `LEASEHOLD_TOKEN` with its writes: a paused or slow process can outlive
-//!   any lease, and only the fencing token stops its late writes.
+//! - The renewals fail. The cluster cannot give the lock to anyone else
+//!   before the client's *safe deadline* (the send time of the last
+//!   successful grant or renewal + ttl − drift margin, see [`Lock::lost`]),
+//!   and nothing is known after it, so the command must be gone by then, and
+//!   must hear so `grace` earlier to have its grace. Once a renewal is due
+//!   and has not succeeded `grace` before the safe deadline (or
+//!   [`RENEWAL_PATIENCE`] after it was due, when `grace` leaves it less), the
+//!   command gets SIGTERM; at the safe deadline, SIGKILL. When the cluster
+//!   says the lease has ended ([`LostReason::Revoked`]), SIGTERM goes at once
+//!   and SIGKILL after the grace, or at the safe deadline if that comes
+//!   first. Either way `leasehold run` exits with [`EXIT_LOCK_LOST`]. The
+//!   command should still pass `LEASEHOLD_TOKEN` with its writes: a paused
+//!   or slow process can outlive any lease, and only the fencing token stops
+//!   its late writes.
 //! - `leasehold run` gets SIGTERM, SIGINT or SIGHUP: the signal is forwarded
 //!   to the command, which decides when to exit (then as above).
 //!
 //! The command runs in a process group of its own (like `timeout(1)`), and
 //! signals go to that whole group, so helpers the command started (`sh -c
-//! 'a | b'`) are stopped too. A consequence: the command is not the
+//! 'a | b'`) are stopped too, and SIGKILL by the safe deadline reaches
+//! those that outlive the command. A consequence: the command is not the
 //! terminal's foreground job, so it cannot read from the terminal; Ctrl-C
 //! reaches it once, through `leasehold run`.
 
@@ -33,7 +42,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
@@ -53,8 +62,16 @@ pub const EXIT_CANNOT_RUN: i32 = 126;
 /// Exit status when the command was not found (as in shells).
 pub const EXIT_NOT_FOUND: i32 = 127;
 
+/// How often `stop` looks whether helpers of the command are still running.
+const GROUP_POLL: Duration = Duration::from_millis(50);
 /// How long a best-effort release may take after the lock was lost.
 const RELEASE_AFTER_LOSS_BOUND: Duration = Duration::from_secs(2);
+/// How long a due renewal may take before `run` counts the renewals as
+/// failing, when `grace` would have the command stopped sooner (a grace
+/// close to, or over, two thirds of the ttl): a renewal is one commit, a
+/// few milliseconds; one that takes longer waits out an election, a node
+/// that does not answer, or this process starved of CPU.
+pub const RENEWAL_PATIENCE: Duration = Duration::from_millis(500);
 
 /// What `leasehold run` does.
 #[derive(Debug, Clone)]
@@ -72,7 +89,9 @@ pub struct RunOptions {
     pub owner: Option<String>,
     /// `None`: the guard's default (ttl / 10).
     pub drift_margin: Option<Duration>,
-    /// Time between SIGTERM and SIGKILL when the lock is lost.
+    /// Time between SIGTERM and SIGKILL when the lock is lost: SIGTERM goes
+    /// this long before the safe deadline when renewals fail, SIGKILL never
+    /// later than the safe deadline (see the module docs).
     pub grace: Duration,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -98,6 +117,14 @@ pub enum RunError {
     Interrupted { lock: String, signal: Signal },
     #[error("lost lock {lock:?} (token {token}): {reason}; the command was stopped ({status})")]
     Lost { lock: String, token: FencingToken, reason: LostReason, status: String },
+    /// The renewals failed until the command had to be stopped to be gone,
+    /// after its grace, by the safe deadline; the lock was given up then
+    /// (the watchdog had not fired `lost` yet).
+    #[error(
+        "lost lock {lock:?} (token {token}): no renewal succeeded in time to leave the command its {grace:?} \
+         of grace before the safe deadline; the command was stopped ({status})"
+    )]
+    Unrenewed { lock: String, token: FencingToken, grace: Duration, status: String },
 }
 
 impl RunError {
@@ -110,7 +137,7 @@ impl RunError {
             RunError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
             RunError::Spawn { .. } | RunError::Signals(_) | RunError::Wait(_) => EXIT_CANNOT_RUN,
             RunError::Interrupted { signal, .. } => 128 + *signal as i32,
-            RunError::Lost { .. } => EXIT_LOCK_LOST,
+            RunError::Lost { .. } | RunError::Unrenewed { .. } => EXIT_LOCK_LOST,
         }
     }
 }
@@ -174,6 +201,27 @@ impl Held {
         }
     }
 
+    fn valid_until(&self) -> Instant {
+        match self {
+            Held::Lock(lock) => lock.valid_until(),
+            Held::Session { session, .. } => session.valid_until(),
+        }
+    }
+
+    fn renewal_due(&self) -> Instant {
+        match self {
+            Held::Lock(lock) => lock.renewal_due(),
+            Held::Session { session, .. } => session.renewal_due(),
+        }
+    }
+
+    fn lost_reason(&self) -> Option<LostReason> {
+        match self {
+            Held::Lock(lock) => lock.lost_reason(),
+            Held::Session { session, .. } => session.lost_reason(),
+        }
+    }
+
     /// Resolves when the lock, or the session with all its locks, is lost.
     fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
         match self {
@@ -226,33 +274,100 @@ pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     };
     // Its own process group, led by the command itself.
     let group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
-    let mut lost = held.lost();
-    let status = loop {
-        tokio::select! {
-            biased;
-            reason = &mut lost => {
-                eprintln!(
-                    "leasehold run: lost lock {locks:?} (token {token}): {reason}; sending SIGTERM to the command (SIGKILL after {:?})",
-                    options.grace
-                );
-                let status = stop(&mut child, group, options.grace).await;
-                if matches!(reason, LostReason::Expired { .. }) {
-                    // The lease may still be held: free it early if the cluster answers.
-                    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_BOUND, held.release()).await;
+    let ended = {
+        let mut lost = held.lost();
+        let unrenewed = unrenewed(&held, options.grace);
+        tokio::pin!(unrenewed);
+        loop {
+            tokio::select! {
+                biased;
+                reason = &mut lost => {
+                    // Revoked: the cluster may have given the lock away
+                    // already, yet SIGKILL at once would leave the command
+                    // no grace; never past the safe deadline, though.
+                    // Expired: that deadline is now.
+                    let kill_at = (Instant::now() + options.grace).min(held.valid_until());
+                    eprintln!(
+                        "leasehold run: lost lock {locks:?} (token {token}): {reason}; sending SIGTERM to the command (SIGKILL {})",
+                        from_now(kill_at)
+                    );
+                    break Ended::Lost { reason: Some(reason), kill_at };
                 }
-                let status = status.map_or_else(|e| format!("wait failed: {e}"), describe);
-                return Err(RunError::Lost { lock: locks, token, reason, status });
-            }
-            status = child.wait() => break status.map_err(RunError::Wait)?,
-            signal = signals.recv() => {
-                if let Some(group) = group {
-                    send(group, signal);
+                deadline = &mut unrenewed => {
+                    eprintln!(
+                        "leasehold run: lost lock {locks:?} (token {token}): no renewal succeeded in time to leave the command its {:?} of grace; sending SIGTERM to the command (SIGKILL at the safe deadline, {})",
+                        options.grace,
+                        from_now(deadline)
+                    );
+                    break Ended::Lost { reason: None, kill_at: deadline };
+                }
+                status = child.wait() => break Ended::Exited(status.map_err(RunError::Wait)?),
+                signal = signals.recv() => {
+                    if let Some(group) = group {
+                        send(group, signal);
+                    }
                 }
             }
         }
     };
-    release(held, &locks).await;
-    Ok(exit_code(status))
+    let (reason, kill_at) = match ended {
+        Ended::Exited(status) => {
+            release(held, &locks).await;
+            return Ok(exit_code(status));
+        }
+        Ended::Lost { reason, kill_at } => (reason, kill_at),
+    };
+    let status = stop(&mut child, group, kill_at).await;
+    let reason = reason.or_else(|| held.lost_reason());
+    if !matches!(reason, Some(LostReason::Revoked { .. })) {
+        // The lease may still be held: free it early if the cluster answers.
+        let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_BOUND, held.release()).await;
+    }
+    let status = status.map_or_else(|e| format!("wait failed: {e}"), describe);
+    Err(match reason {
+        Some(reason) => RunError::Lost { lock: locks, token, reason, status },
+        None => RunError::Unrenewed { lock: locks, token, grace: options.grace, status },
+    })
+}
+
+/// How the command's run under the lock ended.
+enum Ended {
+    /// The command exited on its own while the lock was held.
+    Exited(ExitStatus),
+    /// The lock was lost (`reason`), or given up because its renewals
+    /// failed (`None`): the command is to be gone by `kill_at`.
+    Lost { reason: Option<LostReason>, kill_at: Instant },
+}
+
+/// Resolves, with the safe deadline, once the renewals have failed until
+/// [`sigterm_at`]. Pends while renewals succeed: each moves the safe
+/// deadline, and with it the instant to look again.
+async fn unrenewed(held: &Held, grace: Duration) -> Instant {
+    loop {
+        let deadline = held.valid_until();
+        tokio::time::sleep_until(sigterm_at(deadline, held.renewal_due(), grace).into()).await;
+        if held.valid_until() == deadline {
+            return deadline;
+        }
+    }
+}
+
+/// When the command must get SIGTERM, unless a renewal succeeds first, to
+/// be gone after `grace` by the safe `deadline`: `grace` before it, but not
+/// before the renewal due at `renewal_due` has had [`RENEWAL_PATIENCE`] (a
+/// SIGTERM while it is merely in flight would stop commands whose lock is
+/// fine), and never after the deadline.
+fn sigterm_at(deadline: Instant, renewal_due: Instant, grace: Duration) -> Instant {
+    let patience_ends = renewal_due + RENEWAL_PATIENCE;
+    deadline.checked_sub(grace).map_or(patience_ends, |t| t.max(patience_ends)).min(deadline)
+}
+
+/// `in 1.2s` (or `now`), for the messages.
+fn from_now(at: Instant) -> String {
+    match at.checked_duration_since(Instant::now()) {
+        Some(left) if !left.is_zero() => format!("in {left:.1?}"),
+        _ => "now".to_string(),
+    }
 }
 
 /// The message for a failed acquire.
@@ -284,22 +399,33 @@ async fn release(held: Held, locks: &str) {
 }
 
 /// SIGTERM (and SIGCONT, so a stopped command can act on it) to the
-/// command's group; SIGKILL after `grace`. Returns the command's status.
-async fn stop(child: &mut tokio::process::Child, group: Option<Pid>, grace: Duration) -> std::io::Result<ExitStatus> {
+/// command's group; SIGKILL to the group at `kill_at`, unless the command
+/// and every helper left in its group have exited by then. Returns the
+/// command's status.
+async fn stop(child: &mut tokio::process::Child, group: Option<Pid>, kill_at: Instant) -> std::io::Result<ExitStatus> {
     let Some(group) = group else {
         // Already reaped.
         return child.wait().await;
     };
     send(group, Signal::SIGTERM);
     send(group, Signal::SIGCONT);
-    match tokio::time::timeout(grace, child.wait()).await {
+    let status = match tokio::time::timeout_at(kill_at.into(), child.wait()).await {
         Ok(status) => status,
         Err(_) => {
-            eprintln!("leasehold run: the command is still running after {grace:?}; sending SIGKILL");
+            eprintln!("leasehold run: the command is still running at the safe deadline; sending SIGKILL");
             send(group, Signal::SIGKILL);
             child.wait().await
         }
+    };
+    // Helpers the command started may outlive it (they heard the SIGTERM
+    // too): they are not this process's children, so look for the group
+    // until it is empty or `kill_at` has come. Only `killpg` from here: the
+    // command's own PID may already belong to another process.
+    while killpg(group, None).is_ok() && Instant::now() < kill_at {
+        tokio::time::sleep(GROUP_POLL.min(kill_at.saturating_duration_since(Instant::now()))).await;
     }
+    let _ = killpg(group, Signal::SIGKILL);
+    status
 }
 
 /// Sends `signal` to the command's process group, or to the command alone
@@ -340,7 +466,28 @@ mod tests {
         let lost =
             RunError::Lost { lock: "x".into(), token: 1, reason: LostReason::Ended, status: "exit status 0".into() };
         assert_eq!(lost.exit_code(), EXIT_LOCK_LOST);
+        let unrenewed =
+            RunError::Unrenewed { lock: "x".into(), token: 1, grace: Duration::from_secs(5), status: "x".into() };
+        assert_eq!(unrenewed.exit_code(), EXIT_LOCK_LOST);
+        assert!(unrenewed.to_string().starts_with("lost lock \"x\" (token 1)"), "{unrenewed}");
         let interrupted = RunError::Interrupted { lock: "x".into(), signal: Signal::SIGINT };
         assert_eq!(interrupted.exit_code(), 130);
+    }
+
+    // Ensures SIGTERM is due `grace` before the safe deadline (the defaults:
+    // ttl 10 s, margin 1 s, grace 5 s), no sooner than RENEWAL_PATIENCE
+    // after the renewal was due when the grace is longer than what is left
+    // after it, and at the deadline with no grace.
+    #[test]
+    fn sigterm_leaves_the_grace_before_the_safe_deadline() {
+        let anchor = Instant::now();
+        let s = Duration::from_secs;
+        let (deadline, due) = (anchor + s(9), anchor + Duration::from_millis(3333));
+        assert_eq!(sigterm_at(deadline, due, s(5)), anchor + s(4));
+        assert_eq!(sigterm_at(deadline, due, s(8)), due + RENEWAL_PATIENCE);
+        assert_eq!(sigterm_at(deadline, due, Duration::MAX), due + RENEWAL_PATIENCE);
+        assert_eq!(sigterm_at(deadline, due, Duration::ZERO), deadline);
+        let (short_deadline, due) = (anchor + s(2), anchor + Duration::from_millis(1900));
+        assert_eq!(sigterm_at(short_deadline, due, s(5)), short_deadline);
     }
 }

@@ -113,6 +113,12 @@ impl Session {
         self.watched.valid_until()
     }
 
+    /// When the watchdog's next keepalive is due (it stays put while that
+    /// keepalive fails).
+    pub(crate) fn renewal_due(&self) -> Instant {
+        self.watched.renewal_due()
+    }
+
     /// True once `lost` has fired or the safe deadline has passed.
     pub fn is_lost(&self) -> bool {
         self.watched.is_lost()

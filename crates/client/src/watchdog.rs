@@ -119,6 +119,8 @@ pub(crate) fn whole_ms(ttl: Duration) -> Result<u64, ClientError> {
 /// What the watchdog publishes.
 #[derive(Debug, Clone)]
 struct State {
+    /// The anchor of the last successful grant or renewal.
+    anchor: Instant,
     valid_until: Instant,
     lost: Option<LostReason>,
 }
@@ -126,6 +128,7 @@ struct State {
 /// The holder's side of a running watchdog: the safe deadline and the
 /// `lost` signal, and the switch that stops it.
 pub(crate) struct Watched {
+    timing: Timing,
     state: watch::Receiver<State>,
     /// Set before the watchdog is stopped on purpose (release or drop).
     ended: Arc<AtomicBool>,
@@ -135,13 +138,20 @@ pub(crate) struct Watched {
 impl Watched {
     /// Starts the watchdog of `renewal`, anchored at `anchor`.
     pub(crate) fn start(renewal: impl Renewal, timing: Timing, anchor: Instant) -> Watched {
-        let (sender, state) = watch::channel(State { valid_until: timing.deadline(anchor), lost: None });
+        let (sender, state) = watch::channel(State { anchor, valid_until: timing.deadline(anchor), lost: None });
         let watchdog = Watchdog { renewal, timing, state: sender };
-        Watched { state, ended: Arc::new(AtomicBool::new(false)), watchdog: Some(tokio::spawn(watchdog.run(anchor))) }
+        let watchdog = Some(tokio::spawn(watchdog.run(anchor)));
+        Watched { timing, state, ended: Arc::new(AtomicBool::new(false)), watchdog }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
         self.state.borrow().valid_until
+    }
+
+    /// When the next renewal is due: an interval after the last anchor.
+    /// Until a renewal succeeds, it stays where it is.
+    pub(crate) fn renewal_due(&self) -> Instant {
+        self.state.borrow().anchor + self.timing.interval()
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -218,7 +228,10 @@ impl<R: Renewal> Watchdog<R> {
                 Ok(new_anchor) => {
                     anchor = new_anchor;
                     let valid_until = self.timing.deadline(anchor);
-                    self.state.send_modify(|s| s.valid_until = s.valid_until.max(valid_until));
+                    self.state.send_modify(|s| {
+                        s.anchor = s.anchor.max(anchor);
+                        s.valid_until = s.valid_until.max(valid_until);
+                    });
                 }
                 Err(reason) => {
                     tracing::warn!(subject = %self.renewal.subject(), %reason, "lost");
@@ -275,7 +288,54 @@ pub(crate) fn ended_by(error: ClientError, codes: &[ErrorCode]) -> Result<LostRe
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
+
+    /// A renewal whose first call succeeds, recording when it was sent;
+    /// every later one hangs, so the first one's anchor stays.
+    struct OnceOnly(Arc<Mutex<Option<Instant>>>);
+
+    impl Renewal for OnceOnly {
+        fn subject(&self) -> String {
+            "once only".to_string()
+        }
+
+        async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
+            let sent_at = Instant::now();
+            let first = self.0.lock().unwrap().get_or_insert(sent_at) == &sent_at;
+            if !first {
+                std::future::pending::<()>().await;
+            }
+            Ok(sent_at)
+        }
+    }
+
+    // Ensures a successful renewal (for a session, a keepalive) re-anchors
+    // the safe deadline at the start of its call, no later than its send,
+    // and not before it was due, and moves the next renewal an interval
+    // after that anchor.
+    #[tokio::test]
+    async fn a_renewal_re_anchors_at_the_start_of_its_call() {
+        let timing = Timing::new(Duration::from_millis(300), Duration::from_millis(30)).unwrap();
+        let sent = Arc::new(Mutex::new(None));
+        let created = Instant::now();
+        let mut watched = Watched::start(OnceOnly(Arc::clone(&sent)), timing, created);
+        assert_eq!(watched.valid_until(), timing.deadline(created));
+        assert_eq!(watched.renewal_due(), created + timing.interval());
+        let mut state = watched.state.clone();
+        let renewed =
+            tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.valid_until != timing.deadline(created)))
+                .await
+                .expect("renewed within 5 s")
+                .expect("the watchdog runs")
+                .clone();
+        let first_sent = sent.lock().unwrap().expect("a renewal was sent");
+        assert!(created + timing.interval() <= renewed.anchor && renewed.anchor <= first_sent, "{renewed:?}");
+        assert_eq!(renewed.valid_until, timing.deadline(renewed.anchor));
+        assert_eq!(watched.renewal_due(), renewed.anchor + timing.interval());
+        watched.stop().await;
+    }
 
     #[test]
     fn deadline_is_anchor_plus_ttl_minus_margin() {

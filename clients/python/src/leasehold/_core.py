@@ -1,11 +1,12 @@
 """What the sync and async clients share: endpoints, leader following, request
-ids, retry decisions and answer decoding. No I/O happens here."""
+ids, retry decisions, answer bounds and decoding. No I/O happens here."""
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
 import itertools
+import json
 import os
 import random
 import socket
@@ -42,6 +43,13 @@ MAX_BACKOFF = 0.5
 MAX_RETRY_AFTER = 30.0
 #: Extra random delay on top of Retry-After, as a fraction of it.
 RETRY_AFTER_JITTER = 0.2
+#: The longest answer body read, as the Rust client's ``http::MAX_ANSWER_BYTES``:
+#: the longest legitimate answers are lists (at most 1000 locks or sessions
+#: of a few hundred bytes each) and a lock with its queue (about 100 bytes a
+#: waiter), so this leaves room for some 600 000 waiters. httpx reads a body
+#: whole, however long, unless it is streamed: the client streams every
+#: answer and stops here, so no node can make it allocate without end.
+MAX_ANSWER_BYTES = 64 << 20
 
 _STARTED_NS = time.time_ns()
 _COUNTER = itertools.count()
@@ -131,17 +139,39 @@ def jittered(delay: float, fraction: float) -> float:
     return delay * (1.0 + random.uniform(0.0, fraction))
 
 
-def decode_error(response: httpx.Response) -> ApiError:
+def answer_refusal(response: httpx.Response) -> Optional[DecodeError]:
+    """Why an answer is refused before its body is read, if it is: a body
+    longer than :data:`MAX_ANSWER_BYTES` by its own ``content-length`` (in
+    however many digits), or an encoded one: the client asks for none
+    (``accept-encoding: identity``), and a decoder can turn a small body into
+    a huge one."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return DecodeError(
+            f"answer of {response.request.url} is {encoding}-encoded, which was not asked for"
+        )
+    digits = response.headers.get("content-length", "").strip().lstrip("0")
+    longest = len(str(MAX_ANSWER_BYTES))
+    if digits.isdigit() and (len(digits) > longest or int(digits) > MAX_ANSWER_BYTES):
+        return answer_too_large(response)
+    return None
+
+
+def answer_too_large(response: httpx.Response) -> DecodeError:
+    return DecodeError(f"answer of {response.request.url} is longer than {MAX_ANSWER_BYTES} bytes")
+
+
+def decode_error(status: int, body: bytes) -> ApiError:
     try:
-        body = response.json()
+        data = json.loads(body)
     except ValueError:
-        body = {}
-    return error_from_body(response.status_code, body)
+        data = {}
+    return error_from_body(status, data)
 
 
-def decode_ok(response: httpx.Response) -> Any:
+def decode_ok(response: httpx.Response, body: bytes) -> Any:
     try:
-        return response.json()
+        return json.loads(body)
     except ValueError as e:
         raise DecodeError(f"answer of {response.request.url} is not JSON: {e}") from e
 
@@ -194,7 +224,7 @@ class Core:
         self.http2 = False
 
     def headers(self) -> dict[str, str]:
-        headers = {"accept": "application/json"}
+        headers = {"accept": "application/json", "accept-encoding": "identity"}
         if self.token is not None:
             headers["authorization"] = f"Bearer {self.token}"
         return headers
@@ -226,12 +256,13 @@ class Core:
                 return i
         return None
 
-    def outcome(self, index: int, response: httpx.Response) -> Union[Retry, Any]:
-        """The decoded answer, a :class:`Retry` for a 503, or raises the
-        answer's error. Updates the leader preference."""
+    def outcome(self, index: int, response: httpx.Response, body: bytes) -> Union[Retry, Any]:
+        """The decoded answer (of ``response``, whose body is ``body``), a
+        :class:`Retry` for a 503, or raises the answer's error. Updates the
+        leader preference."""
         leader = self.named_leader(response.headers)
         if response.status_code == 503:
-            error = decode_error(response)
+            error = decode_error(response.status_code, body)
             if leader is not None and leader != index:
                 # A node that is not (or no longer) the leader named another:
                 # go there now; its Retry-After was about itself.
@@ -243,8 +274,8 @@ class Core:
             return Retry(error, retry_after(response.headers))
         self.prefer(leader if leader is not None else index)
         if 200 <= response.status_code < 300:
-            return decode_ok(response)
-        raise decode_error(response)
+            return decode_ok(response, body)
+        raise decode_error(response.status_code, body)
 
     def give_up_at(self, started: float, wait: float, deadline: Optional[float]) -> float:
         give_up = started + self.retry_budget + wait

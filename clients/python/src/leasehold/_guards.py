@@ -8,6 +8,7 @@ make differently (awaited or not): those are written once, for asyncio, in
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -174,6 +175,23 @@ class SessionBase(Kept):
         return calls.acquire_many(
             names, self._owner, None, wait_ms, session=self.id, seq=self._next_seq()
         )  # fmt: skip
+
+    def _held_under_it(self, lease: Lease) -> Lease:
+        """``lease``, granted under the session, anchored where the session
+        is: an acquire restarts no deadline, so the lease lasts exactly as
+        long as the session, whose last successful keepalive (or its create)
+        anchors it, not the acquire's own send."""
+        with self._mutex:
+            anchor = self._anchor
+        if anchor is None:
+            raise RuntimeError(self._NOT_STARTED)
+        return dataclasses.replace(lease, sent_at=anchor)
+
+    def _all_held_under_it(self, leases: Leases) -> Leases:
+        """``leases``, granted together under the session: each anchored
+        where the session is, as :meth:`_held_under_it`."""
+        grants = [self._held_under_it(lease) for lease in leases.grants]
+        return dataclasses.replace(leases, grants=grants, sent_at=grants[0].sent_at)
 
     def _close_failed(self, error: LeaseholdError, raised_in_block: bool) -> None:
         """Leaving the block: a session already known lost is no surprise

@@ -120,6 +120,8 @@ class Kept:
         self._on_lost = on_lost
         self._mutex = threading.Lock()
         self._timing: Optional[Timing] = None
+        #: The start of the call of the last successful grant or renewal.
+        self._anchor: Optional[float] = None
         self._valid_until: Optional[float] = None
         self._lost_reason: Optional[LostReason] = None
         self._released = False
@@ -172,12 +174,15 @@ class Kept:
     def _begin(self, timing: Timing, anchor: float) -> None:
         with self._mutex:
             self._timing = timing
+            self._anchor = anchor
             self._valid_until = timing.deadline(anchor)
 
-    def _extend(self, deadline: float) -> None:
+    def _extend(self, anchor: float) -> None:
+        """A renewal anchored at ``anchor`` succeeded."""
         with self._mutex:
-            if self._lost_reason is None and self._valid_until is not None:
-                self._valid_until = max(self._valid_until, deadline)
+            if self._lost_reason is None and self._timing is not None and self._anchor is not None:
+                self._anchor = max(self._anchor, anchor)
+                self._valid_until = self._timing.deadline(self._anchor)
 
     def _mark_lost(self, reason: LostReason) -> bool:
         with self._mutex:
@@ -261,7 +266,7 @@ class ThreadWatchdog(Kept):
                 self._fire(outcome)
                 return
             anchor = outcome
-            self._extend(timing.deadline(anchor))
+            self._extend(anchor)
 
     def _renew_before(self, timing: Timing, deadline: float) -> Union[float, LostReason, None]:
         """Renews, retrying failures, until ``deadline``: the new anchor, the
@@ -381,7 +386,7 @@ class TaskWatchdog(Kept):
                 await self._fire(outcome)
                 return
             anchor = outcome
-            self._extend(timing.deadline(anchor))
+            self._extend(anchor)
 
     async def _renew_before(self, timing: Timing, deadline: float) -> Union[float, LostReason]:
         backoff = INITIAL_BACKOFF

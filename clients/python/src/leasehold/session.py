@@ -7,9 +7,13 @@ The timing is the watchdog's, shared with :class:`~leasehold.Lock` (see
 safe until the start of the last successful keepalive (or of the create) +
 ttl - drift margin, :meth:`Session.valid_until`. A lock acquired under the
 session later, even after a long wait in its queue, is safe exactly as long
-as the session: the cluster ends it only with the session. So the deadline
-of a lock under a session is the session's, never its grant's
-(:meth:`Lease.valid_until` of such a grant does not apply). A keepalive (or
+as the session: the cluster ends it only with the session, and the acquire
+restarts no deadline. So the deadline of a lock under a session is the
+session's, never its acquire's: the :class:`Lease` that :meth:`Session.lock`
+(or :meth:`Session.lock_many`) answers is anchored where the session was
+when it was granted (its ``sent_at`` is the start of the last successful
+keepalive, or of the create), and :meth:`Session.valid_until` moves on with
+every later keepalive. A keepalive (or
 an acquire) answered ``session_not_found`` means the session has ended and
 its locks are gone: ``lost`` is set at once.
 

@@ -46,6 +46,14 @@ class Lease:
     process's ``time.monotonic()`` clock: the anchor of the lease. A retry
     may be answered from the request-id record of an earlier attempt, whose
     commit came after the first send, never before it.
+
+    A lease held under a session lasts as long as the session, whose
+    deadline its acquire does not restart: for those that a
+    :class:`~leasehold.Session` guard answers, ``sent_at`` is the session's
+    anchor instead (the start of its last successful keepalive, or of its
+    create). One from ``Client.acquire(..., session=...)`` keeps the
+    acquire's send time, which anchors nothing: its deadline is the
+    session's, which whoever keeps the session alive knows.
     """
 
     name: str

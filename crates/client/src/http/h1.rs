@@ -4,8 +4,10 @@
 //! maps, a pool behind a service stack, a connection task woken for every
 //! request); a lock cycle is two requests, so that was most of the client's
 //! share of a cycle (docs/performance.md). Answers are read by
-//! `content-length` or `chunked` framing, or to the end of the connection;
-//! a connection is kept only when the answer says it may be.
+//! `content-length` or `chunked` framing, or to the end of the connection,
+//! never past the request's limit: the numbers in a head (a length, a chunk
+//! size) are the node's word, which no allocation and no arithmetic may
+//! take on trust. A connection is kept only when the answer says it may be.
 
 use std::io;
 use std::sync::{Mutex, MutexGuard};
@@ -30,6 +32,20 @@ const MAX_IDLE_PER_NODE: usize = 64;
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Headers parsed per answer.
 const MAX_HEADERS: usize = 64;
+/// Largest trailer section of a chunked answer accepted (it is read and dropped).
+const MAX_TRAILER_BYTES: usize = MAX_HEAD_BYTES;
+
+/// One request to a node, and how long an answer to it may be.
+pub(super) struct Request<'a> {
+    /// `authorization: Bearer …` line, with its line end, when a token is set.
+    pub(super) authorization: Option<&'a str>,
+    pub(super) method: &'a Method,
+    pub(super) target: &'a str,
+    /// JSON.
+    pub(super) body: Option<&'a [u8]>,
+    /// Longest answer body accepted, in bytes.
+    pub(super) limit: u64,
+}
 
 /// A node's idle HTTP/1.1 connections, the most recently used last.
 #[derive(Default)]
@@ -38,24 +54,22 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// `method target` with `body` (JSON) to `endpoint`, on an idle
-    /// connection or a new one (kept afterwards if the answer allows it).
+    /// `request` to `endpoint`, on an idle connection or a new one (kept
+    /// afterwards if the answer allows it).
     pub(super) async fn send(
         &self,
         endpoint: &Endpoint,
         tls: Option<&TlsConnector>,
-        authorization: Option<&str>,
-        method: &Method,
-        target: &str,
-        body: Option<&[u8]>,
+        request: &Request<'_>,
     ) -> Result<Reply, SendError> {
+        let Request { authorization, method, target, body, limit } = *request;
         let head = request_head(method, target, endpoint, authorization, body.map(<[u8]>::len));
         // A pooled connection the node has closed meanwhile answers nothing:
         // the request goes again on a new one. (Every mutation carries a
         // request id, so a request the node did apply is answered from its
         // record, not applied twice.)
         while let Some(mut connection) = self.checkout() {
-            match connection.exchange(&head, body).await {
+            match connection.exchange(&head, body, limit).await {
                 Ok((reply, reusable)) => {
                     if reusable {
                         self.checkin(connection);
@@ -67,7 +81,7 @@ impl Pool {
             }
         }
         let mut connection = Connection::open(endpoint, tls).await?;
-        match connection.exchange(&head, body).await {
+        match connection.exchange(&head, body, limit).await {
             Ok((reply, reusable)) => {
                 if reusable {
                     self.checkin(connection);
@@ -152,9 +166,9 @@ impl Connection {
         Ok(Connection { stream, buffer: BytesMut::with_capacity(4096), idle_since: Instant::now() })
     }
 
-    /// Sends one request and reads its answer; also says whether the
-    /// connection may carry another.
-    async fn exchange(&mut self, head: &[u8], body: Option<&[u8]>) -> Result<(Reply, bool), Exchange> {
+    /// Sends one request and reads its answer, of at most `limit` bytes of
+    /// body; also says whether the connection may carry another.
+    async fn exchange(&mut self, head: &[u8], body: Option<&[u8]>, limit: u64) -> Result<(Reply, bool), Exchange> {
         let sent = match body {
             // One write: head and body in one segment.
             Some(body) if self.buffer.is_empty() => {
@@ -173,7 +187,7 @@ impl Connection {
             return Err(Exchange::NothingBack(e.into()));
         }
         let got_none = self.buffer.is_empty();
-        match self.read_reply().await {
+        match self.read_reply(limit).await {
             Err(Read::Closed) if got_none => {
                 Err(Exchange::NothingBack(SendError::Broken("connection closed before an answer".into())))
             }
@@ -181,6 +195,7 @@ impl Connection {
             Err(Read::Io(e)) if got_none && is_reset(&e) => Err(Exchange::NothingBack(e.into())),
             Err(Read::Io(e)) => Err(Exchange::Failed(e.into())),
             Err(Read::Malformed(what)) => Err(Exchange::Failed(SendError::Broken(what))),
+            Err(Read::TooLarge) => Err(Exchange::Failed(SendError::TooLarge { limit })),
             Ok(answer) => Ok(answer),
         }
     }
@@ -197,8 +212,9 @@ impl Connection {
         }
     }
 
-    /// One answer: its head (informational heads skipped), then its body.
-    async fn read_reply(&mut self) -> Result<(Reply, bool), Read> {
+    /// One answer: its head (informational heads skipped), then its body,
+    /// of at most `limit` bytes.
+    async fn read_reply(&mut self, limit: u64) -> Result<(Reply, bool), Read> {
         loop {
             let (reply, framing, keep_alive, head_len) = loop {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -225,6 +241,9 @@ impl Connection {
             let mut reply = reply;
             let reusable = match framing? {
                 Framing::Length(len) => {
+                    // Refused before a byte is read; within the limit, the
+                    // length fits this machine's memory, so in a usize.
+                    let len = usize::try_from(len).ok().filter(|_| len <= limit).ok_or(Read::TooLarge)?;
                     while self.buffer.len() < len {
                         self.fill().await?;
                     }
@@ -232,12 +251,13 @@ impl Connection {
                     keep_alive
                 }
                 Framing::Chunked => {
-                    reply.body = self.read_chunked().await?;
+                    reply.body = self.read_chunked(limit).await?;
                     keep_alive
                 }
                 Framing::UntilClose => {
                     loop {
                         match self.fill().await {
+                            Ok(()) if self.buffer.len() as u64 > limit => return Err(Read::TooLarge),
                             Ok(()) => {}
                             Err(Read::Closed) => break,
                             Err(e) => return Err(e),
@@ -251,29 +271,46 @@ impl Connection {
         }
     }
 
-    /// A `chunked` body: chunks until the last one, then the trailers.
-    async fn read_chunked(&mut self) -> Result<Bytes, Read> {
+    /// A `chunked` body of at most `limit` bytes: chunks until the last
+    /// one, then the trailers.
+    async fn read_chunked(&mut self, limit: u64) -> Result<Bytes, Read> {
         let mut body = BytesMut::new();
         loop {
             let line = self.read_line().await?;
             let size = line.split(|&b| b == b';').next().unwrap_or_default();
             let size = std::str::from_utf8(size)
                 .ok()
-                .and_then(|s| usize::from_str_radix(s.trim(), 16).ok())
+                .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
                 .ok_or_else(|| Read::Malformed("bad chunk size".into()))?;
             if size == 0 {
-                // Trailers, up to the empty line.
-                while !self.read_line().await?.is_empty() {}
-                return Ok(body.freeze());
+                // Trailers, up to the empty line, dropped.
+                let mut trailers = 0;
+                loop {
+                    let trailer = self.read_line().await?;
+                    if trailer.is_empty() {
+                        return Ok(body.freeze());
+                    }
+                    trailers += trailer.len() + 2;
+                    if trailers > MAX_TRAILER_BYTES {
+                        return Err(Read::Malformed("answer trailers too large".into()));
+                    }
+                }
             }
-            while self.buffer.len() < size + 2 {
+            // The body so far is within the limit (no underflow), and so is
+            // the chunk after this check: its CRLF cannot overflow a u64,
+            // and one this machine cannot address is too large for it.
+            if size > limit - body.len() as u64 {
+                return Err(Read::TooLarge);
+            }
+            let end = usize::try_from(size + 2).map_err(|_| Read::TooLarge)?;
+            while self.buffer.len() < end {
                 self.fill().await?;
             }
-            body.extend_from_slice(&self.buffer[..size]);
-            if &self.buffer[size..size + 2] != b"\r\n" {
+            body.extend_from_slice(&self.buffer[..end - 2]);
+            if &self.buffer[end - 2..end] != b"\r\n" {
                 return Err(Read::Malformed("chunk not followed by CRLF".into()));
             }
-            self.buffer.advance(size + 2);
+            self.buffer.advance(end);
         }
     }
 
@@ -298,16 +335,8 @@ enum Read {
     Closed,
     Io(io::Error),
     Malformed(String),
-}
-
-impl From<Read> for SendError {
-    fn from(read: Read) -> Self {
-        match read {
-            Read::Closed => SendError::Broken("connection closed mid-answer".into()),
-            Read::Io(e) => e.into(),
-            Read::Malformed(what) => SendError::Broken(what),
-        }
-    }
+    /// The body is, or says it is, longer than the request's limit.
+    TooLarge,
 }
 
 fn is_reset(e: &io::Error) -> bool {
@@ -316,7 +345,8 @@ fn is_reset(e: &io::Error) -> bool {
 
 /// How an answer's body ends.
 enum Framing {
-    Length(usize),
+    /// `content-length`, as the node wrote it: not yet checked against any limit.
+    Length(u64),
     Chunked,
     UntilClose,
 }
@@ -351,6 +381,91 @@ fn has_token(value: &[u8], token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::MAX_ANSWER_BYTES;
+    use crate::{Client, ClientError};
+
+    /// A node on 127.0.0.1 that answers every request with `head`, then
+    /// `endless` zero bytes (stopping at twice the limit, so that a reader
+    /// without one fails by its time bound, not by exhausting memory), and
+    /// then holds the connection open: only the client ends it.
+    async fn hostile_node(head: impl Into<Vec<u8>>, endless: bool) -> String {
+        let head = head.into();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let head = head.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    socket.write_all(&head).await?;
+                    let zeros = [0u8; 64 * 1024];
+                    let mut sent = 0;
+                    while endless && sent < 2 * MAX_ANSWER_BYTES {
+                        socket.write_all(&zeros).await?;
+                        sent += zeros.len() as u64;
+                    }
+                    std::future::pending::<()>().await;
+                    io::Result::Ok(())
+                });
+            }
+        });
+        addr
+    }
+
+    /// What `get` of a lock comes back with from `node`, tried once.
+    async fn get_from(node: &str) -> ClientError {
+        let client = Client::new(&[node]).unwrap().with_retry_budget(Duration::ZERO);
+        let answer = tokio::time::timeout(Duration::from_secs(30), client.get("x")).await;
+        answer.expect("an answer or an error within 30 s").expect_err("a hostile answer is an error")
+    }
+
+    fn is_too_large(e: &ClientError) -> bool {
+        matches!(e, ClientError::Decode(m) if m == &format!("the answer is longer than {MAX_ANSWER_BYTES} bytes"))
+    }
+
+    // Ensures a content-length beyond the limit, or beyond any integer, is
+    // refused at once as a typed error, before a byte of body is read.
+    #[tokio::test]
+    async fn a_huge_content_length_is_refused_before_reading() {
+        let over = hostile_node(b"HTTP/1.1 200 OK\r\ncontent-length: 67108865\r\n\r\n", false).await;
+        let e = get_from(&over).await;
+        assert!(is_too_large(&e), "{e:?}");
+        let max = hostile_node(b"HTTP/1.1 200 OK\r\ncontent-length: 18446744073709551615\r\n\r\n", false).await;
+        let e = get_from(&max).await;
+        assert!(is_too_large(&e), "{e:?}");
+        let beyond = hostile_node(b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n", false).await;
+        let e = get_from(&beyond).await;
+        assert!(matches!(&e, ClientError::Unavailable(m) if m.contains("bad content-length")), "{e:?}");
+    }
+
+    // Ensures chunk sizes a node makes up (the largest 64-bit one, whose
+    // CRLF used to overflow the arithmetic and panic; one beyond 64 bits;
+    // one that only the sum of the chunks takes past the limit) are typed
+    // errors.
+    #[tokio::test]
+    async fn chunk_sizes_are_checked_not_trusted() {
+        let chunked = |size: &str| format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{size}\r\n");
+        let largest = hostile_node(chunked("ffffffffffffffff"), false).await;
+        let e = get_from(&largest).await;
+        assert!(is_too_large(&e), "{e:?}");
+        let beyond = hostile_node(chunked("ffffffffffffffffff"), false).await;
+        let e = get_from(&beyond).await;
+        assert!(matches!(&e, ClientError::Unavailable(m) if m.contains("bad chunk size")), "{e:?}");
+        let second = format!("{}\r\n4000000", "\0".repeat(0x10));
+        let over_in_sum = hostile_node(chunked(&format!("10\r\n{second}")), false).await;
+        let e = get_from(&over_in_sum).await;
+        assert!(is_too_large(&e), "{e:?}");
+    }
+
+    // Ensures a body that never ends (no length, read to the end of the
+    // connection) is cut off at the limit with a typed error.
+    #[tokio::test]
+    async fn an_endless_body_is_cut_off_at_the_limit() {
+        let node = hostile_node(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n", true).await;
+        let e = get_from(&node).await;
+        assert!(is_too_large(&e), "{e:?}");
+    }
 
     // Ensures answers framed by length, by chunks and by close are read
     // whole, and that only a kept-alive answer leaves the connection reusable.
@@ -373,17 +488,17 @@ mod tests {
         });
         let mut connection = Connection::open(&endpoint, None).await.unwrap();
         let head = request_head(&Method::GET, "/x", &endpoint, None, None);
-        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        let (reply, reusable) = connection.exchange(&head, None, MAX_ANSWER_BYTES).await.ok().unwrap();
         assert_eq!(
             (reply.status, &reply.body[..], reply.leader_addr.as_deref(), reusable),
             (200, &b"{}"[..], Some("n:1"), true)
         );
-        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        let (reply, reusable) = connection.exchange(&head, None, MAX_ANSWER_BYTES).await.ok().unwrap();
         assert_eq!(
             (reply.status, &reply.body[..], reply.retry_after, reusable),
             (503, &b"abcde"[..], Some(Duration::from_secs(2)), true)
         );
-        let (reply, reusable) = connection.exchange(&head, None).await.ok().unwrap();
+        let (reply, reusable) = connection.exchange(&head, None, MAX_ANSWER_BYTES).await.ok().unwrap();
         assert_eq!((&reply.body[..], reusable), (&b"to the end"[..], false));
         server.await.unwrap();
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio_rustls::TlsConnector;
@@ -14,6 +14,7 @@ use tokio_rustls::TlsConnector;
 use super::endpoint::Endpoint;
 use super::reply::{Reply, SendError};
 use super::tls::Stream;
+use super::MAX_ANSWER_BYTES;
 
 /// HTTP/2 pings (every 30 s, as a herd of thousands must not cost the node
 /// thousands of pings a second) find a connection whose node vanished while
@@ -28,7 +29,8 @@ pub(super) struct Multiplexed {
 
 impl Multiplexed {
     /// `method target` with `body` (JSON) to `endpoint` over the
-    /// connection, opened if there is none. `authorization` is the HTTP/1.1
+    /// connection, opened if there is none; an answer body longer than
+    /// [`MAX_ANSWER_BYTES`] is refused. `authorization` is the HTTP/1.1
     /// header line (`authorization: Bearer …\r\n`).
     pub(super) async fn send(
         &self,
@@ -56,7 +58,17 @@ impl Multiplexed {
         let (parts, body) = answer.into_parts();
         let headers = parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes()));
         let mut reply = Reply::with_headers(parts.status.as_u16(), headers);
-        reply.body = body.collect().await.map_err(|e| SendError::Broken(e.to_string()))?.to_bytes();
+        // Waits and the quick requests after them: only API answers come
+        // this way, whose bound fits any usize a client runs on.
+        let limit = usize::try_from(MAX_ANSWER_BYTES).unwrap_or(usize::MAX);
+        let collected = Limited::new(body, limit).collect().await.map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                SendError::TooLarge { limit: MAX_ANSWER_BYTES }
+            } else {
+                SendError::Broken(e.to_string())
+            }
+        })?;
+        reply.body = collected.to_bytes();
         Ok(reply)
     }
 

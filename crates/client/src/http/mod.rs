@@ -27,6 +27,14 @@ pub use endpoint::{target, Endpoint};
 pub use reply::{Reply, SendError};
 pub(crate) use tls::parse_pem;
 
+/// The longest answer body read for an API call; a longer one is refused
+/// ([`SendError::TooLarge`]) before it is read. The longest legitimate
+/// answers are lists (at most 1000 locks or sessions of a few hundred bytes
+/// each) and a lock with its queue (about 100 bytes a waiter), so this
+/// leaves room for a queue of some 600 000 waiters, more than a 3-node
+/// cluster's default waiting budgets admit (4 × 65 024 a node at most).
+pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
+
 /// Connections to a list of nodes: what a [`Client`](crate::Client) sends on.
 pub(crate) struct Http {
     nodes: Vec<NodeConnections>,
@@ -65,21 +73,25 @@ impl Http {
         &self.nodes[node].endpoint
     }
 
-    /// `method target` with `body` (JSON) to node `node` over HTTP/1.1.
+    /// `method target` with `body` (JSON) to node `node` over HTTP/1.1; an
+    /// answer body longer than `limit` bytes is refused.
     pub(crate) async fn send(
         &self,
         node: usize,
         method: &Method,
         target: &str,
         body: Option<&[u8]>,
+        limit: u64,
     ) -> Result<Reply, SendError> {
         let node = &self.nodes[node];
         let tls = self.tls.as_ref().map(|t| &t.http1);
-        node.http1.send(&node.endpoint, tls, self.authorization.as_deref(), method, target, body).await
+        let request = h1::Request { authorization: self.authorization.as_deref(), method, target, body, limit };
+        node.http1.send(&node.endpoint, tls, &request).await
     }
 
     /// `method target` with `body` (JSON) to node `node` over its HTTP/2
-    /// connection, opened if there is none.
+    /// connection, opened if there is none; an answer body longer than
+    /// [`MAX_ANSWER_BYTES`] is refused.
     pub(crate) async fn send_multiplexed(
         &self,
         node: usize,
@@ -118,8 +130,9 @@ impl JsonClient {
         Some(JsonClient { http: Http::new(vec![endpoint], None, None) })
     }
 
-    /// `POST target` with a JSON `body`.
+    /// `POST target` with a JSON `body`; an answer body longer than
+    /// [`MAX_ANSWER_BYTES`] is refused.
     pub async fn post(&self, target: &str, body: &[u8]) -> Result<Reply, SendError> {
-        self.http.send(0, &Method::POST, target, Some(body)).await
+        self.http.send(0, &Method::POST, target, Some(body), MAX_ANSWER_BYTES).await
     }
 }

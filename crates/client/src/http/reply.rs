@@ -44,11 +44,20 @@ pub enum SendError {
     /// The connection broke, or the answer was not HTTP the client reads.
     #[error("{0}")]
     Broken(String),
+    /// The answer's body is, or says it is, longer than the `limit` the
+    /// request allowed: a node that sends it would have the client allocate
+    /// without end (the body was not read past the limit).
+    #[error("the answer is longer than {limit} bytes")]
+    TooLarge { limit: u64 },
 }
 
 impl SendError {
     pub fn is_connect(&self) -> bool {
         matches!(self, SendError::Connect { .. })
+    }
+
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, SendError::TooLarge { .. })
     }
 }
 

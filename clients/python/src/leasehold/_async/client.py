@@ -18,9 +18,12 @@ from leasehold._core import (
     DEFAULT_RETRY_BUDGET,
     DEFAULT_TIMEOUT,
     INITIAL_BACKOFF,
+    MAX_ANSWER_BYTES,
     MAX_BACKOFF,
     Core,
     Retry,
+    answer_refusal,
+    answer_too_large,
     asleep,
     ssl_context,
     to_ms,
@@ -416,10 +419,10 @@ class AsyncClient:
             return await self._run(calls.status())
         url = self._core.url(endpoint, "/v1/cluster/status")
         try:
-            response = await self._http.get(url, headers=self._core.headers())
+            response, body = await _exchange(self._http, "GET", url, headers=self._core.headers())
         except httpx.TransportError as e:
             raise unreachable(self._core.endpoints[endpoint], e) from e
-        result = self._core.outcome(endpoint, response)
+        result = self._core.outcome(endpoint, response, body)
         if isinstance(result, Retry):
             raise result.error
         return result  # type: ignore[no-any-return]
@@ -473,7 +476,8 @@ class AsyncClient:
             over_http2 = core.waits_over_http2(call.wait, probing_http1)
             http = self._waiting if over_http2 else self._http
             try:
-                response = await http.request(
+                response, body = await _exchange(
+                    http,
                     call.method,
                     core.url(index, call.path),
                     json=call.body,
@@ -493,7 +497,7 @@ class AsyncClient:
                 if probing_http1:
                     core.answered_over_http1()
                     probing_http1 = False
-                result = core.outcome(index, response)
+                result = core.outcome(index, response, body)
                 if not isinstance(result, Retry):
                     return result, first_sent
                 retry, failure = result, result.error
@@ -502,3 +506,24 @@ class AsyncClient:
                 raise failure
             await asleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+async def _exchange(
+    http: httpx.AsyncClient, method: str, url: str, **options: Any
+) -> tuple[httpx.Response, bytes]:
+    """``method url`` on ``http``: the answer, and its body, read no further
+    than :data:`~leasehold._core.MAX_ANSWER_BYTES` (httpx would read any body
+    whole before anyone could look at it). ``DecodeError`` for a longer body,
+    or one that says it is, or an encoded one; transport errors as httpx
+    raises them."""
+    async with http.stream(method, url, **options) as response:
+        refusal = answer_refusal(response)
+        if refusal is not None:
+            raise refusal
+        body = bytearray()
+        # Not decoded: answer_refusal let only unencoded bodies through.
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER_BYTES:
+                raise answer_too_large(response)
+    return response, bytes(body)

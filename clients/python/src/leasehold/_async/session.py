@@ -61,12 +61,14 @@ class AsyncSession(TaskWatchdog, SessionBase):
     async def lock(self, name: str, wait: Optional[float] = None) -> Lease:
         """Acquires ``name`` under the session, waiting in its queue up to
         ``wait`` seconds: the lock lives as long as the session (its safe
-        deadline is :meth:`valid_until`). Errors as :meth:`Client.acquire`;
+        deadline is :meth:`valid_until`), and the lease answered is anchored
+        where the session is, not at the acquire. Errors as :meth:`Client.acquire`;
         ``SessionNotFound`` once the session has ended, which sets
         :attr:`lost`. Release it early with :meth:`Client.release`, or let
         :meth:`close` release it."""
         try:
-            return await self._client._run(self._lock_call(name, wait))
+            lease = await self._client._run(self._lock_call(name, wait))
+            return self._held_under_it(lease)
         except SessionNotFound as e:
             await self._fire(session_ended(e))
             raise
@@ -76,7 +78,8 @@ class AsyncSession(TaskWatchdog, SessionBase):
         entry, under one token, or none of them; as :meth:`Client.acquire_many`
         and :meth:`lock`."""
         try:
-            return await self._client._run(self._lock_many_call(names, wait))
+            leases = await self._client._run(self._lock_many_call(names, wait))
+            return self._all_held_under_it(leases)
         except SessionNotFound as e:
             await self._fire(session_ended(e))
             raise
