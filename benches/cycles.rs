@@ -1,4 +1,4 @@
-//! `cargo bench`: the same comparison as `leasehold bench`, with the servers
+//! `cargo bench`: the same comparison as `leasehold-lab bench`, with the servers
 //! it can find, against the built binary. Results go to
 //! `target/tmp/bench-results/` (latest.json, README.md, SVG plots).
 //!

@@ -1,4 +1,4 @@
-//! Smoke run of `leasehold bench`'s comparison harness, so it cannot rot:
+//! Smoke run of `leasehold-lab bench`'s comparison harness, so it cannot rot:
 //! every installed system (real redis-server and etcd processes, real
 //! leasehold clusters) runs a second of each workload, and the report files
 //! are written. Asserts correctness only, never speed.

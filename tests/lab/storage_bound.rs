@@ -1,5 +1,5 @@
 //! Bounded storage on a real 3-node cluster: the short version of the
-//! storage soak (`leasehold bench --soak`, committed results under
+//! storage soak (`leasehold-lab bench --soak`, committed results under
 //! `benches/results/soak/`). 1 000 live locks churned (release, acquire,
 //! fenced record, request ids) while 8 000 entries commit with a
 //! checkpoint every 1 000: eight checkpoint-and-purge cycles. Every sample
