@@ -156,7 +156,9 @@ pub struct RunArgs {
     owner: Option<String>,
     /// Time between SIGTERM and SIGKILL when the renewals fail: SIGTERM this
     /// long before the safe deadline, SIGKILL at that deadline whatever it is.
-    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    /// (2 s by default: with the default ttl the renewals may then fail for
+    /// 3.7 s, through a leader election, before the command is stopped.)
+    #[arg(long, default_value = "2s", value_parser = duration::parse)]
     grace: Duration,
     /// Safety margin subtracted from every lease for clock drift (default: ttl/10).
     #[arg(long, value_parser = duration::parse)]
