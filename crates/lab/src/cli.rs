@@ -286,7 +286,7 @@ struct ChaosArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "kill-leader,kill-follower,kill-all,pause-leader,partition-leader,lossy-links,paused-client,clock-forward,clock-back,membership",
+        default_values_t = FaultKind::ALL,
         value_parser = fault_parser()
     )]
     faults: Vec<FaultKind>,

@@ -90,6 +90,13 @@ impl FaultKind {
     }
 }
 
+/// The fault's name, as `--faults` takes it.
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for FaultKind {
     type Err = String;
 
