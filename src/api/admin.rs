@@ -1,4 +1,5 @@
-//! The admin API: cluster status, initialization and membership, health and readiness.
+//! The admin API: cluster status, initialization and membership, snapshots
+//! and backups, health and readiness.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,13 +54,27 @@ pub fn open_routes() -> Router<Arc<Node>> {
 /// tick, members); with `?digest=true` also its table's digest.
 async fn status(
     State(node): State<Arc<Node>>,
+    slot: Option<Extension<RequestSlot>>,
     ApiQuery(query): ApiQuery<StatusQuery>,
 ) -> Result<Json<ClusterStatus>, ApiError> {
     let mut status = node.status();
     if query.digest {
+        park_for_whole_table(slot)?;
         status.state_digest = node.state_digest().await?;
     }
     Ok(Json(status))
+}
+
+/// Lets a request that checkpoints the table (digest, snapshot) run past
+/// the request deadline: waiting its turn, then serializing a large table,
+/// may take longer than a request may.
+fn park_for_whole_table(slot: Option<Extension<RequestSlot>>) -> Result<(), ApiError> {
+    match slot {
+        Some(Extension(slot)) => {
+            slot.park(crate::node::WHOLE_TABLE_TURN_WAIT + crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK)
+        }
+        None => Ok(()),
+    }
 }
 
 /// `GET /healthz`: 200 while the process serves; says whether a leader is known.
@@ -84,16 +99,14 @@ async fn take_snapshot(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
 ) -> Result<Json<SnapshotTaken>, ApiError> {
-    if let Some(Extension(slot)) = slot {
-        // Serializing a large table may take longer than a request may.
-        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK)?;
-    }
+    park_for_whole_table(slot)?;
     Ok(Json(node.snapshot_now().await?))
 }
 
 /// `GET /v1/cluster/snapshot`: this node's stored snapshot as a backup file
 /// (`leasehold restore` seeds a new cluster from it); 404 `no_snapshot`
-/// before its first one.
+/// before its first one. Writing the file waits its turn among the whole-table
+/// work; streaming it out does not hold the turn.
 async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let Some((path, bytes)) = node.backup().await? else {
         return Err(ApiError::new(ErrorCode::NoSnapshot, "this node has no snapshot yet"));
