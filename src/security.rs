@@ -2,14 +2,22 @@
 //! files or environment variables (never from the command line alone, where
 //! `ps` and shell history would show them), and the certificate files of TLS.
 //!
-//! - The **client token** opens the client API (`/v1/locks…`, `/v1/fence…`,
-//!   `/v1/records…`).
-//! - The **admin token** opens initialization and membership changes, and the
-//!   client API too (like etcd's root user).
-//! - The **cluster secret** opens Raft RPC (`/raft/*`): a process that does
-//!   not hold it cannot append entries, ask for votes or install snapshots.
+//! With no secret configured, every endpoint is open. Once **any** secret is
+//! configured, everything but `/healthz`, `/readyz`, `/metrics` and the
+//! status page's HTML asks for a credential:
 //!
-//! Each is optional; what has no secret configured stays open.
+//! - The **client token** opens the client API (`/v1/locks…`, `/v1/multi…`,
+//!   `/v1/sessions…`, `/v1/fence…`, `/v1/records…`, `/v1/events`).
+//! - The **admin token** opens initialization, membership changes,
+//!   snapshots, backups and state digests, and the client API too (like
+//!   etcd's root user). Nothing else opens them: without an admin token
+//!   they are closed.
+//! - The **cluster secret** opens Raft RPC (`/raft/*`) and the peer
+//!   transport: a process that does not hold it cannot append entries, ask
+//!   for votes or install snapshots. Without one the members send none, so
+//!   Raft RPC stays open to anyone who reaches the port.
+//! - Any of the three opens what only describes the cluster:
+//!   `/v1/cluster/status`, `/v1/cluster/nodes`, `/openapi.json`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,12 +43,28 @@ pub struct Secrets {
     pub cluster_secret: Option<Secret>,
 }
 
+impl Secrets {
+    /// Whether any secret is configured: then every endpoint but health,
+    /// readiness, metrics and the status page asks for a credential.
+    pub fn any(&self) -> bool {
+        self.client_token.is_some() || self.admin_token.is_some() || self.cluster_secret.is_some()
+    }
+
+    /// What a node presents when it asks another member for its status
+    /// (the bootstrap check, `/v1/cluster/nodes`), where any secret is
+    /// taken: the cluster secret, the one meant for members, else a token.
+    pub fn for_status_probes(&self) -> Option<Secret> {
+        [&self.cluster_secret, &self.client_token, &self.admin_token].into_iter().flatten().next().cloned()
+    }
+}
+
 /// Where a node's secrets and TLS files are (`leasehold serve` flags).
 #[derive(Debug, Clone, Default)]
 pub struct SecurityFiles {
     /// File holding the client API bearer token (or set $LEASEHOLD_CLIENT_TOKEN).
     pub client_token_file: Option<PathBuf>,
-    /// File holding the admin bearer token for init and membership (or set $LEASEHOLD_ADMIN_TOKEN).
+    /// File holding the admin bearer token for init, membership, snapshots, backups and digests
+    /// (or set $LEASEHOLD_ADMIN_TOKEN).
     pub admin_token_file: Option<PathBuf>,
     /// File holding the secret every member sends on Raft RPC (or set $LEASEHOLD_CLUSTER_SECRET).
     pub cluster_secret_file: Option<PathBuf>,
@@ -122,5 +146,36 @@ impl SecurityFiles {
     /// The CA certificate of `--ca-file`, to trust when calling a node.
     pub fn ca(&self) -> Result<Option<leasehold_client::Ca>, SecurityError> {
         Ok(self.ca_file.as_deref().map(load_ca).transpose()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(s: &str) -> Option<Secret> {
+        Some(Secret::new(s, "test").unwrap())
+    }
+
+    // Ensures a status probe presents the cluster secret first, else a
+    // token, and nothing when the node has no secret.
+    #[test]
+    fn status_probes_present_the_cluster_secret_first() {
+        let all = Secrets {
+            client_token: secret("client-token-0123456789"),
+            admin_token: secret("admin-token-0123456789"),
+            cluster_secret: secret("cluster-secret-0123456789"),
+        };
+        assert_eq!(
+            all.for_status_probes().map(|s| s.expose().to_owned()).as_deref(),
+            Some("cluster-secret-0123456789")
+        );
+        let open = Secrets::default();
+        assert!(!open.any() && open.for_status_probes().is_none());
+        let only_client = Secrets { client_token: secret("client-token-0123456789"), ..Secrets::default() };
+        assert_eq!(
+            only_client.for_status_probes().map(|s| s.expose().to_owned()).as_deref(),
+            Some("client-token-0123456789")
+        );
     }
 }

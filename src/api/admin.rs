@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
+use super::auth::Guard;
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, NotReady};
@@ -45,20 +46,31 @@ pub fn local_admin_routes() -> Router<Arc<Node>> {
         .route("/v1/cluster/snapshot", post(take_snapshot).get(download_snapshot))
 }
 
-/// Reads answered by the node asked, open without a token.
-pub fn open_routes() -> Router<Arc<Node>> {
-    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
+/// `/v1/cluster/status`, answered by the node asked. With `?digest=true` it
+/// reads the whole table, which only `digests` (the admin API's guard)
+/// lets through.
+pub fn status_routes(digests: Guard) -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/status", get(status)).layer(Extension(digests))
+}
+
+/// Liveness and readiness, answered by the node asked, open to all: load
+/// balancers and supervisors have no token.
+pub fn health_routes() -> Router<Arc<Node>> {
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
 }
 
 /// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
-/// tick, members); with `?digest=true` also its table's digest.
+/// tick, members); with `?digest=true` (admin token) also its table's digest.
 async fn status(
     State(node): State<Arc<Node>>,
+    Extension(digests): Extension<Guard>,
+    headers: HeaderMap,
     slot: Option<Extension<RequestSlot>>,
     ApiQuery(query): ApiQuery<StatusQuery>,
 ) -> Result<Json<ClusterStatus>, ApiError> {
     let mut status = node.status();
     if query.digest {
+        digests.check(&headers)?;
         park_for_whole_table(slot)?;
         status.state_digest = node.state_digest().await?;
     }

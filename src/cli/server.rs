@@ -208,7 +208,8 @@ pub struct SecurityArgs {
     /// File holding the client API bearer token (or set $LEASEHOLD_CLIENT_TOKEN).
     #[arg(long, env = "LEASEHOLD_CLIENT_TOKEN_FILE")]
     client_token_file: Option<PathBuf>,
-    /// File holding the admin bearer token for init and membership (or set $LEASEHOLD_ADMIN_TOKEN).
+    /// File holding the admin bearer token for init, membership, snapshots, backups and digests (or set
+    /// $LEASEHOLD_ADMIN_TOKEN).
     #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
     /// File holding the secret every member sends on Raft RPC (or set $LEASEHOLD_CLUSTER_SECRET).
@@ -365,6 +366,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             ca: files.ca()?,
             cluster_secret: secrets.cluster_secret.clone(),
             peer_tls: files.peer_tls()?,
+            status_token: secrets.for_status_probes(),
         },
     };
     // Budgets follow the open-files limit, and from each total its share.

@@ -43,6 +43,8 @@ const SNAPSHOT_RETRIGGER: Duration = Duration::from_secs(1);
 /// running on this node before it is refused as overloaded: they run one at
 /// a time, as each reads or writes the whole table.
 pub const WHOLE_TABLE_TURN_WAIT: Duration = Duration::from_secs(10);
+/// How long a member may take to answer a status probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
 /// it reaches its peers. (Where and how it serves clients is
@@ -94,6 +96,10 @@ pub struct PeerTransport {
     /// TLS client settings of the peer transport (`tls` on and a CA file
     /// given); without them, under TLS, Raft RPC goes over HTTP.
     pub peer_tls: Option<Arc<rustls::ClientConfig>>,
+    /// Presented when asking another member for its status (the bootstrap
+    /// check, `/v1/cluster/nodes`): a secret the members share, which a
+    /// secured node asks of every status request. `None` when they run open.
+    pub status_token: Option<Secret>,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -156,6 +162,8 @@ pub struct Node {
     dialer: Option<Dialer>,
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
+    /// What this node presents on status probes ([`PeerTransport::status_token`]).
+    status_token: Option<Secret>,
     /// Held by the digest, snapshot or backup under way: they read or write
     /// the whole table, so at most one runs (FIFO, see [`WHOLE_TABLE_TURN_WAIT`]).
     whole_table: tokio::sync::Mutex<()>,
@@ -204,6 +212,7 @@ impl Node {
             http,
             dialer,
             scheme,
+            status_token: config.peers.status_token.clone(),
             whole_table: tokio::sync::Mutex::new(()),
             tick_ms: config.tick_ms,
             data_dir: config.data_dir.clone(),
@@ -253,14 +262,27 @@ impl Node {
     /// first start the others may not run yet).
     async fn member_of_a_cluster(&self, members: &BTreeMap<NodeId, String>) -> Option<(NodeId, String, u64)> {
         for (id, addr) in members.iter().filter(|(id, _)| **id != self.id) {
-            let asked = self.http.get(self.url_of(addr, "/v1/cluster/status")).timeout(Duration::from_secs(1)).send();
-            let Ok(reply) = asked.await else { continue };
-            let Ok(status) = reply.json::<ClusterStatus>().await else { continue };
+            let Ok(status) = self.status_of_member(addr).await else { continue };
             if !status.members.is_empty() {
                 return Some((*id, addr.clone(), status.term));
             }
         }
         None
+    }
+
+    /// The status of the member at `addr`, asked with this node's status
+    /// token, within a second; why not, as text, when it does not answer
+    /// with one.
+    pub async fn status_of_member(&self, addr: &str) -> Result<ClusterStatus, String> {
+        let mut ask = self.http.get(self.url_of(addr, "/v1/cluster/status")).timeout(PROBE_TIMEOUT);
+        if let Some(token) = &self.status_token {
+            ask = ask.bearer_auth(token.expose());
+        }
+        let reply = ask.send().await.map_err(|e| format!("unreachable: {e}"))?;
+        if !reply.status().is_success() {
+            return Err(format!("answered {}", reply.status()));
+        }
+        reply.json().await.map_err(|e| format!("unreadable status: {e}"))
     }
 
     pub fn id(&self) -> NodeId {

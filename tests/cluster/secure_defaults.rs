@@ -1,16 +1,116 @@
-//! Work over the whole table (digests, snapshots, backups) runs one at a
-//! time, and off the lock that applying entries takes.
+//! Secure by default: a node with any secret asks a credential of
+//! everything but health, readiness and metrics, and never lets a client
+//! token open the admin API; whole-table work (digests, snapshots, backups)
+//! is admin-only, one at a time, and off the lock that applying entries
+//! takes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
-use serde_json::Value;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
 
-use crate::common::{bounded, start_secured_cluster, step, Material, ADMIN_TOKEN, ELECTION_BOUND};
+use crate::common::{bounded, start_secured_cluster, step, Material, ADMIN_TOKEN, CLIENT_TOKEN, ELECTION_BOUND};
+use crate::security::{assert_refused, Raw};
 use leasehold_client::{AcquireOptions, Secret};
 use leasehold_lab::compare::cpu::rss_mib_of;
+use leasehold_lab::local::NodeSecurity;
+
+// Ensures a cluster with only a client token keeps its admin API closed:
+// membership changes, a learner at the caller's own address, snapshots,
+// backups and digests are refused without a token and with the client
+// token, through the leader and a follower, saying an admin token must be
+// configured, and nothing changes; the client token still opens the client
+// API and the cluster's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_token_never_opens_the_admin_api() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(3, only_a_client_token(&material), &[]).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let client = cluster.client();
+        let before = client.status_of(0).await.expect("the client token opens the status");
+
+        for id in [leader, follower] {
+            step(&format!("admin calls through node {id}, without a token and with the client token"));
+            let raw = Raw::new(format!("http://{}", cluster.endpoint(id)), None);
+            let cases: [(Method, &str, Option<Value>); 7] = [
+                (Method::POST, "/v1/cluster/learners", Some(json!({ "id": 9, "addr": "127.0.0.1:1" }))),
+                (Method::POST, "/v1/cluster/membership", Some(json!({ "voters": [leader] }))),
+                (Method::POST, &format!("/v1/cluster/members/{follower}/promote"), None),
+                (Method::DELETE, &format!("/v1/cluster/members/{follower}"), None),
+                (Method::POST, "/v1/cluster/init", Some(json!({}))),
+                (Method::POST, "/v1/cluster/snapshot", None),
+                (Method::GET, "/v1/cluster/snapshot", None),
+            ];
+            for (method, path, body) in cases {
+                for token in [None, Some(CLIENT_TOKEN)] {
+                    let case = format!("{method} {path} via node {id} with {token:?}");
+                    let reply = raw.send(method.clone(), path, token, body.clone()).await;
+                    let refusal = assert_refused(&case, reply, StatusCode::FORBIDDEN, "permission_denied").await;
+                    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+                    assert!(message.contains("admin token"), "{case}: {refusal}");
+                }
+            }
+            // The status asks for a credential first: without one, any would do.
+            let digest = "/v1/cluster/status?digest=true";
+            let reply = raw.send(Method::GET, digest, None, None).await;
+            assert_refused("a digest without a token", reply, StatusCode::UNAUTHORIZED, "unauthenticated").await;
+            let reply = raw.send(Method::GET, digest, Some(CLIENT_TOKEN), None).await;
+            let refusal =
+                assert_refused("a digest with the client token", reply, StatusCode::FORBIDDEN, "permission_denied")
+                    .await;
+            assert!(refusal["error"]["message"].as_str().unwrap_or_default().contains("admin token"), "{refusal}");
+        }
+
+        step("nothing changed; the client token still opens the client API");
+        let after = client.status_of(0).await.unwrap();
+        assert_eq!(after.members, before.members, "membership changed");
+        assert_eq!(after.snapshot_index, before.snapshot_index, "a refused snapshot was taken");
+        let lease = client.acquire("still-open", "alice", 10_000).await.expect("the client API");
+        client.release("still-open", lease.token()).await.unwrap();
+    })
+    .await;
+}
+
+/// The secrets of a cluster with a client token and nothing else.
+fn only_a_client_token(material: &Material) -> NodeSecurity {
+    NodeSecurity {
+        client_token_file: Some(material.write("client-token", &format!("{CLIENT_TOKEN}\n"))),
+        ..NodeSecurity::default()
+    }
+}
+
+// Ensures the bootstrap guard still sees the cluster when its status asks
+// for a credential: node 1 of a cluster with only a client token loses its
+// folder, starts again with `new`, asks the others' status with that token,
+// and refuses to form a second cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_folder_sees_the_secured_cluster() {
+    bounded(async {
+        let material = Material::new();
+        let mut cluster = start_secured_cluster(3, only_a_client_token(&material), &[]).await;
+
+        step("node 1 loses its folder and starts again with `new`");
+        cluster.kill(1);
+        std::fs::remove_dir_all(cluster.data_dir(1)).unwrap();
+        cluster.start(1).unwrap();
+        let give_up = Instant::now() + ELECTION_BOUND;
+        let exit = loop {
+            if let Some(exit) = cluster.exited(1) {
+                break exit;
+            }
+            assert!(Instant::now() < give_up, "node 1 still runs\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(exit.code(), Some(1), "{}", cluster.logs());
+        let log = std::fs::read_to_string(cluster.dir.path().join("node1.log")).unwrap();
+        assert!(log.contains("refusing to initialize"), "{log}");
+    })
+    .await;
+}
 
 /// Live leases the digest flood runs against.
 const FLOOD_LEASES: usize = 60_000;

@@ -149,7 +149,7 @@ pub struct ClusterStatus {
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct StatusQuery {
-    /// Also answer `state_digest`. The node first takes a
+    /// Also answer `state_digest` (admin token only). The node first takes a
     /// checkpoint of everything it has applied, then reads that checkpoint's
     /// rows whole, one such request at a time (with snapshots and backups):
     /// it is for checks, not for polling.
