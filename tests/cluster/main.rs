@@ -15,7 +15,7 @@
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `secure_defaults` — a client token never opens the admin API; the bootstrap guard with secrets;
-//!   a digest flood.
+//!   a digest flood; `serve --insecure`.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.

@@ -1,8 +1,9 @@
-//! Secure by default: a node with any secret asks a credential of
-//! everything but health, readiness and metrics, and never lets a client
-//! token open the admin API; whole-table work (digests, snapshots, backups)
-//! is admin-only, one at a time, and off the lock that applying entries
-//! takes.
+//! Secure by default, explicit when open: a node with any secret asks a
+//! credential of everything but health, readiness and metrics, and never
+//! lets a client token open the admin API; whole-table work (digests,
+//! snapshots, backups) is admin-only, one at a time, and off the lock that
+//! applying entries takes; `serve` refuses to run open outside loopback
+//! unless told `--insecure`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::common::{bounded, start_secured_cluster, step, Material, ADMIN_TOKEN,
 use crate::security::{assert_refused, Raw};
 use leasehold_client::{AcquireOptions, Secret};
 use leasehold_lab::compare::cpu::rss_mib_of;
-use leasehold_lab::local::NodeSecurity;
+use leasehold_lab::local::{LocalCluster, NodeSecurity};
 
 // Ensures a cluster with only a client token keeps its admin API closed:
 // membership changes, a learner at the caller's own address, snapshots,
@@ -240,6 +241,67 @@ async fn a_digest_flood_neither_stalls_acquires_nor_copies_the_table() {
             peak - resting < FLOOD_RSS_GROWTH_MIB,
             "the leader grew from {resting:.0} to {peak:.0} MiB during the flood"
         );
+    })
+    .await;
+}
+
+/// `leasehold serve` of a node on `listen` in `data`, with no secrets from
+/// the environment; killed when dropped.
+fn serve(listen: &str, data: &std::path::Path, more: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
+    command.args(["serve", "--id", "1", "--addr", "127.0.0.1:9", "--listen", listen, "--data"]).arg(data).args(more);
+    for (var, _) in std::env::vars().filter(|(var, _)| var.starts_with("LEASEHOLD_")) {
+        command.env_remove(var);
+    }
+    command.kill_on_drop(true);
+    command
+}
+
+// Ensures `serve` outside loopback with no secret refuses to start, in one
+// line saying how to run it anyway, with the status of a failed start (1);
+// with --insecure it starts, warning that it runs open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_outside_loopback_needs_secrets_or_insecure() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("node1");
+
+        step("serve --listen 0.0.0.0:0 without secrets is refused");
+        let refused = tokio::time::timeout(ELECTION_BOUND, serve("0.0.0.0:0", &data, &[]).output())
+            .await
+            .expect("serve without secrets on 0.0.0.0 kept running")
+            .expect("leasehold runs");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("--insecure") && stderr.contains("0.0.0.0:0"), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!data.exists(), "a refused node wrote its data folder");
+
+        step("with --insecure it starts and warns that it runs open");
+        let port = LocalCluster::free_addrs(1).unwrap()[0].port();
+        let log = dir.path().join("node1.log");
+        let output = std::fs::File::create(&log).unwrap();
+        let mut node = serve(&format!("0.0.0.0:{port}"), &data, &["--insecure"])
+            .stdout(output.try_clone().unwrap())
+            .stderr(output)
+            .spawn()
+            .expect("leasehold starts");
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let give_up = Instant::now() + ELECTION_BOUND;
+        let served = loop {
+            if let Ok(reply) = http.get(&health).send().await {
+                break Some(reply.status());
+            }
+            if node.try_wait().unwrap().is_some() || Instant::now() > give_up {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        node.kill().await.expect("the node is stopped");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(served, Some(StatusCode::OK), "{logged}");
+        assert!(logged.contains("running open"), "no warning that the node runs open: {logged}");
     })
     .await;
 }
