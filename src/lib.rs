@@ -59,7 +59,8 @@
 //!   its gate, dialing, and the HTTP/2 forwarding channels to the leader.
 //! - [`metrics`] — the node's Prometheus series; the api, the stores and
 //!   the ticker report to it, it reads nothing itself.
-//! - [`security`] — a node's secrets and TLS files, and its rustls config.
+//! - [`security`] — a node's secrets and TLS files, its rustls config, and
+//!   what runs open or closed for want of a secret (warned at start).
 
 /// This build's version, from Cargo.toml.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -2,14 +2,25 @@
 //! files or environment variables (never from the command line alone, where
 //! `ps` and shell history would show them), and the certificate files of TLS.
 //!
-//! - The **client token** opens the client API (`/v1/locks…`, `/v1/fence…`,
-//!   `/v1/records…`).
-//! - The **admin token** opens initialization and membership changes, and the
-//!   client API too (like etcd's root user).
-//! - The **cluster secret** opens Raft RPC (`/raft/*`): a process that does
-//!   not hold it cannot append entries, ask for votes or install snapshots.
+//! With no secret configured, every endpoint is open (and the node warns so
+//! at start; `leasehold serve` outside loopback then needs `--insecure`).
+//! Once **any** secret is configured, everything but `/healthz`, `/readyz`,
+//! `/metrics` and the status page's HTML asks for a credential:
 //!
-//! Each is optional; what has no secret configured stays open.
+//! - The **client token** opens the client API (`/v1/locks…`, `/v1/multi…`,
+//!   `/v1/sessions…`, `/v1/fence…`, `/v1/records…`, `/v1/events`).
+//! - The **admin token** opens initialization, membership changes,
+//!   snapshots, backups and state digests, and the client API too (like
+//!   etcd's root user). Nothing else opens them: without an admin token
+//!   they are closed.
+//! - The **cluster secret** opens Raft RPC (`/raft/*`) and the peer
+//!   transport: a process that does not hold it cannot append entries, ask
+//!   for votes or install snapshots. Without one the members send none, so
+//!   Raft RPC stays open to anyone who reaches the port (warned at start).
+//! - Any of the three opens what only describes the cluster:
+//!   `/v1/cluster/status`, `/v1/cluster/nodes`, `/openapi.json`.
+//!
+//! docs/operations.md ("Threat model") states what each holder can do.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,12 +47,57 @@ pub struct Secrets {
     pub cluster_secret: Option<Secret>,
 }
 
+impl Secrets {
+    /// Whether any secret is configured: then every endpoint but health,
+    /// readiness, metrics and the status page asks for a credential.
+    pub fn any(&self) -> bool {
+        self.client_token.is_some() || self.admin_token.is_some() || self.cluster_secret.is_some()
+    }
+
+    /// What a node presents when it asks another member for its status
+    /// (the bootstrap check, `/v1/cluster/nodes`), where any secret is
+    /// taken: the cluster secret, the one meant for members, else a token.
+    pub fn for_status_probes(&self) -> Option<Secret> {
+        [&self.cluster_secret, &self.client_token, &self.admin_token].into_iter().flatten().next().cloned()
+    }
+
+    /// What runs open or closed on a node with these secrets, one warning
+    /// each, for the log at start.
+    pub fn exposure(&self) -> Vec<&'static str> {
+        if !self.any() {
+            return vec![
+                "running open: no client token, admin token or cluster secret is configured, so anyone who \
+                 reaches this node can take and release any lock, change membership, download every lock and \
+                 record, and act as a member",
+            ];
+        }
+        let mut warnings = Vec::new();
+        if self.cluster_secret.is_none() {
+            warnings.push(
+                "Raft RPC and the peer transport are open: no cluster secret is configured (--cluster-secret-file), \
+                 so anyone who reaches this node can append entries and vote as a member",
+            );
+        }
+        if self.client_token.is_none() && self.admin_token.is_none() {
+            warnings.push("the client API is closed: secrets are configured, but no client or admin token");
+        }
+        if self.admin_token.is_none() {
+            warnings.push(
+                "the admin API is closed: no admin token is configured (--admin-token-file), so membership \
+                 changes, snapshots, backups and digests are refused",
+            );
+        }
+        warnings
+    }
+}
+
 /// Where a node's secrets and TLS files are (`leasehold serve` flags).
 #[derive(Debug, Clone, Default)]
 pub struct SecurityFiles {
     /// File holding the client API bearer token (or set $LEASEHOLD_CLIENT_TOKEN).
     pub client_token_file: Option<PathBuf>,
-    /// File holding the admin bearer token for init and membership (or set $LEASEHOLD_ADMIN_TOKEN).
+    /// File holding the admin bearer token for init, membership, snapshots, backups and digests
+    /// (or set $LEASEHOLD_ADMIN_TOKEN).
     pub admin_token_file: Option<PathBuf>,
     /// File holding the secret every member sends on Raft RPC (or set $LEASEHOLD_CLUSTER_SECRET).
     pub cluster_secret_file: Option<PathBuf>,
@@ -123,5 +179,49 @@ impl SecurityFiles {
     /// The CA certificate of `--ca-file`, to trust when calling a node.
     pub fn ca(&self) -> Result<Option<leasehold_client::Ca>, SecurityError> {
         Ok(self.ca_file.as_deref().map(load_ca).transpose()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(s: &str) -> Option<Secret> {
+        Some(Secret::new(s, "test").unwrap())
+    }
+
+    // Ensures the start-up warnings name every part that runs open or
+    // closed, and none when all three secrets are set; and that a status
+    // probe presents the cluster secret first, else a token.
+    #[test]
+    fn exposure_and_probes_follow_the_secrets() {
+        let all = Secrets {
+            client_token: secret("client-token-0123456789"),
+            admin_token: secret("admin-token-0123456789"),
+            cluster_secret: secret("cluster-secret-0123456789"),
+        };
+        assert!(all.exposure().is_empty(), "{:?}", all.exposure());
+        assert_eq!(
+            all.for_status_probes().map(|s| s.expose().to_owned()).as_deref(),
+            Some("cluster-secret-0123456789")
+        );
+
+        let open = Secrets::default();
+        assert!(!open.any() && open.for_status_probes().is_none());
+        assert!(matches!(open.exposure()[..], [w] if w.starts_with("running open")), "{:?}", open.exposure());
+
+        let only_client = Secrets { client_token: secret("client-token-0123456789"), ..Secrets::default() };
+        let warnings = only_client.exposure();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("Raft RPC and the peer transport are open"), "{warnings:?}");
+        assert!(warnings[1].starts_with("the admin API is closed"), "{warnings:?}");
+        assert_eq!(
+            only_client.for_status_probes().map(|s| s.expose().to_owned()).as_deref(),
+            Some("client-token-0123456789")
+        );
+
+        let only_peer = Secrets { cluster_secret: secret("cluster-secret-0123456789"), ..Secrets::default() };
+        let warnings = only_peer.exposure();
+        assert!(warnings.iter().any(|w| w.starts_with("the client API is closed")), "{warnings:?}");
     }
 }

@@ -1,15 +1,17 @@
-//! The admin API: cluster status, initialization and membership, health and readiness.
+//! The admin API: cluster status, initialization and membership, snapshots
+//! and backups, health and readiness.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
+use super::auth::Guard;
 use super::events::Subscribers;
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery};
@@ -45,23 +47,48 @@ pub fn local_admin_routes() -> Router<Arc<Node>> {
         .route("/v1/cluster/snapshot", post(take_snapshot).get(download_snapshot))
 }
 
-/// Reads answered by the node asked, open without a token.
-pub fn open_routes() -> Router<Arc<Node>> {
-    Router::new().route("/v1/cluster/status", get(status)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
+/// `/v1/cluster/status`, answered by the node asked. With `?digest=true` it
+/// reads the whole table, which only `digests` (the admin API's guard)
+/// lets through.
+pub fn status_routes(digests: Guard) -> Router<Arc<Node>> {
+    Router::new().route("/v1/cluster/status", get(status)).layer(Extension(digests))
+}
+
+/// Liveness and readiness, answered by the node asked, open to all: load
+/// balancers and supervisors have no token.
+pub fn health_routes() -> Router<Arc<Node>> {
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
 }
 
 /// `GET /v1/cluster/status`: this node's view (role, leader, term, indexes,
-/// tick, members); with `?digest=true` also its table's digest.
+/// tick, members); with `?digest=true` (admin token) also its table's digest.
 async fn status(
     State(node): State<Arc<Node>>,
     Extension(subscribers): Extension<Subscribers>,
+    Extension(digests): Extension<Guard>,
+    headers: HeaderMap,
+    slot: Option<Extension<RequestSlot>>,
     ApiQuery(query): ApiQuery<StatusQuery>,
 ) -> Result<Json<ClusterStatus>, ApiError> {
     let mut status = subscribers.status_of(&node);
     if query.digest {
+        digests.check(&headers)?;
+        park_for_whole_table(slot)?;
         status.state_digest = node.state_digest().await?;
     }
     Ok(Json(status))
+}
+
+/// Lets a request that checkpoints the table (digest, snapshot) run past
+/// the request deadline: waiting its turn, then serializing a large table,
+/// may take longer than a request may.
+fn park_for_whole_table(slot: Option<Extension<RequestSlot>>) -> Result<(), ApiError> {
+    match slot {
+        Some(Extension(slot)) => {
+            slot.park(crate::node::WHOLE_TABLE_TURN_WAIT + crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK)
+        }
+        None => Ok(()),
+    }
 }
 
 /// `GET /healthz`: 200 while the process serves and its Raft runs; says
@@ -93,16 +120,14 @@ async fn take_snapshot(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
 ) -> Result<Json<SnapshotTaken>, ApiError> {
-    if let Some(Extension(slot)) = slot {
-        // Serializing a large table may take longer than a request may.
-        slot.park(crate::node::SNAPSHOT_WAIT + SNAPSHOT_ANSWER_SLACK)?;
-    }
+    park_for_whole_table(slot)?;
     Ok(Json(node.snapshot_now().await?))
 }
 
 /// `GET /v1/cluster/snapshot`: this node's stored snapshot as a backup file
 /// (`leasehold restore` seeds a new cluster from it); 404 `no_snapshot`
-/// before its first one.
+/// before its first one. Writing the file waits its turn among the whole-table
+/// work; streaming it out does not hold the turn.
 async fn download_snapshot(State(node): State<Arc<Node>>) -> Result<Response, ApiError> {
     let Some((path, bytes)) = node.backup().await? else {
         return Err(ApiError::new(ErrorCode::NoSnapshot, "this node has no snapshot yet"));

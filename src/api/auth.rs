@@ -1,12 +1,16 @@
 //! Bearer-token checks in front of each part of the API.
 //!
 //! A request names its token in `authorization: Bearer <token>`. Which token
-//! opens what is in [`crate::security`]. Answers, before anything is read or
+//! opens what is in [`crate::security`]: with no secret configured every
+//! part is open; once any is, every part asks for a credential and a part
+//! whose token the node lacks is closed. Answers, before anything is read or
 //! changed:
 //! - no token (or not a Bearer one) where one is needed: 401
 //!   `unauthenticated` with `WWW-Authenticate: Bearer realm="leasehold"`;
-//! - a token that does not open this part: 403 `permission_denied` (as Consul
-//!   answers a token it does not know, and etcd a user without permission).
+//! - a token that does not open this part, or a part this node keeps closed
+//!   (the admin API without an admin token): 403 `permission_denied` (as
+//!   Consul answers a token it does not know, and etcd a user without
+//!   permission).
 //!
 //! Checked on every node, also on a follower before it forwards a request;
 //! the leader checks the forwarded caller's token again.
@@ -23,43 +27,76 @@ use leasehold_proto::{ErrorCode, Secret};
 /// The part of the API a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// `/v1/locks…`, `/v1/multi…`, `/v1/fence…`, `/v1/records…`: client or admin token.
+    /// `/v1/cluster/status`, `/v1/cluster/nodes`, `/openapi.json`: how the
+    /// node and the cluster are doing, no lock names or owners: any of the
+    /// node's secrets (the members ask each other's status with theirs).
+    Observe,
+    /// `/v1/locks…`, `/v1/multi…`, `/v1/sessions…`, `/v1/fence…`,
+    /// `/v1/records…`, `/v1/events`: client or admin token.
     Client,
-    /// Init and membership changes: admin token.
+    /// Init, membership, snapshots and backups, digests: admin token.
     Admin,
     /// Raft RPC: cluster secret.
     Raft,
 }
 
+/// Who passes one guard.
+#[derive(Debug, Clone)]
+enum Access {
+    /// Nothing to check: no secret is configured (the node warns at start),
+    /// or Raft RPC without a cluster secret (the members send none).
+    Open,
+    /// A request must carry one of these.
+    Tokens(Vec<Secret>),
+    /// The node has secrets, but not the one this part needs: refused to
+    /// all, with this reason.
+    Closed(&'static str),
+}
+
+const CLIENT_CLOSED: &str = "the client API needs a client token or the admin token, and this node has neither \
+                             configured (--client-token-file or $LEASEHOLD_CLIENT_TOKEN); it has other secrets, so the \
+                             client API is closed";
+const ADMIN_CLOSED: &str = "the admin API needs the admin token, and this node has none configured \
+                            (--admin-token-file or $LEASEHOLD_ADMIN_TOKEN); a client token never opens it";
+
 /// What one part of the API asks of a request.
 #[derive(Debug, Clone)]
 pub struct Guard {
     part: Part,
-    /// Secrets that open this part; empty when it is open to all.
-    accepted: Vec<Secret>,
+    access: Access,
 }
 
 impl Guard {
     pub fn new(secrets: &Secrets, part: Part) -> Guard {
-        let accepted = match part {
-            // Without a client token the client API is open, even when an
-            // admin token protects membership.
-            Part::Client if secrets.client_token.is_some() => {
-                [&secrets.client_token, &secrets.admin_token].into_iter().flatten().cloned().collect()
-            }
-            Part::Client => Vec::new(),
-            Part::Admin => secrets.admin_token.iter().cloned().collect(),
-            Part::Raft => secrets.cluster_secret.iter().cloned().collect(),
+        let opening: &[&Option<Secret>] = match part {
+            Part::Observe => &[&secrets.client_token, &secrets.admin_token, &secrets.cluster_secret],
+            Part::Client => &[&secrets.client_token, &secrets.admin_token],
+            Part::Admin => &[&secrets.admin_token],
+            Part::Raft => &[&secrets.cluster_secret],
         };
-        Guard { part, accepted }
+        let accepted: Vec<Secret> = opening.iter().filter_map(|s| (*s).clone()).collect();
+        let access = match part {
+            _ if !accepted.is_empty() => Access::Tokens(accepted),
+            _ if !secrets.any() => Access::Open,
+            Part::Client => Access::Closed(CLIENT_CLOSED),
+            Part::Admin => Access::Closed(ADMIN_CLOSED),
+            // Observe takes any secret, so it has tokens whenever the node has
+            // a secret; the members send none on Raft RPC without a cluster
+            // secret, so closing it would stop the cluster.
+            Part::Observe | Part::Raft => Access::Open,
+        };
+        Guard { part, access }
     }
 
     /// `Ok` when `headers` carry a token that opens this part.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        if self.accepted.is_empty() {
-            return Ok(());
-        }
+        let accepted = match &self.access {
+            Access::Open => return Ok(()),
+            Access::Closed(reason) => return Err(ApiError::new(ErrorCode::PermissionDenied, *reason)),
+            Access::Tokens(accepted) => accepted,
+        };
         let what = match self.part {
+            Part::Observe => "this endpoint",
             Part::Client => "the client API",
             Part::Admin => "the admin API",
             Part::Raft => "Raft RPC",
@@ -72,7 +109,7 @@ impl Guard {
         };
         // Every accepted secret is compared, so the time taken does not tell
         // which one came closest.
-        let matched = self.accepted.iter().fold(false, |any, secret| secret.matches(token) | any);
+        let matched = accepted.iter().fold(false, |any, secret| secret.matches(token) | any);
         if matched {
             Ok(())
         } else {
@@ -117,42 +154,75 @@ mod tests {
         guard.check(headers).err().map(|e| e.status())
     }
 
-    // Ensures each part accepts exactly its tokens: missing → 401, wrong → 403.
-    #[test]
-    fn each_part_accepts_its_tokens() {
-        let secrets = Secrets {
+    const CLIENT: &str = "Bearer client-token-0123456789";
+    const ADMIN: &str = "bearer admin-token-0123456789";
+    const PEER: &str = "Bearer cluster-secret-0123456789";
+
+    fn all_secrets() -> Secrets {
+        Secrets {
             client_token: secret("client-token-0123456789"),
             admin_token: secret("admin-token-0123456789"),
             cluster_secret: secret("cluster-secret-0123456789"),
-        };
-        let client = Guard::new(&secrets, Part::Client);
-        let admin = Guard::new(&secrets, Part::Admin);
-        let raft = Guard::new(&secrets, Part::Raft);
-        let (c, a, r) = (
-            with_auth("Bearer client-token-0123456789"),
-            with_auth("bearer admin-token-0123456789"),
-            with_auth("Bearer cluster-secret-0123456789"),
-        );
+        }
+    }
+
+    // Ensures each part accepts exactly its tokens: missing → 401, wrong → 403.
+    #[test]
+    fn each_part_accepts_its_tokens() {
+        let secrets = all_secrets();
+        let [observe, client, admin, raft] =
+            [Part::Observe, Part::Client, Part::Admin, Part::Raft].map(|part| Guard::new(&secrets, part));
+        let (c, a, r) = (with_auth(CLIENT), with_auth(ADMIN), with_auth(PEER));
+        for token in [&c, &a, &r] {
+            assert_eq!(status(&observe, token), None, "any secret opens the status");
+        }
         assert_eq!(status(&client, &c), None);
         assert_eq!(status(&client, &a), None, "the admin token opens the client API");
         assert_eq!(status(&client, &r), Some(StatusCode::FORBIDDEN));
         assert_eq!(status(&admin, &a), None);
         assert_eq!(status(&admin, &c), Some(StatusCode::FORBIDDEN));
+        assert_eq!(status(&admin, &r), Some(StatusCode::FORBIDDEN));
         assert_eq!(status(&raft, &r), None);
         assert_eq!(status(&raft, &a), Some(StatusCode::FORBIDDEN));
-        for guard in [&client, &admin, &raft] {
+        for guard in [&observe, &client, &admin, &raft] {
             assert_eq!(status(guard, &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
             assert_eq!(status(guard, &with_auth("Basic client-token-0123456789")), Some(StatusCode::UNAUTHORIZED));
             assert_eq!(status(guard, &with_auth("Bearer ")), Some(StatusCode::UNAUTHORIZED));
         }
     }
 
-    // Ensures a part without a configured secret is open.
+    // Ensures a node without secrets is open everywhere.
     #[test]
-    fn unconfigured_parts_are_open() {
+    fn without_secrets_every_part_is_open() {
+        for part in [Part::Observe, Part::Client, Part::Admin, Part::Raft] {
+            assert_eq!(status(&Guard::new(&Secrets::default(), part), &HeaderMap::new()), None, "{part:?}");
+        }
+    }
+
+    // Ensures one secret closes what it does not open: with only a client
+    // token the admin API is refused to everyone (the client token
+    // included), saying an admin token must be configured; with only an
+    // admin token the client API takes the admin token; Raft RPC stays open
+    // without a cluster secret, as the members then send none.
+    #[test]
+    fn any_secret_closes_what_no_token_opens() {
+        let only_client = Secrets { client_token: secret("client-token-0123456789"), ..Default::default() };
+        let admin = Guard::new(&only_client, Part::Admin);
+        for headers in [HeaderMap::new(), with_auth(CLIENT)] {
+            let refusal = admin.check(&headers).expect_err("the admin API is closed");
+            assert_eq!(refusal.status(), StatusCode::FORBIDDEN);
+            assert!(refusal.message.contains("admin token"), "{}", refusal.message);
+        }
+        assert_eq!(status(&Guard::new(&only_client, Part::Observe), &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
+        assert_eq!(status(&Guard::new(&only_client, Part::Raft), &HeaderMap::new()), None);
+
         let only_admin = Secrets { admin_token: secret("admin-token-0123456789"), ..Default::default() };
-        assert_eq!(status(&Guard::new(&only_admin, Part::Client), &HeaderMap::new()), None);
-        assert_eq!(status(&Guard::new(&only_admin, Part::Raft), &HeaderMap::new()), None);
-        assert_eq!(status(&Guard::new(&only_admin, Part::Admin), &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
+        let client = Guard::new(&only_admin, Part::Client);
+        assert_eq!(status(&client, &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
+        assert_eq!(status(&client, &with_auth(ADMIN)), None);
+
+        let only_peer = Secrets { cluster_secret: secret("cluster-secret-0123456789"), ..Default::default() };
+        assert_eq!(status(&Guard::new(&only_peer, Part::Client), &with_auth(PEER)), Some(StatusCode::FORBIDDEN));
+        assert_eq!(status(&Guard::new(&only_peer, Part::Observe), &with_auth(PEER)), None);
     }
 }

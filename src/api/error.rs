@@ -164,6 +164,7 @@ impl From<NodeError> for ApiError {
                     .with("reachable", reachable)
                     .with("needed", needed)
             }
+            e @ NodeError::Busy => ApiError::new(ErrorCode::Overloaded, e.to_string()),
             // Only a start meets a data folder's format.
             e @ NodeError::DataFormat(_) => ApiError::internal(e.to_string()),
             NodeError::Internal(m) => ApiError::internal(m),

@@ -3,7 +3,7 @@
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
 //! `/readyz` (readiness); for
 //! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
-//! the OpenAPI document at `/openapi.json`.
+//! the OpenAPI document at `/openapi.json`. Who may call what: [`auth`].
 //!
 //! Client requests and membership changes are served by the leader: any other
 //! node forwards them there itself ([`forward`]), so clients may talk to any
@@ -70,12 +70,16 @@ pub struct ApiConfig {
 ///
 /// Each part checks its token ([`auth`]) before anything else, on the node
 /// asked, so a follower forwards only requests it would itself accept.
-/// `/healthz`, `/readyz` and `/v1/cluster/status` stay open, like Consul's
-/// `/v1/status/*`: load balancers and the cluster tooling read them.
+/// `/healthz`, `/readyz`, `/metrics` and the status page's HTML are open to
+/// all (load balancers, supervisors and scrapers have no token, and the page
+/// holds no data: it asks for a token and sends it on the calls it makes).
+/// Once the node has any secret, everything else asks for a credential
+/// ([`crate::security`]).
 pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let forwarding = forward::Forwarding::new(node.clone());
     let to_leader = || middleware::from_fn_with_state(forwarding.clone(), forward::to_leader);
-    let guard = |part| middleware::from_fn_with_state(auth::Guard::new(&config.secrets, part), auth::require);
+    let guard_of = |part| auth::Guard::new(&config.secrets, part);
+    let guard = |part| middleware::from_fn_with_state(guard_of(part), auth::require);
     let client = locks::routes()
         .merge(sessions::routes())
         .merge(fence::routes())
@@ -86,13 +90,19 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .route_layer(to_leader())
         .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));
+    let observe = admin::status_routes(guard_of(auth::Part::Admin))
+        .merge(nodes::routes())
+        .merge(openapi::routes())
+        .route_layer(guard(auth::Part::Observe));
     let limits = &config.request_limits;
     // The event streams' budget: taken by the streams, shown by status and metrics.
     let subscribers = events::Subscribers::new(limits.max_subscribers, limits.max_subscribers_per_client);
     let api = client
         .merge(admin)
-        .merge(admin::open_routes())
-        .merge(observe_routes())
+        .merge(observe)
+        .merge(admin::health_routes())
+        .merge(metrics::routes())
+        .merge(ui::routes())
         .layer(Extension(subscribers))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(limits::Admission::new(limits), limits::admit));
@@ -104,12 +114,6 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed here") })
         .with_state(node)
-}
-
-/// Served by every node from its own view, for operators: metrics, the
-/// cluster overview, the status page and the OpenAPI document.
-fn observe_routes() -> Router<Arc<Node>> {
-    metrics::routes().merge(nodes::routes()).merge(ui::routes()).merge(openapi::routes())
 }
 
 /// Validates `command`, proposes it, and turns a refusal into its ApiError.

@@ -1,9 +1,10 @@
 //! `GET /v1/cluster/nodes`: every member's own status, asked by the node that
 //! serves the request, with the replication lag the leader reports for each.
 //! The status page polls it, so it shows the whole cluster from any node.
+//! The node asks with its own status token: the caller passed the same
+//! check here that each member would make of it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Extension, State};
 use axum::routing::get;
@@ -15,9 +16,6 @@ use crate::node::Node;
 use crate::raft::NodeId;
 use leasehold_proto::cluster::{ClusterStatus, Member, NodeView, NodesResponse};
 
-/// How long a member may take to answer before it is shown unreachable.
-const ASK_TIMEOUT: Duration = Duration::from_secs(1);
-
 pub fn routes() -> Router<Arc<Node>> {
     Router::new().route("/v1/cluster/nodes", get(nodes))
 }
@@ -28,7 +26,7 @@ async fn nodes(State(node): State<Arc<Node>>, Extension(subscribers): Extension<
     for member in own.members.iter().filter(|m| m.id != own.id).cloned() {
         let node = node.clone();
         asks.spawn(async move {
-            let status = ask(&node, &member.addr).await;
+            let status = node.status_of_member(&member.addr).await;
             (member, status)
         });
     }
@@ -65,18 +63,4 @@ fn lag_of(leader: &ClusterStatus, id: NodeId) -> Option<u64> {
     }
     let matched = leader.replication.as_ref()?.get(&id)?.unwrap_or(0);
     Some(last.saturating_sub(matched))
-}
-
-async fn ask(node: &Node, addr: &str) -> Result<ClusterStatus, String> {
-    let reply = node
-        .http()
-        .get(node.url_of(addr, "/v1/cluster/status"))
-        .timeout(ASK_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| format!("unreachable: {e}"))?;
-    if !reply.status().is_success() {
-        return Err(format!("answered {}", reply.status()));
-    }
-    reply.json().await.map_err(|e| format!("unreadable status: {e}"))
 }

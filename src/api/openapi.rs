@@ -57,7 +57,8 @@ enum Body {
 }
 
 /// One routed method on one path: method, path, tag, the part of the API
-/// whose token it asks for (`None`: open to all), its `operationId`, its
+/// whose tokens it asks for (`None`: open to all, even on a node with
+/// secrets), its `operationId`, its
 /// summary, request body, the success answer's status and body, and the
 /// errors its handler answers with, as (status, the codes it can carry).
 /// The errors of the layers in front of the handler are added by
@@ -76,7 +77,7 @@ struct Operation(
 
 use Body::{AnyJson, Named, Text};
 use HttpMethod::{Delete, Get, Post, Put};
-use Part::{Admin, Client, Raft};
+use Part::{Admin, Client, Observe, Raft};
 
 /// Handler errors shared by many rows.
 const BAD: (u16, &str) = (400, "invalid_argument");
@@ -106,21 +107,21 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "passGate", "Admit `token` if it is the current token of `lock` and no higher token was admitted", Named("GateRequest"), (200, Named("GateResponse")), &[BAD, (409, "stale_token, lock_mismatch, request_id_reused"), (507, "full")]),
     Operation(Put, "/v1/records/{key}", "fence", Some(Client), "putRecord", "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[BAD, (409, "stale_token, request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/records/{key}", "fence", Some(Client), "getRecord", "Read a fenced record (linearizable)", Body::None, (200, Named("Record")), &[BAD, (404, "no_record")]),
-    Operation(Get, "/v1/cluster/status", "admin", None, "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader); with `digest=true` a digest of its applied lock table", Body::None, (200, Named("ClusterStatus")), &[BAD]),
-    Operation(Get, "/v1/cluster/nodes", "admin", None, "clusterNodes", "Every member's own status, with the replication lag the leader reports", Body::None, (200, Named("NodesResponse")), &[]),
+    Operation(Get, "/v1/cluster/status", "admin", Some(Observe), "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader); with `digest=true` (admin token only) a digest of its table, from a checkpoint it takes first, one at a time with snapshots and backups", Body::None, (200, Named("ClusterStatus")), &[BAD, (503, "unavailable")]),
+    Operation(Get, "/v1/cluster/nodes", "admin", Some(Observe), "clusterNodes", "Every member's own status, with the replication lag the leader reports", Body::None, (200, Named("NodesResponse")), &[]),
     Operation(Post, "/v1/cluster/init", "admin", Some(Admin), "initCluster", "Initialize a new cluster with these members (this node alone when empty)", Named("InitRequest"), (200, Named("InitResponse")), &[BAD, (409, "already_initialized")]),
     Operation(Post, "/v1/cluster/learners", "admin", Some(Admin), "addLearner", "Add a non-voting member and wait until it has caught up", Named("NewMember"), (200, Named("MembershipResponse")), &[BAD]),
     Operation(Post, "/v1/cluster/membership", "admin", Some(Admin), "changeMembership", "Make exactly these members voters", Named("MembershipRequest"), (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
     Operation(Post, "/v1/cluster/members/{id}/promote", "admin", Some(Admin), "promoteMember", "Make learner `id` a voter", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
     Operation(Delete, "/v1/cluster/members/{id}", "admin", Some(Admin), "removeMember", "Remove member `id` from the cluster", Body::None, (200, Named("MembershipResponse")), &[BAD, (404, "not_member"), (409, "would_lose_quorum")]),
-    Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "takeSnapshot", "This node snapshots everything it has applied; answers once stored (no leader needed)", Body::None, (200, Named("SnapshotTaken")), &[(503, "unavailable")]),
-    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's current snapshot as a backup file (snapshot format 2, binary) for `leasehold restore`", Body::None, (200, Text("application/octet-stream")), &[(404, "no_snapshot")]),
+    Operation(Post, "/v1/cluster/snapshot", "admin", Some(Admin), "takeSnapshot", "This node snapshots everything it has applied; answers once stored (no leader needed); one at a time with digests and backups", Body::None, (200, Named("SnapshotTaken")), &[(503, "unavailable")]),
+    Operation(Get, "/v1/cluster/snapshot", "admin", Some(Admin), "downloadSnapshot", "This node's current snapshot as a backup file (snapshot format 2, binary) for `leasehold restore`; written one at a time with digests and snapshots", Body::None, (200, Text("application/octet-stream")), &[(404, "no_snapshot")]),
     Operation(Get, "/healthz", "admin", None, "health", "200 while the process serves and its Raft runs; names the leader if known; 503 `unavailable` (`reason: stopped`) once Raft has stopped (a storage error): restart the node", Body::None, (200, Named("Health")), &[(503, "unavailable")]),
     Operation(Get, "/readyz", "admin", None, "ready", "200 when this node knows a leader that heard from a quorum within the election timeout and has applied what it knows committed; else 503 `unavailable` with a `reason`", Body::None, (200, Named("Readiness")), &[(503, "unavailable")]),
     Operation(Get, "/metrics", "observe", None, "metrics", "Prometheus series in OpenMetrics text", Body::None, (200, Text("application/openmetrics-text")), &[]),
     Operation(Get, "/", "observe", None, "statusPage", "The status page", Body::None, (200, Text("text/html")), &[]),
     Operation(Get, "/ui", "observe", None, "statusPageUi", "The status page", Body::None, (200, Text("text/html")), &[]),
-    Operation(Get, "/openapi.json", "observe", None, "openapi", "This document", Body::None, (200, AnyJson), &[]),
+    Operation(Get, "/openapi.json", "observe", Some(Observe), "openapi", "This document", Body::None, (200, AnyJson), &[]),
     Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "raftAppend", "Inbound Raft AppendEntries (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
     Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
     Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot, streamed (members only)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
@@ -185,9 +186,9 @@ pub fn document() -> OpenApi {
     }
     // The request and response schemas, and those they refer to.
     let mut components = Schemas::openapi().components.unwrap_or_default();
-    for part in [Client, Admin, Raft] {
-        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(token_meaning(part))).build();
-        components.security_schemes.insert(security_scheme(part).into(), SecurityScheme::Http(scheme));
+    for (name, meaning) in SECURITY_SCHEMES {
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(meaning)).build();
+        components.security_schemes.insert(name.into(), SecurityScheme::Http(scheme));
     }
     OpenApiBuilder::new()
         .info(
@@ -213,8 +214,9 @@ pub fn document_text() -> String {
 fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     let Operation(_, path, tag, part, id, summary, request, ok, _) = o;
     let mut builder = OperationBuilder::new().tag(*tag).operation_id(Some(*id)).summary(Some(*summary));
-    if let Some(part) = part {
-        builder = builder.security(SecurityRequirement::new(security_scheme(*part), Vec::<String>::new()));
+    // Alternatives: any one of the part's schemes opens it.
+    for scheme in part.map_or(&[][..], security_schemes) {
+        builder = builder.security(SecurityRequirement::new(*scheme, Vec::<String>::new()));
     }
     for name in path_parameters(path) {
         let schema = match name {
@@ -317,20 +319,20 @@ fn error_statuses(o: &Operation) -> BTreeMap<u16, BTreeSet<&'static str>> {
     }
     statuses
 }
-/// The name of the security scheme of a part's token.
-fn security_scheme(part: Part) -> &'static str {
-    match part {
-        Client => "client_token",
-        Admin => "admin_token",
-        Raft => "cluster_secret",
-    }
-}
+/// The security schemes: one per secret, each a bearer token.
+const SECURITY_SCHEMES: [(&str, &str); 3] = [
+    ("client_token", "The client token. Asked for once the node has any secret (a client token, the admin token or the cluster secret)"),
+    ("admin_token", "The admin token, the only one that opens init, membership, snapshots, backups and digests (and it opens the client API too). Asked for once the node has any secret; a node with secrets but no admin token refuses these to all (403)"),
+    ("cluster_secret", "The cluster secret the members share. Asked for on Raft RPC when the node has one"),
+];
 
-fn token_meaning(part: Part) -> &'static str {
+/// The schemes that open a part: any one of them does.
+fn security_schemes(part: Part) -> &'static [&'static str] {
     match part {
-        Client => "The client token, or the admin token; asked for only when the node has a client token",
-        Admin => "The admin token; asked for only when the node has one",
-        Raft => "The cluster secret the members share; asked for only when the node has one",
+        Observe => &["client_token", "admin_token", "cluster_secret"],
+        Client => &["client_token", "admin_token"],
+        Admin => &["admin_token"],
+        Raft => &["cluster_secret"],
     }
 }
 
@@ -353,7 +355,7 @@ fn error_meaning(status: u16) -> &'static str {
         400 => "invalid input, named by `field` where it is one; nothing changed",
         404 => "not found",
         401 => "no bearer token, where this part of the API asks for one (with WWW-Authenticate)",
-        403 => "a token that does not open this part of the API",
+        403 => "a token that does not open this part of the API, or a part the node keeps closed (the admin API on a node with secrets but no admin token)",
         408 => "not received and answered within the request deadline; a write may still take effect",
         409 => "conflict; nothing changed",
         413 => "the request body is larger than 64 KiB",

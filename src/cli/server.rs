@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use leasehold::admission;
 use leasehold::api::{self, ApiConfig, RequestLimits};
 use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
-use leasehold::security::SecurityFiles;
+use leasehold::security::{Secrets, SecurityFiles};
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_core::Quotas;
 use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
@@ -190,6 +190,11 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_in_flight: usize,
+    /// Serve with no client token, admin token or cluster secret on an
+    /// address outside loopback, where anyone who reaches it can take any
+    /// lock, change membership and act as a member; refused without this.
+    #[arg(long, env = "LEASEHOLD_INSECURE")]
+    insecure: bool,
 }
 
 /// `--initial-cluster-state`, as etcd spells it.
@@ -230,7 +235,8 @@ pub struct SecurityArgs {
     /// File holding the client API bearer token (or set $LEASEHOLD_CLIENT_TOKEN).
     #[arg(long, env = "LEASEHOLD_CLIENT_TOKEN_FILE")]
     client_token_file: Option<PathBuf>,
-    /// File holding the admin bearer token for init and membership (or set $LEASEHOLD_ADMIN_TOKEN).
+    /// File holding the admin bearer token for init, membership, snapshots, backups and digests (or set
+    /// $LEASEHOLD_ADMIN_TOKEN).
     #[arg(long, env = "LEASEHOLD_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
     /// File holding the secret every member sends on Raft RPC (or set $LEASEHOLD_CLUSTER_SECRET).
@@ -368,6 +374,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let files = args.security.files();
     let secrets = files.secrets()?;
+    refuse_open_outside_loopback(listen, &secrets, args.insecure)?;
+    for warning in secrets.exposure() {
+        tracing::warn!("{warning}");
+    }
     if files.tls() && files.ca_file.is_none() {
         tracing::warn!("TLS without --ca-file: the other nodes' certificates must chain to a built-in root");
     }
@@ -388,6 +398,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
             ca: files.ca()?,
             cluster_secret: secrets.cluster_secret.clone(),
             peer_tls: files.peer_tls()?,
+            status_token: secrets.for_status_probes(),
         },
     };
     // Budgets follow the open-files limit, and from each total its share.
@@ -427,6 +438,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     server::run(node, serve_config, stop_signal()).await?;
     Ok(())
+}
+
+/// Refuses to serve on `listen` outside loopback with no secret at all,
+/// unless `insecure` says so: anyone who reaches such a node owns it
+/// (CockroachDB's `--insecure`). On loopback only this host can reach it.
+fn refuse_open_outside_loopback(listen: SocketAddr, secrets: &Secrets, insecure: bool) -> Result<()> {
+    if secrets.any() || insecure || listen.ip().is_loopback() {
+        return Ok(());
+    }
+    bail!(
+        "refusing to serve on {listen} (not loopback) with no client token, admin token or cluster secret: anyone \
+         who reaches it could take any lock, change membership and act as a member; configure the secrets \
+         (docs/operations.md, \"Secrets\") or pass --insecure to run open"
+    )
 }
 
 async fn up(args: UpArgs, log_format: LogFormat) -> Result<()> {
@@ -524,5 +549,27 @@ mod tests {
         assert_eq!(serve.args.request_timeout, Duration::from_millis(2500));
         assert_eq!(serve.args.header_read_timeout, Duration::from_secs(1));
         assert!(Serve::try_parse_from(base.iter().chain(["--tick", "5ms"].iter())).is_err(), "below 10ms");
+    }
+
+    // Ensures serve refuses to run open only outside loopback, and only
+    // without --insecure and without any secret; the refusal names the
+    // address and the way out.
+    #[test]
+    fn open_outside_loopback_needs_insecure() {
+        let open = Secrets::default();
+        let token = leasehold_client::Secret::new("admin-token-0123456789", "admin token").unwrap();
+        let one = Secrets { admin_token: Some(token), ..Secrets::default() };
+        let outside: SocketAddr = "0.0.0.0:7701".parse().unwrap();
+        let err = refuse_open_outside_loopback(outside, &open, false).expect_err("refused").to_string();
+        assert!(err.contains("0.0.0.0:7701") && err.contains("--insecure"), "{err}");
+        assert!(refuse_open_outside_loopback("10.0.0.11:7701".parse().unwrap(), &open, false).is_err());
+        assert!(refuse_open_outside_loopback(outside, &open, true).is_ok());
+        assert!(refuse_open_outside_loopback(outside, &one, false).is_ok());
+        for loopback in ["127.0.0.1:7701", "[::1]:7701"] {
+            assert!(refuse_open_outside_loopback(loopback.parse().unwrap(), &open, false).is_ok(), "{loopback}");
+        }
+        let base = ["serve", "--id", "1", "--addr", "10.0.0.11:7701", "--data", "d"];
+        assert!(!Serve::try_parse_from(base).unwrap().args.insecure);
+        assert!(Serve::try_parse_from(base.iter().chain(&["--insecure"])).unwrap().args.insecure);
     }
 }

@@ -47,6 +47,12 @@ const SNAPSHOT_RETRIGGER: Duration = Duration::from_secs(1);
 /// of one lock) to 2.7 KB (of 64 locks: each place keeps the whole set),
 /// so 100 000 places take 130 to 270 MB. Both fit a 2 GB node together.
 pub const DEFAULT_QUOTAS: Quotas = Quotas { max_leases: 1_000_000, max_waiters: 100_000 };
+/// How long a digest, snapshot or backup asked for waits for the one
+/// running on this node before it is refused as overloaded: they run one at
+/// a time, as each reads or writes the whole table.
+pub const WHOLE_TABLE_TURN_WAIT: Duration = Duration::from_secs(10);
+/// How long a member may take to answer a status probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
 /// it reaches its peers. (Where and how it serves clients is
@@ -101,6 +107,10 @@ pub struct PeerTransport {
     /// TLS client settings of the peer transport (`tls` on and a CA file
     /// given); without them, under TLS, Raft RPC goes over HTTP.
     pub peer_tls: Option<Arc<rustls::ClientConfig>>,
+    /// Presented when asking another member for its status (the bootstrap
+    /// check, `/v1/cluster/nodes`): a secret the members share, which a
+    /// secured node asks of every status request. `None` when they run open.
+    pub status_token: Option<Secret>,
 }
 
 /// Why a node operation failed. The API turns each into one HTTP status.
@@ -125,6 +135,10 @@ pub enum NodeError {
     NotMember(NodeId),
     #[error("refused: only {reachable} of the new voters answer now, a quorum needs {needed}")]
     WouldLoseQuorum { reachable: usize, needed: usize },
+    /// Another digest, snapshot or backup kept this node busy for
+    /// [`WHOLE_TABLE_TURN_WAIT`].
+    #[error("another digest, snapshot or backup is running on this node; retry")]
+    Busy,
     /// The data folder is in another format than this binary's.
     #[error(transparent)]
     DataFormat(store::FormatError),
@@ -159,6 +173,11 @@ pub struct Node {
     dialer: Option<Dialer>,
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
+    /// What this node presents on status probes ([`PeerTransport::status_token`]).
+    status_token: Option<Secret>,
+    /// Held by the digest, snapshot or backup under way: they read or write
+    /// the whole table, so at most one runs (FIFO, see [`WHOLE_TABLE_TURN_WAIT`]).
+    whole_table: tokio::sync::Mutex<()>,
     tick_ms: u64,
     /// What this node stamps on the entries it proposes as leader.
     quotas: Quotas,
@@ -207,6 +226,8 @@ impl Node {
             http,
             dialer,
             scheme,
+            status_token: config.peers.status_token.clone(),
+            whole_table: tokio::sync::Mutex::new(()),
             tick_ms: config.tick_ms,
             quotas: config.quotas,
             data_dir: config.data_dir.clone(),
@@ -256,14 +277,27 @@ impl Node {
     /// first start the others may not run yet).
     async fn member_of_a_cluster(&self, members: &BTreeMap<NodeId, String>) -> Option<(NodeId, String, u64)> {
         for (id, addr) in members.iter().filter(|(id, _)| **id != self.id) {
-            let asked = self.http.get(self.url_of(addr, "/v1/cluster/status")).timeout(Duration::from_secs(1)).send();
-            let Ok(reply) = asked.await else { continue };
-            let Ok(status) = reply.json::<ClusterStatus>().await else { continue };
+            let Ok(status) = self.status_of_member(addr).await else { continue };
             if !status.members.is_empty() {
                 return Some((*id, addr.clone(), status.term));
             }
         }
         None
+    }
+
+    /// The status of the member at `addr`, asked with this node's status
+    /// token, within a second; why not, as text, when it does not answer
+    /// with one.
+    pub async fn status_of_member(&self, addr: &str) -> Result<ClusterStatus, String> {
+        let mut ask = self.http.get(self.url_of(addr, "/v1/cluster/status")).timeout(PROBE_TIMEOUT);
+        if let Some(token) = &self.status_token {
+            ask = ask.bearer_auth(token.expose());
+        }
+        let reply = ask.send().await.map_err(|e| format!("unreachable: {e}"))?;
+        if !reply.status().is_success() {
+            return Err(format!("answered {}", reply.status()));
+        }
+        reply.json().await.map_err(|e| format!("unreadable status: {e}"))
     }
 
     pub fn id(&self) -> NodeId {
@@ -392,37 +426,61 @@ impl Node {
         }
     }
 
-    /// The applied table's digest as of its applied index; `None` before
-    /// anything is applied. Encoding a large table takes long: off the
-    /// runtime.
+    /// A digest of the table as of everything applied here now (see
+    /// [`StateDigest`]): a checkpoint of it is taken first, and the digest
+    /// read from that checkpoint's rows, off the lock that applying takes;
+    /// `None` before anything is applied. One at a time with snapshots and
+    /// backups ([`NodeError::Busy`] after [`WHOLE_TABLE_TURN_WAIT`]).
     pub async fn state_digest(&self) -> Result<Option<StateDigest>, NodeError> {
-        let locks = self.locks.clone();
-        let digest = tokio::task::spawn_blocking(move || locks.digest())
+        let _turn = self.whole_table_turn().await?;
+        if self.raft.view().applied_index.is_none() {
+            return Ok(None);
+        }
+        self.raft.snapshot_covering_applied(SNAPSHOT_WAIT, SNAPSHOT_RETRIGGER).await?;
+        let store = self.state_store.clone();
+        // Hashing a large table's rows takes long: off the runtime.
+        let digest = tokio::task::spawn_blocking(move || store.digest())
             .await
-            .map_err(|e| NodeError::Internal(e.to_string()))?;
+            .map_err(|e| NodeError::Internal(e.to_string()))?
+            .map_err(|e| NodeError::Internal(format!("reading the checkpoint: {e}")))?;
         Ok(digest.map(|(applied_index, digest)| StateDigest { applied_index, digest: format!("{digest:016x}") }))
     }
 
     /// Checkpoints everything applied here so far, waits until it is
     /// stored (the log behind it may then be purged) and writes its
-    /// snapshot file.
+    /// snapshot file. One at a time with digests and backups.
     pub async fn snapshot_now(&self) -> Result<SnapshotTaken, NodeError> {
+        let _turn = self.whole_table_turn().await?;
         let snapshot_index = self.raft.snapshot_covering_applied(SNAPSHOT_WAIT, SNAPSHOT_RETRIGGER).await?;
         // The file a backup downloads, written now so its size can be told.
-        let snapshot_bytes = self.backup().await?.map(|(_, bytes)| bytes);
+        let snapshot_bytes = self.write_backup().await?.map(|(_, bytes)| bytes);
         Ok(SnapshotTaken { snapshot_index, snapshot_bytes, snapshot_build_ms: self.locks.snapshot_stats().build_ms })
     }
 
     /// This node's current snapshot as a backup file (see
     /// [`crate::store::restore`]) and its size; `None` before its first
-    /// snapshot.
+    /// snapshot. One at a time with digests and snapshots; reading the file
+    /// that this returns is not, as it costs no more than any download.
     pub async fn backup(&self) -> Result<Option<(std::path::PathBuf, u64)>, NodeError> {
+        let _turn = self.whole_table_turn().await?;
+        self.write_backup().await
+    }
+
+    /// [`Node::backup`] within a turn already taken.
+    async fn write_backup(&self) -> Result<Option<(std::path::PathBuf, u64)>, NodeError> {
         // Writing a large table to a file takes long: off the runtime.
         let store = self.state_store.clone();
         tokio::task::spawn_blocking(move || store.backup())
             .await
             .map_err(|e| NodeError::Internal(e.to_string()))?
             .map_err(|e| NodeError::Internal(e.to_string()))
+    }
+
+    /// This node's turn for work over the whole table, once the one before
+    /// has finished; [`NodeError::Busy`] if that takes longer than
+    /// [`WHOLE_TABLE_TURN_WAIT`]. A caller that gives up leaves the queue.
+    async fn whole_table_turn(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, NodeError> {
+        tokio::time::timeout(WHOLE_TABLE_TURN_WAIT, self.whole_table.lock()).await.map_err(|_| NodeError::Busy)
     }
 
     /// The durable state, for the snapshot route to receive into.

@@ -24,7 +24,6 @@ use tokio::sync::broadcast;
 use tokio_stream::{Stream, StreamExt};
 
 use super::off_runtime;
-use super::pages::Fnv1a;
 use super::state::{Checkpoint, StateStore};
 use crate::metrics::Metrics;
 use crate::raft::types::{
@@ -128,19 +127,6 @@ impl LockState {
     /// What the last snapshot made or installed here cost.
     pub fn snapshot_stats(&self) -> SnapshotStats {
         self.guard().snapshot
-    }
-
-    /// The applied index and a digest of the table as of it (see
-    /// [`StateDigest`](leasehold_proto::cluster::StateDigest)), under one
-    /// read lock: nothing is applied while the table is encoded.
-    pub fn digest(&self) -> Option<(u64, u64)> {
-        let state = self.guard();
-        let index = state.last_applied?.index;
-        let mut hash = Fnv1a::default();
-        // Writing into a hash cannot fail. The JSON image (format 1's) is
-        // canonical: every map in it is in key order.
-        serde_json::to_writer(&mut hash, &TableImage::from(&state.table)).ok()?;
-        Some((index, hash.0))
     }
 
     /// CPU time spent applying the entries after the last checkpoint:

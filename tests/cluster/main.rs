@@ -14,6 +14,8 @@
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
+//! - `secure_defaults` — a client token never opens the admin API; the bootstrap guard with secrets;
+//!   a digest flood; `serve --insecure`.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
 //! - `quotas` — a multi-acquire flood past `--max-leases`; event streams past their per-client bound.
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
@@ -39,6 +41,7 @@ mod multi_lock;
 mod openapi;
 mod quotas;
 mod readiness;
+mod secure_defaults;
 mod security;
 mod sessions;
 mod snapshots;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{bounded, start_cluster, start_secured_cluster, step, Material};
+use crate::common::{bounded, start_cluster, start_secured_cluster, step, Material, CLIENT_TOKEN};
 use serde_json::Value;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
@@ -205,7 +205,8 @@ async fn openapi_document_matches_the_router() {
 }
 
 // Ensures the document lists the refusals that come before any handler:
-// every operation behind a token lists 401 and 403 and names its token, every
+// only health, readiness, metrics and the status page are open on a node with
+// secrets; every operation behind a token lists 401 and 403 and names its token, every
 // operation lists 408 (the request deadline) and all but Raft RPC 503 (the
 // in-flight bound); and that on a real token-secured node a request without
 // a token gets a status the document lists for that operation (401 where it
@@ -217,8 +218,8 @@ async fn openapi_lists_the_refusals_of_a_secured_node() {
         let cluster = start_secured_cluster(1, material.secrets(), &[]).await;
         let endpoint = cluster.endpoint(1);
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
-        let doc: Value =
-            http.get(format!("http://{endpoint}/openapi.json")).send().await.unwrap().json().await.unwrap();
+        let doc = http.get(format!("http://{endpoint}/openapi.json")).bearer_auth(CLIENT_TOKEN).send().await.unwrap();
+        let doc: Value = doc.json().await.unwrap();
         let schemes = doc["components"]["securitySchemes"].as_object().expect("security schemes");
 
         step("every operation lists the refusals of the layers in front of it, with the error body");
@@ -247,6 +248,17 @@ async fn openapi_lists_the_refusals_of_a_secured_node() {
             }
         }
         assert!(secured > 20, "the client, admin and Raft operations name their token ({secured})");
+        let open: BTreeSet<String> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| item.as_object().unwrap().iter().map(move |(method, op)| (path, method, op)))
+            .filter(|(_, _, op)| op["security"].is_null())
+            .map(|(path, method, _)| format!("{method} {path}"))
+            .collect();
+        let meant: BTreeSet<String> =
+            ["get /healthz", "get /readyz", "get /metrics", "get /", "get /ui"].map(String::from).into();
+        assert_eq!(open, meant, "once a node has secrets, only these are open to all");
 
         step("without a token, the secured node answers each operation with a status it lists");
         for (path, item) in doc["paths"].as_object().unwrap() {

@@ -23,13 +23,13 @@ fn secret(s: &str) -> Option<Secret> {
 }
 
 /// Raw HTTP to one node, to see statuses and headers the client library hides.
-struct Raw {
+pub struct Raw {
     http: reqwest::Client,
     base: String,
 }
 
 impl Raw {
-    fn new(base: String, ca: Option<&Path>) -> Raw {
+    pub fn new(base: String, ca: Option<&Path>) -> Raw {
         let mut builder = reqwest::Client::builder().no_proxy();
         if let Some(ca) = ca {
             let pem = std::fs::read(ca).unwrap();
@@ -38,7 +38,13 @@ impl Raw {
         Raw { http: builder.build().unwrap(), base }
     }
 
-    async fn send(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> reqwest::Response {
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> reqwest::Response {
         let mut request = self.http.request(method, format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -52,7 +58,7 @@ impl Raw {
 
 /// Asserts a refusal: `status`, the JSON error `code`, and for 401 the
 /// `WWW-Authenticate` challenge.
-async fn assert_refused(case: &str, reply: reqwest::Response, status: StatusCode, code: &str) {
+pub async fn assert_refused(case: &str, reply: reqwest::Response, status: StatusCode, code: &str) -> Value {
     assert_eq!(reply.status(), status, "{case}");
     if status == StatusCode::UNAUTHORIZED {
         let challenge = reply.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_owned());
@@ -60,13 +66,16 @@ async fn assert_refused(case: &str, reply: reqwest::Response, status: StatusCode
     }
     let body: Value = reply.json().await.unwrap_or(Value::Null);
     assert_eq!(body["error"]["code"], code, "{case}: {body}");
+    body
 }
 
 // Ensures the client API and the admin API refuse a missing token with 401
 // and a wrong one with 403, on the leader and on a follower, changing
-// nothing; that the right tokens work (also forwarded by a follower); and
-// that a process without the cluster secret cannot vote or append entries,
-// over HTTP or over the peer transport.
+// nothing; that the right tokens work (also forwarded by a follower); that
+// only health, readiness, metrics and the page stay open, the status taking
+// any secret and its digest only the admin token; and that a process
+// without the cluster secret cannot vote or append entries, over HTTP or
+// over the peer transport.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_gate_client_admin_and_raft_apis() {
     bounded(async {
@@ -138,9 +147,34 @@ async fn tokens_gate_client_admin_and_raft_apis() {
                 }
             }
 
-            step(&format!("health and status stay open on node {id}"));
-            assert_eq!(raw.send(Method::GET, "/healthz", None, None).await.status(), StatusCode::OK);
-            assert_eq!(raw.send(Method::GET, "/v1/cluster/status", None, None).await.status(), StatusCode::OK);
+            step(&format!("health, readiness, metrics and the page stay open on node {id}; the rest asks"));
+            for path in ["/healthz", "/readyz", "/metrics", "/", "/ui"] {
+                assert_eq!(raw.send(Method::GET, path, None, None).await.status(), StatusCode::OK, "{path}");
+            }
+            for path in ["/v1/cluster/status", "/v1/cluster/nodes", "/openapi.json"] {
+                let missing = raw.send(Method::GET, path, None, None).await;
+                assert_refused(&format!("{path}, no token"), missing, StatusCode::UNAUTHORIZED, "unauthenticated")
+                    .await;
+                let wrong = raw.send(Method::GET, path, Some(WRONG_TOKEN), None).await;
+                assert_refused(&format!("{path}, wrong token"), wrong, StatusCode::FORBIDDEN, "permission_denied")
+                    .await;
+                for token in [CLIENT_TOKEN, ADMIN_TOKEN, CLUSTER_SECRET] {
+                    let reply = raw.send(Method::GET, path, Some(token), None).await;
+                    assert_eq!(reply.status(), StatusCode::OK, "{path} with any of the secrets");
+                }
+            }
+            let nodes: Value =
+                raw.send(Method::GET, "/v1/cluster/nodes", Some(CLIENT_TOKEN), None).await.json().await.unwrap();
+            let statuses =
+                nodes["nodes"].as_array().map_or(0, |n| n.iter().filter(|n| n["status"].is_object()).count());
+            assert_eq!(statuses, 3, "the node asked every member with its own secret: {nodes}");
+            let digest = "/v1/cluster/status?digest=true";
+            for (token, status) in [(CLIENT_TOKEN, StatusCode::FORBIDDEN), (CLUSTER_SECRET, StatusCode::FORBIDDEN)] {
+                assert_eq!(raw.send(Method::GET, digest, Some(token), None).await.status(), status, "digest");
+            }
+            let reply = raw.send(Method::GET, digest, Some(ADMIN_TOKEN), None).await;
+            let body: Value = reply.json().await.unwrap();
+            assert!(body["state_digest"]["digest"].is_string(), "the admin token opens the digest: {body}");
         }
 
         step("a non-member's Raft RPC is refused and moves no term");

@@ -177,8 +177,10 @@ class Cluster:
     # --- views -----------------------------------------------------------------
 
     def status(self, node: int) -> Optional[dict[str, Any]]:
+        # A node with any secret asks a credential of its status too.
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            response = self._http.get(f"{self.url(node)}/v1/cluster/status")
+            response = self._http.get(f"{self.url(node)}/v1/cluster/status", headers=headers)
         except httpx.TransportError:
             return None
         return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]

@@ -53,10 +53,25 @@ impl NodeSecurity {
             .collect()
     }
 
-    /// What a client of these nodes presents: the client token (from its
-    /// file or `$LEASEHOLD_CLIENT_TOKEN`, as the nodes read it) and the CA.
+    /// What a client of these nodes presents: the client token, else the
+    /// admin token (which opens the client API too), else the cluster secret
+    /// (which opens only the nodes' status, all that waiting for a leader
+    /// needs), each from its file or variable as the nodes read it; and the
+    /// CA. Once any secret is set, the nodes answer nothing but health
+    /// without one.
     pub fn credentials(&self) -> Result<Credentials, SecretError> {
-        let token = Secret::load(self.client_token_file.as_deref(), "LEASEHOLD_CLIENT_TOKEN", "client token")?;
+        let sources = [
+            (&self.client_token_file, "LEASEHOLD_CLIENT_TOKEN", "client token"),
+            (&self.admin_token_file, "LEASEHOLD_ADMIN_TOKEN", "admin token"),
+            (&self.cluster_secret_file, "LEASEHOLD_CLUSTER_SECRET", "cluster secret"),
+        ];
+        let mut token = None;
+        for (file, var, what) in sources {
+            token = Secret::load(file.as_deref(), var, what)?;
+            if token.is_some() {
+                break;
+            }
+        }
         Ok(Credentials { token, ca: self.ca_file.as_deref().map(load_ca).transpose()? })
     }
 }

@@ -148,7 +148,8 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::replication))]
     pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
-    /// With `?digest=true` only: a digest of the applied lock table.
+    /// With `?digest=true` only: a digest of the lock table, read from a
+    /// checkpoint of everything applied (see [`StateDigest`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_digest: Option<StateDigest>,
 }
@@ -166,24 +167,30 @@ pub struct QuotaUse {
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct StatusQuery {
-    /// Also answer `state_digest`. It encodes the whole lock table, as a
-    /// snapshot does, and the node applies nothing meanwhile: it is for
-    /// checks, not for polling.
+    /// Also answer `state_digest` (admin token only). The node first takes a
+    /// checkpoint of everything it has applied, then reads that checkpoint's
+    /// rows whole, one such request at a time (with snapshots and backups):
+    /// it is for checks, not for polling.
     #[serde(default)]
     pub digest: bool,
 }
 
-/// A digest of one node's applied lock table (leases, queues, records,
-/// gates, request records, sessions, the tick clock) as of
-/// `applied_index`. Two replicas at the same `applied_index` hold the same
-/// state, so they report the same `digest`; any other pair is a bug. It is
-/// the same for every node running the same leasehold version, not across
-/// versions that encode the table differently.
+/// A digest of one node's lock table (leases, queues, lock delays,
+/// sessions, request records, fenced records, gates, the tick clock) as of
+/// `applied_index`: the rows of the checkpoint the node took for the request
+/// (each a row key and its stored encoding). Two replicas at the same
+/// `applied_index` hold the same rows, so they report the same `digest`;
+/// any other pair is a bug. It is the same for every node whose rows were
+/// written by the same leasehold version, not across versions that encode
+/// rows differently, and it says nothing about the Raft log or membership.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StateDigest {
+    /// The index of the last entry the checkpoint holds: at least what the
+    /// node had applied when the request came.
     pub applied_index: u64,
-    /// 64-bit FNV-1a of the table's snapshot encoding, 16 hex digits.
+    /// 64-bit FNV-1a of the checkpoint's stored pages in key order (each
+    /// page's key and value preceded by its length), 16 hex digits.
     pub digest: String,
 }
 

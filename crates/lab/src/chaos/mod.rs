@@ -96,9 +96,16 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     };
     // A lease quota the hostile-clients fault's flood reaches in a second
     // or two, far above what the workload holds.
+    let quota = hostile::LEASE_QUOTA.to_string();
+    let mut serve_args = vec!["--max-leases", quota.as_str()];
+    if hosts.is_some() {
+        // The nodes run open on the namespaces' private addresses, which only
+        // this run reaches; outside loopback that takes --insecure.
+        serve_args.push("--insecure");
+    }
     let mut cluster = LocalCluster::new(&options.binary, &data, &addrs, TICK_MS, NodeLogs::Files)
         .with_initial_members(options.nodes)
-        .with_serve_args(&["--max-leases", &hostile::LEASE_QUOTA.to_string()]);
+        .with_serve_args(&serve_args);
     if let Some(h) = &hosts {
         for id in cluster.ids() {
             cluster.set_launcher(id, h.launcher(id));
