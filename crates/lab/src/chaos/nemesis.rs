@@ -201,9 +201,10 @@ impl Nemesis {
 
     /// Floods every node as one client without credentials would (see
     /// [`hostile`]): peer-preface connections and unread event streams on
-    /// every node and a lease flood up to the quota, while the leader is
-    /// killed; the leader comes back and the flood's leases are released
-    /// once the hold is over.
+    /// every node, and a lease flood until the quota refuses it (at most a
+    /// hold); then, the floods still on and the flood's leases held, the
+    /// leader is killed for a hold. The leader comes back and the flood's
+    /// leases are released once the hold is over.
     async fn hostile_clients(&mut self, leader: NodeId) -> Result<String, NemesisError> {
         let mut floods = tokio::task::JoinSet::new();
         for id in self.cluster.ids() {
@@ -212,19 +213,18 @@ impl Nemesis {
         }
         let client = self.target.client.clone();
         let owner = format!("flood-{}", self.target.history.clock().now_us());
-        let leases = hostile::LeaseFlood::run(&client, &owner, self.hold);
+        let flood = hostile::LeaseFlood::run(&client, &owner, self.hold).await;
         self.cluster.kill(leader);
-        self.injected_us = self.target.history.clock().now_us();
-        let (flood, ()) = tokio::join!(leases, tokio::time::sleep(self.hold));
+        self.injected_us = hold_fault(self.hold, self.target.history.clock()).await;
         self.cluster.start(leader)?;
         floods.abort_all();
         let note = format!(
-            "node {leader} killed under preface and subscriber floods for {:?}; the lease flood got {} leases, \
-             {} refusals 507 full, {} other errors",
-            self.hold,
+            "{} flood leases, {} refusals 507 full, {} other errors; node {leader} killed under preface and \
+             subscriber floods for {:?}",
             flood.leases(),
             flood.full,
-            flood.errors
+            flood.errors,
+            self.hold
         );
         flood.release(&client).await;
         Ok(note)
