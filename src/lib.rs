@@ -31,7 +31,7 @@
 //! - [`server`] — wires a node and the listener (`server::run`): accept
 //!   loop, TLS (rustls), HTTP/1.1 and HTTP/2 (hyper), connection budgets
 //!   and 503 refusals, header-read timeout, and the hand-off of members'
-//!   peer connections; [`ServeConfig`](server::ServeConfig) holds its settings.
+//!   peer connections (or the members' own listener, with `--peer-addr`); [`ServeConfig`](server::ServeConfig) holds its settings.
 //! - [`admission`] — how much one client may hold: connection, waiting and
 //!   event-stream budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, waiting, SSE events),

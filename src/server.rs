@@ -10,6 +10,16 @@
 //! their own budget, so client load cannot crowd Raft out and depose the
 //! leader.
 //!
+//! With a peer listener of its own (`serve --peer-addr`), members connect
+//! only there and the client listener takes no peer connection: the peer
+//! preface is then bytes like any other that are not HTTP. The peer
+//! listener takes nothing but peer connections; until its hello, each holds
+//! one of [`MAX_UNPROVEN`] places ([`MAX_UNPROVEN_PER_ADDRESS`] per
+//! address) for at most [`PEER_HELLO_TIMEOUT`] to show the preface and as
+//! long again for the hello. So nothing a client does on the client port
+//! touches Raft, and a firewall that opens the peer port to the members
+//! only keeps everyone else from even that.
+//!
 //! Over a budget, a connection is answered `503 overloaded` with
 //! `Retry-After` and the JSON error body (written without routing), then
 //! closed — never a bare close, which clients would answer by reconnecting
@@ -71,6 +81,12 @@ const MAX_PEER_CONNECTIONS: usize = 64;
 /// to send its hello. Members send it in the same write as the preface;
 /// anyone slower is not a member, and must not hold a place for long.
 const PEER_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connections on a peer listener of its own that have not said hello yet,
+/// in total and from one address. A member's connection leaves these
+/// places within a round trip (it sends the preface and its hello at once);
+/// the bound keeps strangers that reach the port from holding many sockets.
+pub const MAX_UNPROVEN: usize = 256;
+pub const MAX_UNPROVEN_PER_ADDRESS: usize = 16;
 /// Accept queue asked for; Linux caps it at `net.core.somaxconn` (4 096 by
 /// default since 5.4), which the operator may raise.
 const LISTEN_BACKLOG: u32 = 65_535;
@@ -98,6 +114,9 @@ pub struct ConnectionLimits {
 pub struct ServeConfig {
     /// Address to bind the listener to.
     pub listen: SocketAddr,
+    /// Address to bind the members' own listener to (`--peer-addr`); without
+    /// it, members connect to `listen` as clients do.
+    pub peer_listen: Option<SocketAddr>,
     /// Serve https only, with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub connection_limits: ConnectionLimits,
@@ -111,13 +130,15 @@ pub async fn run(
     serve_config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
-    let listener =
-        bind(serve_config.listen).map_err(|e| NodeError::Internal(format!("bind {}: {e}", serve_config.listen)))?;
+    let bind = |addr: SocketAddr| bind(addr).map_err(|e| NodeError::Internal(format!("bind {addr}: {e}")));
+    let listener = bind(serve_config.listen)?;
+    let peer_listener = serve_config.peer_listen.map(bind).transpose()?;
     let started = Node::start(&node).await?;
     let limits = &serve_config.connection_limits;
     tracing::info!(
         id = node.id,
         addr = %serve_config.listen,
+        peer_addr = ?serve_config.peer_listen,
         tls = serve_config.tls.is_some(),
         max_connections = limits.max_connections,
         max_connections_per_client = limits.max_connections_per_client,
@@ -131,7 +152,35 @@ pub async fn run(
         gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), PEER_HELLO_TIMEOUT),
         raft: started.raft().inbound(),
     };
-    serve(listener, router, peers, serve_config.tls, serve_config.connection_limits, shutdown).await;
+    let limits = serve_config.connection_limits;
+    match peer_listener {
+        None => serve(listener, router, Accepts::Both(peers), serve_config.tls, limits, shutdown).await,
+        Some(peer_listener) => {
+            let (client_tls, peer_tls) = match &serve_config.tls {
+                Some(tls) => (Some(offering(tls, CLIENT_ALPN)), Some(offering(tls, &[peer::ALPN]))),
+                None => (None, None),
+            };
+            // Both listeners stop when `shutdown` resolves: when `stop` is
+            // dropped, every receiver's `changed` ends.
+            let (stop, stopped) = tokio::sync::watch::channel(());
+            let stopping = |mut stopped: tokio::sync::watch::Receiver<()>| async move {
+                let _ = stopped.changed().await;
+            };
+            let unproven = ConnectionLimits {
+                header_read_timeout: PEER_HELLO_TIMEOUT,
+                max_connections: MAX_UNPROVEN,
+                max_connections_per_client: MAX_UNPROVEN_PER_ADDRESS,
+            };
+            tokio::join!(
+                serve(listener, router.clone(), Accepts::Clients, client_tls, limits, stopping(stopped.clone())),
+                serve(peer_listener, router, Accepts::Members(peers), peer_tls, unproven, stopping(stopped)),
+                async move {
+                    shutdown.await;
+                    drop(stop);
+                },
+            );
+        }
+    }
     started.shutdown().await;
     Ok(())
 }
@@ -142,6 +191,31 @@ pub async fn run(
 pub struct Peers {
     pub gate: Gate,
     pub raft: Inbound,
+}
+
+/// The ALPN protocols clients may ask for on the client listener.
+const CLIENT_ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// `tls` offering only the ALPN protocols `alpn`: with a peer listener of
+/// its own, the client listener does not offer the peer transport's, and
+/// the peer listener offers nothing else (a handshake asking for another
+/// fails).
+fn offering(tls: &Arc<rustls::ServerConfig>, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+    let mut config = rustls::ServerConfig::clone(tls);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// Which connections a listener takes.
+#[derive(Clone)]
+pub enum Accepts {
+    /// Clients' and members' (no peer listener of its own): members' are
+    /// told apart by their preface, or ALPN protocol under TLS.
+    Both(Peers),
+    /// Clients' only: members have a listener of their own.
+    Clients,
+    /// Members' only: anything but a peer connection is closed unanswered.
+    Members(Peers),
 }
 
 /// Binds the listener with the longest accept queue the kernel allows.
@@ -160,10 +234,11 @@ fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open
 /// connections finish for a few seconds. With `tls`, only TLS connections are
 /// served; a plain HTTP request is answered 400 `tls_required` and closed.
+/// `limits` bound the connections not yet known to be a member's.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    peers: Peers,
+    accepts: Accepts,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
@@ -206,6 +281,8 @@ pub async fn serve(
         // refusals in progress, and refused only if it is a client's.
         let (place, first_bytes_within) = match open.try_take(client) {
             Ok(permit) => (Place::Client { _permit: permit }, limits.header_read_timeout),
+            // A peer listener has no clients to answer.
+            Err(_) if matches!(accepts, Accepts::Members(_)) => continue,
             Err(refusal) => match refusing.clone().try_acquire_owned() {
                 Ok(refusing) => (Place::OverBudget { refusal, _refusing: refusing }, REFUSAL_TIME),
                 Err(_) => {
@@ -218,7 +295,7 @@ pub async fn serve(
             http: http.clone(),
             forwarded: forwarded.clone(),
             router: router.clone(),
-            peers: peers.clone(),
+            accepts: accepts.clone(),
             peer_slots: peer_slots.clone(),
             client,
             place,
@@ -244,7 +321,7 @@ struct Connection {
     /// For members' forwarding channels: HTTP/2 only, many streams.
     forwarded: auto::Builder<TokioExecutor>,
     router: Router,
-    peers: Peers,
+    accepts: Accepts,
     peer_slots: Arc<Semaphore>,
     client: IpAddr,
     place: Place,
@@ -267,23 +344,29 @@ enum Place {
 
 impl Connection {
     /// A plain connection: the peer transport if it opens with its preface
-    /// (consumed here), else HTTP.
+    /// (consumed here) on a listener that takes members', else HTTP on one
+    /// that takes clients'.
     async fn serve_plain(self, mut stream: TcpStream) {
+        let (peers, clients_too) = match &self.accepts {
+            Accepts::Clients => return self.serve_http(stream).await,
+            Accepts::Both(peers) => (peers.clone(), true),
+            Accepts::Members(peers) => (peers.clone(), false),
+        };
         match tokio::time::timeout(self.first_bytes_within, opens_with_preface(&stream)).await {
             Ok(Ok(true)) => {
                 let mut preface = [0u8; peer::PREFACE.len()];
                 if stream.read_exact(&mut preface).await.is_ok() {
-                    self.serve_peer(stream).await;
+                    self.serve_peer(peers, stream).await;
                 }
             }
-            Ok(Ok(false)) => self.serve_http(stream).await,
+            Ok(Ok(false)) if clients_too => self.serve_http(stream).await,
             // Silent for too long: a client's (members speak at once).
             Err(_) => {
                 if let Place::OverBudget { refusal, .. } = self.place {
                     refuse(stream, refusal).await;
                 }
             }
-            Ok(Err(_)) => {}
+            Ok(_) => {}
         }
     }
 
@@ -295,16 +378,16 @@ impl Connection {
     /// from someone without the secret never take a peer slot, and hold a
     /// client place for at most that long. After the hello it carries Raft
     /// RPC, or relayed client requests over HTTP/2.
-    async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(mut self, mut io: I) {
-        let Some(channel) = self.peers.gate.hello(&mut io).await else { return };
+    async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(mut self, peers: Peers, mut io: I) {
+        let Some(channel) = peers.gate.hello(&mut io).await else { return };
         let Ok(_slot) = self.peer_slots.clone().try_acquire_owned() else {
             tracing::warn!("peer connection limit reached; closing a member's new peer connection");
             return;
         };
         self.place = Place::Peer;
         match channel {
-            Channel::Raft => self.peers.raft.serve_raft(io).await,
-            Channel::RaftStream => self.peers.raft.serve_raft_stream(io).await,
+            Channel::Raft => peers.raft.serve_raft(io).await,
+            Channel::RaftStream => peers.raft.serve_raft_stream(io).await,
             Channel::Forward => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();
@@ -326,11 +409,18 @@ impl Connection {
     }
 
     /// The TLS handshake counts against the header-read timeout: a client
-    /// that starts one and stalls is closed like a slow plain one.
+    /// that starts one and stalls is closed like a slow plain one. (Each
+    /// listener's TLS settings offer only the ALPN protocols it serves.)
     async fn serve_tls(self, acceptor: TlsAcceptor, stream: TcpStream) {
         match tokio::time::timeout(self.first_bytes_within, tls_handshake(&acceptor, stream)).await {
-            Ok(Some(tls)) if tls.get_ref().1.alpn_protocol() == Some(peer::ALPN) => self.serve_peer(tls).await,
-            Ok(Some(tls)) => self.serve_http(tls).await,
+            Ok(Some(tls)) => match (&self.accepts, tls.get_ref().1.alpn_protocol() == Some(peer::ALPN)) {
+                (Accepts::Both(peers) | Accepts::Members(peers), true) => {
+                    let peers = peers.clone();
+                    self.serve_peer(peers, tls).await
+                }
+                (Accepts::Both(_) | Accepts::Clients, false) => self.serve_http(tls).await,
+                _ => {}
+            },
             Ok(None) => {}
             Err(_) => tracing::debug!("TLS handshake timed out"),
         }

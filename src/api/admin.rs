@@ -16,6 +16,7 @@ use super::events::Subscribers;
 use super::limits::RequestSlot;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, NotReady};
+use crate::raft::Member as RaftMember;
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, Member, MembershipRequest, MembershipResponse, NewMember,
     Readiness, SnapshotTaken, StatusQuery,
@@ -152,28 +153,29 @@ async fn init(
 ) -> Result<Json<InitResponse>, ApiError> {
     let mut members = BTreeMap::new();
     for m in req.members {
-        check_addr(&m.addr)?;
-        if members.insert(m.id, m.addr).is_some() {
-            return Err(ApiError::bad_request(format!("member {} listed twice", m.id)).with("field", "members"));
+        let id = m.id;
+        if members.insert(id, raft_member(m)?).is_some() {
+            return Err(ApiError::bad_request(format!("member {id} listed twice")).with("field", "members"));
         }
     }
     node.init(members).await?;
     Ok(Json(InitResponse { initialized: true }))
 }
 
-/// `POST /v1/cluster/learners` `{"id","addr"}`: adds a non-voting member and
+/// `POST /v1/cluster/learners` `{"id","addr","peer_addr"?}`: adds a non-voting member and
 /// waits until it has caught up.
 async fn add_learner(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
     ApiJson(req): ApiJson<NewMember>,
 ) -> Result<Json<MembershipResponse>, ApiError> {
-    check_addr(&req.addr)?;
+    let id = req.id;
+    let member = raft_member(req)?;
     if let Some(Extension(slot)) = slot {
         // Catching up on a long log may take longer than a request may.
         slot.park(CATCH_UP_WAIT)?;
     }
-    let log_index = node.add_learner(req.id, req.addr).await?;
+    let log_index = node.add_learner(id, member).await?;
     Ok(Json(MembershipResponse { log_index, members: members(&node) }))
 }
 
@@ -212,14 +214,23 @@ fn members(node: &Node) -> Vec<Member> {
     node.status().members
 }
 
+/// A new member's addresses as Raft records them, each checked.
+fn raft_member(m: NewMember) -> Result<RaftMember, ApiError> {
+    check_addr("addr", &m.addr)?;
+    if let Some(peer_addr) = &m.peer_addr {
+        check_addr("peer_addr", peer_addr)?;
+    }
+    Ok(RaftMember { addr: m.addr, peer_addr: m.peer_addr })
+}
+
 /// A node address is `host:port`, as peers dial it.
-fn check_addr(addr: &str) -> Result<(), ApiError> {
+fn check_addr(field: &'static str, addr: &str) -> Result<(), ApiError> {
     let valid = addr.len() <= 256
         && addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
         && !addr.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/');
     if valid {
         Ok(())
     } else {
-        Err(ApiError::bad_request(format!("addr {addr:?} is not host:port")).with("field", "addr"))
+        Err(ApiError::bad_request(format!("{field} {addr:?} is not host:port")).with("field", field))
     }
 }

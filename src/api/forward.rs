@@ -29,7 +29,7 @@ use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
 use crate::peer::relay::{Relay, Relayed};
-use crate::raft::NodeId;
+use crate::raft::{Member as RaftMember, NodeId};
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
 /// Marks a request a node forwarded, so it is never forwarded twice (two
@@ -65,7 +65,7 @@ pub async fn to_leader(
     next: Next,
 ) -> Response {
     let node = &forwarding.node;
-    let Some((leader, addr)) = node.leader() else {
+    let Some((leader, member)) = node.leader() else {
         return ApiError::unavailable("no leader elected; retry").into_response();
     };
     let mut response = if leader == node.id() {
@@ -73,7 +73,7 @@ pub async fn to_leader(
     } else if request.headers().contains_key(FORWARDED_HEADER) {
         ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
     } else {
-        match forward(&forwarding, &addr, request, slot.map(|Extension(s)| s)).await {
+        match forward(&forwarding, &member, request, slot.map(|Extension(s)| s)).await {
             Ok(r) => {
                 node.metrics().forwarded("relayed");
                 r
@@ -84,7 +84,7 @@ pub async fn to_leader(
             }
         }
     };
-    name_leader(response.headers_mut(), leader, &addr);
+    name_leader(response.headers_mut(), leader, &member.addr);
     response
 }
 
@@ -97,7 +97,7 @@ fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
 
 async fn forward(
     forwarding: &Forwarding,
-    leader_addr: &str,
+    leader: &RaftMember,
     request: Request,
     slot: Option<RequestSlot>,
 ) -> Result<Response, ApiError> {
@@ -111,7 +111,7 @@ async fn forward(
         slot.park(FORWARD_TIMEOUT)?;
     }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let url = forwarding.node.url_of(leader_addr, path);
+    let url = forwarding.node.url_of(&leader.addr, path);
     let mut outbound =
         hyper::Request::builder().method(parts.method).uri(&url).header(FORWARDED_HEADER, forwarding.node.id());
     for name in [axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION] {
@@ -122,7 +122,9 @@ async fn forward(
     let outbound = outbound.body(Body::from(body)).map_err(|e| ApiError::bad_request(format!("cannot relay: {e}")))?;
     let relayed = async {
         match &forwarding.relay {
-            Some(relay) => relay.send(leader_addr, outbound).await.map_err(|e| ApiError::unavailable(e.to_string())),
+            Some(relay) => {
+                relay.send(leader.peer_dial_addr(), outbound).await.map_err(|e| ApiError::unavailable(e.to_string()))
+            }
             None => relay_over_https(&forwarding.node, outbound).await,
         }
     };

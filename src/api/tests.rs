@@ -53,9 +53,10 @@ impl OneNode {
             id: 1,
             // Nothing dials it: a one-node cluster has no peers.
             advertise: "127.0.0.1:9".into(),
+            peer_advertise: None,
             data_dir: dir.path().to_owned(),
             tick_ms: 100,
-            initial_members: BTreeMap::from([(1, "127.0.0.1:9".to_string())]),
+            initial_members: BTreeMap::from([(1, crate::raft::Member { addr: "127.0.0.1:9".into(), peer_addr: None })]),
             initial_cluster_state: state,
             snapshot_every: 10_000,
             quotas,

@@ -12,11 +12,12 @@ use clap::{Args, Subcommand};
 use leasehold::admission;
 use leasehold::api::{self, ApiConfig, RequestLimits};
 use leasehold::node::{self, InitialClusterState, NodeConfig, PeerTransport};
+use leasehold::raft::Member;
 use leasehold::security::{Secrets, SecurityFiles};
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_core::Quotas;
 use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
-use leasehold_proto::cluster::MembershipResponse;
+use leasehold_proto::cluster::{MembershipResponse, NewMember};
 
 use super::logging::LogFormat;
 use super::output::OutputArg;
@@ -28,7 +29,8 @@ pub enum ServerCmd {
     /// Run one node.
     // Boxed: by far the largest variant (every serve setting).
     Serve(Box<ServeArgs>),
-    /// Run a local cluster on 127.0.0.1 (node i on port-base + i) until Ctrl-C.
+    /// Run a local cluster on 127.0.0.1 (node i on port-base + i, its peer port
+    /// port-base + 100 + i) until Ctrl-C.
     Up(UpArgs),
     /// Cluster membership: list, add (as learner), promote, remove.
     #[command(after_long_help = exit::TABLE)]
@@ -57,7 +59,8 @@ pub enum ServerCmd {
         /// The new node's data folder (must be empty or absent).
         #[arg(long)]
         data: PathBuf,
-        /// The new cluster's voters, `id=host:port,...`.
+        /// The new cluster's voters, `id=host:port,...` (`id=host:port@peer-host:port`
+        /// for a node with its own peer port), as `serve --peers`.
         #[arg(long, value_delimiter = ',', required = true)]
         peers: Vec<String>,
         /// Continue log indexes (fencing tokens) above this, e.g. the highest
@@ -80,7 +83,14 @@ pub enum MemberAction {
     /// Members with their roles, as the answering node sees them.
     List,
     /// Add a node as a learner; returns once it has caught up.
-    Add { id: u64, addr: String },
+    Add {
+        id: u64,
+        /// Its client address, host:port.
+        addr: String,
+        /// Its own peer port's address (`serve --peer-addr`), host:port.
+        #[arg(long)]
+        peer_addr: Option<String>,
+    },
     /// Make a learner a voter (refused if a quorum of the new voters is not reachable).
     Promote { id: u64 },
     /// Remove a voter or learner (refused if the remaining voters could not form a quorum).
@@ -97,20 +107,30 @@ pub struct ServeArgs {
     /// This node's id (a positive integer, unique in the cluster).
     #[arg(long, env = "LEASEHOLD_ID")]
     id: u64,
-    /// host:port that peers and clients use to reach this node.
+    /// host:port that clients (and, without --peer-addr, the other members) use to reach this node.
     #[arg(long, env = "LEASEHOLD_ADDR")]
     addr: String,
     /// Address to bind (defaults to --addr).
     #[arg(long, env = "LEASEHOLD_LISTEN")]
     listen: Option<SocketAddr>,
+    /// host:port of this node's own peer port, which the other members use
+    /// for Raft and forwarding (recommended; firewall it to the members).
+    /// With it, the --addr port takes no peer connections.
+    #[arg(long, env = "LEASEHOLD_PEER_ADDR")]
+    peer_addr: Option<String>,
+    /// Address to bind the peer port to (defaults to --peer-addr).
+    #[arg(long, env = "LEASEHOLD_PEER_LISTEN", requires = "peer_addr")]
+    peer_listen: Option<SocketAddr>,
     /// Data folder (Raft log, snapshots).
     #[arg(long, env = "LEASEHOLD_DATA")]
     data: PathBuf,
     /// Leader tick period, 10ms to 10s (--tick-ms, $LEASEHOLD_TICK_MS: a bare number is milliseconds).
     #[arg(long, alias = "tick-ms", env = "LEASEHOLD_TICK_MS", default_value = "100ms", value_parser = tick_parser())]
     tick: Duration,
-    /// Initial cluster, `id=host:port,...`. With --initial-cluster-state new,
-    /// the node with the lowest id initializes the cluster on its first start.
+    /// Initial cluster, `id=host:port,...`, each member's client address;
+    /// `id=host:port@peer-host:port` for a member with its own peer port
+    /// (--peer-addr). With --initial-cluster-state new, the node with the
+    /// lowest id initializes the cluster on its first start.
     #[arg(long, env = "LEASEHOLD_PEERS", value_delimiter = ',')]
     peers: Vec<String>,
     /// `new` only on the first start of a new cluster (the lowest id of
@@ -301,7 +321,9 @@ impl ServerCmd {
                 let client = target.client()?;
                 let log_index = match action {
                     MemberAction::List => return target.output.print(&client.status().await?.members),
-                    MemberAction::Add { id, addr } => client.add_learner(id, &addr).await?,
+                    MemberAction::Add { id, addr, peer_addr } => {
+                        client.add_member(&NewMember { id, addr, peer_addr }).await?
+                    }
                     MemberAction::Promote { id } => client.promote(id).await?,
                     MemberAction::Remove { id } => client.remove_member(id).await?,
                 };
@@ -349,12 +371,21 @@ impl ServerCmd {
     }
 }
 
-/// `id=host:port` pairs as given to `--peers`.
-fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, String>> {
+/// `--peers`: `id=host:port`, or `id=host:port@peer-host:port` for a
+/// member with its own peer port. (`@` appears in no `host:port`, IPv6
+/// ones included, and `,` already separates members.)
+fn parse_peers(peers: &[String]) -> Result<BTreeMap<u64, Member>> {
     let mut members = BTreeMap::new();
     for peer in peers {
-        let (id, addr) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
-        members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, addr.to_string());
+        let (id, addrs) = peer.split_once('=').with_context(|| format!("peer {peer:?} is not id=host:port"))?;
+        let member = match addrs.split_once('@') {
+            Some((addr, peer_addr)) => Member { addr: addr.to_owned(), peer_addr: Some(peer_addr.to_owned()) },
+            None => Member { addr: addrs.to_owned(), peer_addr: None },
+        };
+        if member.addr.is_empty() || member.peer_addr.as_ref().is_some_and(|p| p.is_empty()) {
+            bail!("peer {peer:?} is not id=host:port or id=host:port@peer-host:port");
+        }
+        members.insert(id.parse().with_context(|| format!("peer id {id:?}"))?, member);
     }
     Ok(members)
 }
@@ -368,9 +399,24 @@ async fn serve(args: ServeArgs) -> Result<()> {
         Some(l) => l,
         None => args.addr.parse().with_context(|| format!("--addr {} is not ip:port; give --listen", args.addr))?,
     };
+    let peer_listen = match (&args.peer_addr, args.peer_listen) {
+        (_, Some(l)) => Some(l),
+        (Some(peer_addr), None) => Some(
+            peer_addr.parse().with_context(|| format!("--peer-addr {peer_addr} is not ip:port; give --peer-listen"))?,
+        ),
+        (None, None) => None,
+    };
     let initial_members = parse_peers(&args.peers)?;
-    if !initial_members.is_empty() && !initial_members.contains_key(&args.id) {
-        bail!("--peers does not list this node's id {}", args.id);
+    match initial_members.get(&args.id) {
+        None if !initial_members.is_empty() => bail!("--peers does not list this node's id {}", args.id),
+        // The others dial what --peers says: it must be where this node listens.
+        Some(me) if me.peer_addr != args.peer_addr => bail!(
+            "--peers gives node {} the peer address {:?}, but --peer-addr is {:?}",
+            args.id,
+            me.peer_addr,
+            args.peer_addr
+        ),
+        _ => {}
     }
     let files = args.security.files();
     let secrets = files.secrets()?;
@@ -379,11 +425,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
         tracing::warn!("{warning}");
     }
     if files.tls() && files.ca_file.is_none() {
+        if args.peer_addr.is_some() {
+            // Without a CA to check the members' certificates against, Raft
+            // goes over https to the client port, and the peer port is unused.
+            bail!("--peer-addr under TLS needs --ca-file");
+        }
         tracing::warn!("TLS without --ca-file: the other nodes' certificates must chain to a built-in root");
     }
     let node = NodeConfig {
         id: args.id,
         advertise: args.addr,
+        peer_advertise: args.peer_addr,
         data_dir: args.data,
         tick_ms: duration::millis(args.tick),
         initial_members,
@@ -416,6 +468,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let defaults = defaults.with_subscribers(args.max_subscribers);
     let serve_config = ServeConfig {
         listen,
+        peer_listen,
         tls: files.server_tls()?,
         connection_limits: ConnectionLimits {
             header_read_timeout: args.header_read_timeout,
@@ -454,12 +507,21 @@ fn refuse_open_outside_loopback(listen: SocketAddr, secrets: &Secrets, insecure:
     )
 }
 
+/// `up`: node i's peer port is this far above its client port, so the peer
+/// ports of up to 7 nodes are a block apart from the client ports.
+const PEER_PORT_OFFSET: u16 = 100;
+
 async fn up(args: UpArgs, log_format: LogFormat) -> Result<()> {
-    let addrs: Vec<SocketAddr> =
-        (1..=args.nodes).map(|i| SocketAddr::from(([127, 0, 0, 1], args.port_base + i))).collect();
+    let port = |offset: u16| {
+        let port = args.port_base.checked_add(offset).context("--port-base too high for the nodes' ports")?;
+        Ok::<_, anyhow::Error>(SocketAddr::from(([127, 0, 0, 1], port)))
+    };
+    let addrs = (1..=args.nodes).map(port).collect::<Result<Vec<_>>>()?;
+    let peer_addrs = (1..=args.nodes).map(|i| port(PEER_PORT_OFFSET + i)).collect::<Result<Vec<_>>>()?;
     std::fs::create_dir_all(&args.data)?;
     let mut cluster =
         LocalCluster::new(&this_binary()?, &args.data, &addrs, duration::millis(args.tick), NodeLogs::Prefixed)
+            .with_peer_addrs(&peer_addrs)
             .with_serve_args(&["--log-format", log_format.as_arg()])
             .with_own_process_groups()
             .with_security(args.security.node_security())?;

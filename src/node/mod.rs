@@ -21,6 +21,7 @@ use leasehold_proto::cluster::{ClusterStatus, Member, QuotaUse, SnapshotTaken, S
 use self::waiters::Waiters;
 use crate::metrics::Metrics;
 use crate::peer::Dialer;
+use crate::raft::Member as RaftMember;
 use crate::raft::{
     Consensus, ConsensusError, LockResult, MembershipChange, Network, NodeId, RaftSettings, ELECTION_TIMEOUT_MIN_MS,
 };
@@ -60,15 +61,19 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
-    /// Address peers and clients use to reach this node.
+    /// Address clients (and, without `peer_advertise`, peers) use to reach
+    /// this node.
     pub advertise: String,
+    /// Address of this node's own peer listener (`--peer-addr`), when it
+    /// has one: what the others dial for Raft RPC and forwarding.
+    pub peer_advertise: Option<String>,
     pub data_dir: PathBuf,
     /// The leader's tick period.
     pub tick_ms: u64,
     /// The initial cluster (`--peers`): with [`InitialClusterState::New`],
     /// the node with the lowest id in it initializes the cluster with these
     /// members if its store is empty.
-    pub initial_members: BTreeMap<NodeId, String>,
+    pub initial_members: BTreeMap<NodeId, RaftMember>,
     /// Whether this start may form a new cluster from `initial_members`.
     pub initial_cluster_state: InitialClusterState,
     /// Entries between snapshots; the log keeps a fiftieth of that behind
@@ -161,7 +166,8 @@ impl From<ConsensusError> for NodeError {
 /// A running node, shared by the HTTP handlers.
 pub struct Node {
     id: NodeId,
-    advertise: String,
+    /// This node's addresses, as it enters a membership it initializes.
+    addrs: RaftMember,
     raft: Consensus,
     locks: LockState,
     /// The waiting acquires, each woken by the events about its own wait.
@@ -219,7 +225,7 @@ impl Node {
             .map_err(|e| NodeError::Internal(e.to_string()))?;
         let node = Arc::new(Node {
             id: config.id,
-            advertise: config.advertise.clone(),
+            addrs: RaftMember { addr: config.advertise.clone(), peer_addr: config.peer_advertise.clone() },
             raft,
             locks,
             waiters,
@@ -242,7 +248,11 @@ impl Node {
     /// the lowest id and an empty store, and no other member already belongs
     /// to a cluster. Exactly one node bootstraps, so two clusters cannot be
     /// formed from one member list.
-    async fn bootstrap(&self, members: &BTreeMap<NodeId, String>, state: InitialClusterState) -> Result<(), NodeError> {
+    async fn bootstrap(
+        &self,
+        members: &BTreeMap<NodeId, RaftMember>,
+        state: InitialClusterState,
+    ) -> Result<(), NodeError> {
         let initialized = self.raft.is_initialized().await?;
         if initialized {
             return Ok(());
@@ -275,11 +285,11 @@ impl Node {
     /// The first of the other `members` that answers with a membership:
     /// `(id, addr, term)`. Members that do not answer count as new (on the
     /// first start the others may not run yet).
-    async fn member_of_a_cluster(&self, members: &BTreeMap<NodeId, String>) -> Option<(NodeId, String, u64)> {
-        for (id, addr) in members.iter().filter(|(id, _)| **id != self.id) {
-            let Ok(status) = self.status_of_member(addr).await else { continue };
+    async fn member_of_a_cluster(&self, members: &BTreeMap<NodeId, RaftMember>) -> Option<(NodeId, String, u64)> {
+        for (id, member) in members.iter().filter(|(id, _)| **id != self.id) {
+            let Ok(status) = self.status_of_member(&member.addr).await else { continue };
             if !status.members.is_empty() {
-                return Some((*id, addr.clone(), status.term));
+                return Some((*id, member.addr.clone(), status.term));
             }
         }
         None
@@ -319,8 +329,8 @@ impl Node {
         format!("{}://{addr}{path}", self.scheme)
     }
 
-    /// The leader this node knows of, with its address.
-    pub fn leader(&self) -> Option<(NodeId, String)> {
+    /// The leader this node knows of, with its addresses.
+    pub fn leader(&self) -> Option<(NodeId, RaftMember)> {
         self.raft.leader()
     }
 
@@ -362,7 +372,12 @@ impl Node {
         let members = view
             .members
             .iter()
-            .map(|(id, addr)| Member { id: *id, addr: addr.clone(), voter: view.voters.contains(id) })
+            .map(|(id, m)| Member {
+                id: *id,
+                addr: m.addr.clone(),
+                peer_addr: m.peer_addr.clone(),
+                voter: view.voters.contains(id),
+            })
             .collect();
         let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
         let quotas = self.quota_use();
@@ -372,7 +387,7 @@ impl Node {
             commit: crate::COMMIT.into(),
             role: view.role.as_str().into(),
             leader: view.leader,
-            leader_addr: view.leader.and_then(|id| view.members.get(&id).cloned()),
+            leader_addr: view.leader.and_then(|id| Some(view.members.get(&id)?.addr.clone())),
             term: view.term,
             last_log_index: view.last_log_index,
             applied_index: view.applied_index,
@@ -489,9 +504,9 @@ impl Node {
     }
 
     /// Initializes a new cluster with `members` (this node alone when empty).
-    pub async fn init(&self, mut members: BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+    pub async fn init(&self, mut members: BTreeMap<NodeId, RaftMember>) -> Result<(), NodeError> {
         if members.is_empty() {
-            members.insert(self.id, self.advertise.clone());
+            members.insert(self.id, self.addrs.clone());
         }
         // Asked first because openraft logs a refused initialize at ERROR,
         // and a refusal here is routine: every restart of the bootstrapping
@@ -503,8 +518,8 @@ impl Node {
     }
 
     /// Adds a learner and waits until it has caught up with the log.
-    pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<u64, NodeError> {
-        Ok(self.raft.add_learner(id, addr).await?)
+    pub async fn add_learner(&self, id: NodeId, member: RaftMember) -> Result<u64, NodeError> {
+        Ok(self.raft.add_learner(id, member).await?)
     }
 
     /// Makes `voters` the voting members; voters left out are removed from
@@ -572,8 +587,8 @@ impl Node {
 
     /// Whether member `id` answers `/healthz` within a second.
     async fn answers(&self, id: NodeId) -> bool {
-        let Some(addr) = self.raft.member_addr(id) else { return false };
-        let probe = self.http.get(self.url_of(&addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
+        let Some(member) = self.raft.member(id) else { return false };
+        let probe = self.http.get(self.url_of(&member.addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
         probe.is_ok_and(|r| r.status().is_success())
     }
 

@@ -10,7 +10,8 @@
 //! replication to a follower has a connection of its own
 //! ([`Channel::RaftStream`]) on which requests are pipelined.
 //!
-//! Wire format, on the node's one listening port:
+//! Wire format, on the node's peer port (`serve --peer-addr`), or without
+//! one on its client port:
 //! - plain TCP: the connection starts with [`PREFACE`]; the listener peeks
 //!   for it and hands the connection here instead of to HTTP. Under TLS the
 //!   client asks for the ALPN protocol [`ALPN`] instead.

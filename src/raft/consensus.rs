@@ -111,8 +111,8 @@ pub struct RaftView {
     pub purged_index: Option<u64>,
     /// How long ago a quorum last acknowledged this node as leader.
     pub millis_since_quorum_ack: Option<u64>,
-    /// Every member's address.
-    pub members: BTreeMap<NodeId, String>,
+    /// Every member's addresses.
+    pub members: BTreeMap<NodeId, Member>,
     pub voters: BTreeSet<NodeId>,
     /// On a leader: each follower's matched index.
     pub replication: Option<BTreeMap<NodeId, Option<u64>>>,
@@ -214,17 +214,17 @@ impl Consensus {
         }
     }
 
-    /// The leader this node knows of, with its address.
-    pub fn leader(&self) -> Option<(NodeId, String)> {
+    /// The leader this node knows of, with its addresses.
+    pub fn leader(&self) -> Option<(NodeId, Member)> {
         let id = self.raft.metrics().borrow_watched().current_leader?;
-        Some((id, self.member_addr(id)?))
+        Some((id, self.member(id)?))
     }
 
-    /// The address of member `id`.
-    pub fn member_addr(&self, id: NodeId) -> Option<String> {
+    /// The addresses of member `id`.
+    pub fn member(&self, id: NodeId) -> Option<Member> {
         let m = self.raft.metrics();
-        let addr = m.borrow_watched().membership_config.membership().get_node(&id)?.addr.clone();
-        Some(addr)
+        let member = m.borrow_watched().membership_config.membership().get_node(&id)?.clone();
+        Some(member)
     }
 
     /// This node's view of Raft now.
@@ -246,7 +246,7 @@ impl Consensus {
             snapshot_index: m.snapshot.map(|l| l.index),
             purged_index: m.purged.map(|l| l.index),
             millis_since_quorum_ack: super::millis_since_quorum_ack(&m),
-            members: membership.nodes().map(|(id, n)| (*id, n.addr.clone())).collect(),
+            members: membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
             voters: membership.voter_ids().collect(),
             replication: m.replication.as_ref().map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect()),
         }
@@ -328,9 +328,8 @@ impl Consensus {
     }
 
     /// Initializes a new cluster with `members`.
-    pub async fn initialize(&self, members: BTreeMap<NodeId, String>) -> Result<(), ConsensusError> {
-        let nodes: BTreeMap<NodeId, Member> = members.into_iter().map(|(id, addr)| (id, Member { addr })).collect();
-        match self.raft.initialize(nodes).await {
+    pub async fn initialize(&self, members: BTreeMap<NodeId, Member>) -> Result<(), ConsensusError> {
+        match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Err(ConsensusError::AlreadyInitialized),
             Err(RaftError::APIError(InitializeError::NotInMembers(e))) => {
@@ -342,8 +341,8 @@ impl Consensus {
 
     /// Adds a learner and waits until it has caught up with the log; the
     /// index of the membership entry.
-    pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<u64, ConsensusError> {
-        let response = self.raft.add_learner(id, Member { addr }, true).await.map_err(|e| self.write_error(e))?;
+    pub async fn add_learner(&self, id: NodeId, member: Member) -> Result<u64, ConsensusError> {
+        let response = self.raft.add_learner(id, member, true).await.map_err(|e| self.write_error(e))?;
         Ok(response.log_id.index)
     }
 
@@ -399,6 +398,6 @@ impl Consensus {
     }
 
     fn not_leader(&self, leader_id: Option<NodeId>) -> ConsensusError {
-        ConsensusError::NotLeader(leader_id.and_then(|id| Some((id, self.member_addr(id)?))))
+        ConsensusError::NotLeader(leader_id.and_then(|id| Some((id, self.member(id)?.addr))))
     }
 }

@@ -25,7 +25,7 @@ pub use consensus::{
 };
 pub use inbound::{AppendRpc, Inbound, JsonAnswer, PeerRequest, PeerResponse, VoteRpc};
 pub use network::{Network, SnapshotHead, APPEND_PATH, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
-pub use types::{LockResult, NodeId};
+pub use types::{LockResult, Member, NodeId};
 
 use crate::store::StateMachineStore;
 

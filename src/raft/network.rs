@@ -137,7 +137,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Connection {
             http: self.http.clone(),
             target,
-            addr: node.addr.clone(),
+            peer_addr: node.peer_dial_addr().to_owned(),
             base: format!("{}://{}", self.scheme, node.addr),
             cluster_secret: self.cluster_secret.clone(),
             dialer: self.dialer.clone(),
@@ -152,7 +152,10 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Connection {
     http: reqwest::Client,
     target: NodeId,
-    addr: String,
+    /// Where its peer transport listens (its own port, or the client one).
+    peer_addr: String,
+    /// Its HTTP API, for snapshots and the RPC of nodes without the peer
+    /// transport.
     base: String,
     cluster_secret: Option<Secret>,
     dialer: Option<Dialer>,
@@ -224,7 +227,7 @@ impl Connection {
             let mut stream = match self.stream.take() {
                 Some(stream) => stream,
                 None => dialer
-                    .dial(&self.addr, peer::Channel::Raft)
+                    .dial(&self.peer_addr, peer::Channel::Raft)
                     .await
                     .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
             };
@@ -349,7 +352,8 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         Box::pin(async move {
             let ttl = option.hard_ttl();
             self.redial.wait().await;
-            let stream = match tokio::time::timeout(ttl, dialer.dial(&self.addr, peer::Channel::RaftStream)).await {
+            let stream = match tokio::time::timeout(ttl, dialer.dial(&self.peer_addr, peer::Channel::RaftStream)).await
+            {
                 Ok(Ok(stream)) => {
                     self.redial.succeeded();
                     stream

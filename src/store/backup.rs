@@ -66,7 +66,7 @@ struct Backup {
 pub async fn restore(
     dir: &Path,
     backup: &[u8],
-    voters: &BTreeMap<NodeId, String>,
+    voters: &BTreeMap<NodeId, Member>,
     min_index: u64,
 ) -> Result<LogId, BackupError> {
     if voters.is_empty() {
@@ -89,10 +89,8 @@ pub async fn restore(
     };
     let mut last = meta.last_log_id.ok_or(BackupError::NoIndex)?;
     last.index = last.index.max(min_index);
-    let nodes: BTreeMap<NodeId, Member> =
-        voters.iter().map(|(id, addr)| (*id, Member { addr: addr.clone() })).collect();
-    let ids: BTreeSet<NodeId> = nodes.keys().copied().collect();
-    let membership = Membership::new(vec![ids], nodes).map_err(|e| BackupError::Membership(e.to_string()))?;
+    let ids: BTreeSet<NodeId> = voters.keys().copied().collect();
+    let membership = Membership::new(vec![ids], voters.clone()).map_err(|e| BackupError::Membership(e.to_string()))?;
     let meta = SnapshotMeta { last_log_id: Some(last), last_membership: StoredMembership::new(Some(last), membership) };
     // The snapshot goes where an interrupted install would be: the node
     // installs it when it opens the folder, just below.
@@ -154,7 +152,7 @@ mod tests {
         let backup = serde_json::to_vec(&serde_json::json!({ "meta": old_meta, "data": image })).expect("JSON");
 
         let dir = tempfile::tempdir().expect("temp dir");
-        let voters = BTreeMap::from([(1, "127.0.0.1:7701".to_owned())]);
+        let voters = BTreeMap::from([(1, Member { addr: "127.0.0.1:7701".into(), peer_addr: None })]);
         let last = restore(dir.path(), &backup, &voters, 0).await.expect("a format-1 backup restores");
         assert_eq!(last.index, 2);
         let stamped = std::fs::read_to_string(dir.path().join("format")).expect("stamped");

@@ -13,6 +13,7 @@
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
+//! - `peer_port` — members on peer ports of their own: elections, forwarding, joins; floods on the client ports.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `secure_defaults` — a client token never opens the admin API; the bootstrap guard with secrets;
 //!   a digest flood; `serve --insecure`.
@@ -39,6 +40,7 @@ mod membership;
 mod metrics;
 mod multi_lock;
 mod openapi;
+mod peer_port;
 mod quotas;
 mod readiness;
 mod secure_defaults;

@@ -107,25 +107,39 @@ pub async fn start_cluster(n: usize) -> TestCluster {
 
 /// Starts an `n`-node cluster whose nodes get `serve_args` too.
 pub async fn start_cluster_with(n: usize, serve_args: &[&str]) -> TestCluster {
-    start_nodes(n, n, serve_args, NodeSecurity::default()).await
+    start_nodes(n, n, serve_args, NodeSecurity::default(), false).await
 }
 
 /// Starts an `n`-node cluster with these token and TLS files; its
 /// `client()` trusts the CA and sends the client token.
 pub async fn start_secured_cluster(n: usize, security: NodeSecurity, serve_args: &[&str]) -> TestCluster {
-    start_nodes(n, n, serve_args, security).await
+    start_nodes(n, n, serve_args, security, false).await
+}
+
+/// Like [`start_growable_cluster`], every node with a peer port of its own
+/// (`serve --peer-addr`).
+pub async fn start_cluster_with_peer_ports(total: usize, initial: usize) -> TestCluster {
+    start_nodes(total, initial, &[], NodeSecurity::default(), true).await
 }
 
 /// A cluster of nodes 1..=`initial`, with room for nodes up to `total` that
 /// are not started: they join later through the admin API.
 pub async fn start_growable_cluster(total: usize, initial: usize) -> TestCluster {
-    start_nodes(total, initial, &[], NodeSecurity::default()).await
+    start_nodes(total, initial, &[], NodeSecurity::default(), false).await
 }
 
-async fn start_nodes(total: usize, initial: usize, serve_args: &[&str], security: NodeSecurity) -> TestCluster {
+async fn start_nodes(
+    total: usize,
+    initial: usize,
+    serve_args: &[&str],
+    security: NodeSecurity,
+    peer_ports: bool,
+) -> TestCluster {
     let dir = tempfile::tempdir().expect("temp dir");
-    let addrs = LocalCluster::free_addrs(total).expect("free ports");
-    let mut cluster = LocalCluster::new(&leasehold_binary(), dir.path(), &addrs, TICK_MS, NodeLogs::Files)
+    let addrs = LocalCluster::free_addrs(if peer_ports { 2 * total } else { total }).expect("free ports");
+    let (addrs, peer_addrs) = addrs.split_at(total);
+    let mut cluster = LocalCluster::new(&leasehold_binary(), dir.path(), addrs, TICK_MS, NodeLogs::Files)
+        .with_peer_addrs(peer_addrs)
         .with_serve_args(serve_args)
         .with_security(security)
         .expect("security files load")

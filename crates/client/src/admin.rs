@@ -34,8 +34,13 @@ impl Client {
 
     /// Adds node `id` at `addr` as a learner; returns once it has caught up.
     pub async fn add_learner(&self, id: u64, addr: &str) -> Result<u64, ClientError> {
-        let body = NewMember { id, addr: addr.to_owned() };
-        self.membership_call(Method::POST, &["v1", "cluster", "learners"], Some(&body)).await
+        self.add_member(&NewMember { id, addr: addr.to_owned(), peer_addr: None }).await
+    }
+
+    /// Adds `member` as a learner, with its peer listener's address if it
+    /// has one of its own; returns once it has caught up.
+    pub async fn add_member(&self, member: &NewMember) -> Result<u64, ClientError> {
+        self.membership_call(Method::POST, &["v1", "cluster", "learners"], Some(member)).await
     }
 
     /// Makes learner `id` a voter. `409 would_lose_quorum` when refused.

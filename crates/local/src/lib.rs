@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 
 use leasehold_client::{load_ca, Secret, SecretError};
 use leasehold_client::{Client, Credentials};
-use leasehold_proto::cluster::ClusterStatus;
+use leasehold_proto::cluster::{ClusterStatus, NewMember};
 use leasehold_proto::NodeId;
 
 /// The secret and certificate files a local cluster's nodes are started
@@ -90,6 +90,9 @@ pub enum NodeLogs {
 struct NodeProcess {
     id: NodeId,
     addr: SocketAddr,
+    /// Its own peer port (`serve --peer-addr`); without one, the other
+    /// nodes reach it on `addr`.
+    peer_addr: Option<SocketAddr>,
     /// Command prefix the node runs under (e.g. `ip netns exec NS`); the
     /// prefix must exec the node so the PID stays the node's.
     launcher: Vec<String>,
@@ -149,6 +152,7 @@ impl LocalCluster {
             .map(|(i, addr)| NodeProcess {
                 id: i as NodeId + 1,
                 addr: *addr,
+                peer_addr: None,
                 launcher: Vec::new(),
                 env: Vec::new(),
                 child: None,
@@ -192,6 +196,17 @@ impl LocalCluster {
     /// on (`None`: the flag is not given).
     pub fn set_initial_cluster_state(&mut self, state: Option<&'static str>) {
         self.initial_cluster_state = state;
+    }
+
+    /// Gives node i (from 1) the peer port `peer_addrs[i - 1]` (`serve
+    /// --peer-addr`, and in the `--peers` of the initial members) from its
+    /// next start on. A node joining later is then added with
+    /// [`new_member`](Self::new_member).
+    pub fn with_peer_addrs(mut self, peer_addrs: &[SocketAddr]) -> Self {
+        for (node, peer_addr) in self.nodes.iter_mut().zip(peer_addrs) {
+            node.peer_addr = Some(*peer_addr);
+        }
+        self
     }
 
     /// Passes `args` to every node's `leasehold serve` from its next start on.
@@ -240,6 +255,16 @@ impl LocalCluster {
         self.node(id).addr.to_string()
     }
 
+    /// `host:port` of node `id`'s own peer port, if it has one.
+    pub fn peer_endpoint(&self, id: NodeId) -> Option<String> {
+        self.node(id).peer_addr.map(|a| a.to_string())
+    }
+
+    /// Node `id` as the admin API adds it (`POST /v1/cluster/learners`).
+    pub fn new_member(&self, id: NodeId) -> NewMember {
+        NewMember { id, addr: self.endpoint(id), peer_addr: self.peer_endpoint(id) }
+    }
+
     pub fn data_dir(&self, id: NodeId) -> PathBuf {
         self.data.join(format!("node{id}"))
     }
@@ -272,7 +297,11 @@ impl LocalCluster {
     /// default `--initial-cluster-state new`).
     pub fn start(&mut self, id: NodeId) -> Result<(), LocalClusterError> {
         let initial = &self.nodes[..self.initial];
-        let peers = initial.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
+        let member = |n: &NodeProcess| match n.peer_addr {
+            Some(peer_addr) => format!("{}={}@{peer_addr}", n.id, n.addr),
+            None => format!("{}={}", n.id, n.addr),
+        };
+        let peers = initial.iter().map(member).collect::<Vec<_>>().join(",");
         let joins_later = !initial.iter().any(|n| n.id == id);
         let data = self.data_dir(id);
         std::fs::create_dir_all(&data)?;
@@ -294,6 +323,7 @@ impl LocalCluster {
             .arg("serve")
             .args(["--id", &id.to_string()])
             .args(["--addr", &addr.to_string()])
+            .args(node.peer_addr.map(|a| ["--peer-addr".to_owned(), a.to_string()]).into_iter().flatten())
             .arg("--data")
             .arg(&data)
             .args(["--tick-ms", &self.tick_ms.to_string()])

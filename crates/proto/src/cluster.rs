@@ -22,8 +22,13 @@ pub struct InitRequest {
 #[serde(deny_unknown_fields)]
 pub struct NewMember {
     pub id: NodeId,
-    /// `host:port` as the other nodes dial it.
+    /// `host:port` of its client API (and of its peer transport, without
+    /// `peer_addr`).
     pub addr: String,
+    /// `host:port` of its own peer listener (`serve --peer-addr`), which
+    /// the other members dial for Raft and forwarding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_addr: Option<String>,
 }
 
 /// `POST /v1/cluster/membership`: exactly these members become voters.
@@ -96,6 +101,9 @@ pub struct SnapshotTaken {
 pub struct Member {
     pub id: NodeId,
     pub addr: String,
+    /// Its own peer listener's address, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_addr: Option<String>,
     pub voter: bool,
 }
 

@@ -1,0 +1,97 @@
+//! Members on peer ports of their own (`serve --peer-addr`, issue 37): Raft
+//! and forwarding go there, and the client port takes no peer connection.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::*;
+use leasehold::peer::{encode_frame, Channel, Hello, PREFACE};
+use leasehold_client::Client;
+use leasehold_lab::chaos::hostile::preface_flood;
+
+/// Opens a connection to `addr` the way a member opens a Raft channel (the
+/// preface and a hello, in one write), and returns what the node answers
+/// within `wait`: `None` if it answers nothing and keeps the connection
+/// open (it took the connection as a peer's), else the bytes it sent
+/// before closing.
+async fn say_hello(addr: &str, wait: Duration) -> Option<Vec<u8>> {
+    let mut conn = TcpStream::connect(addr).await.expect("connects");
+    let mut opening = PREFACE.to_vec();
+    opening.extend(encode_frame(&Hello { from: 99, secret: None, channel: Channel::Raft }).expect("encodes"));
+    conn.write_all(&opening).await.expect("writes");
+    let mut answer = Vec::new();
+    tokio::time::timeout(wait, conn.read_to_end(&mut answer)).await.ok().map(|_| answer)
+}
+
+/// The follower's count of requests it relayed to the leader.
+async fn relayed(endpoint: &str) -> f64 {
+    let text = reqwest::get(format!("http://{endpoint}/metrics")).await.expect("scrape").text().await.expect("body");
+    let line = text.lines().find(|l| l.starts_with("leasehold_forwarded_requests_total{result=\"relayed\"}"));
+    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)
+}
+
+// Ensures that with peer ports: the client port answers the peer preface
+// like any non-HTTP client while the peer port takes it; members are listed
+// with both addresses; requests sent to a follower are relayed over the
+// peer ports; a learner joins with its peer address; and a preface flood on
+// every client port neither stops an election after the leader is killed
+// nor keeps a well-behaved client from being served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_use_their_own_ports_and_client_floods_cannot_reach_raft() {
+    bounded(async {
+        let mut cluster = start_cluster_with_peer_ports(4, 3).await;
+        let client = cluster.client();
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+
+        step("a member's opening on the client port is refused; on the peer port it is taken");
+        for id in 1..=3 {
+            let answer = say_hello(&cluster.endpoint(id), Duration::from_secs(5)).await;
+            let answer = answer.unwrap_or_else(|| panic!("node {id}'s client port kept a peer connection open"));
+            let text = String::from_utf8_lossy(&answer);
+            assert!(answer.is_empty() || text.starts_with("HTTP/1.1 400"), "node {id} answered {text:?}");
+            let peer_port = cluster.peer_endpoint(id).expect("a peer port");
+            assert_eq!(say_hello(&peer_port, Duration::from_millis(500)).await, None, "node {id}'s peer port");
+        }
+
+        step("members are listed with their peer addresses");
+        let members = client.status().await.unwrap().members;
+        assert_eq!(members.len(), 3);
+        for m in &members {
+            assert_eq!(m.peer_addr, cluster.peer_endpoint(m.id), "{m:?}");
+        }
+
+        step("a request to a follower is relayed to the leader");
+        let follower = cluster.follower_of(leader);
+        let before = relayed(&cluster.endpoint(follower)).await;
+        let via_follower = Client::new(&[cluster.endpoint(follower)]).unwrap();
+        let grant = via_follower.acquire("peer-port", "holder", 10_000).await.unwrap();
+        via_follower.release("peer-port", grant.token()).await.unwrap();
+        assert!(relayed(&cluster.endpoint(follower)).await >= before + 2.0, "relayed by node {follower}");
+
+        step("node 4 joins as a learner with its peer address and catches up");
+        cluster.start(4).unwrap();
+        cluster.wait_answering(ELECTION_BOUND).await.unwrap();
+        client.add_member(&cluster.new_member(4)).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        let on_leader = cluster.statuses().await.remove(&leader).expect("the leader answers");
+        let joined = on_leader.members.into_iter().find(|m| m.id == 4).expect("node 4 is a member");
+        assert_eq!(joined.peer_addr, cluster.peer_endpoint(4));
+
+        step("flood every client port with the peer preface");
+        let floods: Vec<_> =
+            cluster.ids().into_iter().map(|id| tokio::spawn(preface_flood(cluster.endpoint(id)))).collect();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        step(&format!("kill -9 the leader (node {leader}) while the flood goes on"));
+        cluster.kill(leader);
+        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        assert_ne!(new, leader);
+        step("a well-behaved client is served during the flood");
+        let grant = client.acquire("peer-port-flood", "holder", 10_000).await.unwrap();
+        client.release("peer-port-flood", grant.token()).await.unwrap();
+        for flood in floods {
+            flood.abort();
+        }
+    })
+    .await;
+}
