@@ -8,7 +8,7 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use crate::node::NodeError;
-use leasehold_core::{InvalidCommand, LockError};
+use leasehold_core::{FencingToken, InvalidCommand, LockError};
 use leasehold_proto::locks::Conflict;
 use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
 
@@ -78,7 +78,7 @@ impl From<LockError> for ApiError {
             LockError::HeldByOther { name, holder, token, expires_in_ms } => ApiError::new(ErrorCode::Held, message)
                 .with("name", name)
                 .with("holder", holder)
-                .with("token", token)
+                .with("token", token.get())
                 .with("expires_in_ms", expires_in_ms),
             LockError::NotHeld { name } => ApiError::new(ErrorCode::NotHeld, message).with("name", name),
             LockError::Reserved { name, first_waiter } => {
@@ -96,16 +96,16 @@ impl From<LockError> for ApiError {
                 .with("delayed_until_tick", delayed_until_tick),
             LockError::StaleToken { name, given, current } => ApiError::new(ErrorCode::StaleToken, message)
                 .with("name", name)
-                .with("token", given)
-                .with("current_token", current),
+                .with("token", given.get())
+                .with("current_token", current.get()),
             LockError::NotCurrent { lock, given, current } => ApiError::new(ErrorCode::StaleToken, message)
                 .with("lock", lock)
-                .with("token", given)
-                .with("current_token", current),
+                .with("token", given.get())
+                .with("current_token", current.map(FencingToken::get)),
             LockError::GateRejected { resource, given, highest } => ApiError::new(ErrorCode::StaleToken, message)
                 .with("resource", resource)
-                .with("token", given)
-                .with("highest", highest),
+                .with("token", given.get())
+                .with("highest", highest.get()),
             LockError::GateLockMismatch { resource, lock } => {
                 ApiError::new(ErrorCode::LockMismatch, message).with("resource", resource).with("lock", lock)
             }

@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use super::limits::RequestSlot;
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, WAIT_SLACK};
-use leasehold_core::{Command, Limits, LockError, Outcome};
+use leasehold_core::{Command, FencingToken, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
     MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
@@ -128,7 +128,7 @@ async fn grant_many(
     };
     match node.acquire(command).await?? {
         Outcome::GrantedMany { grants, reacquired } => {
-            let token = grants.first().map_or(0, |g| g.token);
+            let token = grants.first().map_or(FencingToken::default(), |g| g.token);
             let grants = grants.into_iter().map(Into::into).collect();
             Ok(Json(MultiLeaseResponse { token, grants, reacquired }))
         }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use leasehold_client::run::{self, RunOptions};
-use leasehold_client::AcquireOptions;
+use leasehold_client::{AcquireOptions, FencingToken};
 use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
 use leasehold_proto::locks::ReleaseResponse;
 
@@ -51,7 +51,7 @@ pub enum ClientCmd {
         target: Target,
         name: String,
         #[arg(long)]
-        token: u64,
+        token: FencingToken,
         /// New ttl (default: the lease's), e.g. 10s (--ttl-ms: a bare number is milliseconds).
         #[arg(long, alias = "ttl-ms", value_parser = duration::or_bare(Duration::from_millis, ANY))]
         ttl: Option<Duration>,
@@ -63,7 +63,7 @@ pub enum ClientCmd {
         target: Target,
         name: String,
         #[arg(long)]
-        token: u64,
+        token: FencingToken,
     },
     /// Show a lock (linearizable read); exits 1 when it is free.
     #[command(after_long_help = exit::TABLE)]
@@ -89,7 +89,7 @@ pub enum ClientCmd {
         target: Target,
         lock: String,
         #[arg(long)]
-        token: u64,
+        token: FencingToken,
     },
     /// Write a fenced record: applied only if the token is current for the lock.
     #[command(after_long_help = exit::TABLE)]
@@ -100,7 +100,7 @@ pub enum ClientCmd {
         #[arg(long)]
         lock: String,
         #[arg(long)]
-        token: u64,
+        token: FencingToken,
         /// The value, as JSON (e.g. '"settled"' or '{"amount":5}').
         #[arg(long)]
         value: String,
@@ -121,7 +121,7 @@ pub enum ClientCmd {
         #[arg(long)]
         lock: String,
         #[arg(long)]
-        token: u64,
+        token: FencingToken,
     },
     /// Run a command while holding a lock (several: under one session); stop it if they are lost.
     #[command(after_long_help = exit::RUN_TABLE)]

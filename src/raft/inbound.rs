@@ -175,7 +175,7 @@ impl Inbound {
 
 #[cfg(test)]
 mod tests {
-    use leasehold_core::{Batch, Command, Quotas};
+    use leasehold_core::{Batch, Command, FencingToken, Quotas};
     use openraft::{Entry, EntryPayload, LogId};
 
     use super::*;
@@ -207,17 +207,33 @@ mod tests {
                 lock_delay_ms: None,
                 seq: None,
             },
-            Command::Renew { name: "a".into(), token: 7, ttl_ms: Some(3000), request_id: None },
-            Command::Release { name: "a".into(), token: 7, request_id: Some("x".into()), session: None, seq: None },
+            Command::Renew {
+                name: "a".into(),
+                token: FencingToken::granted_at(7),
+                ttl_ms: Some(3000),
+                request_id: None,
+            },
+            Command::Release {
+                name: "a".into(),
+                token: FencingToken::granted_at(7),
+                request_id: Some("x".into()),
+                session: None,
+                seq: None,
+            },
             Command::Cancel { name: "b".into(), owner: "p".into() },
             Command::PutRecord {
                 key: "k".into(),
                 lock: "a".into(),
-                token: 7,
+                token: FencingToken::granted_at(7),
                 value: "{\"n\":1}".into(),
                 request_id: None,
             },
-            Command::Gate { resource: "g".into(), lock: "a".into(), token: 7, request_id: None },
+            Command::Gate {
+                resource: "g".into(),
+                lock: "a".into(),
+                token: FencingToken::granted_at(7),
+                request_id: None,
+            },
         ];
         let mut batch = Batch::within(Quotas { max_leases: 200, max_waiters: 7 }, commands[0].clone());
         for c in &commands[1..] {

@@ -152,7 +152,7 @@ async fn bad_input_gets_4xx_and_changes_nothing() {
             );
             assert_error(
                 "release with a stale token",
-                raw.post("/v1/locks/held/release", &json!({"token": held.token() + 1}).to_string()).await,
+                raw.post("/v1/locks/held/release", &json!({"token": held.token().get() + 1}).to_string()).await,
                 StatusCode::CONFLICT,
                 "stale_token",
             );

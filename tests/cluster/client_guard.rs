@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, start_cluster, step, TestCluster, ELECTION_BOUND};
-use leasehold_client::{AcquireOptions, Client, ClientError, ErrorCode, LockOptions, LostReason};
+use leasehold_client::{AcquireOptions, Client, ClientError, ErrorCode, FencingToken, LockOptions, LostReason};
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -118,7 +118,7 @@ async fn watchdog_keeps_the_lock_for_five_ttls() {
         let acquired_at = Instant::now();
         let lock = client.lock("guarded", LockOptions::new(TTL).with_owner("alice")).await.unwrap();
         let token = lock.token();
-        assert!(token > 0);
+        assert!(token.get() > 0);
         assert!(lock.valid_until() <= acquired_at + TTL, "the deadline is anchored at the send time");
 
         step("hold it for 5 ttls while another owner keeps trying");
@@ -128,7 +128,7 @@ async fn watchdog_keeps_the_lock_for_five_ttls() {
             match &err {
                 ClientError::Api { status: 409, error } if error.code == ErrorCode::Held => {
                     assert_eq!(error.holder(), Some("alice"));
-                    assert_eq!(error.number("token"), Some(token));
+                    assert_eq!(error.number("token"), Some(token.get()));
                 }
                 other => panic!("expected 409 held, got {other:?}"),
             }
@@ -227,9 +227,9 @@ async fn run_passes_the_token_and_the_exit_status() {
         let fields: Vec<&str> = line.split(' ').collect();
         let [pid, lock, token, owner] = fields[..] else { panic!("unexpected environment line {line:?}") };
         run.others.push(pid.parse().unwrap());
-        let token: u64 = token.parse().unwrap();
+        let token: FencingToken = token.parse().unwrap();
         assert_eq!((lock, owner), ("jobs/nightly", "runner-1"));
-        assert!(token > 0);
+        assert!(token.get() > 0);
 
         step("the cluster shows the same holder and token while the command runs");
         let view = client.get("jobs/nightly").await.unwrap().expect("held while the command runs");

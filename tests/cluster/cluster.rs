@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, start_cluster, step, wait_until_free, ELECTION_BOUND};
-use leasehold_client::{Client, ClientError};
+use leasehold_client::{Client, ClientError, FencingToken};
 
 const TTL_MS: u64 = 3_000;
 const LONG_TTL_MS: u64 = 120_000;
@@ -27,7 +27,7 @@ async fn three_nodes_lock_lifecycle() {
         step("acquire through a follower");
         let lease = via_follower.acquire("orders/42", "alice", TTL_MS).await.unwrap();
         assert_eq!(lease.grant.owner, "alice");
-        assert!(lease.token() > 0);
+        assert!(lease.token().get() > 0);
 
         step("a second owner gets 409 held, naming the holder");
         let err = via_third.acquire("orders/42", "bob", TTL_MS).await.unwrap_err();
@@ -35,7 +35,7 @@ async fn three_nodes_lock_lifecycle() {
             ClientError::Api { status: 409, error } => {
                 assert_eq!(error.code, ErrorCode::Held);
                 assert_eq!(error.holder(), Some("alice"));
-                assert_eq!(error.number("token"), Some(lease.token()));
+                assert_eq!(error.number("token"), Some(lease.token().get()));
             }
             other => panic!("expected 409 held, got {other:?}"),
         }
@@ -51,7 +51,8 @@ async fn three_nodes_lock_lifecycle() {
         step("renew keeps the token; a stale token gets 409");
         let renewed = via_follower.renew("orders/42", lease.token(), Some(TTL_MS)).await.unwrap();
         assert_eq!(renewed.token(), lease.token());
-        let stale = via_follower.renew("orders/42", lease.token() - 1, None).await.unwrap_err();
+        let stale =
+            via_follower.renew("orders/42", FencingToken::granted_at(lease.token().get() - 1), None).await.unwrap_err();
         assert_eq!(stale.code(), Some(ErrorCode::StaleToken));
 
         step("release; then renew and release say not_held");

@@ -1,7 +1,7 @@
 //! Fencing end to end on real 3-node clusters: the cluster checks tokens for
 //! resources that cannot (fence check, fenced records, gates).
 
-use leasehold_client::ErrorCode;
+use leasehold_client::{ErrorCode, FencingToken};
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ async fn paused_client_write_is_rejected_after_its_lease_passed_on() {
         );
         let pid = Pid::from_raw(a.0.id() as i32);
         wait_for_file(&dir.path().join("a.token")).await;
-        let token_a: u64 = std::fs::read_to_string(dir.path().join("a.token")).unwrap().trim().parse().unwrap();
+        let token_a: FencingToken = std::fs::read_to_string(dir.path().join("a.token")).unwrap().trim().parse().unwrap();
 
         step("A is paused (SIGSTOP) past its ttl");
         kill(pid, Signal::SIGSTOP).unwrap();

@@ -66,7 +66,7 @@ async fn expired_lease_delays_the_next_grant() {
             ]
         );
         assert_eq!(story[1].2["delayed_until_tick"].as_u64(), Some(until));
-        assert_eq!(story[4].2["token"].as_u64(), Some(next.token()));
+        assert_eq!(story[4].2["token"].as_u64(), Some(next.token().get()));
         assert_eq!(story[3].2["index"], story[4].2["index"], "granted in the entry that ends the delay");
     })
     .await;

@@ -1,7 +1,7 @@
 //! Membership changes on real clusters: 3 → 5 → 3 voters while clients keep
 //! acquiring, and the leader refusing a change that would lose quorum.
 
-use leasehold_client::ErrorCode;
+use leasehold_client::{ErrorCode, FencingToken};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +66,7 @@ async fn grow_to_five_and_shrink_to_three_under_load() {
             assert!(!grants.is_empty(), "worker {w} acquired during the changes");
             assert!(grants.windows(2).all(|p| p[0].1 < p[1].1), "tokens increase for worker {w}");
             let held = client.list(&format!("member-test/{w}/"), 1000).await.unwrap();
-            let held: Vec<(String, u64)> = held.into_iter().map(|l| (l.name, l.token)).collect();
+            let held: Vec<(String, FencingToken)> = held.into_iter().map(|l| (l.name, l.token)).collect();
             assert_eq!(held, grants, "worker {w}'s acknowledged grants");
         }
         cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();

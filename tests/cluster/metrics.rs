@@ -5,7 +5,7 @@ use leasehold_client::ErrorCode;
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, leasehold_run, start_cluster, step, wait_until_free};
-use leasehold_client::AcquireOptions;
+use leasehold_client::{AcquireOptions, FencingToken};
 
 const LONG_TTL_MS: u64 = 60_000;
 
@@ -91,7 +91,7 @@ async fn metrics_move_when_locks_are_used() {
         let lease = client.acquire("m-held", "alice", LONG_TTL_MS).await.unwrap();
         assert_eq!(client.acquire("m-held", "bob", LONG_TTL_MS).await.unwrap_err().code(), Some(ErrorCode::Held));
         client.renew("m-held", lease.token(), None).await.unwrap();
-        assert!(client.renew("m-held", lease.token() + 1, None).await.is_err());
+        assert!(client.renew("m-held", FencingToken::granted_at(lease.token().get() + 1), None).await.is_err());
         let live = Scrape::of(&at_leader).await;
         assert_eq!(live.value("leasehold_live_leases"), 1.0);
         client.release("m-held", lease.token()).await.unwrap();

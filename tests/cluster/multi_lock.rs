@@ -88,7 +88,7 @@ async fn multi_acquire_through_a_follower_with_retry_and_wait() {
         loop {
             let e = events.next().await;
             if e["type"] == "acquired" && e["owner"] == "audit" {
-                assert_eq!(e["token"].as_u64(), Some(granted.token));
+                assert_eq!(e["token"].as_u64(), Some(granted.token.get()));
                 break;
             }
         }

@@ -13,7 +13,7 @@ use crate::common::{
 };
 use leasehold::peer;
 use leasehold_client::Secret;
-use leasehold_client::{AcquireOptions, Client, Credentials};
+use leasehold_client::{AcquireOptions, Client, Credentials, FencingToken};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -356,7 +356,7 @@ async fn https_with_a_test_ca() {
         assert!(client.get("cli-untrusted").await.unwrap().is_none());
         assert!(client.get("cli-no-token").await.unwrap().is_none());
         client.release("tls-lock", lease.token()).await.expect("release over https");
-        client.release("cli-lock", cli_token).await.expect("release the CLI's lock");
+        client.release("cli-lock", FencingToken::granted_at(cli_token)).await.expect("release the CLI's lock");
     })
     .await;
 }

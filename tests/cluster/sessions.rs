@@ -54,7 +54,7 @@ async fn session_keeps_its_locks_and_loses_them_together() {
         let single = session.lock("s-one", None).await.unwrap();
         let pair = session.lock_many(&["s-two", "s-three"], None).await.unwrap();
         assert_eq!(pair[0].token, pair[1].token);
-        assert!(single.token > session.id() && pair[0].token > single.token);
+        assert!(single.token.get() > session.id() && pair[0].token > single.token);
 
         step("hold them for 3 ttls: the keepalive keeps every one");
         let hold_until = Instant::now() + 3 * TTL;

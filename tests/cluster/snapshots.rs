@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, leasehold_cli, start_cluster, start_cluster_with, step, ELECTION_BOUND, TICK_MS};
+use leasehold_client::FencingToken;
 use leasehold_local::{LocalCluster, NodeLogs};
 use serde_json::json;
 
@@ -26,7 +27,7 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
 
         step(&format!("node {lagging} goes down; 150 acquire/release cycles pass it by"));
         cluster.kill(lagging);
-        let mut last = 0;
+        let mut last = FencingToken::default();
         for i in 0..150 {
             let lease = client.acquire("churn", &format!("w{i}"), LONG_TTL_MS).await.unwrap();
             assert!(lease.token() > last);
@@ -144,7 +145,7 @@ async fn survivor_backup_seeds_a_new_cluster() {
         let dir = tempfile::tempdir().unwrap();
         let addrs = LocalCluster::free_addrs(3).unwrap();
         let peers: Vec<String> = addrs.iter().enumerate().map(|(i, a)| format!("{}={a}", i + 1)).collect();
-        let min_index = record.token() + 10_000;
+        let min_index = record.token().get() + 10_000;
         let mut new = LocalCluster::new(
             std::path::Path::new(env!("CARGO_BIN_EXE_leasehold")),
             dir.path(),
@@ -176,7 +177,7 @@ async fn survivor_backup_seeds_a_new_cluster() {
         let stored = client.get_record("balance").await.unwrap().expect("record");
         assert_eq!((stored.value, stored.token), (json!(7), record.token()));
         let fresh = client.acquire("fresh", "new-holder", LONG_TTL_MS).await.unwrap();
-        assert!(fresh.token() > min_index, "token {} continues above --min-index {min_index}", fresh.token());
+        assert!(fresh.token().get() > min_index, "token {} continues above --min-index {min_index}", fresh.token());
         client.release("kept", kept.token()).await.unwrap();
         assert!(client.get("kept").await.unwrap().is_none());
         new.stop_all(Duration::from_secs(5));
@@ -197,7 +198,7 @@ async fn kill_9_during_checkpoints_and_installs_keeps_the_state() {
         let load = tokio::spawn({
             let (client, stop) = (cluster.client(), stop.clone());
             async move {
-                let (mut cycles, mut granted, mut last) = (0u64, 0u64, 0);
+                let (mut cycles, mut granted, mut last) = (0u64, 0u64, FencingToken::default());
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     cycles += 1;
                     let name = format!("job-{}", cycles % 5);

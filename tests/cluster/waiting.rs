@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::{bounded, start_cluster, step, EventStream, ELECTION_BOUND};
-use leasehold_client::{AcquireOptions, Client};
+use leasehold_client::{AcquireOptions, Client, FencingToken};
 use serde_json::json;
 
 const LONG_TTL_MS: u64 = 60_000;
@@ -76,7 +76,7 @@ async fn ten_waiters_are_granted_in_arrival_order() {
         }
         let owners: Vec<&str> = handed.iter().map(|(o, _)| o.as_str()).collect();
         assert_eq!(owners, (1..=10).map(|i| format!("w{i}")).collect::<Vec<_>>());
-        let handed_tokens: Vec<u64> = handed.iter().map(|(_, t)| *t).collect();
+        let handed_tokens: Vec<FencingToken> = handed.iter().map(|(_, t)| FencingToken::granted_at(*t)).collect();
         assert_eq!(handed_tokens, tokens, "each waiter was answered with its hand-over token");
         assert!(first.token() < tokens[0] && tokens.windows(2).all(|w| w[0] < w[1]));
         assert!(client.get("hot").await.unwrap().is_none());
@@ -176,8 +176,8 @@ async fn events_stream_tells_acquire_release_hand_over_in_order() {
         }
         let story: Vec<(&str, &str)> = seen.iter().map(|(t, o, _)| (t.as_str(), o.as_str())).collect();
         assert_eq!(story, [("acquired", "a"), ("queued", "b"), ("released", "a"), ("handed_over", "b")]);
-        assert_eq!(seen[0].2, a.token());
-        assert_eq!(seen[3].2, b.token());
+        assert_eq!(seen[0].2, a.token().get());
+        assert_eq!(seen[3].2, b.token().get());
         assert_eq!(seen[2].2, seen[3].2, "handed over in the releasing entry: {seen:?}");
         assert!(seen.windows(2).all(|w| w[0].2 <= w[1].2), "log order: {seen:?}");
     })

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use leasehold_client::{Client, LockOptions};
+use leasehold_client::{Client, FencingToken, LockOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,6 +21,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The guarded work: every write it makes carries `token`.
-async fn do_work(token: u64) {
+async fn do_work(token: FencingToken) {
     println!("working under fencing token {token}");
 }

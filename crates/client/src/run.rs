@@ -181,7 +181,7 @@ impl Held {
                 let session = Session::open(Arc::clone(client), session_options).await.map_err(failed)?;
                 // On failure the session is dropped, which deletes it.
                 let grants = session.lock_many(names, options.wait).await.map_err(failed)?;
-                let token = grants.first().map_or(0, |g| g.token);
+                let token = grants.first().map_or(FencingToken::default(), |g| g.token);
                 Ok(Held::Session { session, token })
             }
         }
@@ -463,11 +463,19 @@ mod tests {
         let e = acquire_error("x", None, held);
         assert_eq!(e.exit_code(), EXIT_ACQUIRE_FAILED);
         assert!(e.to_string().contains("held by \"a\" (token 7"), "{e}");
-        let lost =
-            RunError::Lost { lock: "x".into(), token: 1, reason: LostReason::Ended, status: "exit status 0".into() };
+        let lost = RunError::Lost {
+            lock: "x".into(),
+            token: FencingToken::granted_at(1),
+            reason: LostReason::Ended,
+            status: "exit status 0".into(),
+        };
         assert_eq!(lost.exit_code(), EXIT_LOCK_LOST);
-        let unrenewed =
-            RunError::Unrenewed { lock: "x".into(), token: 1, grace: Duration::from_secs(5), status: "x".into() };
+        let unrenewed = RunError::Unrenewed {
+            lock: "x".into(),
+            token: FencingToken::granted_at(1),
+            grace: Duration::from_secs(5),
+            status: "x".into(),
+        };
         assert_eq!(unrenewed.exit_code(), EXIT_LOCK_LOST);
         assert!(unrenewed.to_string().starts_with("lost lock \"x\" (token 1)"), "{unrenewed}");
         let interrupted = RunError::Interrupted { lock: "x".into(), signal: Signal::SIGINT };

@@ -201,7 +201,7 @@ impl std::fmt::Display for Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EventKind, LockError, LockTable, Outcome};
+    use crate::{EventKind, FencingToken, LockError, LockTable, Outcome};
 
     fn acquire(name: &str, owner: &str, wait: bool) -> Command {
         let wait_ms = wait.then_some(60_000);
@@ -218,6 +218,7 @@ mod tests {
     }
 
     fn release(name: &str, token: u64) -> Command {
+        let token = FencingToken::granted_at(token);
         Command::Release { name: name.into(), token, request_id: None, session: None, seq: None }
     }
 
@@ -277,7 +278,7 @@ mod tests {
         events
             .into_iter()
             .filter_map(|e| match e.kind {
-                EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => Some((e.name, token)),
+                EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => Some((e.name, token.get())),
                 _ => None,
             })
             .collect()

@@ -551,11 +551,12 @@ mod tests {
         assert_eq!(field(acquire("n", "", 5000)), "owner");
         assert_eq!(field(acquire("n", "o", l.min_ttl_ms - 1)), "ttl_ms");
         assert_eq!(field(acquire("n", "o", l.max_ttl_ms + 1)), "ttl_ms");
-        let renew = Command::Renew { name: "n".into(), token: 1, ttl_ms: Some(1), request_id: None };
+        let renew =
+            Command::Renew { name: "n".into(), token: FencingToken::granted_at(1), ttl_ms: Some(1), request_id: None };
         assert_eq!(field(renew), "ttl_ms");
         let release = Command::Release {
             name: "\u{7f}".into(),
-            token: 1,
+            token: FencingToken::granted_at(1),
             request_id: Some(String::new()),
             session: None,
             seq: None,
@@ -563,7 +564,7 @@ mod tests {
         assert_eq!(field(release), "name");
         let release = Command::Release {
             name: "n".into(),
-            token: 1,
+            token: FencingToken::granted_at(1),
             request_id: Some("r".repeat(129)),
             session: None,
             seq: None,

@@ -15,7 +15,7 @@
 //! Decoding never panics and never allocates more than the input could
 //! hold: a malformed or truncated batch is a [`DecodeError`].
 
-use super::{Batch, Command, Quotas};
+use super::{Batch, Command, FencingToken, Quotas};
 
 /// The first byte of every encoded batch. A new layout takes a new version;
 /// a decoder refuses versions it does not know.
@@ -101,14 +101,14 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
         Command::Renew { name, token, ttl_ms, request_id } => {
             out.push(RENEW);
             put_str(out, name);
-            put_u64(out, *token);
+            put_u64(out, token.get());
             put_opt_u64(out, *ttl_ms);
             put_opt_str(out, request_id);
         }
         Command::Release { name, token, request_id, session, seq } => {
             out.push(RELEASE);
             put_str(out, name);
-            put_u64(out, *token);
+            put_u64(out, token.get());
             put_opt_str(out, request_id);
             put_opt_u64(out, *session);
             put_opt_u64(out, *seq);
@@ -127,7 +127,7 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
         Command::ReleaseMany { names, token, request_id, session, seq } => {
             out.push(RELEASE_MANY);
             put_strs(out, names);
-            put_u64(out, *token);
+            put_u64(out, token.get());
             put_opt_str(out, request_id);
             put_opt_u64(out, *session);
             put_opt_u64(out, *seq);
@@ -141,7 +141,7 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             out.push(PUT_RECORD);
             put_str(out, key);
             put_str(out, lock);
-            put_u64(out, *token);
+            put_u64(out, token.get());
             put_str(out, value);
             put_opt_str(out, request_id);
         }
@@ -149,7 +149,7 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             out.push(GATE);
             put_str(out, resource);
             put_str(out, lock);
-            put_u64(out, *token);
+            put_u64(out, token.get());
             put_opt_str(out, request_id);
         }
         Command::CreateSession { owner, ttl_ms, request_id } => {
@@ -190,11 +190,11 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             seq: r.opt_u64()?,
         },
         RENEW => {
-            Command::Renew { name: r.string()?, token: r.u64()?, ttl_ms: r.opt_u64()?, request_id: r.opt_string()? }
+            Command::Renew { name: r.string()?, token: r.token()?, ttl_ms: r.opt_u64()?, request_id: r.opt_string()? }
         }
         RELEASE => Command::Release {
             name: r.string()?,
-            token: r.u64()?,
+            token: r.token()?,
             request_id: r.opt_string()?,
             session: r.opt_u64()?,
             seq: r.opt_u64()?,
@@ -211,7 +211,7 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         },
         RELEASE_MANY => Command::ReleaseMany {
             names: r.strings()?,
-            token: r.u64()?,
+            token: r.token()?,
             request_id: r.opt_string()?,
             session: r.opt_u64()?,
             seq: r.opt_u64()?,
@@ -220,12 +220,12 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         PUT_RECORD => Command::PutRecord {
             key: r.string()?,
             lock: r.string()?,
-            token: r.u64()?,
+            token: r.token()?,
             value: r.string()?,
             request_id: r.opt_string()?,
         },
         GATE => {
-            Command::Gate { resource: r.string()?, lock: r.string()?, token: r.u64()?, request_id: r.opt_string()? }
+            Command::Gate { resource: r.string()?, lock: r.string()?, token: r.token()?, request_id: r.opt_string()? }
         }
         CREATE_SESSION => Command::CreateSession { owner: r.string()?, ttl_ms: r.u64()?, request_id: r.opt_string()? },
         KEEP_ALIVE => Command::KeepAlive {
@@ -333,6 +333,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A fencing token: its number, as [`u64`](Self::u64) reads it.
+    fn token(&mut self) -> Result<FencingToken, DecodeError> {
+        self.u64().map(FencingToken::granted_at)
+    }
+
     fn opt_u64(&mut self) -> Result<Option<u64>, DecodeError> {
         Ok(if self.flag()? { Some(self.u64()?) } else { None })
     }
@@ -369,8 +374,14 @@ mod tests {
                 lock_delay_ms: None,
                 seq: Some(0),
             },
-            Command::Renew { name: "a".into(), token: 300, ttl_ms: None, request_id: None },
-            Command::Release { name: "a".into(), token: 1 << 40, request_id: id(), session: Some(7), seq: Some(8) },
+            Command::Renew { name: "a".into(), token: FencingToken::granted_at(300), ttl_ms: None, request_id: None },
+            Command::Release {
+                name: "a".into(),
+                token: FencingToken::granted_at(1 << 40),
+                request_id: id(),
+                session: Some(7),
+                seq: Some(8),
+            },
             Command::AcquireMany {
                 names: vec!["x".into(), "y".into()],
                 owner: "o".into(),
@@ -381,16 +392,27 @@ mod tests {
                 lock_delay_ms: Some(5),
                 seq: Some(1),
             },
-            Command::ReleaseMany { names: vec![], token: 9, request_id: None, session: None, seq: None },
+            Command::ReleaseMany {
+                names: vec![],
+                token: FencingToken::granted_at(9),
+                request_id: None,
+                session: None,
+                seq: None,
+            },
             Command::Cancel { name: "a".into(), owner: "o".into() },
             Command::PutRecord {
                 key: "k".into(),
                 lock: "l".into(),
-                token: 2,
+                token: FencingToken::granted_at(2),
                 value: "{\"x\":1}".into(),
                 request_id: id(),
             },
-            Command::Gate { resource: "g".into(), lock: "l".into(), token: 0, request_id: None },
+            Command::Gate {
+                resource: "g".into(),
+                lock: "l".into(),
+                token: FencingToken::granted_at(0),
+                request_id: None,
+            },
             Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id() },
             Command::KeepAlive { session: 4, ttl_ms: Some(2), request_id: None, seq: None },
             Command::DeleteSession { session: 4, request_id: id() },

@@ -247,9 +247,10 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FencingToken;
 
     fn released(name: &str) -> Result<Outcome, LockError> {
-        Ok(Outcome::Released { name: name.into(), token: 1 })
+        Ok(Outcome::Released { name: name.into(), token: FencingToken::granted_at(1) })
     }
 
     // Ensures records that share an entry (a batch of commands) are all

@@ -315,7 +315,7 @@ impl LockTable {
         }
         Ok(Lease {
             owner: owner.into(),
-            token: index,
+            token: FencingToken::granted_at(index),
             ttl_ms: ttl_ms.unwrap_or_default(),
             deadline: 0,
             granted_tick: self.now_tick,
@@ -353,7 +353,11 @@ impl LockTable {
             (None, _) => {
                 quotas.room_for_leases(self.len(), 1)?;
                 let grant = self.insert(name, wanted);
-                events.push(event(index, name, EventKind::Acquired { owner: owner.into(), token: index }));
+                events.push(event(
+                    index,
+                    name,
+                    EventKind::Acquired { owner: owner.into(), token: FencingToken::granted_at(index) },
+                ));
                 Ok(Outcome::Granted { grant, reacquired: false })
             }
             (Some(blocker), None) => Err(refusal(name, blocker)),
@@ -424,8 +428,12 @@ impl LockTable {
             let grants = names
                 .iter()
                 .map(|name| {
-                    events.push(event(index, name, EventKind::Acquired { owner: owner.to_string(), token: index }));
-                    self.insert(name, Lease { token: index, ..wanted.clone() })
+                    events.push(event(
+                        index,
+                        name,
+                        EventKind::Acquired { owner: owner.to_string(), token: FencingToken::granted_at(index) },
+                    ));
+                    self.insert(name, Lease { token: FencingToken::granted_at(index), ..wanted.clone() })
                 })
                 .collect();
             return Ok(Outcome::GrantedMany { grants, reacquired: false });
@@ -615,7 +623,7 @@ impl LockTable {
             Some(l) if l.token != token => {
                 Err(LockError::StaleToken { name: name.to_owned(), given: token, current: l.token })
             }
-            Some(_) if token >= index => Err(not_granted_before(token, index)),
+            Some(_) if token.get() >= index => Err(not_granted_before(token, index)),
             Some(_) => Ok(()),
         }
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::plot::{Chart, LineStyle};
-use leasehold_client::{Client, ClientError};
+use leasehold_client::{Client, ClientError, FencingToken};
 use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 use leasehold_proto::NodeId;
 
@@ -178,7 +178,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         .enumerate()
         .map(|(w, chunk)| {
             let (client, stop, cycles, failed) = (client.clone(), stop.clone(), cycles.clone(), failed.clone());
-            let mut held: Vec<(u64, u64)> =
+            let mut held: Vec<(u64, FencingToken)> =
                 chunk.iter().enumerate().map(|(k, t)| ((w * share + k) as u64, *t)).collect();
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
@@ -275,7 +275,7 @@ fn lock_name(i: u64) -> String {
 
 /// One churn cycle on live lock `i`: release it, take it again, write its
 /// record under the new token. Returns the new token.
-async fn churn(client: &Client, i: u64, token: u64) -> Result<u64, ClientError> {
+async fn churn(client: &Client, i: u64, token: FencingToken) -> Result<FencingToken, ClientError> {
     let name = lock_name(i);
     // A release already applied (its answer lost) leaves it free: the
     // acquire below then still takes it.

@@ -247,7 +247,7 @@ impl ErrorDetail {
     /// `stale_token`: the lock's current token (`None` when it is free, or
     /// for a gate's refusal of a token below its `highest`).
     pub fn current_token(&self) -> Option<FencingToken> {
-        self.number("current_token")
+        self.number("current_token").map(FencingToken::granted_at)
     }
 }
 

@@ -26,15 +26,18 @@ pub enum EventKind {
     /// the first waiter when a lock delay ends.
     Acquired {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
     },
     /// The holder restarted its lease (also a same-owner re-acquire).
     Renewed {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
     },
     Released {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
     },
     /// A Tick reached the lease's deadline. With `delayed_until_tick` the
@@ -42,6 +45,7 @@ pub enum EventKind {
     /// tick (`delay_ended`), and is not handed over before.
     Expired {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         delayed_until_tick: Option<u64>,
@@ -50,46 +54,32 @@ pub enum EventKind {
     /// ended; the first waiter, if any, is granted in the same entry.
     DelayEnded {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
     },
     /// The lock passed to the first waiter in the entry that freed it (token = `index`).
     HandedOver {
         owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         token: FencingToken,
         from_owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
         from_token: FencingToken,
     },
     /// `owner` joined the queue at `position` (1 = next).
-    Queued {
-        owner: String,
-        position: usize,
-    },
+    Queued { owner: String, position: usize },
     /// `owner`'s wait ran out before the lock passed to it.
-    WaitTimeout {
-        owner: String,
-    },
+    WaitTimeout { owner: String },
     /// `owner` left the queue because its client went away, or because
     /// the session it waited under ended.
-    Cancelled {
-        owner: String,
-    },
+    Cancelled { owner: String },
     /// `owner` opened `session` (its id is `index`). Session events have an
     /// empty `name`: they are about no one lock (`GET /v1/events` only).
-    SessionCreated {
-        owner: String,
-        session: u64,
-        ttl_ms: u64,
-    },
+    SessionCreated { owner: String, session: u64, ttl_ms: u64 },
     /// The session's deadline passed; its locks expired in this entry.
-    SessionExpired {
-        owner: String,
-        session: u64,
-    },
+    SessionExpired { owner: String, session: u64 },
     /// The session was deleted; its locks were released in this entry.
-    SessionDeleted {
-        owner: String,
-        session: u64,
-    },
+    SessionDeleted { owner: String, session: u64 },
 }
 
 impl From<leasehold_core::LockEvent> for LockEvent {
@@ -149,9 +139,9 @@ mod tests {
             name: "n".into(),
             kind: leasehold_core::EventKind::HandedOver {
                 owner: "b".into(),
-                token: 9,
+                token: FencingToken::granted_at(9),
                 from_owner: "a".into(),
-                from_token: 3,
+                from_token: FencingToken::granted_at(3),
             },
         };
         let session = leasehold_core::LockEvent {

@@ -26,6 +26,7 @@ pub struct CheckResponse {
     /// Whether `token` is the current holder's token.
     pub current: bool,
     /// The current holder's token; `null` when the lock is free.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::TokenNumber>))]
     pub token: Option<FencingToken>,
 }
 
@@ -52,6 +53,7 @@ pub struct PutRecordRequest {
 pub struct PutRecordResponse {
     pub key: String,
     pub lock: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     /// Index of the log entry that wrote the record.
     pub index: u64,
@@ -65,6 +67,7 @@ pub struct Record {
     pub value: Value,
     /// The lock whose holder wrote it, and the holder's token.
     pub lock: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     /// Index of the log entry that wrote it.
     pub index: u64,
@@ -93,5 +96,6 @@ pub struct GateResponse {
     pub lock: String,
     pub admitted: bool,
     /// The highest token admitted so far (this one).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub highest: FencingToken,
 }

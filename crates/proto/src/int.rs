@@ -35,12 +35,12 @@ impl Visitor<'_> for U64 {
 
 /// `#[serde(deserialize_with = "crate::int::token")]`: a fencing token, at
 /// most [`MAX_TOKEN`](crate::MAX_TOKEN).
-pub fn token<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub fn token<'de, D: Deserializer<'de>>(d: D) -> Result<crate::FencingToken, D::Error> {
     let token = u64(d)?;
     if token > crate::MAX_TOKEN {
         return Err(D::Error::invalid_value(Unexpected::Unsigned(token), &"a token below 2^53"));
     }
-    Ok(token)
+    Ok(crate::FencingToken::granted_at(token))
 }
 
 /// `#[serde(deserialize_with = "crate::int::u64")]`

@@ -82,6 +82,7 @@ pub struct MultiAcquireRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MultiLeaseResponse {
     /// The fencing token of every grant: the index of the entry that granted them.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     pub grants: Vec<Grant>,
     /// True when the owner already held every lock under `token` (leases restarted).
@@ -117,6 +118,7 @@ pub struct MultiReleaseRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MultiReleaseResponse {
     pub names: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     pub released: bool,
 }
@@ -176,6 +178,7 @@ pub struct LeaseResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReleaseResponse {
     pub name: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     pub released: bool,
 }
@@ -211,6 +214,7 @@ pub struct ListResponse {
 pub struct Grant {
     pub name: String,
     pub owner: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     pub ttl_ms: u64,
     /// Real time the lease is guaranteed to last from the commit of the entry
@@ -288,6 +292,7 @@ impl From<leasehold_core::WaiterView> for WaiterView {
 pub struct LeaseView {
     pub name: String,
     pub owner: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
     pub ttl_ms: u64,
     /// Lower bound on the real time left, counted in whole tick periods.
@@ -333,7 +338,7 @@ mod tests {
         let grant = leasehold_core::Grant {
             name: "n".into(),
             owner: "o".into(),
-            token: 7,
+            token: FencingToken::granted_at(7),
             ttl_ms: 5000,
             expires_in_ms: 4900,
             deadline_tick: 50,
@@ -341,7 +346,7 @@ mod tests {
         let view = leasehold_core::LeaseView {
             name: "n".into(),
             owner: "o".into(),
-            token: 7,
+            token: FencingToken::granted_at(7),
             ttl_ms: 5000,
             expires_in_ms: 4900,
             deadline_tick: 50,
@@ -352,7 +357,11 @@ mod tests {
         let json = |v: &dyn erased::Json| v.json();
         assert_eq!(json(&Grant::from(grant.clone())), json(&grant));
         let blockers = [
-            leasehold_core::Blocker::Held { holder: "h".into(), token: 3, expires_in_ms: 100 },
+            leasehold_core::Blocker::Held {
+                holder: "h".into(),
+                token: FencingToken::granted_at(3),
+                expires_in_ms: 100,
+            },
             leasehold_core::Blocker::Delayed { delayed_until_tick: 9 },
             leasehold_core::Blocker::Reserved { first_waiter: "w".into() },
         ];

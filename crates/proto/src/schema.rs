@@ -170,6 +170,11 @@ pub fn lock_delay_ms() -> Object {
     )
 }
 
+/// `#[schema(value_type = crate::schema::TokenNumber)]` on a [`FencingToken`](crate::FencingToken)
+/// field without bounds: utoipa cannot derive a schema for a type of the pure core, and through
+/// this alias the document refers to the `u64` schema, as it did when the token was an alias of `u64`.
+pub type TokenNumber = u64;
+
 /// A fencing token, or any other u64 on the wire.
 pub fn token() -> Object {
     uint(0, crate::MAX_TOKEN, false, "A fencing token: the log index of the entry that granted the lock (below 2^53).")

@@ -70,6 +70,7 @@ pub struct SessionView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionLock {
     pub name: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
     pub token: FencingToken,
 }
 
@@ -138,7 +139,7 @@ mod tests {
             deadline_tick: 60,
             lock_count: 1,
             waiting_count: 0,
-            locks: Some(vec![leasehold_core::SessionLock { name: "a".into(), token: 14 }]),
+            locks: Some(vec![leasehold_core::SessionLock { name: "a".into(), token: FencingToken::granted_at(14) }]),
         };
         let twin = SessionView::from(core.clone());
         assert_eq!(serde_json::to_value(&twin).unwrap(), serde_json::to_value(&core).unwrap());

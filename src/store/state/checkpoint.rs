@@ -248,7 +248,7 @@ fn merge_edits(
 mod tests {
     use super::*;
     use crate::store::state::tests::{acquire, meta, open};
-    use leasehold_core::Command;
+    use leasehold_core::{Command, FencingToken};
     use std::collections::BTreeSet;
     use std::fs;
 
@@ -267,7 +267,13 @@ mod tests {
                 let name = format!("lock-{lock}");
                 index += 1;
                 table.apply(
-                    &Command::Release { name: name.clone(), token: *token, request_id: None, session: None, seq: None },
+                    &Command::Release {
+                        name: name.clone(),
+                        token: FencingToken::granted_at(*token),
+                        request_id: None,
+                        session: None,
+                        seq: None,
+                    },
                     index,
                 );
                 // Every seventh lock stays released for a round: rows deleted.
@@ -322,7 +328,7 @@ mod tests {
         let generation = store.lock().generation;
         for lock in (0..2_000).step_by(3) {
             // Its token is the index of the entry that granted it.
-            let (name, token) = (format!("old-{lock}"), lock + 2);
+            let (name, token) = (format!("old-{lock}"), FencingToken::granted_at(lock + 2));
             index += 1;
             let release = Command::Release { name, token, request_id: None, session: None, seq: None };
             assert!(table.apply(&release, index).result.is_ok(), "old-{lock} is released");

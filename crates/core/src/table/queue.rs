@@ -140,7 +140,7 @@ impl LockTable {
             request_id = waiter.request_id.clone();
             let lease = Lease {
                 owner: owner.as_str().into(),
-                token: index,
+                token: FencingToken::granted_at(index),
                 ttl_ms: waiter.ttl_ms,
                 deadline: 0,
                 granted_tick: self.now_tick,
@@ -149,7 +149,7 @@ impl LockTable {
                 session: waiter.session.and_then(NonZeroU64::new),
             };
             grants.push(self.insert(n, lease));
-            let (owner, token) = (owner.clone(), index);
+            let (owner, token) = (owner.clone(), FencingToken::granted_at(index));
             let kind = match previous.clone().filter(|_| n == name) {
                 Some((from_owner, from_token)) => EventKind::HandedOver { owner, token, from_owner, from_token },
                 None => EventKind::Acquired { owner, token },

@@ -438,7 +438,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    use crate::{Command, Limits};
+    use crate::{Command, FencingToken, Limits};
 
     type Store = BTreeMap<(Tree, Vec<u8>), String>;
 
@@ -486,7 +486,7 @@ mod tests {
     fn command(dice: &mut Dice, table: &LockTable, step: u64) -> Command {
         let name = format!("lock-{}", dice.below(12));
         let owner = format!("owner-{}", dice.below(4));
-        let token = table.current_token(&name).unwrap_or(dice.below(50));
+        let token = table.current_token(&name).unwrap_or(FencingToken::granted_at(dice.below(50)));
         let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
         let request = format!("req-{}", dice.below(400));
         let request_id = dice.some(request);
@@ -606,7 +606,7 @@ mod tests {
         let row = r#"{"owner":"w","token":7,"ttl_ms":1000,"deadline":12,"lock_delay_ms":0}"#;
         let table = load([(Tree::Leases, b"a".to_vec(), row.to_owned())].into_iter());
         let lease = &table.leases["a"];
-        assert_eq!((lease.token, lease.lock_delay_ms()), (7, None));
+        assert_eq!((lease.token, lease.lock_delay_ms()), (FencingToken::granted_at(7), None));
         let dump: Vec<_> = table.rows().filter_map(|r| r.value).map(|v| serde_json::to_string(&v).unwrap()).collect();
         assert!(dump.iter().all(|v| !v.contains("lock_delay_ms")), "{dump:?}");
         let mut loader = TableLoader::default();

@@ -8,6 +8,11 @@ mod sessions;
 
 const TICK: u64 = 100;
 
+/// The token of a grant by the entry at `index`.
+fn t(index: u64) -> FencingToken {
+    FencingToken::granted_at(index)
+}
+
 /// A table fed by a fake log: every command gets the next index, in an
 /// entry that carries `quotas`.
 struct Log {
@@ -49,10 +54,10 @@ impl Log {
             other => panic!("expected a grant, got {other:?}"),
         }
     }
-    fn renew(&mut self, name: &str, token: u64, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
+    fn renew(&mut self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Outcome, LockError> {
         self.apply(Command::Renew { name: name.into(), token, ttl_ms, request_id: None })
     }
-    fn release(&mut self, name: &str, token: u64) -> Result<Outcome, LockError> {
+    fn release(&mut self, name: &str, token: FencingToken) -> Result<Outcome, LockError> {
         self.apply(Command::Release { name: name.into(), token, request_id: None, session: None, seq: None })
     }
     fn tick(&mut self) -> Vec<(String, FencingToken)> {
@@ -71,9 +76,24 @@ impl Log {
 fn free_lock_is_granted_with_entry_index_as_token() {
     let mut log = Log::new();
     let token = log.token("a", "alice", 3000);
-    assert_eq!(token, log.index);
+    assert_eq!(token, t(log.index));
     let view = log.table.get("a").unwrap();
     assert_eq!((view.owner.as_str(), view.token), ("alice", token));
+}
+
+// Ensures a token is the bare number in JSON, in MessagePack (stored rows)
+// and as text, so the newtype changed neither the wire nor stored bytes.
+#[test]
+fn token_serialises_as_the_bare_number() {
+    let token = t(1 << 40);
+    assert_eq!(serde_json::to_string(&token).unwrap(), "1099511627776");
+    assert_eq!(serde_json::from_str::<FencingToken>("1099511627776").unwrap(), token);
+    let packed = rmp_serde::to_vec_named(&token).unwrap();
+    assert_eq!(packed, rmp_serde::to_vec_named(&(1u64 << 40)).unwrap());
+    assert_eq!(rmp_serde::from_slice::<FencingToken>(&packed).unwrap(), token);
+    assert_eq!((token.to_string(), format!("{token:?}")), ("1099511627776".into(), "1099511627776".into()));
+    assert_eq!("1099511627776".parse(), Ok(token));
+    assert!("-1".parse::<FencingToken>().is_err());
 }
 
 // Ensures a same-owner acquire returns the same token and restarts the lease.
@@ -159,12 +179,12 @@ fn renew_keeps_token_and_moves_deadline() {
 #[test]
 fn renew_and_release_with_unknown_or_stale_token_fail_clearly() {
     let mut log = Log::new();
-    assert_eq!(log.renew("a", 1, None), Err(LockError::NotHeld { name: "a".into() }));
-    assert_eq!(log.release("a", 1), Err(LockError::NotHeld { name: "a".into() }));
+    assert_eq!(log.renew("a", t(1), None), Err(LockError::NotHeld { name: "a".into() }));
+    assert_eq!(log.release("a", t(1)), Err(LockError::NotHeld { name: "a".into() }));
     let token = log.token("a", "alice", 3000);
     let before = log.table.clone();
-    assert!(matches!(log.renew("a", token + 1, None), Err(LockError::StaleToken { .. })));
-    assert!(matches!(log.release("a", token - 1), Err(LockError::StaleToken { .. })));
+    assert!(matches!(log.renew("a", t(token.get() + 1), None), Err(LockError::StaleToken { .. })));
+    assert!(matches!(log.release("a", t(token.get() - 1)), Err(LockError::StaleToken { .. })));
     assert_eq!(log.table, before);
     assert!(matches!(log.release("a", token), Ok(Outcome::Released { .. })));
     assert!(log.table.is_empty());
@@ -310,15 +330,15 @@ fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
                 name: "a".into(),
                 kind: EventKind::HandedOver {
                     owner: format!("w{i}"),
-                    token: log.index,
+                    token: t(log.index),
                     from_owner: format!("w{}", i - 1),
                     from_token: token
                 }
             }
         );
-        assert_eq!(log.holder("a"), Some((format!("w{i}"), log.index)));
-        assert!(log.index > token);
-        token = log.index;
+        assert_eq!(log.holder("a"), Some((format!("w{i}"), t(log.index))));
+        assert!(t(log.index) > token);
+        token = t(log.index);
     }
     log.release("a", token).unwrap();
     assert!(log.table.get("a").is_none() && log.table.queues.is_empty() && log.table.by_wait_deadline.is_empty());
@@ -332,7 +352,7 @@ fn expiry_hands_over_in_the_tick_entry() {
     log.wait("a", "next", 60_000, None);
     assert!(log.ticks(30).is_empty());
     assert_eq!(log.tick(), vec![("a".to_string(), first)]);
-    assert_eq!(log.holder("a"), Some(("next".to_string(), log.index)));
+    assert_eq!(log.holder("a"), Some(("next".to_string(), t(log.index))));
 }
 
 // Ensures a wait that runs out is removed on a Tick, answered wait_timeout
@@ -431,7 +451,7 @@ fn request_id_replays_the_original_result() {
     let holder = log.token("b", "holder", 3000);
     log.wait("b", "bob", 60_000, Some("r3"));
     log.release("b", holder).unwrap();
-    let handed = log.index;
+    let handed = t(log.index);
     match log.wait("b", "bob", 60_000, Some("r3")).result.unwrap() {
         Outcome::Granted { grant, .. } => assert_eq!(grant.token, handed),
         other => panic!("{other:?}"),
@@ -491,8 +511,8 @@ fn events_tell_the_story_in_log_order() {
         lock_delay_ms: None,
         seq: None,
     }));
-    let token = log.index;
-    assert_eq!(acquired, [(token, EventKind::Acquired { owner: "x".into(), token })]);
+    let token = t(log.index);
+    assert_eq!(acquired, [(log.index, EventKind::Acquired { owner: "x".into(), token })]);
     let renewed =
         kinds(log.apply_with_events(Command::Renew { name: "a".into(), token, ttl_ms: None, request_id: None }));
     assert_eq!(renewed, [(log.index, EventKind::Renewed { owner: "x".into(), token })]);
@@ -511,7 +531,12 @@ fn events_tell_the_story_in_log_order() {
         expired,
         [(
             log.index,
-            EventKind::Expired { owner: "y".into(), token: log.index - 31, delayed_until_tick: None, held_ticks: 31 }
+            EventKind::Expired {
+                owner: "y".into(),
+                token: t(log.index - 31),
+                delayed_until_tick: None,
+                held_ticks: 31
+            }
         )]
     );
 }
@@ -577,7 +602,7 @@ fn gate_admits_the_holders_token_and_never_goes_down() {
     assert!(log.gate("printer", "job", first).is_ok(), "the same holder passes twice");
     log.wait("job", "b", 60_000, None);
     log.release("job", first).unwrap();
-    let second = log.index;
+    let second = t(log.index);
     assert_eq!(log.holder("job"), Some(("b".into(), second)), "handed over by the release");
     assert_eq!(
         log.gate("printer", "job", first),
@@ -603,9 +628,9 @@ fn fences_refuse_tokens_not_granted_to_the_holder() {
     let mut log = Log::new();
     let holder = log.token("printer", "alice", 60_000);
     log.tick();
-    let never_granted = log.index;
+    let never_granted = t(log.index);
     let other = log.token("scanner", "mallory", 60_000);
-    for forged in [other, never_granted, 1_000_000] {
+    for forged in [other, never_granted, t(1_000_000)] {
         let before = log.table.clone();
         let refused = LockError::NotCurrent { lock: "printer".into(), given: forged, current: Some(holder) };
         assert_eq!(log.gate("printer-gate", "printer", forged), Err(refused.clone()), "gate, token {forged}");
@@ -638,7 +663,7 @@ fn holder_is_the_handed_over_grant_without_the_queue() {
     log.release("a", first).unwrap();
     let holder = log.table.holder("a").expect("handed over");
     let view = log.table.get("a").unwrap();
-    assert_eq!((holder.owner.as_str(), holder.token), ("w1", log.index));
+    assert_eq!((holder.owner.as_str(), holder.token), ("w1", t(log.index)));
     assert_eq!(
         (holder.ttl_ms, holder.deadline_tick, holder.expires_in_ms),
         (view.ttl_ms, view.deadline_tick, view.expires_in_ms)
@@ -754,10 +779,10 @@ fn waiters_are_granted_when_the_lock_delay_ends() {
         kinds,
         [
             EventKind::DelayEnded { owner: "alice".into(), token: first },
-            EventKind::Acquired { owner: "early".into(), token: log.index }
+            EventKind::Acquired { owner: "early".into(), token: t(log.index) }
         ]
     );
-    let second = log.index;
+    let second = t(log.index);
     assert_eq!(log.holder("a"), Some(("early".into(), second)));
     assert!(second > first);
     // "early" asked for a delay too: its expiry delays "late" in turn.
@@ -868,7 +893,7 @@ fn story(applied: &Applied) -> Vec<(String, EventKind)> {
 fn multi_acquire_grants_every_lock_under_one_token() {
     let mut log = Log::new();
     let applied = log.acquire_many(&["c", "a", "b"], "x", None, None);
-    let index = log.index;
+    let index = t(log.index);
     match &applied.result {
         Ok(Outcome::GrantedMany { grants, reacquired: false }) => {
             let got: Vec<_> = grants.iter().map(|g| (g.name.as_str(), g.token)).collect();
@@ -966,7 +991,7 @@ fn waiting_multi_acquire_reserves_and_is_granted_all_at_once() {
     assert_eq!(behind, Ok(Outcome::Queued { name: "b".into(), owner: "s".into(), position: 2 }));
 
     let released = log.release_many(&["a"], a);
-    let index = log.index;
+    let index = t(log.index);
     assert_eq!(
         story(&released),
         [
@@ -982,7 +1007,7 @@ fn waiting_multi_acquire_reserves_and_is_granted_all_at_once() {
     assert!(index > a && index > b);
     // s waited behind m on b, and gets it as soon as m is done.
     log.release_many(&["a", "b"], index).result.unwrap();
-    assert_eq!(log.holder("b"), Some(("s".to_string(), log.index)));
+    assert_eq!(log.holder("b"), Some(("s".to_string(), t(log.index))));
     assert_eq!(log.holder("a"), None);
 }
 
@@ -1001,7 +1026,7 @@ fn multi_waiter_is_not_starved_by_single_acquires() {
     }
     // s0 hands b to s1, who came before m; s1's release leaves b reserved.
     log.release("b", b).unwrap();
-    b = log.index;
+    b = t(log.index);
     assert_eq!(log.holder("b"), Some(("s1".to_string(), b)));
     log.release("b", b).unwrap();
     assert_eq!(log.holder("b"), None);
@@ -1009,13 +1034,13 @@ fn multi_waiter_is_not_starved_by_single_acquires() {
         assert!(matches!(log.acquire("b", &format!("late{i}"), 3000), Err(LockError::Reserved { .. })));
     }
     log.release("a", a).unwrap();
-    let m = log.index;
+    let m = t(log.index);
     assert_eq!(log.owners(&["a", "b"]), vec![Some(("m".to_string(), m)); 2]);
     // Behind m the singles go in their order, each granted in the entry that frees b.
     log.release_many(&["a", "b"], m).result.unwrap();
     for i in 2..=5 {
         let (owner, token) = log.holder("b").unwrap();
-        assert_eq!((owner, token), (format!("s{i}"), log.index));
+        assert_eq!((owner, token), (format!("s{i}"), t(log.index)));
         log.release("b", token).unwrap();
     }
     assert!(log.table.queues.is_empty());
@@ -1033,10 +1058,10 @@ fn overlapping_multi_waiters_do_not_deadlock() {
     log.release("b", b).unwrap();
     assert_eq!(log.owners(&["a", "b"]), [Some(("x".to_string(), a)), None], "b is reserved for m1");
     log.release("a", a).unwrap();
-    let first = log.index;
+    let first = t(log.index);
     assert_eq!(log.owners(&["a", "b"]), vec![Some(("m1".to_string(), first)); 2]);
     log.release_many(&["b", "a"], first).result.unwrap();
-    let second = log.index;
+    let second = t(log.index);
     assert_eq!(log.owners(&["a", "b"]), vec![Some(("m2".to_string(), second)); 2]);
     assert!(second > first);
 }
@@ -1058,7 +1083,7 @@ fn multi_wait_timeout_leaves_every_queue_and_passes_locks_on() {
         [
             ("a".to_string(), EventKind::WaitTimeout { owner: "m".into() }),
             ("b".to_string(), EventKind::WaitTimeout { owner: "m".into() }),
-            ("b".to_string(), EventKind::Acquired { owner: "s".into(), token: log.index }),
+            ("b".to_string(), EventKind::Acquired { owner: "s".into(), token: t(log.index) }),
         ]
     );
     assert!(!log.table.is_waiting("a", "m") && !log.table.is_waiting("b", "m"));
@@ -1078,7 +1103,7 @@ fn cancel_removes_a_multi_waiter_everywhere() {
     assert_eq!(cancelled.result, Ok(Outcome::Cancelled { name: "a".into(), owner: "m".into(), removed: true }));
     let kinds: Vec<_> = story(&cancelled);
     assert_eq!(kinds.len(), 4, "{kinds:?}");
-    assert_eq!(kinds[3], ("c".to_string(), EventKind::Acquired { owner: "s".into(), token: log.index }));
+    assert_eq!(kinds[3], ("c".to_string(), EventKind::Acquired { owner: "s".into(), token: t(log.index) }));
     assert!(["a", "b", "c"].iter().all(|n| !log.table.is_waiting(n, "m")));
     assert_eq!(log.holder("b"), None);
     // The id may be used again, as after a single cancelled wait.
@@ -1113,7 +1138,7 @@ fn multi_release_is_all_or_none() {
     assert_eq!(log.table, before);
     let released = log.release_many(&["a", "b"], token).result;
     assert_eq!(released, Ok(Outcome::ReleasedMany { names: names(&["a", "b"]), token }));
-    assert_eq!((log.holder("a"), log.holder("b")), (None, Some(("w".to_string(), log.index))));
+    assert_eq!((log.holder("a"), log.holder("b")), (None, Some(("w".to_string(), t(log.index)))));
 }
 
 // Ensures a request id de-duplicates a multi-acquire: granted at once, or
@@ -1134,7 +1159,7 @@ fn multi_acquire_request_id_replays_its_grant() {
     let held = log.token("c", "y", 60_000);
     log.acquire_many(&["c", "d"], "z", Some(60_000), Some("r2"));
     log.release("c", held).unwrap();
-    let handed = log.index;
+    let handed = t(log.index);
     match log.acquire_many(&["c", "d"], "z", Some(60_000), Some("r2")).result {
         Ok(Outcome::GrantedMany { grants, .. }) => assert!(grants.iter().all(|g| g.token == handed)),
         other => panic!("{other:?}"),
@@ -1155,5 +1180,5 @@ fn multi_waiters_survive_image_round_trip() {
     let release = Command::Release { name: "a".into(), token: a, request_id: None, session: None, seq: None };
     let index = log.index + 1;
     assert_eq!(restored.apply(&release, index), log.table.apply(&release, index));
-    assert_eq!(restored.get("b").map(|v| (v.owner, v.token)), Some(("m".into(), index)));
+    assert_eq!(restored.get("b").map(|v| (v.owner, v.token)), Some(("m".into(), t(index))));
 }

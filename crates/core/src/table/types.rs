@@ -3,7 +3,9 @@
 //! and waiters it stores.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::num::NonZeroU64;
+use std::fmt;
+use std::num::{NonZeroU64, ParseIntError};
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,7 +16,47 @@ use super::super::InvalidCommand;
 
 /// The Raft log index of the entry that granted a lock. Strictly increasing per
 /// lock name (log indexes only grow), not dense, and not unique across names.
-pub type FencingToken = u64;
+/// A type of its own so that a token is never taken for another number (a
+/// session id, a tick, a log index that granted nothing); on the wire and in
+/// stored rows it is the plain number.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// The token of a grant made by the log entry at `index`.
+    pub const fn granted_at(index: u64) -> FencingToken {
+        FencingToken(index)
+    }
+
+    /// The log index of the granting entry: the number on the wire.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// The bare number, as `NonZeroU64` does: error messages that show an
+/// `Option<FencingToken>` with `{:?}` (`NotCurrent`) go on the wire.
+impl fmt::Debug for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// The decimal number, as [`Display`](fmt::Display) writes it.
+impl FromStr for FencingToken {
+    type Err = ParseIntError;
+
+    fn from_str(s: &str) -> Result<FencingToken, ParseIntError> {
+        s.parse().map(FencingToken)
+    }
+}
 
 /// The Raft log index of the entry that created a session: unique and
 /// increasing, since an entry creates at most one (see [`Batch`](super::super::Batch)).

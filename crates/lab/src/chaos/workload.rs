@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::history::{FencedResource, History, OpKind, OpResult, Operation, Phase, WriteRequest};
-use leasehold_client::{new_request_id, AcquireOptions, Client, ClientError, Lease, Leases, Lifetime};
+use leasehold_client::{new_request_id, AcquireOptions, Client, ClientError, FencingToken, Lease, Leases, Lifetime};
 
 /// Lease ttl of every workload grant: the shortest the cluster accepts, so
 /// leases of clients that vanish expire soon.
@@ -124,12 +124,12 @@ pub fn outcome<T>(result: &Result<T, ClientError>, granted: impl FnOnce(&T) -> O
 }
 
 fn lease_result(lease: &Lease) -> OpResult {
-    OpResult::Granted { token: lease.token(), ttl_ms: lease.grant.ttl_ms }
+    OpResult::Granted { token: lease.token().get(), ttl_ms: lease.grant.ttl_ms }
 }
 
 fn leases_result(leases: &Leases) -> OpResult {
     let ttl_ms = leases.grants.iter().map(|g| g.ttl_ms).min().unwrap_or(0);
-    OpResult::Granted { token: leases.token, ttl_ms }
+    OpResult::Granted { token: leases.token.get(), ttl_ms }
 }
 
 /// One client's view of where it talks: the cluster, the resource, the history.
@@ -189,8 +189,8 @@ impl Target {
     }
 
     /// Renews the lease held under `token`, recording the request.
-    pub async fn renew(&self, lock: &str, owner: &str, token: u64) {
-        let op = self.begin(OpKind::Renew, lock, owner, Some(token));
+    pub async fn renew(&self, lock: &str, owner: &str, token: FencingToken) {
+        let op = self.begin(OpKind::Renew, lock, owner, Some(token.get()));
         let result = self.client.renew(lock, token, None).await;
         self.finish(op, outcome(&result, lease_result));
     }
@@ -202,15 +202,15 @@ impl Target {
         self.finish(
             op,
             outcome(&result, |view| match view {
-                Some(v) => OpResult::Held { owner: v.owner.clone(), token: v.token },
+                Some(v) => OpResult::Held { owner: v.owner.clone(), token: v.token.get() },
                 None => OpResult::Free,
             }),
         );
     }
 
     /// Releases `token`, recording the request.
-    pub async fn release(&self, lock: &str, owner: &str, token: u64) -> OpResult {
-        let op = self.begin(OpKind::Release, lock, owner, Some(token));
+    pub async fn release(&self, lock: &str, owner: &str, token: FencingToken) -> OpResult {
+        let op = self.begin(OpKind::Release, lock, owner, Some(token.get()));
         let result = self.client.release(lock, token).await;
         let released = outcome(&result, |_| OpResult::Released);
         self.finish(op, released.clone());
@@ -218,8 +218,8 @@ impl Target {
     }
 
     /// Releases every lock of `names`, all held under `token`, recording the request.
-    pub async fn release_many(&self, names: &[String], owner: &str, token: u64) -> OpResult {
-        let op = self.begin_multi(OpKind::MultiRelease, names, owner, Some(token));
+    pub async fn release_many(&self, names: &[String], owner: &str, token: FencingToken) -> OpResult {
+        let op = self.begin_multi(OpKind::MultiRelease, names, owner, Some(token.get()));
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let result = self.client.release_many(&refs, token).await;
         let released = outcome(&result, |_| OpResult::Released);
@@ -261,9 +261,14 @@ impl Target {
 
     /// Writes one end of a critical section to the resource; whether it
     /// was accepted (`None` when the resource did not answer).
-    pub async fn write(&self, lock: &str, owner: &str, token: u64, phase: Phase) -> Option<bool> {
-        let request =
-            WriteRequest { resource: lock.to_owned(), client: owner.to_owned(), lock: lock.to_owned(), token, phase };
+    pub async fn write(&self, lock: &str, owner: &str, token: FencingToken, phase: Phase) -> Option<bool> {
+        let request = WriteRequest {
+            resource: lock.to_owned(),
+            client: owner.to_owned(),
+            lock: lock.to_owned(),
+            token: token.get(),
+            phase,
+        };
         FencedResource::submit(&self.http, &self.resource_url, &request).await.ok()
     }
 
@@ -454,7 +459,7 @@ async fn session_cycle(target: &Target, owner: &str) {
     let names = distinct_locks(1 + fastrand::usize(..3));
     let wait = (names.iter().any(|n| is_hot(n)) && fastrand::bool()).then_some(WAIT);
     // Each grant: its names and their token.
-    let mut held: Vec<(Vec<String>, u64)> = Vec::new();
+    let mut held: Vec<(Vec<String>, FencingToken)> = Vec::new();
     if names.len() > 1 && fastrand::bool() {
         if let Some(leases) = target.acquire_many(&names, owner, wait, session.lifetime()).await {
             held.push((names.clone(), leases.token));
@@ -466,7 +471,7 @@ async fn session_cycle(target: &Target, owner: &str) {
             }
         }
     }
-    let locks: Vec<(&str, u64)> =
+    let locks: Vec<(&str, FencingToken)> =
         held.iter().flat_map(|(names, token)| names.iter().map(move |n| (n.as_str(), *token))).collect();
     for (name, token) in &locks {
         target.write(name, owner, *token, Phase::Begin).await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
 use leasehold_client::proto::cluster::ClusterStatus;
-use leasehold_client::{AcquireOptions, Client, ClientError, Credentials};
+use leasehold_client::{AcquireOptions, Client, ClientError, Credentials, FencingToken};
 use std::net::SocketAddr;
 
 /// A leasehold cluster at these endpoints.
@@ -92,7 +92,7 @@ impl LockSession for LeaseholdSession {
             };
             Ok(Grant {
                 name: name.to_string(),
-                token: Some(lease.token()),
+                token: Some(lease.token().get()),
                 anchor: lease.sent_at,
                 valid_until: lease.valid_until(drift_margin(ttl)),
                 release_key: String::new(),
@@ -103,8 +103,10 @@ impl LockSession for LeaseholdSession {
 
     fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
         Box::pin(async move {
-            let token =
-                grant.token.ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))?;
+            let token = grant
+                .token
+                .map(FencingToken::granted_at)
+                .ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))?;
             not_held_as_such(self.client.release(&grant.name, token).await, || grant.name.clone())
         })
     }
@@ -132,7 +134,7 @@ impl LockSession for LeaseholdSession {
                 .iter()
                 .map(|g| Grant {
                     name: g.name.clone(),
-                    token: Some(leases.token),
+                    token: Some(leases.token.get()),
                     anchor: leases.sent_at,
                     valid_until,
                     release_key: String::new(),
@@ -147,7 +149,7 @@ impl LockSession for LeaseholdSession {
         Box::pin(async move {
             let token = grants
                 .first()
-                .and_then(|g| g.token)
+                .and_then(|g| g.token.map(FencingToken::granted_at))
                 .ok_or_else(|| AdapterError::Unexpected("leasehold grants without a token".into()))?;
             let names: Vec<&str> = grants.iter().map(|g| g.name.as_str()).collect();
             not_held_as_such(self.client.release_many(&names, token).await, || names.join(","))

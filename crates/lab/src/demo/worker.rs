@@ -272,7 +272,7 @@ impl Worker {
         // A new id per attempt, refused or not; only a replay reuses one.
         self.transfers_started += 1;
         let transfer = format!("w{}-{}-{}", self.id, std::process::id(), self.transfers_started);
-        let tokens = held.map(|(_, token)| token as i64);
+        let tokens = held.map(|(_, token)| token.get() as i64);
         let ids = held.map(|(account, _)| account as i32);
         let reading = Instant::now();
         let balances = match self.read(ids, tokens).await {

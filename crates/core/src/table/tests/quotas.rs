@@ -93,7 +93,7 @@ fn a_full_set_of_queues_refuses_new_waits_only() {
     assert!(matches!(log.wait("a", "w3", 60_000, None).result, Ok(Outcome::Queued { position: 1, .. })));
     assert_eq!(log.wait("a", "w4", 60_000, None).result, Err(full("waiters", 2)));
     log.release("a", a).unwrap();
-    assert_eq!(log.holder("a"), Some(("w3".into(), log.index)), "handed to its first waiter");
+    assert_eq!(log.holder("a"), Some(("w3".into(), t(log.index))), "handed to its first waiter");
     assert!(matches!(log.wait("a", "w4", 60_000, None).result, Ok(Outcome::Queued { position: 1, .. })));
 }
 

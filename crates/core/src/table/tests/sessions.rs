@@ -86,7 +86,7 @@ fn session_expiry_hands_its_locks_to_their_waiters_in_the_tick_entry() {
     assert_eq!(log.holder("a"), Some(("s".into(), a)));
 
     let applied = log.tick_with_events();
-    let index = log.index;
+    let index = t(log.index);
     match &applied.result {
         Ok(Outcome::Ticked { expired, expired_sessions, .. }) => {
             assert_eq!(expired, &[("a".to_string(), a), ("b".to_string(), b)]);
@@ -154,7 +154,7 @@ fn delete_releases_every_lock_without_a_delay() {
     };
     log.wait("a", "w", 60_000, None).result.unwrap();
     let applied = log.delete_session(session);
-    let index = log.index;
+    let index = t(log.index);
     assert_eq!(applied.result, Ok(Outcome::SessionDeleted { session, released: vec!["a".into()] }));
     assert_eq!(
         story(&applied),
@@ -201,7 +201,7 @@ fn multi_acquire_under_a_session() {
     let mut log = Log::new();
     let session = log.create_session("s", 3000);
     let applied = log.apply_with_events(many_under(names(&["a", "b"]), "s", session));
-    let token = log.index;
+    let token = t(log.index);
     assert!(matches!(applied.result, Ok(Outcome::GrantedMany { .. })), "{:?}", applied.result);
     let locks = log.table.session(session).unwrap().locks.unwrap();
     assert_eq!(locks, [SessionLock { name: "a".into(), token }, SessionLock { name: "b".into(), token }]);
@@ -209,7 +209,7 @@ fn multi_acquire_under_a_session() {
     log.ticks(30);
     assert_eq!(log.owners(&["a", "b"]), vec![Some(("s".into(), token)); 2]);
     log.tick();
-    let index = log.index;
+    let index = t(log.index);
     assert_eq!(log.owners(&["a", "b"]), vec![Some(("w".into(), index)); 2]);
 }
 
@@ -352,7 +352,7 @@ fn a_remembered_seq_replays_its_first_answer() {
     let session = log.create_session("s", 3_600_000);
     let acquire = with_seq(under("a", "s", session, None, None), 1);
     let first = log.apply(acquire.clone());
-    let token = log.index;
+    let token = t(log.index);
     let release = Command::Release { name: "a".into(), token, request_id: None, session: Some(session), seq: Some(2) };
     assert!(log.apply(release.clone()).is_ok());
     log.ticks(MAX_REQUEST_AGE_MS / TICK + 10);
@@ -379,7 +379,7 @@ fn a_seq_reused_for_another_request_is_refused() {
     let session = log.create_session("s", 3_600_000);
     let acquire = with_seq(under("a", "s", session, None, None), 1);
     let first = log.apply(acquire.clone());
-    let token = log.index;
+    let token = t(log.index);
     let before = log.table.clone();
     for other in [
         with_seq(under("b", "s", session, None, None), 1),
@@ -463,7 +463,7 @@ fn what_ends_in_one_tick_is_granted_once() {
     log.wait("b", "wb", 60_000, None).result.unwrap();
     log.ticks(30);
     let applied = log.tick_with_events();
-    let index = log.index;
+    let index = t(log.index);
     let granted: Vec<(String, String)> = applied
         .events
         .iter()
