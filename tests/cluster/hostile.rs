@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::common::*;
+use leasehold_client::ErrorCode;
 use leasehold_lab::chaos::hostile::{preface_flood, PEER_PREFACE};
 
 // Ensures the lab's flood speaks the preface the server listens for.
@@ -36,6 +37,27 @@ async fn peer_preface_flood_does_not_stop_an_election() {
         for flood in floods {
             flood.abort();
         }
+    })
+    .await;
+}
+
+// Ensures a gate admits only a token granted for its lock: another lock's
+// grant, whose index is higher than the holder's, neither passes it nor
+// raises it, and the holder's own token still passes (it raised the gate
+// and locked the holder out before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_token_cannot_raise_a_gate() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let client = cluster.client();
+        let holder = client.acquire("printer", "holder", 30_000).await.unwrap().token();
+        let other = client.acquire("scanner", "other", 30_000).await.unwrap().token();
+        assert!(other > holder, "the other lock's token is the higher one");
+        step("the other lock's token is refused at the printer's gate");
+        let forged = client.gate("dev1", "printer", other).await.unwrap_err();
+        assert_eq!(forged.code(), Some(ErrorCode::StaleToken), "{forged}");
+        step("the holder's token still passes");
+        client.gate("dev1", "printer", holder).await.unwrap();
     })
     .await;
 }
