@@ -15,6 +15,13 @@ use crate::store::Snapshot;
 
 type Answer<T> = Result<T, RaftError<TypeConfig>>;
 
+/// How long a Raft channel may go without a request before this side
+/// closes it: a member that went away (or someone holding a connection
+/// it was admitted on) does not keep its peer slot. The sender redials a
+/// kept connection that turns out closed, once, within the same RPC
+/// (`network::Connection::exchange`), so an election is never lost to it.
+pub const PEER_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// An AppendEntries request, as the HTTP transport carries it.
 pub type AppendRpc = AppendEntriesRequest<TypeConfig>;
 /// A Vote request, as the HTTP transport carries it.
@@ -92,10 +99,14 @@ impl Inbound {
         // Buffered: a frame is one read, and an answer one write (at its flush).
         let mut io = tokio::io::BufStream::new(io);
         loop {
-            let request = match read_frame::<_, PeerRequest>(&mut io).await {
-                Ok(Some(request)) => request,
-                Ok(None) => return,
-                Err(e) => {
+            let request = match tokio::time::timeout(PEER_IDLE, read_frame::<_, PeerRequest>(&mut io)).await {
+                Ok(Ok(Some(request))) => request,
+                Ok(Ok(None)) => return,
+                Err(_) => {
+                    tracing::debug!("idle peer connection closed");
+                    return;
+                }
+                Ok(Err(e)) => {
                     tracing::debug!(error = %e, "peer connection ended");
                     return;
                 }

@@ -214,7 +214,8 @@ fn network_error(e: &(impl std::error::Error + 'static)) -> RpcError {
 
 impl Connection {
     /// One request and its answer over the peer connection, within
-    /// `timeout` (dialing included). A failed exchange drops the connection:
+    /// `timeout` (dialing included), on the kept connection, or once more on
+    /// a new one if the kept one fails. A failed exchange drops the connection:
     /// the next RPC dials a new one, so a half-read answer is never mistaken
     /// for the next.
     async fn exchange(
@@ -223,33 +224,53 @@ impl Connection {
         request: &PeerRequest,
         timeout: Duration,
     ) -> Result<PeerResponse, RpcError> {
-        let exchange = async {
-            let mut stream = match self.stream.take() {
-                Some(stream) => stream,
-                None => dialer
-                    .dial(&self.peer_addr, peer::Channel::Raft)
-                    .await
-                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
-            };
-            let network = |e: peer::FrameError| network_error(&e);
-            peer::write_frame(&mut stream, request).await.map_err(network)?;
-            match peer::read_frame(&mut stream).await.map_err(network)? {
-                Some(response) => Ok((stream, response)),
-                None => {
-                    let closed = std::io::Error::other("the peer closed the connection (wrong cluster secret?)");
-                    Err(network_error(&closed))
-                }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let reused = self.stream.take();
+        let was_reused = reused.is_some();
+        match tokio::time::timeout_at(deadline, self.attempt(dialer, request, reused)).await {
+            Ok(Ok((stream, response))) => {
+                self.stream = Some(stream);
+                return Ok(response);
             }
-        };
-        match tokio::time::timeout(timeout, exchange).await {
+            // A kept connection the peer closed while it was idle (the
+            // receiving side closes idle ones, `inbound::PEER_IDLE`) fails
+            // only here, at its first use: dial once more. Raft RPC may be
+            // sent twice (a vote or an append repeated is answered alike).
+            Ok(Err(_)) if was_reused => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(network_error(&timed_out())),
+        }
+        match tokio::time::timeout_at(deadline, self.attempt(dialer, request, None)).await {
             Ok(Ok((stream, response))) => {
                 self.stream = Some(stream);
                 Ok(response)
             }
             Ok(Err(e)) => Err(e),
-            Err(_) => {
-                let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "peer RPC timed out");
-                Err(network_error(&late))
+            Err(_) => Err(network_error(&timed_out())),
+        }
+    }
+
+    /// One exchange on `stream`, or on a connection dialed now.
+    async fn attempt(
+        &self,
+        dialer: &Dialer,
+        request: &PeerRequest,
+        stream: Option<Box<dyn PeerStream>>,
+    ) -> Result<(Box<dyn PeerStream>, PeerResponse), RpcError> {
+        let mut stream = match stream {
+            Some(stream) => stream,
+            None => dialer
+                .dial(&self.peer_addr, peer::Channel::Raft)
+                .await
+                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
+        };
+        let network = |e: peer::FrameError| network_error(&e);
+        peer::write_frame(&mut stream, request).await.map_err(network)?;
+        match peer::read_frame(&mut stream).await.map_err(network)? {
+            Some(response) => Ok((stream, response)),
+            None => {
+                let closed = std::io::Error::other("the peer closed the connection (wrong cluster secret?)");
+                Err(network_error(&closed))
             }
         }
     }
@@ -538,5 +559,49 @@ mod tests {
         assert!(redial.not_before.is_none(), "a success ends the wait");
         redial.failed();
         assert_eq!(redial.delay, REDIAL_FIRST, "and starts the backoff over");
+    }
+
+    // Ensures an RPC on a kept connection that the peer closed meanwhile
+    // (as it closes idle ones) is sent again on a new connection within
+    // the same call, instead of failing: a vote lost that way could cost
+    // an election.
+    #[tokio::test]
+    async fn a_kept_connection_the_peer_closed_is_redialed_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let peer = tokio::spawn(async move {
+            // The first connection is closed after its hello, unanswered;
+            // the second answers one vote.
+            for answer in [false, true] {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut preface = [0u8; 8];
+                tokio::io::AsyncReadExt::read_exact(&mut conn, &mut preface).await.unwrap();
+                let _: Option<peer::Hello> = peer::read_frame(&mut conn).await.unwrap();
+                if answer {
+                    let request: Option<PeerRequest> = peer::read_frame(&mut conn).await.unwrap();
+                    let PeerRequest::Vote(vote) = request.expect("a request") else { panic!("a vote") };
+                    let granted = openraft::raft::VoteResponse::new(vote.vote, vote.last_log_id, true);
+                    peer::write_frame(&mut conn, &PeerResponse::Vote(Ok(granted))).await.unwrap();
+                }
+            }
+        });
+        let dialer = Dialer { from: 2, tls: None, cluster_secret: None };
+        let mut connection = Connection {
+            http: reqwest::Client::new(),
+            target: 1,
+            peer_addr: addr.clone(),
+            base: format!("http://{addr}"),
+            cluster_secret: None,
+            dialer: Some(dialer.clone()),
+            stream: Some(dialer.dial(&addr, peer::Channel::Raft).await.unwrap()),
+            no_stream: Arc::default(),
+            redial: Redial::default(),
+        };
+        // Let the peer close the kept connection first.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let vote = VoteRequest::new(Vote::new(3, 2), None);
+        let answer = connection.exchange(&dialer, &PeerRequest::Vote(vote), Duration::from_secs(5)).await;
+        assert!(matches!(answer, Ok(PeerResponse::Vote(Ok(_)))), "{answer:?}");
+        peer.await.unwrap();
     }
 }
