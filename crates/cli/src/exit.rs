@@ -127,7 +127,8 @@ pub const RUN_TABLE: &str = "\
 Exit status: the command's own (128 + signal when a signal ended it), or
   2    the lock was not acquired (held, wait timed out, cluster unreachable,
        credentials refused) or the command line is wrong; the command did not run
-  3    the lock was lost; the command was stopped
+  3    the lock was lost, or its renewals failed until the command had to be stopped;
+       the command was stopped (SIGKILLed by the safe deadline at the latest)
   126  the command could not be started
   127  the command was not found";
 
