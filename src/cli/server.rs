@@ -420,7 +420,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let files = args.security.files();
     let secrets = files.secrets()?;
-    refuse_open_outside_loopback(listen, &secrets, args.insecure)?;
+    refuse_open_outside_loopback(std::iter::once(listen).chain(peer_listen), &secrets, args.insecure)?;
     for warning in secrets.exposure() {
         tracing::warn!("{warning}");
     }
@@ -496,10 +496,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
 /// Refuses to serve on `listen` outside loopback with no secret at all,
 /// unless `insecure` says so: anyone who reaches such a node owns it
 /// (CockroachDB's `--insecure`). On loopback only this host can reach it.
-fn refuse_open_outside_loopback(listen: SocketAddr, secrets: &Secrets, insecure: bool) -> Result<()> {
-    if secrets.any() || insecure || listen.ip().is_loopback() {
+/// Every listener counts: the client one and the peer one, where an open
+/// node would take Raft RPC from anyone.
+fn refuse_open_outside_loopback(
+    listeners: impl IntoIterator<Item = SocketAddr>,
+    secrets: &Secrets,
+    insecure: bool,
+) -> Result<()> {
+    if secrets.any() || insecure {
         return Ok(());
     }
+    let Some(listen) = listeners.into_iter().find(|l| !l.ip().is_loopback()) else { return Ok(()) };
     bail!(
         "refusing to serve on {listen} (not loopback) with no client token, admin token or cluster secret: anyone \
          who reaches it could take any lock, change membership and act as a member; configure the secrets \
@@ -622,14 +629,22 @@ mod tests {
         let token = leasehold_client::Secret::new("admin-token-0123456789", "admin token").unwrap();
         let one = Secrets { admin_token: Some(token), ..Secrets::default() };
         let outside: SocketAddr = "0.0.0.0:7701".parse().unwrap();
-        let err = refuse_open_outside_loopback(outside, &open, false).expect_err("refused").to_string();
+        let err = refuse_open_outside_loopback([outside], &open, false).expect_err("refused").to_string();
         assert!(err.contains("0.0.0.0:7701") && err.contains("--insecure"), "{err}");
-        assert!(refuse_open_outside_loopback("10.0.0.11:7701".parse().unwrap(), &open, false).is_err());
-        assert!(refuse_open_outside_loopback(outside, &open, true).is_ok());
-        assert!(refuse_open_outside_loopback(outside, &one, false).is_ok());
+        assert!(refuse_open_outside_loopback(["10.0.0.11:7701".parse().unwrap()], &open, false).is_err());
+        assert!(refuse_open_outside_loopback([outside], &open, true).is_ok());
+        assert!(refuse_open_outside_loopback([outside], &one, false).is_ok());
         for loopback in ["127.0.0.1:7701", "[::1]:7701"] {
-            assert!(refuse_open_outside_loopback(loopback.parse().unwrap(), &open, false).is_ok(), "{loopback}");
+            assert!(refuse_open_outside_loopback([loopback.parse().unwrap()], &open, false).is_ok(), "{loopback}");
         }
+        // A peer listener outside loopback is refused as well: it would take
+        // Raft RPC from anyone.
+        let local: SocketAddr = "127.0.0.1:7701".parse().unwrap();
+        let err = refuse_open_outside_loopback([local, "10.0.0.11:7801".parse().unwrap()], &open, false)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("10.0.0.11:7801"), "{err}");
+        assert!(refuse_open_outside_loopback([local, "127.0.0.1:7801".parse().unwrap()], &open, false).is_ok());
         let base = ["serve", "--id", "1", "--addr", "10.0.0.11:7701", "--data", "d"];
         assert!(!Serve::try_parse_from(base).unwrap().args.insecure);
         assert!(Serve::try_parse_from(base.iter().chain(&["--insecure"])).unwrap().args.insecure);
