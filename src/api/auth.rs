@@ -40,6 +40,47 @@ pub enum Part {
     Raft,
 }
 
+/// A secret a node may be configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretKind {
+    ClientToken,
+    AdminToken,
+    ClusterSecret,
+}
+
+impl SecretKind {
+    /// Its name as a security scheme of the OpenAPI document.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            SecretKind::ClientToken => "client_token",
+            SecretKind::AdminToken => "admin_token",
+            SecretKind::ClusterSecret => "cluster_secret",
+        }
+    }
+
+    fn of(self, secrets: &Secrets) -> &Option<Secret> {
+        match self {
+            SecretKind::ClientToken => &secrets.client_token,
+            SecretKind::AdminToken => &secrets.admin_token,
+            SecretKind::ClusterSecret => &secrets.cluster_secret,
+        }
+    }
+}
+
+impl Part {
+    /// The secrets that open this part, any one of them: the one table the
+    /// guard enforces and the OpenAPI document publishes.
+    pub fn openers(self) -> &'static [SecretKind] {
+        use SecretKind::*;
+        match self {
+            Part::Observe => &[ClientToken, AdminToken, ClusterSecret],
+            Part::Client => &[ClientToken, AdminToken],
+            Part::Admin => &[AdminToken],
+            Part::Raft => &[ClusterSecret],
+        }
+    }
+}
+
 /// Who passes one guard.
 #[derive(Debug, Clone)]
 enum Access {
@@ -68,13 +109,7 @@ pub struct Guard {
 
 impl Guard {
     pub fn new(secrets: &Secrets, part: Part) -> Guard {
-        let opening: &[&Option<Secret>] = match part {
-            Part::Observe => &[&secrets.client_token, &secrets.admin_token, &secrets.cluster_secret],
-            Part::Client => &[&secrets.client_token, &secrets.admin_token],
-            Part::Admin => &[&secrets.admin_token],
-            Part::Raft => &[&secrets.cluster_secret],
-        };
-        let accepted: Vec<Secret> = opening.iter().filter_map(|s| (*s).clone()).collect();
+        let accepted: Vec<Secret> = part.openers().iter().filter_map(|kind| kind.of(secrets).clone()).collect();
         let access = match part {
             _ if !accepted.is_empty() => Access::Tokens(accepted),
             _ if !secrets.any() => Access::Open,

@@ -25,7 +25,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{Content, InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, Ref, Required};
 use utoipa::{IntoParams, OpenApi as _};
 
-use super::auth::Part;
+use super::auth::{Part, SecretKind};
 use crate::node::Node;
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
@@ -186,9 +186,9 @@ pub fn document() -> OpenApi {
     }
     // The request and response schemas, and those they refer to.
     let mut components = Schemas::openapi().components.unwrap_or_default();
-    for (name, meaning) in SECURITY_SCHEMES {
+    for (kind, meaning) in SECURITY_SCHEMES {
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(meaning)).build();
-        components.security_schemes.insert(name.into(), SecurityScheme::Http(scheme));
+        components.security_schemes.insert(kind.scheme().into(), SecurityScheme::Http(scheme));
     }
     OpenApiBuilder::new()
         .info(
@@ -215,8 +215,8 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     let Operation(_, path, tag, part, id, summary, request, ok, _) = o;
     let mut builder = OperationBuilder::new().tag(*tag).operation_id(Some(*id)).summary(Some(*summary));
     // Alternatives: any one of the part's schemes opens it.
-    for scheme in part.map_or(&[][..], security_schemes) {
-        builder = builder.security(SecurityRequirement::new(*scheme, Vec::<String>::new()));
+    for kind in part.map_or(&[][..], |p| p.openers()) {
+        builder = builder.security(SecurityRequirement::new(kind.scheme(), Vec::<String>::new()));
     }
     for name in path_parameters(path) {
         let schema = match name {
@@ -320,21 +320,11 @@ fn error_statuses(o: &Operation) -> BTreeMap<u16, BTreeSet<&'static str>> {
     statuses
 }
 /// The security schemes: one per secret, each a bearer token.
-const SECURITY_SCHEMES: [(&str, &str); 3] = [
-    ("client_token", "The client token. Asked for once the node has any secret (a client token, the admin token or the cluster secret)"),
-    ("admin_token", "The admin token, the only one that opens init, membership, snapshots, backups and digests (and it opens the client API too). Asked for once the node has any secret; a node with secrets but no admin token refuses these to all (403)"),
-    ("cluster_secret", "The cluster secret the members share. Asked for on Raft RPC when the node has one"),
+const SECURITY_SCHEMES: [(SecretKind, &str); 3] = [
+    (SecretKind::ClientToken, "The client token. Asked for once the node has any secret (a client token, the admin token or the cluster secret)"),
+    (SecretKind::AdminToken, "The admin token, the only one that opens init, membership, snapshots, backups and digests (and it opens the client API too). Asked for once the node has any secret; a node with secrets but no admin token refuses these to all (403)"),
+    (SecretKind::ClusterSecret, "The cluster secret the members share. Asked for on Raft RPC when the node has one"),
 ];
-
-/// The schemes that open a part: any one of them does.
-fn security_schemes(part: Part) -> &'static [&'static str] {
-    match part {
-        Observe => &["client_token", "admin_token", "cluster_secret"],
-        Client => &["client_token", "admin_token"],
-        Admin => &["admin_token"],
-        Raft => &["cluster_secret"],
-    }
-}
 
 /// The `{name}` segments of `path`.
 fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
