@@ -420,11 +420,21 @@ async fn stop(child: &mut tokio::process::Child, group: Option<Pid>, kill_at: In
     // Helpers the command started may outlive it (they heard the SIGTERM
     // too): they are not this process's children, so look for the group
     // until it is empty or `kill_at` has come. Only `killpg` from here: the
-    // command's own PID may already belong to another process.
-    while killpg(group, None).is_ok() && Instant::now() < kill_at {
+    // command's own PID may already belong to another process. Once the
+    // group is empty its id may be reused, so SIGKILL only a group still
+    // populated at `kill_at`.
+    let emptied = loop {
+        if killpg(group, None).is_err() {
+            break true;
+        }
+        if Instant::now() >= kill_at {
+            break false;
+        }
         tokio::time::sleep(GROUP_POLL.min(kill_at.saturating_duration_since(Instant::now()))).await;
+    };
+    if !emptied {
+        let _ = killpg(group, Signal::SIGKILL);
     }
-    let _ = killpg(group, Signal::SIGKILL);
     status
 }
 

@@ -119,9 +119,9 @@ pub(crate) fn whole_ms(ttl: Duration) -> Result<u64, ClientError> {
 /// What the watchdog publishes.
 #[derive(Debug, Clone)]
 struct State {
-    /// The anchor of the last successful grant or renewal.
+    /// The anchor of the last successful grant or renewal; the safe
+    /// deadline is `timing.deadline(anchor)`.
     anchor: Instant,
-    valid_until: Instant,
     lost: Option<LostReason>,
 }
 
@@ -138,14 +138,14 @@ pub(crate) struct Watched {
 impl Watched {
     /// Starts the watchdog of `renewal`, anchored at `anchor`.
     pub(crate) fn start(renewal: impl Renewal, timing: Timing, anchor: Instant) -> Watched {
-        let (sender, state) = watch::channel(State { anchor, valid_until: timing.deadline(anchor), lost: None });
+        let (sender, state) = watch::channel(State { anchor, lost: None });
         let watchdog = Watchdog { renewal, timing, state: sender };
         let watchdog = Some(tokio::spawn(watchdog.run(anchor)));
         Watched { timing, state, ended: Arc::new(AtomicBool::new(false)), watchdog }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
-        self.state.borrow().valid_until
+        self.timing.deadline(self.state.borrow().anchor)
     }
 
     /// When the next renewal is due: an interval after the last anchor.
@@ -156,7 +156,7 @@ impl Watched {
 
     pub(crate) fn is_lost(&self) -> bool {
         let state = self.state.borrow();
-        state.lost.is_some() || Instant::now() >= state.valid_until
+        state.lost.is_some() || Instant::now() >= self.timing.deadline(state.anchor)
     }
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
@@ -207,7 +207,10 @@ impl Drop for Watched {
 impl std::fmt::Debug for Watched {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.state.borrow();
-        f.debug_struct("Watched").field("valid_until", &state.valid_until).field("lost", &state.lost).finish()
+        f.debug_struct("Watched")
+            .field("valid_until", &self.timing.deadline(state.anchor))
+            .field("lost", &state.lost)
+            .finish()
     }
 }
 
@@ -227,11 +230,7 @@ impl<R: Renewal> Watchdog<R> {
             match self.renew_before(self.timing.deadline(anchor)).await {
                 Ok(new_anchor) => {
                     anchor = new_anchor;
-                    let valid_until = self.timing.deadline(anchor);
-                    self.state.send_modify(|s| {
-                        s.anchor = s.anchor.max(anchor);
-                        s.valid_until = s.valid_until.max(valid_until);
-                    });
+                    self.state.send_modify(|s| s.anchor = s.anchor.max(anchor));
                 }
                 Err(reason) => {
                     tracing::warn!(subject = %self.renewal.subject(), %reason, "lost");
@@ -324,15 +323,14 @@ mod tests {
         assert_eq!(watched.valid_until(), timing.deadline(created));
         assert_eq!(watched.renewal_due(), created + timing.interval());
         let mut state = watched.state.clone();
-        let renewed =
-            tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.valid_until != timing.deadline(created)))
-                .await
-                .expect("renewed within 5 s")
-                .expect("the watchdog runs")
-                .clone();
+        let renewed = tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.anchor != created))
+            .await
+            .expect("renewed within 5 s")
+            .expect("the watchdog runs")
+            .clone();
         let first_sent = sent.lock().unwrap().expect("a renewal was sent");
         assert!(created + timing.interval() <= renewed.anchor && renewed.anchor <= first_sent, "{renewed:?}");
-        assert_eq!(renewed.valid_until, timing.deadline(renewed.anchor));
+        assert_eq!(watched.valid_until(), timing.deadline(renewed.anchor));
         assert_eq!(watched.renewal_due(), renewed.anchor + timing.interval());
         watched.stop().await;
     }

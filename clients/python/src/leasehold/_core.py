@@ -152,7 +152,11 @@ def answer_refusal(response: httpx.Response) -> Optional[DecodeError]:
         )
     digits = response.headers.get("content-length", "").strip().lstrip("0")
     longest = len(str(MAX_ANSWER_BYTES))
-    if digits.isdigit() and (len(digits) > longest or int(digits) > MAX_ANSWER_BYTES):
+    if (
+        digits.isascii()
+        and digits.isdigit()
+        and (len(digits) > longest or int(digits) > MAX_ANSWER_BYTES)
+    ):
         return answer_too_large(response)
     return None
 

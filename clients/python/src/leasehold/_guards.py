@@ -95,6 +95,16 @@ class LockBase(Kept):
         """A release refused because the lease had already ended."""
         return isinstance(error, (NotHeld, StaleToken)) and self.is_lost()
 
+    def _release_failed(self, error: LeaseholdError, raised_in_block: bool) -> None:
+        """Leaving the block: a lock already known lost is no surprise when
+        the release is refused; another failure is raised, unless the
+        block's own exception is already on its way out."""
+        if self._release_refusal_expected(error):
+            return
+        if not raised_in_block:
+            raise error
+        log.warning("releasing %s after an exception failed: %s", self._name, error)
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self._name!r} owner={self._owner!r} token={self._token} "

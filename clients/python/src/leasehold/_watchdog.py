@@ -122,7 +122,6 @@ class Kept:
         self._timing: Optional[Timing] = None
         #: The start of the call of the last successful grant or renewal.
         self._anchor: Optional[float] = None
-        self._valid_until: Optional[float] = None
         self._lost_reason: Optional[LostReason] = None
         self._released = False
 
@@ -141,9 +140,10 @@ class Kept:
         or renewal + ttl - drift margin). It only moves forward, and stops
         once ``lost`` is set."""
         with self._mutex:
-            if self._valid_until is None:
-                raise RuntimeError(self._NOT_STARTED)
-            return self._valid_until
+            valid_until = self._deadline()
+        if valid_until is None:
+            raise RuntimeError(self._NOT_STARTED)
+        return valid_until
 
     def remaining(self) -> float:
         """Seconds left before the safe deadline (<= 0 once past it)."""
@@ -156,7 +156,8 @@ class Kept:
         with self._mutex:
             if self._lost_reason is not None:
                 return True
-            return self._valid_until is None or time.monotonic() >= self._valid_until
+            valid_until = self._deadline()
+            return valid_until is None or time.monotonic() >= valid_until
 
     @property
     def lost_reason(self) -> Optional[LostReason]:
@@ -171,18 +172,23 @@ class Kept:
         """A successful answer that still says it has ended."""
         return None
 
+    def _deadline(self) -> Optional[float]:
+        """The safe deadline of the current anchor, None before ``_begin``;
+        called with ``_mutex`` held."""
+        if self._timing is None or self._anchor is None:
+            return None
+        return self._timing.deadline(self._anchor)
+
     def _begin(self, timing: Timing, anchor: float) -> None:
         with self._mutex:
             self._timing = timing
             self._anchor = anchor
-            self._valid_until = timing.deadline(anchor)
 
     def _extend(self, anchor: float) -> None:
         """A renewal anchored at ``anchor`` succeeded."""
         with self._mutex:
             if self._lost_reason is None and self._timing is not None and self._anchor is not None:
                 self._anchor = max(self._anchor, anchor)
-                self._valid_until = self._timing.deadline(self._anchor)
 
     def _mark_lost(self, reason: LostReason) -> bool:
         with self._mutex:

@@ -5,7 +5,6 @@ What a held lock guarantees is in :mod:`leasehold.lock`."""
 
 from __future__ import annotations
 
-import logging
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Optional
@@ -17,8 +16,6 @@ from leasehold.types import Lease, Released
 
 if TYPE_CHECKING:
     from .client import AsyncClient
-
-log = logging.getLogger("leasehold")
 
 
 class AsyncLock(TaskWatchdog, LockBase):
@@ -110,8 +107,4 @@ class AsyncLock(TaskWatchdog, LockBase):
         try:
             await self.release()
         except LeaseholdError as e:
-            if self._release_refusal_expected(e):
-                return
-            if exc_type is None:
-                raise
-            log.warning("releasing %s after an exception failed: %s", self._name, e)
+            self._release_failed(e, exc_type is not None)

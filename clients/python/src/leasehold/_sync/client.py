@@ -192,7 +192,7 @@ class Client:
     ) -> Lease:
         """Restarts the lease held under ``token`` (for ``ttl`` seconds, or
         the grant's ttl). Raises ``StaleToken`` or ``NotHeld`` when it ended."""
-        ttl_ms = None if ttl is None else to_ms(ttl, "ttl")
+        ttl_ms = calls.optional_ms(ttl, "ttl")
         return self._run(calls.renew(name, token, ttl_ms, request_id))
 
     def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:

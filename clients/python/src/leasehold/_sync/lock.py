@@ -7,7 +7,6 @@ What a held lock guarantees is in :mod:`leasehold.lock`."""
 
 from __future__ import annotations
 
-import logging
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Callable, Optional
@@ -19,8 +18,6 @@ from leasehold.types import Lease, Released
 
 if TYPE_CHECKING:
     from .client import Client
-
-log = logging.getLogger("leasehold")
 
 
 class Lock(ThreadWatchdog, LockBase):
@@ -112,8 +109,4 @@ class Lock(ThreadWatchdog, LockBase):
         try:
             self.release()
         except LeaseholdError as e:
-            if self._release_refusal_expected(e):
-                return
-            if exc_type is None:
-                raise
-            log.warning("releasing %s after an exception failed: %s", self._name, e)
+            self._release_failed(e, exc_type is not None)
