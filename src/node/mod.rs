@@ -52,7 +52,7 @@ pub const DEFAULT_QUOTAS: Quotas = Quotas { max_leases: 1_000_000, max_waiters: 
 /// running on this node before it is refused as overloaded: they run one at
 /// a time, as each reads or writes the whole table.
 pub const WHOLE_TABLE_TURN_WAIT: Duration = Duration::from_secs(10);
-/// How long a member may take to answer a status probe.
+/// How long a member may take to answer a status or health probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
@@ -585,10 +585,10 @@ impl Node {
         Ok(())
     }
 
-    /// Whether member `id` answers `/healthz` within a second.
+    /// Whether member `id` answers `/healthz` within `PROBE_TIMEOUT`.
     async fn answers(&self, id: NodeId) -> bool {
         let Some(member) = self.raft.member(id) else { return false };
-        let probe = self.http.get(self.url_of(&member.addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
+        let probe = self.http.get(self.url_of(&member.addr, "/healthz")).timeout(PROBE_TIMEOUT).send().await;
         probe.is_ok_and(|r| r.status().is_success())
     }
 
