@@ -227,13 +227,13 @@ impl LockTable {
             }
             Command::PutRecord { key, lock, token, value, request_id } => {
                 once.apply(self, lock_key(key), request_id, RequestKind::PutRecord, |t| {
-                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                    let current = t.current_token(lock);
                     t.fences.put(key, lock, *token, value, current, index)
                 })
             }
             Command::Gate { resource, lock, token, request_id } => {
                 once.apply(self, lock_key(resource), request_id, RequestKind::Gate, |t| {
-                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                    let current = t.current_token(lock);
                     t.fences.pass(resource, lock, *token, current)
                 })
             }
