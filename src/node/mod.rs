@@ -379,8 +379,11 @@ impl Node {
                 voter: view.voters.contains(id),
             })
             .collect();
-        let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
+        let tick = self.locks.read(|t| t.now_tick());
+        // One read of the table for the counts and the quotas alike.
         let quotas = self.quota_use();
+        let used = |name: &str| quotas.get(name).map_or(0, |q| q.used as usize);
+        let (locks_held, sessions) = (used("leases"), used("sessions"));
         ClusterStatus {
             id: self.id,
             version: crate::VERSION.into(),
