@@ -124,7 +124,15 @@ impl Fences {
         // never granted for this lock (another lock's grant index, say)
         // raise the gate above its real holder's.
         must_be_current(lock, token, current)?;
-        self.gates.insert(resource.to_owned(), GateState { lock: lock.to_owned(), highest: token });
+        // An existing gate (of this lock, checked above) is raised in place:
+        // `get_mut` notes the row changed as `insert` would, without the
+        // two new strings.
+        match self.gates.get_mut(resource) {
+            Some(gate) => gate.highest = token,
+            None => {
+                self.gates.insert(resource.to_owned(), GateState { lock: lock.to_owned(), highest: token });
+            }
+        }
         Ok(Outcome::GateAdmitted { resource: resource.to_owned(), lock: lock.to_owned(), token })
     }
 }
