@@ -31,6 +31,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use leasehold_client::load_ca;
 use leasehold_proto::{Secret, SecretError};
 
+/// The ALPN protocols clients may ask for: HTTP/2 (preferred: many waits on
+/// one connection) or HTTP/1.1.
+pub const CLIENT_ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecurityError {
     #[error(transparent)]
@@ -148,9 +152,9 @@ impl SecurityFiles {
                 .with_no_client_auth()
                 .with_single_cert(chain, key)
                 .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
-        // Clients speak HTTP/2 (preferred: many waits on one connection) or
-        // HTTP/1.1; the other nodes ask for the peer transport.
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), crate::peer::ALPN.to_vec()];
+        // Clients ask for one of `CLIENT_ALPN`; the other nodes ask for the
+        // peer transport.
+        config.alpn_protocols = CLIENT_ALPN.iter().chain([&crate::peer::ALPN]).map(|p| p.to_vec()).collect();
         Ok(Some(Arc::new(config)))
     }
 

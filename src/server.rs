@@ -56,6 +56,7 @@ use crate::api::{ApiConfig, ApiError};
 use crate::node::{Node, NodeConfig, NodeError};
 use crate::peer::{self, Channel, Gate};
 use crate::raft::Inbound;
+use crate::security::CLIENT_ALPN;
 use leasehold_proto::ErrorCode;
 
 /// Default time a client has to send a whole request head.
@@ -192,9 +193,6 @@ pub struct Peers {
     pub gate: Gate,
     pub raft: Inbound,
 }
-
-/// The ALPN protocols clients may ask for on the client listener.
-const CLIENT_ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
 
 /// `tls` offering only the ALPN protocols `alpn`: with a peer listener of
 /// its own, the client listener does not offer the peer transport's, and

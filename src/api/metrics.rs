@@ -18,12 +18,14 @@ pub fn routes() -> Router<Arc<Node>> {
 /// Sets the series read from state (lock table, Raft), then encodes them all.
 async fn scrape(State(node): State<Arc<Node>>, Extension(subscribers): Extension<Subscribers>) -> impl IntoResponse {
     let metrics = node.metrics();
-    let (live, sessions, waiting, tick) = node.locks().read(|t| (t.len(), t.sessions(), t.waiting(), t.now_tick()));
-    metrics.live_leases.set(live as i64);
-    metrics.live_sessions.set(sessions as i64);
-    metrics.queue_depth.set(waiting as i64);
-    metrics.tick.set(tick as i64);
-    for (quota, used) in node.quota_use() {
+    metrics.tick.set(node.locks().read(|t| t.now_tick()) as i64);
+    // The table's counts from the one read that gives the quotas' use.
+    let quotas = node.quota_use();
+    let used = |name: &str| quotas.get(name).map_or(0, |q| q.used as i64);
+    metrics.live_leases.set(used("leases"));
+    metrics.live_sessions.set(used("sessions"));
+    metrics.queue_depth.set(used("waiters"));
+    for (quota, used) in quotas {
         metrics.quota(&quota, used);
     }
     metrics.quota(events::SUBSCRIBERS, subscribers.quota_use());

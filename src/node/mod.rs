@@ -52,7 +52,7 @@ pub const DEFAULT_QUOTAS: Quotas = Quotas { max_leases: 1_000_000, max_waiters: 
 /// running on this node before it is refused as overloaded: they run one at
 /// a time, as each reads or writes the whole table.
 pub const WHOLE_TABLE_TURN_WAIT: Duration = Duration::from_secs(10);
-/// How long a member may take to answer a status probe.
+/// How long a member may take to answer a status or health probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Everything a node needs to start: its Raft identity, its storage, and how
@@ -379,8 +379,11 @@ impl Node {
                 voter: view.voters.contains(id),
             })
             .collect();
-        let (tick, locks_held, sessions) = self.locks.read(|t| (t.now_tick(), t.len(), t.sessions()));
+        let tick = self.locks.read(|t| t.now_tick());
+        // One read of the table for the counts and the quotas alike.
         let quotas = self.quota_use();
+        let used = |name: &str| quotas.get(name).map_or(0, |q| q.used as usize);
+        let (locks_held, sessions) = (used("leases"), used("sessions"));
         ClusterStatus {
             id: self.id,
             version: crate::VERSION.into(),
@@ -585,10 +588,10 @@ impl Node {
         Ok(())
     }
 
-    /// Whether member `id` answers `/healthz` within a second.
+    /// Whether member `id` answers `/healthz` within `PROBE_TIMEOUT`.
     async fn answers(&self, id: NodeId) -> bool {
         let Some(member) = self.raft.member(id) else { return false };
-        let probe = self.http.get(self.url_of(&member.addr, "/healthz")).timeout(Duration::from_secs(1)).send().await;
+        let probe = self.http.get(self.url_of(&member.addr, "/healthz")).timeout(PROBE_TIMEOUT).send().await;
         probe.is_ok_and(|r| r.status().is_success())
     }
 

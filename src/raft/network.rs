@@ -227,20 +227,15 @@ impl Connection {
         let deadline = tokio::time::Instant::now() + timeout;
         let reused = self.stream.take();
         let was_reused = reused.is_some();
-        match tokio::time::timeout_at(deadline, self.attempt(dialer, request, reused)).await {
-            Ok(Ok((stream, response))) => {
-                self.stream = Some(stream);
-                return Ok(response);
-            }
-            // A kept connection the peer closed while it was idle (the
-            // receiving side closes idle ones, `inbound::PEER_IDLE`) fails
-            // only here, at its first use: dial once more. Raft RPC may be
-            // sent twice (a vote or an append repeated is answered alike).
-            Ok(Err(_)) if was_reused => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(network_error(&timed_out())),
+        let mut result = tokio::time::timeout_at(deadline, self.attempt(dialer, request, reused)).await;
+        // A kept connection the peer closed while it was idle (the receiving
+        // side closes idle ones, `inbound::PEER_IDLE`) fails only here, at
+        // its first use: dial once more. Raft RPC may be sent twice (a vote
+        // or an append repeated is answered alike).
+        if was_reused && matches!(result, Ok(Err(_))) {
+            result = tokio::time::timeout_at(deadline, self.attempt(dialer, request, None)).await;
         }
-        match tokio::time::timeout_at(deadline, self.attempt(dialer, request, None)).await {
+        match result {
             Ok(Ok((stream, response))) => {
                 self.stream = Some(stream);
                 Ok(response)

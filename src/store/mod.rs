@@ -1,6 +1,6 @@
 //! The storage engines: the only code that knows sled and files. They
-//! implement openraft's two storage traits for `crate::raft::types` and
-//! name nothing else of openraft.
+//! implement openraft's two storage traits for `crate::raft::types`, and
+//! otherwise name only openraft's storage types.
 //!
 //! - [`log`] — the Raft log and vote: segment files of its own, one writer
 //!   thread, group commit with fdatasync; the vote in a meta file.

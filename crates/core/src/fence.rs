@@ -79,9 +79,7 @@ impl Fences {
         current: Option<FencingToken>,
         index: u64,
     ) -> Result<Outcome, LockError> {
-        if current != Some(token) {
-            return Err(LockError::NotCurrent { lock: lock.to_owned(), given: token, current });
-        }
+        must_be_current(lock, token, current)?;
         if !self.records.contains_key(key) && self.records.len() >= MAX_RECORDS {
             return Err(LockError::Full { what: "records".into(), limit: MAX_RECORDS });
         }
@@ -125,10 +123,25 @@ impl Fences {
         // Only the holder's token: any lower bound alone would let a token
         // never granted for this lock (another lock's grant index, say)
         // raise the gate above its real holder's.
-        if current != Some(token) {
-            return Err(LockError::NotCurrent { lock: lock.to_owned(), given: token, current });
+        must_be_current(lock, token, current)?;
+        // An existing gate (of this lock, checked above) is raised in place:
+        // `get_mut` notes the row changed as `insert` would, without the
+        // two new strings.
+        match self.gates.get_mut(resource) {
+            Some(gate) => gate.highest = token,
+            None => {
+                self.gates.insert(resource.to_owned(), GateState { lock: lock.to_owned(), highest: token });
+            }
         }
-        self.gates.insert(resource.to_owned(), GateState { lock: lock.to_owned(), highest: token });
         Ok(Outcome::GateAdmitted { resource: resource.to_owned(), lock: lock.to_owned(), token })
     }
+}
+
+/// `NotCurrent` (with the current token, if the lock is held) unless `token`
+/// is `current`, the token of the holder of `lock` when the entry applies.
+fn must_be_current(lock: &str, token: FencingToken, current: Option<FencingToken>) -> Result<(), LockError> {
+    if current != Some(token) {
+        return Err(LockError::NotCurrent { lock: lock.to_owned(), given: token, current });
+    }
+    Ok(())
 }

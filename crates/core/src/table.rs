@@ -195,63 +195,65 @@ impl LockTable {
         // request id is recorded under: its lock, or a multi-acquire's or
         // multi-release's whole list (names have no control characters, so
         // a newline cannot make two lists alike).
-        let once = Once { command, index };
         match command {
             Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
-                once.apply(self, lock_key(name), request_id, RequestKind::Acquire, |t| {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Acquire, |t| {
                     let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
                     t.acquire(name, lease, *wait_ms, quotas, index, events)
                 })
             }
-            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => once
-                .apply(self, Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany, |t| {
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
+                .once(command, index, Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany, |t| {
                     let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
                     t.acquire_many(names, lease, *wait_ms, quotas, index, events)
                 }),
             Command::Renew { name, token, ttl_ms, request_id } => {
-                once.apply(self, lock_key(name), request_id, RequestKind::Renew, |t| {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Renew, |t| {
                     t.renew(name, *token, *ttl_ms, index, events)
                 })
             }
             Command::Release { name, token, request_id, session, .. } => {
-                once.apply(self, lock_key(name), request_id, RequestKind::Release, |t| {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Release, |t| {
                     t.held_under(name, *session)?;
                     t.release(name, *token, index, events)
                 })
             }
             Command::ReleaseMany { names, token, request_id, session, .. } => {
-                once.apply(self, Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany, |t| {
+                self.once(command, index, Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany, |t| {
                     names.iter().try_for_each(|name| t.held_under(name, *session))?;
                     t.release_many(names, *token, index, events)
                 })
             }
             Command::PutRecord { key, lock, token, value, request_id } => {
-                once.apply(self, lock_key(key), request_id, RequestKind::PutRecord, |t| {
-                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                self.once(command, index, lock_key(key), request_id, RequestKind::PutRecord, |t| {
+                    let current = t.current_token(lock);
                     t.fences.put(key, lock, *token, value, current, index)
                 })
             }
             Command::Gate { resource, lock, token, request_id } => {
-                once.apply(self, lock_key(resource), request_id, RequestKind::Gate, |t| {
-                    let current = t.leases.get(lock.as_str()).map(|l| l.token);
+                self.once(command, index, lock_key(resource), request_id, RequestKind::Gate, |t| {
+                    let current = t.current_token(lock);
                     t.fences.pass(resource, lock, *token, current)
                 })
             }
             Command::CreateSession { owner, ttl_ms, request_id } => {
-                once.apply(self, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
+                self.once(command, index, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
                     t.create_session(owner, *ttl_ms, index, events)
                 })
             }
             Command::KeepAlive { session, ttl_ms, request_id, .. } => {
-                once.apply(self, Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive, |t| {
+                self.once(command, index, Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive, |t| {
                     t.keep_alive(*session, *ttl_ms)
                 })
             }
-            Command::DeleteSession { session, request_id } => {
-                once.apply(self, Cow::Owned(session.to_string()), request_id, RequestKind::DeleteSession, |t| {
-                    t.delete_session(*session, index, events)
-                })
-            }
+            Command::DeleteSession { session, request_id } => self.once(
+                command,
+                index,
+                Cow::Owned(session.to_string()),
+                request_id,
+                RequestKind::DeleteSession,
+                |t| t.delete_session(*session, index, events),
+            ),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
         }
@@ -760,44 +762,40 @@ fn other_lifetime(name: &str, held: Option<SessionId>) -> LockError {
     })
 }
 
-/// Applies a command a client may retry at most once: a retry with the
-/// request id or session `seq` of one already applied gets that first
-/// answer instead of being applied again.
-struct Once<'c> {
-    command: &'c Command,
-    index: u64,
-}
-
-impl Once<'_> {
-    /// Answers from the session's or the request records if the command
-    /// was applied before (`SeqReused` or `RequestIdReused` if its seq or
-    /// request id answered another command); else runs `rule` and records
-    /// its answer under `key` (and the session's `seq`).
-    fn apply(
-        self,
-        table: &mut LockTable,
+impl LockTable {
+    /// Applies `command`, one a client may retry at most once: a retry with
+    /// the request id or session `seq` of one already applied gets that
+    /// first answer instead of being applied again. Answers from the
+    /// session's or the request records if the command was applied before
+    /// (`SeqReused` or `RequestIdReused` if its seq or request id answered
+    /// another command); else runs `rule` and records its answer under `key`
+    /// (and the session's `seq`).
+    fn once(
+        &mut self,
+        command: &Command,
+        index: u64,
         key: Cow<'_, str>,
         request_id: &Option<String>,
         kind: RequestKind,
         rule: impl FnOnce(&mut LockTable) -> Result<Outcome, LockError>,
     ) -> Result<Outcome, LockError> {
-        let session_seq = self.command.session_seq();
+        let session_seq = command.session_seq();
         if let Some((session, seq)) = session_seq {
-            if let Some(replayed) = table.replay_seq(session, seq, kind, &key) {
+            if let Some(replayed) = self.replay_seq(session, seq, kind, &key) {
                 return replayed;
             }
         }
         if let Some(id) = request_id {
-            if let Some(replayed) = table.requests.replay(id, &key, kind) {
+            if let Some(replayed) = self.requests.replay(id, &key, kind) {
                 return replayed;
             }
         }
-        let result = rule(table);
+        let result = rule(self);
         if let Some(id) = request_id {
-            table.requests.record(id, self.index, table.now_tick, &key, kind, &result);
+            self.requests.record(id, index, self.now_tick, &key, kind, &result);
         }
         if let Some((session, seq)) = session_seq {
-            table.remember_seq(session, seq, Asked { kind, key: key.into_owned() }, &result, self.index);
+            self.remember_seq(session, seq, Asked { kind, key: key.into_owned() }, &result, index);
         }
         result
     }
