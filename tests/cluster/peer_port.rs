@@ -7,6 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::common::*;
+use crate::metrics::Scrape;
 use leasehold::peer::{encode_frame, Channel, Hello, PREFACE};
 use leasehold_client::Client;
 
@@ -26,9 +27,7 @@ async fn say_hello(addr: &str, wait: Duration) -> Option<Vec<u8>> {
 
 /// The follower's count of requests it relayed to the leader.
 async fn relayed(endpoint: &str) -> f64 {
-    let text = reqwest::get(format!("http://{endpoint}/metrics")).await.expect("scrape").text().await.expect("body");
-    let line = text.lines().find(|l| l.starts_with("leasehold_forwarded_requests_total{result=\"relayed\"}"));
-    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)
+    Scrape::of(endpoint).await.get("leasehold_forwarded_requests_total{result=\"relayed\"}").unwrap_or(0.0)
 }
 
 // Ensures that with peer ports: the client port answers the peer preface
