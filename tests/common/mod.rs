@@ -169,6 +169,19 @@ impl TestCluster {
         out
     }
 
+    /// Waits (bounded) until node `id` exits, and returns how; panics with
+    /// the cluster's logs if it still runs after `bound`.
+    pub async fn wait_for_exit(&mut self, id: u64, bound: Duration) -> std::process::ExitStatus {
+        let give_up = std::time::Instant::now() + bound;
+        loop {
+            if let Some(exit) = self.exited(id) {
+                return exit;
+            }
+            assert!(std::time::Instant::now() < give_up, "node {id} still runs after {bound:?}\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// A follower's id, given the current leader.
     pub fn follower_of(&self, leader: u64) -> u64 {
         *self.ids().iter().find(|id| **id != leader).expect("a follower")
