@@ -80,14 +80,7 @@ async fn new_initializes_once_and_never_a_second_cluster() {
         std::fs::remove_dir_all(cluster.data_dir(1)).unwrap();
         cluster.set_initial_cluster_state(Some("new"));
         cluster.start(1).unwrap();
-        let give_up = Instant::now() + ELECTION_BOUND;
-        let exit = loop {
-            if let Some(exit) = cluster.exited(1) {
-                break exit;
-            }
-            assert!(Instant::now() < give_up, "node 1 still runs\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let exit = cluster.wait_for_exit(1, ELECTION_BOUND).await;
         assert_eq!(exit.code(), Some(1), "{}", cluster.logs());
         let log = std::fs::read_to_string(cluster.dir.path().join("node1.log")).unwrap();
         assert!(log.contains("refusing to initialize"), "{log}");

@@ -9,11 +9,12 @@ use leasehold_client::{AcquireOptions, FencingToken};
 
 const LONG_TTL_MS: u64 = 60_000;
 
-/// One scrape of a node's `/metrics`.
-struct Scrape(String);
+/// One scrape of a node's `/metrics` (through a client that ignores
+/// `HTTP_PROXY`); `peer_port` reads its relayed count with it.
+pub(crate) struct Scrape(String);
 
 impl Scrape {
-    async fn of(endpoint: &str) -> Scrape {
+    pub(crate) async fn of(endpoint: &str) -> Scrape {
         let http = reqwest::Client::builder().no_proxy().build().expect("client");
         let reply = http.get(format!("http://{endpoint}/metrics")).send().await.expect("scrape");
         assert!(reply.status().is_success(), "scrape: {}", reply.status());
@@ -25,7 +26,7 @@ impl Scrape {
     }
 
     /// The value of `series` (name with its labels, as exposed), if exposed.
-    fn get(&self, series: &str) -> Option<f64> {
+    pub(crate) fn get(&self, series: &str) -> Option<f64> {
         self.0.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 

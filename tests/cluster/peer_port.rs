@@ -7,9 +7,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::common::*;
+use crate::metrics::Scrape;
 use leasehold::peer::{encode_frame, Channel, Hello, PREFACE};
 use leasehold_client::Client;
-use leasehold_lab::chaos::hostile::preface_flood;
 
 /// Opens a connection to `addr` the way a member opens a Raft channel (the
 /// preface and a hello, in one write), and returns what the node answers
@@ -27,9 +27,7 @@ async fn say_hello(addr: &str, wait: Duration) -> Option<Vec<u8>> {
 
 /// The follower's count of requests it relayed to the leader.
 async fn relayed(endpoint: &str) -> f64 {
-    let text = reqwest::get(format!("http://{endpoint}/metrics")).await.expect("scrape").text().await.expect("body");
-    let line = text.lines().find(|l| l.starts_with("leasehold_forwarded_requests_total{result=\"relayed\"}"));
-    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0.0)
+    Scrape::of(endpoint).await.get("leasehold_forwarded_requests_total{result=\"relayed\"}").unwrap_or(0.0)
 }
 
 // Ensures that with peer ports: the client port answers the peer preface
@@ -79,19 +77,7 @@ async fn members_use_their_own_ports_and_client_floods_cannot_reach_raft() {
         assert_eq!(joined.peer_addr, cluster.peer_endpoint(4));
 
         step("flood every client port with the peer preface");
-        let floods: Vec<_> =
-            cluster.ids().into_iter().map(|id| tokio::spawn(preface_flood(cluster.endpoint(id)))).collect();
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        step(&format!("kill -9 the leader (node {leader}) while the flood goes on"));
-        cluster.kill(leader);
-        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
-        assert_ne!(new, leader);
-        step("a well-behaved client is served during the flood");
-        let grant = client.acquire("peer-port-flood", "holder", 10_000).await.unwrap();
-        client.release("peer-port-flood", grant.token()).await.unwrap();
-        for flood in floods {
-            flood.abort();
-        }
+        kill_leader_under_preface_flood(&mut cluster, leader, "peer-port-flood").await;
     })
     .await;
 }

@@ -98,14 +98,7 @@ async fn a_node_that_lost_its_folder_sees_the_secured_cluster() {
         cluster.kill(1);
         std::fs::remove_dir_all(cluster.data_dir(1)).unwrap();
         cluster.start(1).unwrap();
-        let give_up = Instant::now() + ELECTION_BOUND;
-        let exit = loop {
-            if let Some(exit) = cluster.exited(1) {
-                break exit;
-            }
-            assert!(Instant::now() < give_up, "node 1 still runs\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let exit = cluster.wait_for_exit(1, ELECTION_BOUND).await;
         assert_eq!(exit.code(), Some(1), "{}", cluster.logs());
         let log = std::fs::read_to_string(cluster.dir.path().join("node1.log")).unwrap();
         assert!(log.contains("refusing to initialize"), "{log}");
@@ -223,13 +216,13 @@ async fn a_digest_flood_neither_stalls_acquires_nor_copies_the_table() {
                 other => panic!("a digest answered {other}: {body}"),
             }
         }
-        // Acquires measured over the whole flood, and a little after.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Acquire cycles completed while the digests were in flight, read
+        // as soon as the last one is answered.
+        let cycles = cycles.load(Ordering::Relaxed);
         flooding.store(false, Ordering::Relaxed);
         acquires.await.expect("acquires were answered throughout");
         sampler.await.unwrap();
         let peak = peak.load(Ordering::Relaxed) as f64;
-        let cycles = cycles.load(Ordering::Relaxed);
         eprintln!(
             "digest flood: {answered} of {FLOOD_DIGESTS} digests answered; leader RSS {resting:.0} MiB at rest, \
              {peak:.0} MiB at peak; {cycles} acquire cycles meanwhile, the slowest acquire {} ms",

@@ -169,6 +169,19 @@ impl TestCluster {
         out
     }
 
+    /// Waits (bounded) until node `id` exits, and returns how; panics with
+    /// the cluster's logs if it still runs after `bound`.
+    pub async fn wait_for_exit(&mut self, id: u64, bound: Duration) -> std::process::ExitStatus {
+        let give_up = std::time::Instant::now() + bound;
+        loop {
+            if let Some(exit) = self.exited(id) {
+                return exit;
+            }
+            assert!(std::time::Instant::now() < give_up, "node {id} still runs after {bound:?}\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// A follower's id, given the current leader.
     pub fn follower_of(&self, leader: u64) -> u64 {
         *self.ids().iter().find(|id| **id != leader).expect("a follower")
@@ -178,6 +191,38 @@ impl TestCluster {
 /// Runs a test body under [`TEST_BOUND`].
 pub async fn bounded<F: Future<Output = ()>>(body: F) {
     tokio::time::timeout(TEST_BOUND, body).await.expect("test exceeded its time bound");
+}
+
+/// Floods every node's client port with connections that send only the peer
+/// preface (`leasehold_lab::chaos::hostile::preface_flood`), waits (bounded)
+/// until every flood holds its connections, kills `leader`, and asserts that
+/// another node is elected and serves an acquire and a release of `lock`
+/// while the floods go on. The floods are aborted when this returns or fails.
+pub async fn kill_leader_under_preface_flood(cluster: &mut TestCluster, leader: u64, lock: &str) {
+    let mut floods = tokio::task::JoinSet::new();
+    let mut ready = Vec::new();
+    for id in cluster.ids() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        floods.spawn(leasehold_lab::chaos::hostile::preface_flood(cluster.endpoint(id), Some(tx)));
+        ready.push((id, rx));
+    }
+    let give_up = tokio::time::Instant::now() + ELECTION_BOUND;
+    for (id, rx) in ready {
+        match tokio::time::timeout_at(give_up, rx).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => panic!("the flood on node {id} ended before it held its connections"),
+            Err(_) => panic!("the flood on node {id} did not hold its connections within {ELECTION_BOUND:?}"),
+        }
+    }
+    step(&format!("kill -9 the leader (node {leader}) while the flood goes on"));
+    cluster.kill(leader);
+    let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+    assert_ne!(new, leader);
+    step("a well-behaved client is served during the flood");
+    let client = cluster.client();
+    let grant = client.acquire(lock, "holder", 10_000).await.unwrap();
+    client.release(lock, grant.token()).await.unwrap();
+    drop(floods);
 }
 
 /// Waits (bounded) until `name` is free, polling linearizable reads.

@@ -38,14 +38,20 @@ const FLOOD_MAX_LEASES: usize = 50_000;
 
 /// Holds `FLOOD_CONNECTIONS` connections to `addr` that send only the peer
 /// preface, opening a new one whenever the node closes one, until the task
-/// is aborted.
-pub async fn preface_flood(addr: String) {
+/// is aborted. `ready`, if given, is sent once the flood first holds all
+/// `FLOOD_CONNECTIONS` (a test waits for it before it acts under the flood).
+pub async fn preface_flood(addr: String, mut ready: Option<tokio::sync::oneshot::Sender<()>>) {
     let mut open: Vec<TcpStream> = Vec::new();
     loop {
         while open.len() < FLOOD_CONNECTIONS {
             let Ok(mut conn) = TcpStream::connect(&addr).await else { break };
             if conn.write_all(PEER_PREFACE).await.is_ok() {
                 open.push(conn);
+            }
+        }
+        if open.len() >= FLOOD_CONNECTIONS {
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(());
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -208,7 +208,7 @@ impl Nemesis {
     async fn hostile_clients(&mut self, leader: NodeId) -> Result<String, NemesisError> {
         let mut floods = tokio::task::JoinSet::new();
         for id in self.cluster.ids() {
-            floods.spawn(hostile::preface_flood(self.cluster.endpoint(id)));
+            floods.spawn(hostile::preface_flood(self.cluster.endpoint(id), None));
             floods.spawn(hostile::subscriber_flood(self.cluster.endpoint(id)));
         }
         let client = self.target.client.clone();
