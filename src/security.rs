@@ -16,13 +16,17 @@
 //! - The **cluster secret** opens Raft RPC (`/raft/*`) and the peer
 //!   transport: a process that does not hold it cannot append entries, ask
 //!   for votes or install snapshots. Without one the members send none, so
-//!   Raft RPC stays open to anyone who reaches the port (warned at start).
+//!   Raft RPC stays open to anyone who reaches the port (warned at start;
+//!   refused outside loopback without `--insecure`).
+//! - **Peer certificates** (`--peer-cert`, `--peer-key`, `--peer-trusted-ca`,
+//!   with a peer port): mutual TLS there, checked in the handshake before
+//!   the hello; they stand in for the cluster secret, or add to it.
 //! - Any of the three opens what only describes the cluster:
 //!   `/v1/cluster/status`, `/v1/cluster/nodes`, `/openapi.json`.
 //!
 //! docs/operations.md ("Threat model") states what each holder can do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
@@ -111,6 +115,26 @@ pub struct SecurityFiles {
     pub tls_key_file: Option<PathBuf>,
     /// CA certificate (PEM) the other nodes' certificates chain to.
     pub ca_file: Option<PathBuf>,
+    /// This node's certificate chain (PEM) on the peer transport: served on
+    /// the peer port and presented when dialing the other members.
+    pub peer_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `peer_cert_file`.
+    pub peer_key_file: Option<PathBuf>,
+    /// CA certificate (PEM) every member's peer certificate chains to: a
+    /// peer connection is taken only from a certificate it signed.
+    pub peer_trusted_ca_file: Option<PathBuf>,
+}
+
+/// Mutual TLS on the peer transport (`--peer-cert`, `--peer-key`,
+/// `--peer-trusted-ca`): both sides present a certificate that chains to
+/// the trusted CA, so a connection proves it is a member's in the handshake,
+/// before it can send a byte of the peer protocol.
+#[derive(Clone)]
+pub struct PeerCertificates {
+    /// The peer listener's: asks every connection for a client certificate.
+    pub server: Arc<rustls::ServerConfig>,
+    /// Dialing the other members: presents this node's certificate.
+    pub client: Arc<rustls::ClientConfig>,
 }
 
 impl SecurityFiles {
@@ -137,53 +161,107 @@ impl SecurityFiles {
         let (Some(cert_file), Some(key_file)) = (&self.tls_cert_file, &self.tls_key_file) else {
             return Ok(None);
         };
-        let chain = CertificateDer::pem_file_iter(cert_file)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| SecurityError::Tls(format!("certificate {}: {e}", cert_file.display())))?;
-        if chain.is_empty() {
-            return Err(SecurityError::Tls(format!("no certificate in {}", cert_file.display())));
-        }
-        let key = PrivateKeyDer::from_pem_file(key_file)
-            .map_err(|e| SecurityError::Tls(format!("private key {}: {e}", key_file.display())))?;
-        let mut config =
-            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| SecurityError::Tls(e.to_string()))?
-                .with_no_client_auth()
-                .with_single_cert(chain, key)
-                .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
+        let mut config = tls_server_builder()?
+            .with_no_client_auth()
+            .with_single_cert(load_chain(cert_file)?, load_key(key_file)?)
+            .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
         // Clients ask for one of `CLIENT_ALPN`; the other nodes ask for the
         // peer transport.
         config.alpn_protocols = CLIENT_ALPN.iter().chain([&crate::peer::ALPN]).map(|p| p.to_vec()).collect();
         Ok(Some(Arc::new(config)))
     }
 
-    /// The TLS client settings of the peer transport: the nodes' certificates
-    /// must chain to `--ca-file`. `None` without TLS, or without a CA file
-    /// (then Raft RPC goes over HTTP, which trusts the built-in roots).
+    /// The TLS client settings of the peer transport without peer
+    /// certificates: the nodes' certificates must chain to `--ca-file`.
+    /// `None` without TLS, or without a CA file (then Raft RPC goes over
+    /// HTTP, which trusts the built-in roots).
     pub fn peer_tls(&self) -> Result<Option<Arc<rustls::ClientConfig>>, SecurityError> {
         let (true, Some(ca_file)) = (self.tls(), &self.ca_file) else { return Ok(None) };
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(ca_file)
-            .map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?
-        {
-            let cert = cert.map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?;
-            roots.add(cert).map_err(|e| SecurityError::Tls(format!("CA {}: {e}", ca_file.display())))?;
-        }
-        let mut config =
-            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| SecurityError::Tls(e.to_string()))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+        let mut config = tls_client_builder()?.with_root_certificates(load_roots(ca_file)?).with_no_client_auth();
         config.alpn_protocols = vec![crate::peer::ALPN.to_vec()];
         Ok(Some(Arc::new(config)))
+    }
+
+    /// Whether mutual TLS on the peer transport is configured.
+    pub fn has_peer_certificates(&self) -> bool {
+        self.peer_cert_file.is_some()
+    }
+
+    /// Mutual TLS on the peer transport, when `--peer-cert`, `--peer-key`
+    /// and `--peer-trusted-ca` are given (all three or none).
+    pub fn peer_certificates(&self) -> Result<Option<PeerCertificates>, SecurityError> {
+        let (cert_file, key_file, ca_file) =
+            match (&self.peer_cert_file, &self.peer_key_file, &self.peer_trusted_ca_file) {
+                (None, None, None) => return Ok(None),
+                (Some(cert), Some(key), Some(ca)) => (cert, key, ca),
+                _ => {
+                    return Err(SecurityError::Tls(
+                        "mutual TLS between members needs all of --peer-cert, --peer-key and --peer-trusted-ca".into(),
+                    ))
+                }
+            };
+        let (chain, key) = (load_chain(cert_file)?, load_key(key_file)?);
+        let roots = Arc::new(load_roots(ca_file)?);
+        let tls = |e: rustls::Error| SecurityError::Tls(format!("{}: {e}", cert_file.display()));
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+            .build()
+            .map_err(|e| SecurityError::Tls(format!("{}: {e}", ca_file.display())))?;
+        let mut server = tls_server_builder()?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain.clone(), key.clone_key())
+            .map_err(tls)?;
+        server.alpn_protocols = vec![crate::peer::ALPN.to_vec()];
+        let mut client =
+            tls_client_builder()?.with_root_certificates(roots).with_client_auth_cert(chain, key).map_err(tls)?;
+        client.alpn_protocols = vec![crate::peer::ALPN.to_vec()];
+        Ok(Some(PeerCertificates { server: Arc::new(server), client: Arc::new(client) }))
     }
 
     /// The CA certificate of `--ca-file`, to trust when calling a node.
     pub fn ca(&self) -> Result<Option<leasehold_client::Ca>, SecurityError> {
         Ok(self.ca_file.as_deref().map(load_ca).transpose()?)
     }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn tls_server_builder() -> Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::WantsVerifier>, SecurityError> {
+    rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SecurityError::Tls(e.to_string()))
+}
+
+fn tls_client_builder() -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, SecurityError> {
+    rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SecurityError::Tls(e.to_string()))
+}
+
+/// The certificate chain in `file` (PEM), leaf first.
+fn load_chain(file: &Path) -> Result<Vec<CertificateDer<'static>>, SecurityError> {
+    let chain = CertificateDer::pem_file_iter(file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| SecurityError::Tls(format!("certificate {}: {e}", file.display())))?;
+    if chain.is_empty() {
+        return Err(SecurityError::Tls(format!("no certificate in {}", file.display())));
+    }
+    Ok(chain)
+}
+
+fn load_key(file: &Path) -> Result<PrivateKeyDer<'static>, SecurityError> {
+    PrivateKeyDer::from_pem_file(file).map_err(|e| SecurityError::Tls(format!("private key {}: {e}", file.display())))
+}
+
+/// The CA certificates in `file` (PEM), as trust roots.
+fn load_roots(file: &Path) -> Result<rustls::RootCertStore, SecurityError> {
+    let bad = |e: &dyn std::fmt::Display| SecurityError::Tls(format!("CA {}: {e}", file.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(file).map_err(|e| bad(&e))? {
+        roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ use crate::node::{Node, NodeConfig, NodeError};
 use crate::peer::{self, Channel, Gate};
 use crate::raft::Inbound;
 use crate::security::CLIENT_ALPN;
+use crate::store::StateStore;
 use leasehold_proto::ErrorCode;
 
 /// Default time a client has to send a whole request head.
@@ -120,6 +121,10 @@ pub struct ServeConfig {
     pub peer_listen: Option<SocketAddr>,
     /// Serve https only, with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The peer listener's own TLS: mutual TLS between members
+    /// (`--peer-cert`), which asks every connection for a member's
+    /// certificate. Without it the peer listener serves `tls`, if any.
+    pub peer_tls: Option<Arc<rustls::ServerConfig>>,
     pub connection_limits: ConnectionLimits,
     pub api: ApiConfig,
 }
@@ -152,15 +157,15 @@ pub async fn run(
     let peers = Peers {
         gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), PEER_HELLO_TIMEOUT),
         raft: started.raft().inbound(),
+        snapshots: started.state_store().clone(),
     };
     let limits = serve_config.connection_limits;
     match peer_listener {
         None => serve(listener, router, Accepts::Both(peers), serve_config.tls, limits, shutdown).await,
         Some(peer_listener) => {
-            let (client_tls, peer_tls) = match &serve_config.tls {
-                Some(tls) => (Some(offering(tls, CLIENT_ALPN)), Some(offering(tls, &[peer::ALPN]))),
-                None => (None, None),
-            };
+            let client_tls = serve_config.tls.as_ref().map(|tls| offering(tls, CLIENT_ALPN));
+            let peer_tls =
+                serve_config.peer_tls.or_else(|| serve_config.tls.as_ref().map(|tls| offering(tls, &[peer::ALPN])));
             // Both listeners stop when `shutdown` resolves: when `stop` is
             // dropped, every receiver's `changed` ends.
             let (stop, stopped) = tokio::sync::watch::channel(());
@@ -192,6 +197,8 @@ pub async fn run(
 pub struct Peers {
     pub gate: Gate,
     pub raft: Inbound,
+    /// Where a snapshot sent on the peer transport is received.
+    pub snapshots: StateStore,
 }
 
 /// `tls` offering only the ALPN protocols `alpn`: with a peer listener of
@@ -386,6 +393,7 @@ impl Connection {
         match channel {
             Channel::Raft => peers.raft.serve_raft(io).await,
             Channel::RaftStream => peers.raft.serve_raft_stream(io).await,
+            Channel::Snapshot => peers.raft.serve_snapshot(io, peers.snapshots.receiving_path()).await,
             Channel::Forward => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();

@@ -64,6 +64,10 @@ pub struct ApiQuery<T>(pub T);
 pub struct ApiConfig {
     pub secrets: Secrets,
     pub request_limits: RequestLimits,
+    /// The members reach this node on a peer port of its own: Raft RPC is
+    /// not served here over HTTP (`/raft/*` answers 404), so the client
+    /// port takes nothing from members.
+    pub peer_port: bool,
 }
 
 /// The whole HTTP surface of a node.
@@ -106,12 +110,16 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .layer(Extension(subscribers))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(limits::Admission::new(limits), limits::admit));
-    let raft = raft_rpc::routes()
-        .route_layer(guard(auth::Part::Raft))
-        .layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(limits::Admission::deadline_only(limits), limits::admit));
-    api.merge(raft)
-        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
+    let api = match config.peer_port {
+        true => api,
+        false => api.merge(
+            raft_rpc::routes()
+                .route_layer(guard(auth::Part::Raft))
+                .layer(DefaultBodyLimit::max(MAX_RAFT_BODY_BYTES))
+                .layer(middleware::from_fn_with_state(limits::Admission::deadline_only(limits), limits::admit)),
+        ),
+    };
+    api.fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed here") })
         .with_state(node)
 }

@@ -122,9 +122,9 @@ const OPERATIONS: &[Operation] = &[
     Operation(Get, "/", "observe", None, "statusPage", "The status page", Body::None, (200, Text("text/html")), &[]),
     Operation(Get, "/ui", "observe", None, "statusPageUi", "The status page", Body::None, (200, Text("text/html")), &[]),
     Operation(Get, "/openapi.json", "observe", Some(Observe), "openapi", "This document", Body::None, (200, AnyJson), &[]),
-    Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "raftAppend", "Inbound Raft AppendEntries (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
-    Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
-    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot, streamed (members only)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::APPEND_PATH, "raft", Some(Raft), "raftAppend", "Inbound Raft AppendEntries (members only; over HTTP only where the peer transport cannot be dialed, never on a node with a peer port)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only; over HTTP only where the peer transport cannot be dialed, never on a node with a peer port)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
+    Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot, streamed (members only; from nodes without the peer snapshot channel, never on a node with a peer port)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
 ];
 
 /// Served by the leader: a follower forwards them (see [`super::forward`]).

@@ -12,11 +12,7 @@ use axum::Router;
 
 use super::{ApiError, ApiJson};
 use crate::node::Node;
-use crate::raft::{AppendRpc, JsonAnswer, SnapshotHead, VoteRpc};
-
-/// Largest snapshot a follower accepts. It is streamed to a file, never
-/// held in memory: the bound is on disk use.
-const MAX_SNAPSHOT_BYTES: u64 = 16 << 30;
+use crate::raft::{AppendRpc, JsonAnswer, SnapshotHead, VoteRpc, MAX_SNAPSHOT_BYTES};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()

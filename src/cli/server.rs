@@ -271,6 +271,17 @@ pub struct SecurityArgs {
     /// CA certificate (PEM) the other nodes' certificates chain to.
     #[arg(long, env = "LEASEHOLD_CA_FILE")]
     ca_file: Option<PathBuf>,
+    /// Mutual TLS between members: this node's peer certificate chain (PEM), served on the peer port and
+    /// presented when dialing the others. Needs --peer-addr, --peer-key and --peer-trusted-ca.
+    #[arg(long, env = "LEASEHOLD_PEER_CERT", requires_all = ["peer_key", "peer_trusted_ca"])]
+    peer_cert: Option<PathBuf>,
+    /// Private key (PEM) of --peer-cert.
+    #[arg(long, env = "LEASEHOLD_PEER_KEY", requires = "peer_cert")]
+    peer_key: Option<PathBuf>,
+    /// CA certificate (PEM) every member's --peer-cert chains to: peer connections are taken only from
+    /// certificates it signed.
+    #[arg(long, env = "LEASEHOLD_PEER_TRUSTED_CA", requires = "peer_cert")]
+    peer_trusted_ca: Option<PathBuf>,
 }
 
 impl SecurityArgs {
@@ -283,6 +294,9 @@ impl SecurityArgs {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_key_file: self.tls_key_file.clone(),
             ca_file: self.ca_file.clone(),
+            peer_cert_file: self.peer_cert.clone(),
+            peer_key_file: self.peer_key.clone(),
+            peer_trusted_ca_file: self.peer_trusted_ca.clone(),
         }
     }
 
@@ -295,6 +309,9 @@ impl SecurityArgs {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_key_file: self.tls_key_file.clone(),
             ca_file: self.ca_file.clone(),
+            peer_cert: self.peer_cert.clone(),
+            peer_key: self.peer_key.clone(),
+            peer_trusted_ca: self.peer_trusted_ca.clone(),
         }
     }
 }
@@ -420,11 +437,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
     let files = args.security.files();
     let secrets = files.secrets()?;
-    refuse_open_outside_loopback(std::iter::once(listen).chain(peer_listen), &secrets, args.insecure)?;
+    let listeners = Listeners { client: listen, peer: peer_listen };
+    refuse_open_outside_loopback(&listeners, &secrets, files.has_peer_certificates(), args.insecure)?;
     for warning in secrets.exposure() {
         tracing::warn!("{warning}");
     }
-    if files.tls() && files.ca_file.is_none() {
+    let peer_certificates = files.peer_certificates()?;
+    if peer_certificates.is_some() && args.peer_addr.is_none() {
+        bail!("--peer-cert needs --peer-addr: mutual TLS between members is served on their own port");
+    }
+    if files.tls() && files.ca_file.is_none() && peer_certificates.is_none() {
         if args.peer_addr.is_some() {
             // Without a CA to check the members' certificates against, Raft
             // goes over https to the client port, and the peer port is unused.
@@ -449,7 +471,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
             tls: files.tls(),
             ca: files.ca()?,
             cluster_secret: secrets.cluster_secret.clone(),
-            peer_tls: files.peer_tls()?,
+            peer_tls: match &peer_certificates {
+                Some(certificates) => Some(certificates.client.clone()),
+                None => files.peer_tls()?,
+            },
             status_token: secrets.for_status_probes(),
         },
     };
@@ -470,6 +495,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         listen,
         peer_listen,
         tls: files.server_tls()?,
+        peer_tls: peer_certificates.map(|certificates| certificates.server),
         connection_limits: ConnectionLimits {
             header_read_timeout: args.header_read_timeout,
             max_connections,
@@ -477,6 +503,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         },
         api: ApiConfig {
             secrets,
+            peer_port: peer_listen.is_some(),
             request_limits: RequestLimits {
                 timeout: args.request_timeout,
                 max_in_flight: args.max_in_flight,
@@ -493,25 +520,57 @@ async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Refuses to serve on `listen` outside loopback with no secret at all,
-/// unless `insecure` says so: anyone who reaches such a node owns it
-/// (CockroachDB's `--insecure`). On loopback only this host can reach it.
-/// Every listener counts: the client one and the peer one, where an open
-/// node would take Raft RPC from anyone.
+/// The listeners a node serves on: the client one, and the members' own
+/// when it has one (`--peer-addr`). Raft RPC is served on the peer one when
+/// there is one, else on the client one.
+struct Listeners {
+    client: SocketAddr,
+    peer: Option<SocketAddr>,
+}
+
+impl Listeners {
+    fn all(&self) -> impl Iterator<Item = SocketAddr> {
+        std::iter::once(self.client).chain(self.peer)
+    }
+
+    fn raft(&self) -> SocketAddr {
+        self.peer.unwrap_or(self.client)
+    }
+}
+
+/// Refuses, unless `insecure` says so, to serve outside loopback where
+/// anyone who reaches the node could own it: with no secret at all (every
+/// endpoint open, CockroachDB's `--insecure`), or with tokens but neither
+/// a cluster secret nor peer certificates where Raft RPC is served (anyone
+/// could then vote, append entries or install a snapshot as a member). On
+/// loopback only this host can reach it.
 fn refuse_open_outside_loopback(
-    listeners: impl IntoIterator<Item = SocketAddr>,
+    listeners: &Listeners,
     secrets: &Secrets,
+    peer_certificates: bool,
     insecure: bool,
 ) -> Result<()> {
-    if secrets.any() || insecure {
+    if insecure {
         return Ok(());
     }
-    let Some(listen) = listeners.into_iter().find(|l| !l.ip().is_loopback()) else { return Ok(()) };
-    bail!(
-        "refusing to serve on {listen} (not loopback) with no client token, admin token or cluster secret: anyone \
-         who reaches it could take any lock, change membership and act as a member; configure the secrets \
-         (docs/operations.md, \"Secrets\") or pass --insecure to run open"
-    )
+    if !secrets.any() {
+        let Some(listen) = listeners.all().find(|l| !l.ip().is_loopback()) else { return Ok(()) };
+        bail!(
+            "refusing to serve on {listen} (not loopback) with no client token, admin token or cluster secret: \
+             anyone who reaches it could take any lock, change membership and act as a member; configure the \
+             secrets (docs/operations.md, \"Secrets\") or pass --insecure to run open"
+        )
+    }
+    let raft = listeners.raft();
+    if secrets.cluster_secret.is_none() && !peer_certificates && !raft.ip().is_loopback() {
+        bail!(
+            "refusing to serve Raft RPC on {raft} (not loopback) with no cluster secret and no peer certificates: \
+             anyone who reaches it could vote, append entries and install a snapshot as a member; configure \
+             --cluster-secret-file (or --peer-cert, --peer-key and --peer-trusted-ca) on every node, or pass \
+             --insecure to run it open"
+        )
+    }
+    Ok(())
 }
 
 /// `up`: node i's peer port is this far above its client port, so the peer
@@ -621,30 +680,51 @@ mod tests {
     }
 
     // Ensures serve refuses to run open only outside loopback, and only
-    // without --insecure and without any secret; the refusal names the
-    // address and the way out.
+    // without --insecure: with no secret at all on any listener, or with no
+    // cluster secret (and no peer certificates) where Raft RPC is served;
+    // the refusal names the address and the way out.
     #[test]
     fn open_outside_loopback_needs_insecure() {
+        let at = |client: &str, peer: Option<&str>| Listeners {
+            client: client.parse().unwrap(),
+            peer: peer.map(|p| p.parse().unwrap()),
+        };
+        let refused = |listeners: &Listeners, secrets: &Secrets, certificates: bool| {
+            refuse_open_outside_loopback(listeners, secrets, certificates, false).is_err()
+        };
         let open = Secrets::default();
-        let token = leasehold_client::Secret::new("admin-token-0123456789", "admin token").unwrap();
-        let one = Secrets { admin_token: Some(token), ..Secrets::default() };
-        let outside: SocketAddr = "0.0.0.0:7701".parse().unwrap();
-        let err = refuse_open_outside_loopback([outside], &open, false).expect_err("refused").to_string();
+        let secret = |s: &str| Some(leasehold_client::Secret::new(s, "test").unwrap());
+        let tokens = Secrets { admin_token: secret("admin-token-0123456789"), ..Secrets::default() };
+        let members = Secrets { cluster_secret: secret("cluster-secret-0123456789"), ..tokens.clone() };
+        let outside = at("0.0.0.0:7701", None);
+        let err = refuse_open_outside_loopback(&outside, &open, false, false).expect_err("refused").to_string();
         assert!(err.contains("0.0.0.0:7701") && err.contains("--insecure"), "{err}");
-        assert!(refuse_open_outside_loopback(["10.0.0.11:7701".parse().unwrap()], &open, false).is_err());
-        assert!(refuse_open_outside_loopback([outside], &open, true).is_ok());
-        assert!(refuse_open_outside_loopback([outside], &one, false).is_ok());
+        assert!(refused(&at("10.0.0.11:7701", None), &open, false));
+        assert!(refuse_open_outside_loopback(&outside, &open, false, true).is_ok());
         for loopback in ["127.0.0.1:7701", "[::1]:7701"] {
-            assert!(refuse_open_outside_loopback([loopback.parse().unwrap()], &open, false).is_ok(), "{loopback}");
+            assert!(!refused(&at(loopback, None), &open, false), "{loopback}");
         }
-        // A peer listener outside loopback is refused as well: it would take
-        // Raft RPC from anyone.
-        let local: SocketAddr = "127.0.0.1:7701".parse().unwrap();
-        let err = refuse_open_outside_loopback([local, "10.0.0.11:7801".parse().unwrap()], &open, false)
+        // Tokens alone leave Raft RPC open: refused where it is served
+        // outside loopback, unless the cluster secret or peer certificates
+        // close it.
+        let err = refuse_open_outside_loopback(&outside, &tokens, false, false).expect_err("refused").to_string();
+        assert!(err.contains("Raft RPC on 0.0.0.0:7701") && err.contains("--cluster-secret-file"), "{err}");
+        assert!(!refused(&outside, &members, false));
+        assert!(!refused(&at("0.0.0.0:7701", Some("0.0.0.0:7801")), &tokens, true));
+        assert!(refuse_open_outside_loopback(&outside, &tokens, false, true).is_ok());
+        // With a peer listener, Raft RPC is there only.
+        assert!(!refused(&at("0.0.0.0:7701", Some("127.0.0.1:7801")), &tokens, false));
+        let err = refuse_open_outside_loopback(&at("127.0.0.1:7701", Some("10.0.0.11:7801")), &tokens, false, false)
             .expect_err("refused")
             .to_string();
         assert!(err.contains("10.0.0.11:7801"), "{err}");
-        assert!(refuse_open_outside_loopback([local, "127.0.0.1:7801".parse().unwrap()], &open, false).is_ok());
+        // A peer listener outside loopback with no secret at all is refused
+        // as well: it would take Raft RPC from anyone.
+        let err = refuse_open_outside_loopback(&at("127.0.0.1:7701", Some("10.0.0.11:7801")), &open, false, false)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("10.0.0.11:7801"), "{err}");
+        assert!(!refused(&at("127.0.0.1:7701", Some("127.0.0.1:7801")), &open, false));
         let base = ["serve", "--id", "1", "--addr", "10.0.0.11:7701", "--data", "d"];
         assert!(!Serve::try_parse_from(base).unwrap().args.insecure);
         assert!(Serve::try_parse_from(base.iter().chain(&["--insecure"])).unwrap().args.insecure);

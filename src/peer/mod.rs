@@ -30,8 +30,10 @@
 //!   once, each waiting acquire one stream, none of them taking a client
 //!   connection on the leader.
 //!
-//! Snapshots still travel over HTTP (`/raft/snapshot`): they are rare and
-//! big, and streaming them is the storage work's. The preface and the ALPN
+//! Snapshots travel on a connection of their own ([`Channel::Snapshot`]),
+//! the file streamed from disk to disk; to a node of the version before
+//! that channel (it closes the connection unanswered), over HTTP
+//! (`/raft/snapshot` on its client port). The preface and the ALPN
 //! protocol carry the frame format's version (`02`, `/2`: fields by position
 //! and commands in their binary form; `01` had field names and serde's form
 //! of each command): a node of another version cannot take part, and its
@@ -78,6 +80,10 @@ pub enum Channel {
     /// closes the connection after the first answer that is not a success
     /// (its Raft drops the rest of the stream then).
     RaftStream,
+    /// One whole snapshot to a follower far behind: a frame with its
+    /// `SnapshotHead`, the file's length (big-endian `u64`) and the file
+    /// raw, then the follower's `SnapshotAnswer` frame.
+    Snapshot,
 }
 
 /// The door of the peer transport: admits a connection once its hello

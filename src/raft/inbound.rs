@@ -2,16 +2,21 @@
 //! Raft channel and of a replication stream, and how this node's Raft
 //! answers them once [`crate::peer::Gate`] has admitted the connection.
 
+use std::path::PathBuf;
+
 use openraft::errors::{Fatal, RaftError};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse,
+};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::network::{SnapshotHead, MAX_SNAPSHOT_BYTES, SNAPSHOT_TIMEOUT};
 use super::types::{TypeConfig, Vote};
 use super::Raft;
-use crate::peer::{read_frame, write_frame, StreamWriter};
-use crate::store::Snapshot;
+use crate::peer::{read_frame, write_frame, FrameError, StreamWriter};
+use crate::store::{Snapshot, SnapshotData};
 
 type Answer<T> = Result<T, RaftError<TypeConfig>>;
 
@@ -34,6 +39,11 @@ const STREAM_WINDOW: usize = 64;
 /// A follower's answer to one request of a [`Channel::RaftStream`].
 #[derive(Debug, Serialize, Deserialize)]
 pub struct StreamAnswer(pub Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>);
+
+/// A follower's answer to a snapshot sent on a [`Channel::Snapshot`]:
+/// its Raft's, or why it did not take the snapshot.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SnapshotAnswer(pub Result<SnapshotResponse<TypeConfig>, String>);
 
 /// What a peer asks.
 #[derive(Debug, Serialize, Deserialize)]
@@ -122,6 +132,28 @@ impl Inbound {
         }
     }
 
+    /// Receives one snapshot on `io` (after its hello): the head, the file
+    /// streamed to `path` (at most [`MAX_SNAPSHOT_BYTES`], all within
+    /// [`SNAPSHOT_TIMEOUT`]), then installs it and answers.
+    pub async fn serve_snapshot<I: AsyncRead + AsyncWrite + Unpin>(&self, mut io: I, path: PathBuf) {
+        let received = tokio::time::timeout(SNAPSHOT_TIMEOUT, receive_snapshot(&mut io, path.clone())).await;
+        let answer = match received {
+            Ok(Ok((vote, snapshot))) => {
+                self.raft.install_full_snapshot(vote, snapshot).await.map_err(|fatal| fatal.to_string())
+            }
+            Ok(Err(e)) => Err(format!("snapshot not received: {e}")),
+            Err(_) => Err(format!("snapshot not received within {SNAPSHOT_TIMEOUT:?}")),
+        };
+        if let Err(e) = &answer {
+            tracing::warn!(error = %e, "snapshot from the leader not installed");
+            // Not installed: nothing else will remove the part.
+            let _ = tokio::fs::remove_file(&path).await;
+        }
+        if let Err(e) = write_frame(&mut io, &SnapshotAnswer(answer)).await {
+            tracing::debug!(error = %e, "snapshot connection ended before its answer");
+        }
+    }
+
     /// Serves a leader's replication stream on `io` (after its hello): the
     /// requests go to this node's Raft as they arrive (openraft pipelines
     /// them: the next one is taken while the previous one is flushed), the
@@ -182,6 +214,24 @@ impl Inbound {
         }
         read.abort();
     }
+}
+
+/// Reads what [`Channel::Snapshot`] carries: the head frame, the file's
+/// length, and the file, written to `path` as it arrives.
+async fn receive_snapshot<I: AsyncRead + Unpin>(io: &mut I, path: PathBuf) -> Result<(Vote, Snapshot), FrameError> {
+    let malformed = |what: &str| FrameError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned()));
+    let head: SnapshotHead = read_frame(io).await?.ok_or_else(|| malformed("closed before the snapshot head"))?;
+    let len = io.read_u64().await?;
+    if len > MAX_SNAPSHOT_BYTES {
+        return Err(malformed("snapshot larger than a follower accepts"));
+    }
+    let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await?);
+    let copied = tokio::io::copy(&mut io.take(len), &mut file).await?;
+    if copied < len {
+        return Err(malformed("snapshot cut short"));
+    }
+    file.flush().await?;
+    Ok((head.vote, Snapshot { meta: head.meta, snapshot: SnapshotData::File(path) }))
 }
 
 #[cfg(test)]

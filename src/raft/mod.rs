@@ -24,7 +24,7 @@ pub use consensus::{
     Consensus, ConsensusError, Heard, MembershipChange, RaftSettings, RaftView, Role, ELECTION_TIMEOUT_MIN_MS,
 };
 pub use inbound::{AppendRpc, Inbound, JsonAnswer, PeerRequest, PeerResponse, VoteRpc};
-pub use network::{Network, SnapshotHead, APPEND_PATH, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
+pub use network::{Network, SnapshotHead, APPEND_PATH, MAX_SNAPSHOT_BYTES, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
 pub use types::{LockResult, Member, NodeId};
 
 use crate::store::StateMachineStore;

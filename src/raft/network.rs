@@ -1,9 +1,12 @@
-//! Outbound Raft RPC. AppendEntries and Vote go over the peer transport
-//! ([`crate::peer`]): one persistent connection per peer, binary frames.
-//! Snapshots go over HTTP, a POST under `/raft/` with one pooled reqwest
+//! Outbound Raft RPC. AppendEntries, Vote and snapshots go over the peer
+//! transport ([`crate::peer`]): one persistent connection per peer, binary
+//! frames; a snapshot on a connection of its own, the file streamed from
+//! disk to disk. Over HTTP (a POST under `/raft/` with one pooled reqwest
 //! client: a 2xx answer carries the response as JSON, any other status the
-//! target's error. The body is a small JSON head (see [`SnapshotHead`]),
-//! then the snapshot file, streamed from disk and to disk in chunks.
+//! target's error) go every RPC when the peer transport cannot be dialed
+//! (TLS without a CA file), and a snapshot to a node of the version before
+//! the snapshot channel: the body is a small JSON head (see
+//! [`SnapshotHead`]), then the snapshot file.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -26,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::{Stream, StreamExt};
 
-use super::inbound::{PeerRequest, PeerResponse, StreamAnswer};
+use super::inbound::{PeerRequest, PeerResponse, SnapshotAnswer, StreamAnswer};
 use super::types::{Member, NodeId, SnapshotMeta, TypeConfig, Vote};
 use crate::peer::{self, Dialer, PeerStream};
 use crate::store::{Snapshot, SnapshotData};
@@ -40,6 +43,10 @@ pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 /// there. openraft 0.10 sends a snapshot in one piece (no chunks), so this
 /// bounds the whole transfer, not one chunk.
 pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Largest snapshot a follower accepts. It is streamed to a file, never
+/// held in memory: the bound is on disk use.
+pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 30;
 
 /// A snapshot as sent to a follower, without its data: the snapshot file
 /// follows it raw.
@@ -143,6 +150,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             dialer: self.dialer.clone(),
             stream: None,
             no_stream: Arc::default(),
+            snapshot_over_http: false,
             redial: Redial::default(),
         }
     }
@@ -165,6 +173,12 @@ pub struct Connection {
     /// answer: a node of the version before [`peer::Channel::RaftStream`]
     /// refuses that channel, and is then replicated to one request at a time.
     no_stream: Arc<AtomicBool>,
+    /// Whether the next snapshot goes over HTTP. A node of the version
+    /// before [`peer::Channel::Snapshot`] closes that channel unanswered,
+    /// and a node with a peer port of its own serves no HTTP Raft RPC: so
+    /// after a snapshot that got no answer, the next one tries the other
+    /// way (openraft sends it again), and one of the two reaches any node.
+    snapshot_over_http: bool,
     /// When replication may dial the peer again after a failed dial.
     redial: Redial,
 }
@@ -398,8 +412,9 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         })
     }
 
-    /// The whole snapshot in one HTTP request: snapshots are rare, and
-    /// openraft 0.10 hands them over whole.
+    /// The whole snapshot on a peer connection of its own (or over HTTP, see
+    /// `snapshot_over_http`): snapshots are rare, and openraft 0.10 hands
+    /// them over whole.
     async fn full_snapshot(
         &mut self,
         vote: Vote,
@@ -411,21 +426,97 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         let meta = snapshot.meta;
         let file = snapshot.snapshot.into_file_off_runtime(meta).await;
         let (path, _) = file.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
-        let file = tokio::fs::File::open(&path).await.map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let timeout = option.hard_ttl().max(SNAPSHOT_TIMEOUT);
+        let sent = async {
+            match self.dialer.clone() {
+                Some(dialer) if !self.snapshot_over_http => {
+                    let sent = self.send_snapshot(&dialer, &head, &path).await;
+                    self.snapshot_over_http = matches!(sent, Err(NotSent::Unanswered(_)));
+                    sent.map_err(NotSent::into_rpc)
+                }
+                _ => {
+                    let sent = self.post_snapshot(&head, &path, timeout).await;
+                    self.snapshot_over_http = self.dialer.is_none() || sent.is_ok();
+                    sent
+                }
+            }
+        };
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            sent = tokio::time::timeout(timeout, sent) => match sent {
+                Err(_) => Err(StreamingError::Network(NetworkError::new(&timed_out()))),
+                Ok(sent) => sent.map_err(|e| match e {
+                    RPCError::Unreachable(e) => StreamingError::Unreachable(e),
+                    RPCError::Timeout(e) => StreamingError::Timeout(e),
+                    RPCError::Network(e) => StreamingError::Network(e),
+                    RPCError::RemoteError(e) => match e.source {},
+                }),
+            },
+        }
+    }
+}
+
+/// Why a snapshot sent on the peer transport was not installed.
+enum NotSent {
+    /// The follower answered that it did not take it.
+    Refused(RpcError),
+    /// No answer: the peer closed the connection, or it broke (see
+    /// `snapshot_over_http`).
+    Unanswered(RpcError),
+}
+
+impl NotSent {
+    fn into_rpc(self) -> RpcError {
+        match self {
+            NotSent::Refused(e) | NotSent::Unanswered(e) => e,
+        }
+    }
+}
+
+impl Connection {
+    /// `head`, then the file at `path`, on a [`peer::Channel::Snapshot`]
+    /// connection; the follower's answer.
+    async fn send_snapshot(
+        &self,
+        dialer: &Dialer,
+        head: &SnapshotHead,
+        path: &std::path::Path,
+    ) -> Result<SnapshotResponse<TypeConfig>, NotSent> {
+        let unanswered = |e: std::io::Error| NotSent::Unanswered(network_error(&e));
+        let mut stream = dialer
+            .dial(&self.peer_addr, peer::Channel::Snapshot)
+            .await
+            .map_err(|e| NotSent::Unanswered(RPCError::Unreachable(Unreachable::new(&e))))?;
+        let mut file = tokio::fs::File::open(path).await.map_err(unanswered)?;
+        let len = file.metadata().await.map_err(unanswered)?.len();
+        peer::write_frame(&mut stream, head).await.map_err(|e| NotSent::Unanswered(network_error(&e)))?;
+        stream.write_all(&len.to_be_bytes()).await.map_err(unanswered)?;
+        tokio::io::copy(&mut file, &mut stream).await.map_err(unanswered)?;
+        stream.flush().await.map_err(unanswered)?;
+        match peer::read_frame::<_, SnapshotAnswer>(&mut stream).await {
+            Ok(Some(SnapshotAnswer(Ok(response)))) => Ok(response),
+            Ok(Some(SnapshotAnswer(Err(refused)))) => {
+                let e = std::io::Error::other(format!("node {}: {refused}", self.target));
+                Err(NotSent::Refused(RPCError::Unreachable(Unreachable::new(&e))))
+            }
+            Ok(None) => Err(unanswered(std::io::Error::other("the peer closed the snapshot connection unanswered"))),
+            Err(e) => Err(NotSent::Unanswered(network_error(&e))),
+        }
+    }
+
+    /// The snapshot over HTTP, to `/raft/snapshot` on the target's client port.
+    async fn post_snapshot(
+        &self,
+        head: &SnapshotHead,
+        path: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<SnapshotResponse<TypeConfig>, RpcError> {
+        let file = tokio::fs::File::open(path).await.map_err(|e| network_error(&e))?;
         let prefix = tokio_stream::once(Ok(bytes::Bytes::from(head.prefix())));
         let body = reqwest::Body::wrap_stream(prefix.chain(tokio_util::io::ReaderStream::new(file)));
         let body =
             self.request(SNAPSHOT_PATH).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(body);
-        let timeout = option.hard_ttl().max(SNAPSHOT_TIMEOUT);
-        tokio::select! {
-            closed = cancel => Err(StreamingError::Closed(closed)),
-            sent = self.post::<SnapshotResponse<TypeConfig>>(body, timeout) => sent.map_err(|e| match e {
-                RPCError::Unreachable(e) => StreamingError::Unreachable(e),
-                RPCError::Timeout(e) => StreamingError::Timeout(e),
-                RPCError::Network(e) => StreamingError::Network(e),
-                RPCError::RemoteError(e) => match e.source {},
-            }),
-        }
+        self.post(body, timeout).await
     }
 }
 
@@ -590,6 +681,7 @@ mod tests {
             dialer: Some(dialer.clone()),
             stream: Some(dialer.dial(&addr, peer::Channel::Raft).await.unwrap()),
             no_stream: Arc::default(),
+            snapshot_over_http: false,
             redial: Redial::default(),
         };
         // Let the peer close the kept connection first.

@@ -46,6 +46,6 @@ mod readiness;
 mod secure_defaults;
 mod security;
 mod sessions;
-mod snapshots;
+pub mod snapshots;
 mod ui;
 mod waiting;

@@ -250,9 +250,10 @@ fn serve(listen: &str, data: &std::path::Path, more: &[&str]) -> tokio::process:
     command
 }
 
-// Ensures `serve` outside loopback with no secret refuses to start, in one
-// line saying how to run it anyway, with the status of a failed start (1);
-// with --insecure it starts, warning that it runs open.
+// Ensures `serve` outside loopback with no secret, or with tokens but no
+// cluster secret, refuses to start, in one line saying how to run it
+// anyway, with the status of a failed start (1); with --insecure it starts,
+// warning that it runs open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_outside_loopback_needs_secrets_or_insecure() {
     bounded(async {
@@ -267,6 +268,20 @@ async fn serve_outside_loopback_needs_secrets_or_insecure() {
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert_eq!(refused.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("--insecure") && stderr.contains("0.0.0.0:0"), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!data.exists(), "a refused node wrote its data folder");
+
+        step("with tokens but no cluster secret it is refused too: Raft RPC would be open");
+        let refused = tokio::time::timeout(
+            ELECTION_BOUND,
+            serve("0.0.0.0:0", &data, &[]).env("LEASEHOLD_CLIENT_TOKEN", CLIENT_TOKEN).output(),
+        )
+        .await
+        .expect("serve with only a token on 0.0.0.0 kept running")
+        .expect("leasehold runs");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("Raft RPC") && stderr.contains("--cluster-secret-file"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
         assert!(!data.exists(), "a refused node wrote its data folder");
 

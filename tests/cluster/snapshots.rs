@@ -21,38 +21,10 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
         let mut cluster = start_cluster_with(3, &["--snapshot-every", "100"]).await;
         let client = cluster.client();
         let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
-        let lagging = cluster.follower_of(leader);
         let kept = client.acquire("kept", "holder", LONG_TTL_MS).await.unwrap();
-        let behind = cluster.statuses().await[&lagging].last_log_index.unwrap_or(0);
-
-        step(&format!("node {lagging} goes down; 150 acquire/release cycles pass it by"));
-        cluster.kill(lagging);
-        let mut last = FencingToken::default();
-        for i in 0..150 {
-            let lease = client.acquire("churn", &format!("w{i}"), LONG_TTL_MS).await.unwrap();
-            assert!(lease.token() > last);
-            last = lease.token();
-            client.release("churn", last).await.unwrap();
-        }
         let record = client.acquire("ledger", "writer", LONG_TTL_MS).await.unwrap();
         client.put_record("balance", "ledger", record.token(), &json!(42)).await.unwrap();
-        let purged = cluster.statuses().await[&leader].purged_index.unwrap_or(0);
-        assert!(purged > behind, "the leader purged its log past node {lagging} (purged {purged}, it has {behind})");
-
-        step(&format!("node {lagging} restarts and catches up by snapshot"));
-        cluster.start(lagging).unwrap();
-        let give_up = Instant::now() + Duration::from_secs(30);
-        loop {
-            let statuses = cluster.statuses().await;
-            let (target, caught) = (&statuses[&leader], statuses.get(&lagging));
-            if let Some(s) = caught {
-                if s.snapshot_index.is_some() && s.applied_index >= target.applied_index && s.locks_held == 2 {
-                    break;
-                }
-            }
-            assert!(Instant::now() < give_up, "node {lagging} never caught up: {caught:?}\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let last = lag_one_follower_past_a_snapshot(&mut cluster, leader, "churn").await;
 
         step("kill -9 every node, start them all again");
         for id in cluster.ids() {
@@ -77,6 +49,49 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
         replicas_agree(&cluster.endpoints()).await;
     })
     .await;
+}
+
+/// Takes a follower of `leader` down, runs 150 acquire/release cycles of
+/// `name` past it (the cluster snapshots every 100 entries, and purges its
+/// log behind), starts it again and waits until it has caught up by
+/// installing a snapshot. Returns the last token granted.
+pub async fn lag_one_follower_past_a_snapshot(
+    cluster: &mut crate::common::TestCluster,
+    leader: u64,
+    name: &str,
+) -> FencingToken {
+    let client = cluster.client();
+    let lagging = cluster.follower_of(leader);
+    let behind = cluster.statuses().await[&lagging].last_log_index.unwrap_or(0);
+    step(&format!("node {lagging} goes down; 150 acquire/release cycles pass it by"));
+    cluster.kill(lagging);
+    let mut last = FencingToken::default();
+    for i in 0..150 {
+        let lease = client.acquire(name, &format!("w{i}"), LONG_TTL_MS).await.unwrap();
+        assert!(lease.token() > last);
+        last = lease.token();
+        client.release(name, last).await.unwrap();
+    }
+    let purged = cluster.statuses().await[&leader].purged_index.unwrap_or(0);
+    assert!(purged > behind, "the leader purged its log past node {lagging} (purged {purged}, it has {behind})");
+
+    step(&format!("node {lagging} restarts and catches up by snapshot"));
+    cluster.start(lagging).unwrap();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    loop {
+        let statuses = cluster.statuses().await;
+        let (target, caught) = (&statuses[&leader], statuses.get(&lagging));
+        if let Some(s) = caught {
+            if s.snapshot_index.is_some()
+                && s.applied_index >= target.applied_index
+                && s.locks_held == target.locks_held
+            {
+                return last;
+            }
+        }
+        assert!(Instant::now() < give_up, "node {lagging} never caught up: {caught:?}\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `state_digest` of the node at `endpoint`: (applied index, digest).

@@ -79,6 +79,24 @@ impl Material {
     /// Like [`Material::tls`], with a certificate whose SANs are `names`
     /// (IP addresses become IP SANs).
     pub fn tls_for(&self, mut files: NodeSecurity, names: &[String]) -> NodeSecurity {
+        let [ca, cert, key] = self.signed("", names);
+        (files.ca_file, files.tls_cert_file, files.tls_key_file) = (Some(ca), Some(cert), Some(key));
+        files
+    }
+
+    /// Mutual TLS between members: a CA of their own and one peer
+    /// certificate for 127.0.0.1 signed by it, shared by all nodes.
+    pub fn peer_certificates(&self, mut files: NodeSecurity) -> NodeSecurity {
+        let [ca, cert, key] = self.signed("peer-", &["127.0.0.1".to_string()]);
+        (files.peer_trusted_ca, files.peer_cert, files.peer_key) = (Some(ca), Some(cert), Some(key));
+        files
+    }
+
+    /// A fresh CA and a certificate whose SANs are `names` (IP addresses
+    /// become IP SANs) signed by it, written as `{prefix}ca.pem`,
+    /// `{prefix}node.pem` and `{prefix}node-key.pem`. Private keys exist
+    /// only in the temp folder.
+    fn signed(&self, prefix: &str, names: &[String]) -> [PathBuf; 3] {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
@@ -89,10 +107,11 @@ impl Material {
         let node_key = KeyPair::generate().expect("node key");
         let node = CertificateParams::new(names.to_vec()).expect("params");
         let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).expect("node certificate");
-        files.ca_file = Some(self.write("ca.pem", &ca_cert.pem()));
-        files.tls_cert_file = Some(self.write("node.pem", &node_cert.pem()));
-        files.tls_key_file = Some(self.write("node-key.pem", &node_key.serialize_pem()));
-        files
+        [
+            self.write(&format!("{prefix}ca.pem"), &ca_cert.pem()),
+            self.write(&format!("{prefix}node.pem"), &node_cert.pem()),
+            self.write(&format!("{prefix}node-key.pem"), &node_key.serialize_pem()),
+        ]
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -120,6 +139,16 @@ pub async fn start_secured_cluster(n: usize, security: NodeSecurity, serve_args:
 /// (`serve --peer-addr`).
 pub async fn start_cluster_with_peer_ports(total: usize, initial: usize) -> TestCluster {
     start_nodes(total, initial, &[], NodeSecurity::default(), true).await
+}
+
+/// Like [`start_cluster_with_peer_ports`], every node with `security` and
+/// `serve_args`.
+pub async fn start_secured_cluster_with_peer_ports(
+    n: usize,
+    security: NodeSecurity,
+    serve_args: &[&str],
+) -> TestCluster {
+    start_nodes(n, n, serve_args, security, true).await
 }
 
 /// A cluster of nodes 1..=`initial`, with room for nodes up to `total` that

@@ -33,6 +33,9 @@ pub struct NodeSecurity {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
+    pub peer_cert: Option<PathBuf>,
+    pub peer_key: Option<PathBuf>,
+    pub peer_trusted_ca: Option<PathBuf>,
 }
 
 impl NodeSecurity {
@@ -45,6 +48,9 @@ impl NodeSecurity {
             ("--tls-cert-file", &self.tls_cert_file),
             ("--tls-key-file", &self.tls_key_file),
             ("--ca-file", &self.ca_file),
+            ("--peer-cert", &self.peer_cert),
+            ("--peer-key", &self.peer_key),
+            ("--peer-trusted-ca", &self.peer_trusted_ca),
         ];
         flags
             .into_iter()
