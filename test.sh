@@ -8,7 +8,9 @@
 # namespaces), the Python client's tests against a
 # real cluster of the binary just built, the Debian package built, installed,
 # started and purged (.ci/package-test), and Schemathesis against a live
-# 3-node cluster from its /openapi.json (.ci/schemathesis).
+# 3-node cluster from its /openapi.json (.ci/schemathesis). Those last
+# suites run side by side (they mostly wait on their processes), each
+# logging to target/test-logs/.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -21,26 +23,54 @@ step() {
     echo "test.sh: == $* took $((SECONDS - started)) s (total $SECONDS s)" >&2
 }
 
+# Runs the named functions side by side: the suites that mostly wait on the
+# processes they start (clusters, servers, browsers), so on 2 cores they
+# finish in about the time of the longest instead of the sum. Each one's
+# output goes to target/test-logs/NAME.log; a line says when each ends, and
+# the tail of the log of each that failed is printed. Fails if any failed.
+side_by_side() {
+    local logs=target/test-logs name done_pid status failed=()
+    local -A names started
+    mkdir -p "$logs"
+    for name in "$@"; do
+        "$name" >"$logs/$name.log" 2>&1 &
+        names[$!]=$name
+        started[$name]=$SECONDS
+        echo "test.sh: == $name started (log: $logs/$name.log)" >&2
+    done
+    while [ "${#names[@]}" -gt 0 ]; do
+        status=0
+        wait -n -p done_pid "${!names[@]}" || status=$?
+        name=${names[$done_pid]}
+        unset "names[$done_pid]"
+        if [ "$status" -eq 0 ]; then
+            echo "test.sh: == $name passed in $((SECONDS - started[$name])) s (total $SECONDS s)" >&2
+        else
+            echo "test.sh: == $name FAILED (status $status) after $((SECONDS - started[$name])) s; end of its log:" >&2
+            tail -n 150 "$logs/$name.log" >&2
+            failed+=("$name")
+        fi
+    done
+    if [ "${#failed[@]}" -gt 0 ]; then
+        echo "test.sh: failed: ${failed[*]} (whole logs in $logs/)" >&2
+        return 1
+    fi
+}
+
 step .ci/install-test-deps
 step cargo fmt --check
 step cargo clippy --all-targets -- -D warnings
 step .ci/check-boundaries
 step cargo test --no-run
-# cargo-deb (for .ci/package-test), at the version .ci/install-cargo-deb
-# pins, compiles from crates.io while the tests run, which mostly wait on the
-# processes they started: a couple of minutes of CI that would otherwise come
-# on top.
-if ! .ci/install-cargo-deb --check; then
-    echo "test.sh: installing cargo-deb in the background (log: target/cargo-deb-install.log)" >&2
-    .ci/install-cargo-deb >target/cargo-deb-install.log 2>&1 &
-    cargo_deb=$!
-fi
-step cargo test
-step env LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh
-if [ -n "${cargo_deb:-}" ] && ! wait "$cargo_deb"; then
-    tail -20 target/cargo-deb-install.log >&2
-    echo "test.sh: cargo install cargo-deb failed" >&2
-    exit 1
-fi
-step .ci/package-test
-step .ci/schemathesis
+
+rust_tests() { cargo test; }
+python_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh; }
+# cargo-deb, at the version .ci/install-cargo-deb pins, compiles from
+# crates.io first when it is missing, while the other suites wait on their
+# processes.
+package() {
+    .ci/install-cargo-deb --check || .ci/install-cargo-deb
+    .ci/package-test
+}
+schemathesis() { .ci/schemathesis; }
+side_by_side rust_tests python_client package schemathesis
