@@ -22,6 +22,9 @@ import (
 // may wait in a queue.
 const attemptTimeout = 6 * time.Second
 
+// Version is this client's version.
+const Version = "0.1.0"
+
 // DefaultRetryBudget is how long one call keeps retrying by default.
 const DefaultRetryBudget = 10 * time.Second
 
