@@ -129,8 +129,7 @@ public final class Lock implements AutoCloseable {
      */
     @Override
     public void close() {
-        LostReason before = watchdog.lostReason();
-        boolean wasLost = before != null || watchdog.isLost();
+        boolean wasLost = watchdog.isLost();
         try {
             release();
         } catch (ApiException e) {

@@ -14,6 +14,10 @@ import java.time.Duration;
  *                    and the watchdog's scheduling delays; null means ttl/10, at most ttl/2
  */
 public record LockOptions(String owner, Duration ttl, Duration maxWait, Duration driftMargin) {
+    public LockOptions {
+        java.util.Objects.requireNonNull(ttl, "a lock or session needs a ttl");
+    }
+
     /** Options with {@code ttl}, a fresh owner, no wait and the default margin. */
     public static LockOptions ttl(Duration ttl) {
         return new LockOptions(null, ttl, null, null);

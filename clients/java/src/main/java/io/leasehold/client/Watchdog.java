@@ -107,11 +107,6 @@ final class Watchdog {
         return lost.minimalCompletionStage();
     }
 
-    /** The reason, once lost. */
-    LostReason lostReason() {
-        return lost.getNow(null);
-    }
-
     /**
      * Stops the watchdog and waits until it has stopped, so that no renewal
      * is sent after whatever the caller does next; {@code lost} completes
