@@ -41,7 +41,7 @@ import javax.net.ssl.SSLContext;
  * not offer (they take h2c by prior knowledge only), so there this client
  * speaks HTTP/1.1 and each waiting acquire holds a connection of its own.
  */
-public final class Client implements AutoCloseable {
+public final class Client {
     /** This client's version. */
     public static final String VERSION = "0.1.0";
     /** How long one call keeps retrying by default. */
@@ -167,13 +167,6 @@ public final class Client implements AutoCloseable {
         }
         return host + "-" + ProcessHandle.current().pid() + "-"
                 + String.format("%016x", ThreadLocalRandom.current().nextLong());
-    }
-
-    /** Closes nothing the JVM would not; here for try-with-resources. */
-    @Override
-    public void close() {
-        // java.net.http.HttpClient has no close before Java 21: its
-        // connections end with it.
     }
 
     // ---- the retry loop -------------------------------------------------

@@ -14,7 +14,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInfo;
@@ -32,11 +31,6 @@ class ClientTest {
     static void start() throws Exception {
         cluster = TestCluster.shared();
         client = cluster.client();
-    }
-
-    @AfterAll
-    static void stop() {
-        client.close();
     }
 
     static String unique(TestInfo info) {
