@@ -5,7 +5,8 @@
 # it) and nothing else: the module uses the standard library only, so it
 # builds offline. Checks gofmt and go vet, builds the conformance driver
 # (build/leasehold-conformance, which conformance/drivers/go runs), then
-# runs go test: the tests start real `leasehold serve` processes from
+# runs go test with the race detector (it needs cgo: the C compiler the Rust
+# build links with). The tests start real `leasehold serve` processes from
 # $LEASEHOLD_BIN, else ../../target/debug/leasehold (run `cargo build`
 # first). Extra arguments go to go test, e.g. `./run-tests.sh -run Session -v`.
 set -euo pipefail
@@ -21,5 +22,5 @@ echo "== go vet"
 go vet ./...
 echo "== go build (conformance driver)"
 go build -o build/leasehold-conformance ./cmd/leasehold-conformance
-echo "== go test"
-LEASEHOLD_BIN=${LEASEHOLD_BIN:-$PWD/../../target/debug/leasehold} go test -count=1 -timeout 180s "$@" ./...
+echo "== go test -race"
+LEASEHOLD_BIN=${LEASEHOLD_BIN:-$PWD/../../target/debug/leasehold} go test -race -count=1 -timeout 180s "$@" ./...
