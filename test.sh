@@ -5,8 +5,9 @@
 # storage Suite, the in-process API tests, and the multi-process tests under
 # tests/cluster, tests/lab and crates/lab/tests (the leasehold-lab binary's),
 # which start real `leasehold serve` processes on loopback or in network
-# namespaces), the Python client's tests against a
-# real cluster of the binary just built, the Debian package built, installed,
+# namespaces), the Python (ruff, mypy, pytest), Go (gofmt, go vet,
+# go test -race) and Java (javac -Xlint:all -Werror, JUnit 5) clients'
+# tests against real clusters of the binary just built, the Debian package built, installed,
 # started and purged (.ci/package-test), and Schemathesis against a live
 # 3-node cluster from its /openapi.json (.ci/schemathesis). Those last
 # suites run side by side (they mostly wait on their processes), each
@@ -65,6 +66,8 @@ step cargo test --no-run
 
 rust_tests() { cargo test; }
 python_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh; }
+go_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/go/run-tests.sh; }
+java_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/java/run-tests.sh; }
 # cargo-deb, at the version .ci/install-cargo-deb pins, compiles from
 # crates.io first when it is missing, while the other suites wait on their
 # processes.
@@ -73,4 +76,4 @@ package() {
     .ci/package-test
 }
 schemathesis() { .ci/schemathesis; }
-side_by_side rust_tests python_client package schemathesis
+side_by_side rust_tests python_client go_client java_client package schemathesis
