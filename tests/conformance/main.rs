@@ -1,0 +1,191 @@
+//! The conformance suite: every client of leasehold held to one behaviour.
+//!
+//! One real 3-node cluster, a fault-injecting proxy in front of each node
+//! (`proxy.rs`), and, for each language whose driver exists under
+//! `conformance/drivers/<language>`, every scenario of `scenarios.rs` run
+//! through that driver (`driver.rs`, speaking `conformance/PROTOCOL.md`).
+//! Each scenario gets a fresh driver process, bounded in time and killed by
+//! its PID afterwards. The test prints one table, scenario × language, and
+//! fails if any cell failed.
+//!
+//! `LEASEHOLD_CONFORMANCE_DRIVERS=rust,python` runs only those languages;
+//! `LEASEHOLD_CONFORMANCE_SCENARIOS=fifo_waiting,...` only those scenarios.
+//! The drivers must be built first: `conformance/run-tests.sh` does it.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod driver;
+mod proxy;
+mod scenarios;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{start_cluster, TestCluster, ELECTION_BOUND};
+use driver::Driver;
+use leasehold_client::Client;
+use proxy::Proxies;
+use scenarios::Scenario;
+
+/// Upper bound on one scenario, driver start included.
+const SCENARIO_BOUND: Duration = Duration::from_secs(60);
+
+/// The cluster, its proxies, and a client of the harness's own that talks
+/// to the nodes directly (to set the stage and check outcomes).
+pub struct Harness {
+    pub cluster: TestCluster,
+    pub proxies: Proxies,
+    pub client: Arc<Client>,
+}
+
+impl Harness {
+    pub async fn leader(&self) -> u64 {
+        self.cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", self.cluster.logs()))
+    }
+}
+
+fn drivers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join("drivers")
+}
+
+/// The languages to run: those named in `LEASEHOLD_CONFORMANCE_DRIVERS`
+/// (each must have a driver), else every driver there is.
+fn languages() -> Vec<(String, PathBuf)> {
+    let dir = drivers_dir();
+    match std::env::var("LEASEHOLD_CONFORMANCE_DRIVERS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .map(|l| {
+                let path = dir.join(&l);
+                assert!(path.is_file(), "no driver for {l}: {} does not exist", path.display());
+                (l, path)
+            })
+            .collect(),
+        _ => {
+            let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+                .expect("conformance/drivers exists")
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
+                .collect();
+            found.sort();
+            found
+        }
+    }
+}
+
+fn selected_scenarios() -> Vec<Scenario> {
+    match std::env::var("LEASEHOLD_CONFORMANCE_SCENARIOS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|name| {
+                Scenario::ALL
+                    .iter()
+                    .copied()
+                    .find(|s| s.name() == name.trim())
+                    .unwrap_or_else(|| panic!("no scenario {name:?}"))
+            })
+            .collect(),
+        _ => Scenario::ALL.to_vec(),
+    }
+}
+
+/// Runs `scenario` through a fresh driver of `language`: `Ok` or why not.
+async fn run_one(
+    harness: &mut Harness,
+    language: &str,
+    program: &Path,
+    scenario: Scenario,
+    run: usize,
+) -> Result<(), String> {
+    let leader = harness.leader().await;
+    // A follower first: the client has to find the leader itself.
+    let follower = harness.cluster.follower_of(leader);
+    let endpoints = harness.proxies.endpoints_from(follower);
+    harness.proxies.set_fault(None);
+    harness.proxies.clear_seen();
+    let mut driver = Driver::start(program, &endpoints, harness.cluster.dir.path(), run).await?;
+    let prefix = format!("{language}-{}", scenario.name());
+    let outcome = tokio::time::timeout(SCENARIO_BOUND, scenario.run(harness, &mut driver, &prefix))
+        .await
+        .unwrap_or_else(|_| Err(format!("still running after {SCENARIO_BOUND:?}")));
+    // Whatever happened, the next scenario starts from a clean cluster.
+    harness.proxies.set_fault(None);
+    let _ = nix::sys::signal::kill(driver.pid(), nix::sys::signal::Signal::SIGCONT);
+    let outcome = outcome.map_err(|e| format!("{e}\n--- driver stderr ---\n{}", driver.stderr()));
+    driver.shutdown().await;
+    harness.cluster.start_all().expect("restart stopped nodes");
+    harness.leader().await;
+    outcome
+}
+
+// Ensures every client whose driver exists behaves as PROTOCOL.md says in
+// every scenario, against a real cluster with injected faults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_passes_every_scenario() {
+    let languages = languages();
+    assert!(!languages.is_empty(), "no driver under {}", drivers_dir().display());
+    let scenarios = selected_scenarios();
+    let cluster = start_cluster(3).await;
+    let nodes: BTreeMap<u64, String> = cluster.ids().into_iter().map(|id| (id, cluster.endpoint(id))).collect();
+    let proxies = Proxies::start(&nodes).await;
+    let client = Arc::new(cluster.client());
+    let mut harness = Harness { cluster, proxies, client };
+
+    let mut results: BTreeMap<(usize, String), Result<(), String>> = BTreeMap::new();
+    let mut run = 0;
+    for (language, program) in &languages {
+        for (i, scenario) in scenarios.iter().enumerate() {
+            run += 1;
+            let started = Instant::now();
+            let outcome = run_one(&mut harness, language, program, *scenario, run).await;
+            let verdict = if outcome.is_ok() { "pass" } else { "FAIL" };
+            eprintln!("=== {language} {}: {verdict} in {:.1?}", scenario.name(), started.elapsed());
+            if let Err(e) = &outcome {
+                eprintln!("{e}");
+            }
+            results.insert((i, language.clone()), outcome);
+        }
+    }
+
+    println!("{}", table(&scenarios, &languages, &results));
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|(_, outcome)| outcome.is_err())
+        .map(|((i, language), _)| format!("{language}/{}", scenarios[*i].name()))
+        .collect();
+    assert!(failed.is_empty(), "failed: {}\n{}", failed.join(", "), harness.cluster.logs());
+}
+
+/// Scenario × language, pass or FAIL.
+fn table(
+    scenarios: &[Scenario],
+    languages: &[(String, PathBuf)],
+    results: &BTreeMap<(usize, String), Result<(), String>>,
+) -> String {
+    let width = scenarios.iter().map(|s| s.name().len()).max().unwrap_or(8).max(8);
+    let mut out = format!("{:width$}", "scenario");
+    for (language, _) in languages {
+        out.push_str(&format!(" | {language:>10}"));
+    }
+    out.push('\n');
+    for (i, scenario) in scenarios.iter().enumerate() {
+        out.push_str(&format!("{:width$}", scenario.name()));
+        for (language, _) in languages {
+            let cell = match results.get(&(i, language.clone())) {
+                Some(Ok(())) => "pass",
+                Some(Err(_)) => "FAIL",
+                None => "-",
+            };
+            out.push_str(&format!(" | {cell:>10}"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("{} scenarios × {} languages\n", scenarios.len(), languages.len()));
+    out
+}
