@@ -117,11 +117,31 @@ async fn run_one(
     // Whatever happened, the next scenario starts from a clean cluster.
     harness.proxies.set_fault(None);
     let _ = nix::sys::signal::kill(driver.pid(), nix::sys::signal::Signal::SIGCONT);
-    let outcome = outcome.map_err(|e| format!("{e}\n--- driver stderr ---\n{}", driver.stderr()));
+    let outcome =
+        outcome.map_err(|e| format!("{e}\n--- driver stderr ---\n{}{}", driver.stderr(), requests(&harness.proxies)));
     driver.shutdown().await;
     harness.cluster.start_all().expect("restart stopped nodes");
     harness.leader().await;
     outcome
+}
+
+/// The requests the proxies saw (the last 40), for a failure message.
+fn requests(proxies: &Proxies) -> String {
+    let seen = proxies.seen();
+    let Some(start) = seen.first().map(|s| s.at) else { return String::new() };
+    let mut out = "--- requests (ms since the first, node, status) ---\n".to_string();
+    for s in seen.iter().rev().take(40).rev() {
+        let id = s.request_id.as_deref().unwrap_or("-");
+        out.push_str(&format!(
+            "{:>6} n{} {} {} {:?} {id}\n",
+            (s.at - start).as_millis(),
+            s.node,
+            s.method,
+            s.path,
+            s.status
+        ));
+    }
+    out
 }
 
 // Ensures every client whose driver exists behaves as PROTOCOL.md says in

@@ -105,7 +105,11 @@ fn handle(answer: &Answer) -> Result<Value, String> {
 
 /// A guard through the driver: `lock` with the suite's ttl and margin.
 async fn lock(d: &mut Driver, name: &str) -> Result<(Value, u64), String> {
-    let answer = d.ok("lock", json!({"name": name, "ttl_ms": TTL_MS, "drift_margin_ms": MARGIN_MS})).await?;
+    lock_for(d, name, TTL_MS).await
+}
+
+async fn lock_for(d: &mut Driver, name: &str, ttl_ms: u64) -> Result<(Value, u64), String> {
+    let answer = d.ok("lock", json!({"name": name, "ttl_ms": ttl_ms, "drift_margin_ms": MARGIN_MS})).await?;
     Ok((handle(&answer)?, token(&answer, "token")?))
 }
 
@@ -263,13 +267,16 @@ async fn leader_following(h: &mut Harness, d: &mut Driver, prefix: &str) -> Resu
 
 // The leader is killed -9 while a guard holds a lock: the guard renews
 // through the new leader past its ttl, never reports lost, and the lock's
-// next grant has a higher token.
+// next grant has a higher token. The ttl is twice the suite's: the
+// election (0.6 to 1.2 s of silence, then a vote, on a busy machine
+// sometimes over 2 s) must fit in what is left of a lease after a renewal.
 async fn leader_killed_mid_lease(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-k");
-    let (guard, first) = lock(d, &name).await?;
+    let ttl_ms = 2 * TTL_MS;
+    let (guard, first) = lock_for(d, &name, ttl_ms).await?;
     let leader = h.leader().await;
     h.cluster.kill(leader);
-    tokio::time::sleep(Duration::from_millis(TTL_MS + 1500)).await;
+    tokio::time::sleep(Duration::from_millis(ttl_ms + 1000)).await;
     let state = d.ok("guard", json!({"handle": guard})).await?;
     ensure!(state.field("lost") == &json!(false), "lost after the leader was killed: {}", state.body);
     let on_cluster = held(h, &name).await?;
