@@ -191,7 +191,7 @@ impl Route {
             shared.seen.push(seen);
             shared.seen.len() - 1
         };
-        let verdict = self.verdict(&parts.uri.path().to_string());
+        let verdict = self.verdict(parts.uri.path());
         let answer = match verdict {
             Verdict::Hold => {
                 while matches!(self.shared.lock().unwrap().fault, Some(Fault::Blackhole)) {
