@@ -12,14 +12,16 @@
  * sends the same request id, so a retry the cluster already applied returns
  * the original result (the same token), also from a new leader.
  *
- * Every call goes over Node's own `fetch` (HTTP/1.1 with keep-alive).
- * Waiting acquires stay on HTTP/1.1 too: Node's `fetch` speaks HTTP/2 only
- * through undici's own `Agent`, which Node does not expose without the
- * `undici` package.
+ * Calls go over Node's own `fetch` (HTTP/1.1 with keep-alive); waiting
+ * acquires over HTTP/2 (`h2.ts`), so a herd of waits shares one connection
+ * per node. A node that breaks an HTTP/2 exchange other than by being
+ * unreachable is asked again at once over HTTP/1.1; if that is answered,
+ * the client waits over HTTP/1.1 from then on.
  */
 
 import { performance } from "node:perf_hooks";
 
+import { Http2Failure, Http2Waits, type Reply } from "./h2.js";
 import {
   ApiError,
   DecodeError,
@@ -137,6 +139,9 @@ export class Transport {
   readonly #attemptTimeoutMs: number;
   readonly #token: string | undefined;
   #preferred = 0;
+  readonly #h2 = new Http2Waits();
+  /** Waits go over HTTP/2 until a node shows it does not speak it. */
+  #http2 = true;
 
   constructor(endpoints: string | readonly string[], options: TransportOptions = {}) {
     this.endpoints = parseEndpoints(endpoints);
@@ -160,22 +165,29 @@ export class Transport {
     const giveUp = Math.min(firstSent + this.retryBudgetMs + waitMs, deadline ?? Infinity);
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
     let backoff = INITIAL_BACKOFF_MS;
+    let probingHttp1 = false;
     for (;;) {
       const index = this.#preferred % this.endpoints.length;
       const endpoint = this.endpoints[index]!;
-      let answered: { response: Response; text: string } | LeaseholdError;
+      let answered: Reply | LeaseholdError;
+      const overHttp2 = waitMs > 0 && this.#http2 && !probingHttp1;
       try {
         // Whole ms, as AbortSignal.timeout takes them.
         const timeout = Math.max(1, Math.ceil(Math.min(this.#attemptTimeoutMs + waitMs, giveUp - now())));
-        const response = await fetch(endpoint.base + call.path, {
-          method: call.method,
-          headers: this.#headers(body !== undefined),
-          ...(body === undefined ? {} : { body }),
-          signal: AbortSignal.timeout(timeout),
-        });
-        answered = { response, text: await readBounded(response) };
+        const headers = this.#headers(body !== undefined);
+        answered = overHttp2
+          ? await this.#h2.request(endpoint.base, call.method, call.path, headers, body, timeout, MAX_ANSWER_BYTES)
+          : await fetchReply(endpoint.base + call.path, call.method, headers, body, timeout);
+        if (probingHttp1) this.#http2 = false;
+        probingHttp1 = false;
       } catch (e) {
         if (e instanceof DecodeError) throw e;
+        if (e instanceof Http2Failure && !e.unreachable) {
+          // Maybe no HTTP/2 there: the same request over HTTP/1.1, at once.
+          probingHttp1 = true;
+          continue;
+        }
+        probingHttp1 = false;
         // Unreachable, refused, reset or timed out: try the next node.
         this.#moveOnFrom(index);
         answered = clientSide(UnavailableError, "unavailable", `${endpoint.base}: ${describe(e)}`);
@@ -185,14 +197,14 @@ export class Transport {
       if (answered instanceof LeaseholdError) {
         failure = answered;
       } else {
-        const { response, text } = answered;
-        const leader = this.#namedLeader(response.headers);
-        if (response.status !== 503) {
+        const { status, text } = answered;
+        const leader = this.#namedLeader(answered.header(LEADER_ADDR_HEADER));
+        if (status !== 503) {
           this.#preferred = leader ?? index;
-          if (response.ok) {
+          if (status >= 200 && status < 300) {
             return { data: parseJson(text, endpoint.base + call.path), sentAt: firstSent };
           }
-          throw errorFromAnswer(response.status, text);
+          throw errorFromAnswer(status, text);
         }
         failure = errorFromAnswer(503, text);
         if (leader !== null && leader !== index) {
@@ -203,7 +215,7 @@ export class Transport {
           // No leader known, or a leader that cannot commit: the next node,
           // after the server's Retry-After.
           this.#moveOnFrom(index);
-          delay = retryAfterMs(response.headers.get("retry-after"));
+          delay = retryAfterMs(answered.header("retry-after"));
         }
       }
       const pause = delay !== null ? jittered(Math.max(delay, backoff), RETRY_AFTER_JITTER) : jittered(backoff, 0.5);
@@ -220,8 +232,8 @@ export class Transport {
     return headers;
   }
 
-  #namedLeader(headers: Headers): number | null {
-    const addr = headers.get(LEADER_ADDR_HEADER)?.trim();
+  #namedLeader(header: string | null): number | null {
+    const addr = header?.trim();
     if (!addr) return null;
     const index = this.endpoints.findIndex((e) => e.addr === addr || e.base === addr);
     return index >= 0 ? index : null;
@@ -249,6 +261,24 @@ function parseJson(text: string, url: string): unknown {
   } catch (e) {
     throw new DecodeError(`answer of ${url} is not JSON: ${describe(e)}`);
   }
+}
+
+/** One HTTP/1.1 exchange through `fetch`. */
+async function fetchReply(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  timeoutMs: number,
+): Promise<Reply> {
+  const response = await fetch(url, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body }),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await readBounded(response);
+  return { status: response.status, header: (name) => response.headers.get(name), text };
 }
 
 /**
