@@ -141,11 +141,7 @@ async fn acquire_release(h: &mut Harness, d: &mut Driver, prefix: &str) -> Resul
     ensure!(on_cluster.as_ref().map(|(_, t)| *t) == Some(first), "the cluster holds {on_cluster:?}, not token {first}");
     let refused = d.call("acquire", json!({"name": name, "owner": "other", "ttl_ms": TTL_MS})).await?;
     expect_api_error(&refused, "held")?;
-    ensure!(
-        refused.error().is_some() && refused.body["error"]["status"] == json!(409),
-        "held is not a 409: {}",
-        refused.body
-    );
+    ensure!(refused.body["error"]["status"] == json!(409), "held is not a 409: {}", refused.body);
     d.ok("unlock", json!({"handle": guard})).await?;
     ensure!(held(h, &name).await?.is_none(), "unlock left the lock held");
     let acquired = d.ok("acquire", json!({"name": name, "owner": "raw", "ttl_ms": TTL_MS})).await?;
