@@ -181,17 +181,18 @@ async fn fifo_waiting(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(
     d.ok("release", json!({"name": name, "token": second_token})).await.map(|_| ())
 }
 
-/// Waits until `count` waiting acquires of `name` reached a proxy (and so
-/// the cluster, a little later: the pause covers that).
+/// Waits (bounded) until `count` waiters stand in the queue of `name` on
+/// the cluster, so the next one sent is behind them.
 async fn wait_until_queued(h: &Harness, name: &str, count: usize) -> Result<(), String> {
-    let path = format!("/v1/locks/{name}/acquire");
     let give_up = Instant::now() + Duration::from_secs(10);
-    while requests_to(h, &path).len() < count {
-        ensure!(Instant::now() < give_up, "{count} waits of {name} never arrived");
+    loop {
+        let view = h.client.get(name).await.map_err(|e| format!("get {name}: {e}"))?;
+        if view.is_some_and(|v| v.waiters.len() >= count) {
+            return Ok(());
+        }
+        ensure!(Instant::now() < give_up, "{count} waiters of {name} never queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    Ok(())
 }
 
 // An acquire whose answer is lost is retried with the same request id, and
