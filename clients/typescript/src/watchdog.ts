@@ -137,7 +137,10 @@ export class Watchdog {
     this.#lostPromise = new Promise((resolve) => {
       this.#resolveLost = resolve;
     });
-    this.#running = this.#run();
+    // A watchdog that dies (a bug) renews no more: that is a loss, not a crash.
+    this.#running = this.#run().catch((e: unknown) => {
+      this.#fire({ kind: "expired", message: `the watchdog stopped: ${e instanceof Error ? e.message : String(e)}` });
+    });
   }
 
   /** The safe deadline on `performance.now()`: it only moves forward, and stops once lost. */
