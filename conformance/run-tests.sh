@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The conformance suite: builds the driver of every client that has one
-# (conformance/builds/<language>, for each conformance/drivers/<language>),
+# (conformance/builds/<language>, or conformance/drivers/<language>/build
+# when the driver is a folder, for each conformance/drivers/<language>),
 # then runs every scenario against each, on a real 3-node cluster behind
 # fault-injecting proxies (tests/conformance), and prints the table of
 # scenario × language.
@@ -20,10 +21,12 @@ else
     done
 fi
 for language in "${languages[@]}"; do
-    if [ -x "conformance/builds/$language" ]; then
-        echo "== building the $language driver"
-        "conformance/builds/$language"
-    fi
+    for build in "conformance/builds/$language" "conformance/drivers/$language/build"; do
+        if [ -f "$build" ] && [ -x "$build" ]; then
+            echo "== building the $language driver"
+            "$build"
+        fi
+    done
 done
 export LEASEHOLD_CONFORMANCE_DRIVERS
 LEASEHOLD_CONFORMANCE_DRIVERS=$(IFS=,; echo "${languages[*]}")

@@ -52,32 +52,35 @@ fn drivers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join("drivers")
 }
 
+/// The program that starts `language`'s driver: `conformance/drivers/<language>`,
+/// or `run` inside it when that is a folder.
+fn driver_program(language: &str) -> Option<PathBuf> {
+    let path = drivers_dir().join(language);
+    let program = if path.is_dir() { path.join("run") } else { path };
+    program.is_file().then_some(program)
+}
+
 /// The languages to run: those named in `LEASEHOLD_CONFORMANCE_DRIVERS`
 /// (each must have a driver), else every driver there is.
 fn languages() -> Vec<(String, PathBuf)> {
-    let dir = drivers_dir();
-    match std::env::var("LEASEHOLD_CONFORMANCE_DRIVERS") {
-        Ok(list) if !list.trim().is_empty() => list
-            .split(',')
-            .map(|l| l.trim().to_string())
-            .map(|l| {
-                let path = dir.join(&l);
-                assert!(path.is_file(), "no driver for {l}: {} does not exist", path.display());
-                (l, path)
-            })
-            .collect(),
+    let names: Vec<String> = match std::env::var("LEASEHOLD_CONFORMANCE_DRIVERS") {
+        Ok(list) if !list.trim().is_empty() => list.split(',').map(|l| l.trim().to_string()).collect(),
         _ => {
-            let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
-                .expect("conformance/drivers exists")
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), p))
-                .collect();
-            found.sort();
-            found
+            let entries = std::fs::read_dir(drivers_dir()).expect("conformance/drivers exists");
+            let mut names: Vec<String> =
+                entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            names
         }
-    }
+    };
+    names
+        .into_iter()
+        .map(|language| {
+            let program = driver_program(&language)
+                .unwrap_or_else(|| panic!("no driver for {language} under {}", drivers_dir().display()));
+            (language, program)
+        })
+        .collect()
 }
 
 fn selected_scenarios() -> Vec<Scenario> {
