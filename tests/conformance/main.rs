@@ -5,8 +5,11 @@
 //! `conformance/drivers/<language>`, every scenario of `scenarios.rs` run
 //! through that driver (`driver.rs`, speaking `conformance/PROTOCOL.md`).
 //! Each scenario gets a fresh driver process, bounded in time and killed by
-//! its PID afterwards. The test prints one table, scenario × language, and
-//! fails if any cell failed.
+//! its PID afterwards. The languages run a scenario all at once (each on
+//! locks of its own, with faults on its own paths), except the scenarios
+//! that act on the whole cluster (a leader kill, every node hung), which
+//! they run one after another. The test prints one table, scenario ×
+//! language, and fails if any cell failed.
 //!
 //! `LEASEHOLD_CONFORMANCE_DRIVERS=rust,python` runs only those languages;
 //! `LEASEHOLD_CONFORMANCE_SCENARIOS=fifo_waiting,...` only those scenarios.
@@ -27,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use common::{start_cluster, TestCluster, ELECTION_BOUND};
 use driver::Driver;
+use futures_util::future::join_all;
 use leasehold_client::Client;
 use proxy::Proxies;
 use scenarios::Scenario;
@@ -99,39 +103,78 @@ fn selected_scenarios() -> Vec<Scenario> {
     }
 }
 
-/// Runs `scenario` through a fresh driver of `language`: `Ok` or why not.
+/// Runs `scenario` through a fresh driver of `language` (`program`), whose
+/// first endpoint is `endpoints[0]`: `Ok` or why not.
 async fn run_one(
-    harness: &mut Harness,
+    harness: &Harness,
     language: &str,
     program: &Path,
     scenario: Scenario,
+    endpoints: &[String],
     run: usize,
 ) -> Result<(), String> {
-    let leader = harness.leader().await;
-    // A follower first: the client has to find the leader itself.
-    let follower = harness.cluster.follower_of(leader);
-    let endpoints = harness.proxies.endpoints_from(follower);
-    harness.proxies.set_fault(None);
-    harness.proxies.clear_seen();
-    let mut driver = Driver::start(program, &endpoints, harness.cluster.dir.path(), run).await?;
+    let mut driver = Driver::start(program, endpoints, harness.cluster.dir.path(), run).await?;
     let prefix = format!("{language}-{}", scenario.name());
     let outcome = tokio::time::timeout(SCENARIO_BOUND, scenario.run(harness, &mut driver, &prefix))
         .await
         .unwrap_or_else(|_| Err(format!("still running after {SCENARIO_BOUND:?}")));
-    // Whatever happened, the next scenario starts from a clean cluster.
-    harness.proxies.set_fault(None);
+    harness.proxies.clear_faults(&prefix);
     let _ = nix::sys::signal::kill(driver.pid(), nix::sys::signal::Signal::SIGCONT);
-    let outcome =
-        outcome.map_err(|e| format!("{e}\n--- driver stderr ---\n{}{}", driver.stderr(), requests(&harness.proxies)));
+    let outcome = outcome
+        .map_err(|e| format!("{e}\n--- driver stderr ---\n{}{}", driver.stderr(), requests(&harness.proxies, &prefix)));
     driver.shutdown().await;
-    harness.cluster.start_all().expect("restart stopped nodes");
-    harness.leader().await;
     outcome
 }
 
-/// The requests the proxies saw (the last 40), for a failure message.
-fn requests(proxies: &Proxies) -> String {
-    let seen = proxies.seen();
+/// Runs `scenario` for every language: all at once, or one after another
+/// when the scenario acts on the whole cluster. Each language gets a fresh
+/// driver whose first endpoint is a follower (the client has to find the
+/// leader itself); after each round, killed nodes are restarted and a
+/// leader awaited, so the next round starts from a whole cluster.
+async fn run_scenario(
+    harness: &mut Harness,
+    languages: &[(String, PathBuf)],
+    scenario: Scenario,
+    runs: &mut usize,
+) -> Vec<Result<(), String>> {
+    let rounds: Vec<&[(String, PathBuf)]> =
+        if scenario.alone() { languages.chunks(1).collect() } else { vec![languages] };
+    let mut outcomes = Vec::new();
+    for round in rounds {
+        let leader = harness.leader().await;
+        let endpoints = harness.proxies.endpoints_from(harness.cluster.follower_of(leader));
+        let shared: &Harness = harness;
+        let first_run = *runs;
+        *runs += round.len();
+        let started = Instant::now();
+        let round_outcomes =
+            join_all(round.iter().enumerate().map(|(i, (language, program))| {
+                run_one(shared, language, program, scenario, &endpoints, first_run + i)
+            }))
+            .await;
+        for ((language, _), outcome) in round.iter().zip(&round_outcomes) {
+            let verdict = if outcome.is_ok() { "pass" } else { "FAIL" };
+            eprintln!("=== {language} {}: {verdict} (round of {:.1?})", scenario.name(), started.elapsed());
+            if let Err(e) = outcome {
+                eprintln!("{e}");
+            }
+        }
+        outcomes.extend(round_outcomes);
+        harness.proxies.clear_faults("");
+        for id in harness.cluster.ids() {
+            // Reaps a node a scenario killed, so start_all starts it again.
+            harness.cluster.exited(id);
+        }
+        harness.cluster.start_all().expect("restart stopped nodes");
+        harness.leader().await;
+    }
+    outcomes
+}
+
+/// The requests for locks of `prefix` the proxies saw (the last 40), for a
+/// failure message.
+fn requests(proxies: &Proxies, prefix: &str) -> String {
+    let seen: Vec<_> = proxies.seen().into_iter().filter(|s| s.path.contains(prefix)).collect();
     let Some(start) = seen.first().map(|s| s.at) else { return String::new() };
     let mut out = "--- requests (ms since the first, node, status) ---\n".to_string();
     for s in seen.iter().rev().take(40).rev() {
@@ -163,17 +206,10 @@ async fn every_client_passes_every_scenario() {
     let mut harness = Harness { cluster, proxies, client };
 
     let mut results: BTreeMap<(usize, String), Result<(), String>> = BTreeMap::new();
-    let mut run = 0;
-    for (language, program) in &languages {
-        for (i, scenario) in scenarios.iter().enumerate() {
-            run += 1;
-            let started = Instant::now();
-            let outcome = run_one(&mut harness, language, program, *scenario, run).await;
-            let verdict = if outcome.is_ok() { "pass" } else { "FAIL" };
-            eprintln!("=== {language} {}: {verdict} in {:.1?}", scenario.name(), started.elapsed());
-            if let Err(e) = &outcome {
-                eprintln!("{e}");
-            }
+    let mut runs = 0;
+    for (i, scenario) in scenarios.iter().enumerate() {
+        let outcomes = run_scenario(&mut harness, &languages, *scenario, &mut runs).await;
+        for ((language, _), outcome) in languages.iter().zip(outcomes) {
             results.insert((i, language.clone()), outcome);
         }
     }

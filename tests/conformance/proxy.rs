@@ -23,7 +23,9 @@ use leasehold_proto::LEADER_ADDR_HEADER;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-/// What the proxies do to the requests they get, all nodes alike.
+/// What the proxies do to the requests they get, all nodes alike. Faults
+/// on a path apply to that path only, so scenarios of several languages
+/// can run at once, each with its own.
 #[derive(Debug, Clone)]
 pub enum Fault {
     /// Forward the request, then close the connection instead of passing
@@ -53,7 +55,7 @@ pub struct Seen {
 
 #[derive(Default)]
 struct Shared {
-    fault: Option<Fault>,
+    faults: Vec<Fault>,
     seen: Vec<Seen>,
 }
 
@@ -126,18 +128,21 @@ impl Proxies {
         ids.iter().map(|id| format!("http://{}", self.addrs[id])).collect()
     }
 
-    pub fn set_fault(&self, fault: Option<Fault>) {
-        self.shared.lock().unwrap().fault = fault;
+    pub fn add_fault(&self, fault: Fault) {
+        self.shared.lock().unwrap().faults.push(fault);
+    }
+
+    /// Ends the faults on paths that contain `scope`, and a blackhole.
+    pub fn clear_faults(&self, scope: &str) {
+        self.shared.lock().unwrap().faults.retain(|fault| match fault {
+            Fault::DropAnswer { suffix, .. } | Fault::Overloaded { suffix, .. } => !suffix.contains(scope),
+            Fault::Blackhole => false,
+        });
     }
 
     /// Every request received so far, in order of arrival.
     pub fn seen(&self) -> Vec<Seen> {
         self.shared.lock().unwrap().seen.clone()
-    }
-
-    /// Forgets the requests seen so far.
-    pub fn clear_seen(&self) {
-        self.shared.lock().unwrap().seen.clear();
     }
 }
 
@@ -194,7 +199,7 @@ impl Route {
         let verdict = self.verdict(parts.uri.path());
         let answer = match verdict {
             Verdict::Hold => {
-                while matches!(self.shared.lock().unwrap().fault, Some(Fault::Blackhole)) {
+                while self.shared.lock().unwrap().faults.iter().any(|f| matches!(f, Fault::Blackhole)) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 return Err(NoAnswer("held, then let go"));
@@ -214,20 +219,22 @@ impl Route {
 
     fn verdict(&self, path: &str) -> Verdict {
         let mut shared = self.shared.lock().unwrap();
-        match &mut shared.fault {
-            None => Verdict::Forward,
-            Some(Fault::Blackhole) => Verdict::Hold,
-            Some(Fault::DropAnswer { suffix, remaining }) if *remaining > 0 && path.ends_with(suffix.as_str()) => {
-                *remaining -= 1;
-                Verdict::ForwardThenDrop
+        for fault in shared.faults.iter_mut() {
+            match fault {
+                Fault::Blackhole => return Verdict::Hold,
+                Fault::DropAnswer { suffix, remaining } if *remaining > 0 && path.ends_with(suffix.as_str()) => {
+                    *remaining -= 1;
+                    return Verdict::ForwardThenDrop;
+                }
+                Fault::Overloaded { suffix, until, retry_after_s }
+                    if Instant::now() < *until && path.ends_with(suffix.as_str()) =>
+                {
+                    return Verdict::Overloaded(*retry_after_s);
+                }
+                _ => {}
             }
-            Some(Fault::Overloaded { suffix, until, retry_after_s })
-                if Instant::now() < *until && path.ends_with(suffix.as_str()) =>
-            {
-                Verdict::Overloaded(*retry_after_s)
-            }
-            Some(_) => Verdict::Forward,
         }
+        Verdict::Forward
     }
 
     async fn forward(

@@ -76,7 +76,13 @@ impl Scenario {
         }
     }
 
-    pub async fn run(self, h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+    /// Whether it acts on the whole cluster (kills the leader, hangs every
+    /// node), so no other language's scenario may run beside it.
+    pub fn alone(self) -> bool {
+        matches!(self, Scenario::LeaderKilledMidLease | Scenario::AtRiskThenLost)
+    }
+
+    pub async fn run(self, h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
         match self {
             Scenario::AcquireRelease => acquire_release(h, d, prefix).await,
             Scenario::FifoWaiting => fifo_waiting(h, d, prefix).await,
@@ -134,7 +140,7 @@ fn requests_to(h: &Harness, path: &str) -> Vec<Seen> {
 // A guard's grant carries a token; another owner gets `held` at once
 // without a wait; release frees the lock; the next grant's token is higher;
 // raw acquire, renew and release keep one token.
-async fn acquire_release(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn acquire_release(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-a");
     let (guard, first) = lock(d, &name).await?;
     let on_cluster = held(h, &name).await?;
@@ -160,7 +166,7 @@ async fn acquire_release(h: &mut Harness, d: &mut Driver, prefix: &str) -> Resul
 }
 
 // Waiters get the lock in the order they asked, each under a higher token.
-async fn fifo_waiting(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn fifo_waiting(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-q");
     let holder = h.client.acquire(&name, "holder", TTL_MS).await.map_err(|e| e.to_string())?;
     let wait = |owner: &str| json!({"name": name, "owner": owner, "ttl_ms": TTL_MS, "wait_ms": 20_000});
@@ -197,10 +203,10 @@ async fn wait_until_queued(h: &Harness, name: &str, count: usize) -> Result<(), 
 
 // An acquire whose answer is lost is retried with the same request id, and
 // the cluster grants once: the token answered is the one it holds.
-async fn request_id_reused_on_retry(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn request_id_reused_on_retry(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-r");
     let path = format!("/v1/locks/{name}/acquire");
-    h.proxies.set_fault(Some(Fault::DropAnswer { suffix: path.clone(), remaining: 1 }));
+    h.proxies.add_fault(Fault::DropAnswer { suffix: path.clone(), remaining: 1 });
     let acquired = d.ok("acquire", json!({"name": name, "owner": "retrier", "ttl_ms": TTL_MS})).await?;
     let granted = token(&acquired, "token")?;
     let attempts = requests_to(h, &path);
@@ -219,11 +225,11 @@ async fn request_id_reused_on_retry(h: &mut Harness, d: &mut Driver, prefix: &st
 // `503 overloaded` with `Retry-After: 1`: no node that said so is asked
 // again before the second is over, the request id stays, and the acquire
 // succeeds once the nodes take requests again.
-async fn retry_after_honoured(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn retry_after_honoured(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-o");
     let path = format!("/v1/locks/{name}/acquire");
     let until = Instant::now() + Duration::from_millis(1500);
-    h.proxies.set_fault(Some(Fault::Overloaded { suffix: path.clone(), until, retry_after_s: 1 }));
+    h.proxies.add_fault(Fault::Overloaded { suffix: path.clone(), until, retry_after_s: 1 });
     let acquired = d.ok("acquire", json!({"name": name, "owner": "patient", "ttl_ms": TTL_MS})).await?;
     let attempts = requests_to(h, &path);
     ensure!(attempts.iter().any(|a| a.status == Some(503)), "no attempt was refused: {attempts:?}");
@@ -245,7 +251,7 @@ async fn retry_after_honoured(h: &mut Harness, d: &mut Driver, prefix: &str) -> 
 
 // The driver's first endpoint is a follower; once the client has an
 // answer naming the leader, its requests go to the leader.
-async fn leader_following(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn leader_following(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-l");
     let leader = h.leader().await;
     let acquired = d.ok("acquire", json!({"name": name, "owner": "follower", "ttl_ms": TTL_MS})).await?;
@@ -267,12 +273,13 @@ async fn leader_following(h: &mut Harness, d: &mut Driver, prefix: &str) -> Resu
 // next grant has a higher token. The ttl is twice the suite's: the
 // election (0.6 to 1.2 s of silence, then a vote, on a busy machine
 // sometimes over 2 s) must fit in what is left of a lease after a renewal.
-async fn leader_killed_mid_lease(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn leader_killed_mid_lease(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-k");
     let ttl_ms = 2 * TTL_MS;
     let (guard, first) = lock_for(d, &name, ttl_ms).await?;
     let leader = h.leader().await;
-    h.cluster.kill(leader);
+    // kill -9 by PID; the harness reaps and restarts it after the scenario.
+    h.cluster.signal(leader, nix::sys::signal::Signal::SIGKILL);
     tokio::time::sleep(Duration::from_millis(ttl_ms + 1000)).await;
     let state = d.ok("guard", json!({"handle": guard})).await?;
     ensure!(state.field("lost") == &json!(false), "lost after the leader was killed: {}", state.body);
@@ -286,7 +293,7 @@ async fn leader_killed_mid_lease(h: &mut Harness, d: &mut Driver, prefix: &str) 
 
 // The driver is paused (SIGSTOP) past its ttl: another owner gets the lock
 // under a higher token, and once resumed the guard says lost.
-async fn paused_past_ttl(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn paused_past_ttl(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     use nix::sys::signal::{kill, Signal};
     let name = format!("{prefix}-p");
     let (guard, first) = lock(d, &name).await?;
@@ -307,7 +314,7 @@ async fn paused_past_ttl(h: &mut Harness, d: &mut Driver, prefix: &str) -> Resul
 // Every node hangs: the guard is at risk while its renewals go unanswered,
 // then lost (expired) no later than its safe deadline, counted from the
 // arrival at a proxy of the last renewal that succeeded.
-async fn at_risk_then_lost(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn at_risk_then_lost(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-x");
     let renew_path = format!("/v1/locks/{name}/renew");
     let (guard, _) = lock(d, &name).await?;
@@ -316,7 +323,7 @@ async fn at_risk_then_lost(h: &mut Harness, d: &mut Driver, prefix: &str) -> Res
         ensure!(Instant::now() < give_up, "no renewal within a ttl");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    h.proxies.set_fault(Some(Fault::Blackhole));
+    h.proxies.add_fault(Fault::Blackhole);
     let lost = d.send("wait_lost", json!({"handle": guard, "timeout_ms": TTL_MS + 3000})).await?;
     let mut at_risk_seen = false;
     loop {
@@ -336,7 +343,7 @@ async fn at_risk_then_lost(h: &mut Harness, d: &mut Driver, prefix: &str) -> Res
     );
     let deadline = safe_deadline(&requests_to(h, &renew_path)).ok_or("no successful renewal seen")?;
     ensure!(lost.at <= deadline + LATE_ALLOWANCE, "lost {:?} after the safe deadline", lost.at - deadline);
-    h.proxies.set_fault(None);
+    h.proxies.clear_faults(prefix);
     // The lease may have run out on the cluster meanwhile: either answer is right.
     let _ = d.call("unlock", json!({"handle": guard})).await?;
     Ok(())
@@ -354,7 +361,7 @@ fn safe_deadline(renewals: &[Seen]) -> Option<Instant> {
 
 // A session keeps its locks past the ttl; when the cluster ends it, one
 // lost (revoked) covers it, and all its locks are free.
-async fn session(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn session(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let names = [format!("{prefix}-s1"), format!("{prefix}-s2")];
     let opened = d.ok("session_open", json!({"ttl_ms": TTL_MS})).await?;
     let session = handle(&opened)?;
@@ -385,7 +392,7 @@ async fn session(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), St
 }
 
 // Several locks in one grant under one token, or none of them.
-async fn multi_lock(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn multi_lock(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let names: Vec<String> = (1..=3).map(|i| format!("{prefix}-m{i}")).collect();
     let blocker = h.client.acquire(&names[1], "blocker", TTL_MS).await.map_err(|e| e.to_string())?;
     let refused = d.call("multi_lock", json!({"names": names, "ttl_ms": TTL_MS})).await?;
@@ -409,7 +416,7 @@ async fn multi_lock(h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(),
 }
 
 // A record and a gate take the current token and refuse an older one.
-async fn records_and_gates(_h: &mut Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+async fn records_and_gates(_h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
     let name = format!("{prefix}-f");
     let (key, gate) = (format!("{prefix}-record"), format!("{prefix}-gate"));
     let (guard, old) = lock(d, &name).await?;
