@@ -12,7 +12,8 @@
 # and pytest. The tests start real `leasehold serve` processes: the
 # binary comes from $LEASEHOLD_BIN, else ../../target/release/leasehold, else
 # ../../target/debug/leasehold (run `cargo build` first). Extra arguments go
-# to pytest, e.g. `./run-tests.sh -k lock -x`.
+# to pytest, e.g. `./run-tests.sh -k lock -x`; `--venv-only` stops once the
+# environment is installed (the conformance driver runs in it).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -32,6 +33,9 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # The lock still satisfies pyproject.toml (a dependency added there without
 # regenerating the lock shows here, not as an ImportError in a test).
 "${pip[@]}" check
+if [ "${1:-}" = "--venv-only" ]; then
+    exit 0
+fi
 
 echo "== generated sync code is current"
 "$VENV/bin/python" scripts/generate_sync.py --check

@@ -685,3 +685,79 @@ def test_a_session_the_cluster_ended_sets_lost_at_once_and_exit_does_not_raise()
         pass  # deleted before any keepalive could say it had ended: raised
     with pytest.raises(RuntimeError, match="not open"):
         client.session("o").valid_until()
+
+
+def renewals_failing_but_the_second(
+    renewals: list[float],
+) -> Callable[[httpx.Request], httpx.Response]:
+    """A cluster that grants a 600 ms lease, then refuses every renewal with
+    a 500 but the second, recording when each renewal arrived."""
+    short = {**GRANT, "ttl_ms": 600, "expires_in_ms": 600}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/renew"):
+            renewals.append(time.monotonic())
+            if len(renewals) != 2:
+                return error(500, "internal")
+        if request.url.path.endswith("/release"):
+            return error(404, "not_held", name="n")
+        return httpx.Response(200, json=short)
+
+    return handler
+
+
+def risk_seen(
+    is_at_risk: Callable[[], bool], is_lost: Callable[[], bool], until: float
+) -> list[bool]:
+    """``is_at_risk()`` every 5 ms until lost or ``until``, with repeats
+    dropped: the sequence of its changes."""
+    seen: list[bool] = [is_at_risk()]
+    while time.monotonic() < until and not is_lost():
+        now = is_at_risk()
+        if now != seen[-1]:
+            seen.append(now)
+        time.sleep(0.005)
+    return seen
+
+
+def assert_risk_came_and_went(seen: list[bool]) -> None:
+    # The last change, at risk to not, may come with the deadline, as lost.
+    assert seen[:4] == [False, True, False, True], seen
+    assert seen[4:] in ([], [False]), seen
+
+
+def test_a_lock_is_at_risk_while_renewals_fail_until_one_succeeds_or_it_is_lost():
+    """Not at risk when granted; at risk after the first failed renewal;
+    not after the renewal that succeeds; at risk again when renewals fail
+    once more; never once lost, by the safe deadline."""
+    renewals: list[float] = []
+    client = client_with(renewals_failing_but_the_second(renewals))
+    with client.lock("n", ttl=0.6, owner="o") as lock:
+        seen = risk_seen(lock.is_at_risk, lock.is_lost, time.monotonic() + 5)
+        assert lock.lost.wait(1), "lost not set"
+        assert not lock.is_at_risk()
+    assert_risk_came_and_went(seen)
+    assert lock.lost_reason is not None
+    assert lock.lost_reason.kind == "expired"
+    assert len(renewals) >= 3
+
+
+def test_an_async_lock_is_at_risk_while_renewals_fail():
+    """As the sync test, for the asyncio flavour's watchdog task."""
+    renewals: list[float] = []
+
+    async def main() -> list[bool]:
+        seen: list[bool] = [False]
+        transport = httpx.MockTransport(renewals_failing_but_the_second(renewals))
+        async with leasehold.AsyncClient(["127.0.0.1:1"], transport=transport) as client:
+            lock = await client.lock("n", ttl=0.6, owner="o").acquire()
+            give_up = time.monotonic() + 5
+            while time.monotonic() < give_up and not lock.lost.is_set():
+                if lock.is_at_risk() != seen[-1]:
+                    seen.append(lock.is_at_risk())
+                await asyncio.sleep(0.005)
+            assert not lock.is_at_risk()
+            assert lock.lost.is_set()
+        return seen
+
+    assert_risk_came_and_went(asyncio.run(main()))

@@ -199,6 +199,15 @@ impl Lock {
         self.watched.is_lost()
     }
 
+    /// True while the lease is still safe but its renewal is going wrong: an
+    /// attempt failed, or the due renewal is half an interval late, and no
+    /// renewal has succeeded since. False once lost (see
+    /// [`is_lost`](Self::is_lost)) and again after a successful renewal.
+    /// Time to finish or checkpoint the work before `lost` fires.
+    pub fn is_at_risk(&self) -> bool {
+        self.watched.is_at_risk()
+    }
+
     /// The reason, once `lost` has fired.
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.watched.lost_reason()

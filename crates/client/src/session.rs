@@ -124,6 +124,15 @@ impl Session {
         self.watched.is_lost()
     }
 
+    /// True while the session is still safe but its renewal is going wrong: an
+    /// attempt failed, or the due renewal is half an interval late, and no
+    /// renewal has succeeded since. False once lost (see
+    /// [`is_lost`](Self::is_lost)) and again after a successful renewal.
+    /// Time to finish or checkpoint the work before `lost` fires.
+    pub fn is_at_risk(&self) -> bool {
+        self.watched.is_at_risk()
+    }
+
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.watched.lost_reason()
     }

@@ -34,6 +34,15 @@
 //! does not delay it), so `lost` fires no later than the safe deadline even
 //! when every node hangs. A renewal the cluster refuses because the lease or
 //! session has ended fires `lost` at once.
+//!
+//! # At risk
+//!
+//! Between a renewal going wrong and the safe deadline the holder is *at
+//! risk*: still safe, but the watchdog cannot say it will stay so. That is
+//! the case once an attempt of the due renewal has failed, or when the due
+//! renewal is still unanswered half an interval after it was due (every
+//! node hangs, so no attempt fails), until a renewal succeeds. A holder
+//! that sees it can finish or checkpoint its work before `lost` fires.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,6 +115,14 @@ impl Timing {
     pub(crate) fn interval(&self) -> Duration {
         self.ttl / 3
     }
+
+    /// When a renewal due at `anchor + interval` that has not succeeded yet
+    /// puts the holder at risk even though no attempt has failed: half an
+    /// interval late, `anchor + ttl / 2`, never after the safe deadline
+    /// (the margin is at most `ttl / 2`).
+    pub(crate) fn overdue(&self, anchor: Instant) -> Instant {
+        anchor + self.interval() + self.interval() / 2
+    }
 }
 
 /// A `ttl` as the whole milliseconds the cluster takes, refusing zero.
@@ -122,6 +139,8 @@ struct State {
     /// The anchor of the last successful grant or renewal; the safe
     /// deadline is `timing.deadline(anchor)`.
     anchor: Instant,
+    /// An attempt of the due renewal failed, and none has succeeded since.
+    failing: bool,
     lost: Option<LostReason>,
 }
 
@@ -138,7 +157,7 @@ pub(crate) struct Watched {
 impl Watched {
     /// Starts the watchdog of `renewal`, anchored at `anchor`.
     pub(crate) fn start(renewal: impl Renewal, timing: Timing, anchor: Instant) -> Watched {
-        let (sender, state) = watch::channel(State { anchor, lost: None });
+        let (sender, state) = watch::channel(State { anchor, failing: false, lost: None });
         let watchdog = Watchdog { renewal, timing, state: sender };
         let watchdog = Some(tokio::spawn(watchdog.run(anchor)));
         Watched { timing, state, ended: Arc::new(AtomicBool::new(false)), watchdog }
@@ -161,6 +180,16 @@ impl Watched {
 
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
         self.state.borrow().lost.clone()
+    }
+
+    /// True while the holder is still safe but a renewal is going wrong (see
+    /// the module docs): false once lost, and again once a renewal succeeds.
+    pub(crate) fn is_at_risk(&self) -> bool {
+        let state = self.state.borrow();
+        let now = Instant::now();
+        state.lost.is_none()
+            && now < self.timing.deadline(state.anchor)
+            && (state.failing || now >= self.timing.overdue(state.anchor))
     }
 
     pub(crate) fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
@@ -209,6 +238,7 @@ impl std::fmt::Debug for Watched {
         let state = self.state.borrow();
         f.debug_struct("Watched")
             .field("valid_until", &self.timing.deadline(state.anchor))
+            .field("failing", &state.failing)
             .field("lost", &state.lost)
             .finish()
     }
@@ -230,7 +260,10 @@ impl<R: Renewal> Watchdog<R> {
             match self.renew_before(self.timing.deadline(anchor)).await {
                 Ok(new_anchor) => {
                     anchor = new_anchor;
-                    self.state.send_modify(|s| s.anchor = s.anchor.max(anchor));
+                    self.state.send_modify(|s| {
+                        s.anchor = s.anchor.max(anchor);
+                        s.failing = false;
+                    });
                 }
                 Err(reason) => {
                     tracing::warn!(subject = %self.renewal.subject(), %reason, "lost");
@@ -266,6 +299,7 @@ impl<R: Renewal> Watchdog<R> {
             if late {
                 continue;
             }
+            self.state.send_modify(|s| s.failing = true);
             tracing::debug!(subject = %self.renewal.subject(), error = %last_error, "renewal failed; retrying");
             let pause = Instant::now() + backoff;
             tokio::time::sleep_until(pause.min(deadline).into()).await;
@@ -332,6 +366,109 @@ mod tests {
         assert!(created + timing.interval() <= renewed.anchor && renewed.anchor <= first_sent, "{renewed:?}");
         assert_eq!(watched.valid_until(), timing.deadline(renewed.anchor));
         assert_eq!(watched.renewal_due(), renewed.anchor + timing.interval());
+        watched.stop().await;
+    }
+
+    /// A renewal that fails at once, or hangs, every time.
+    struct Failing {
+        hang: bool,
+    }
+
+    impl Renewal for Failing {
+        fn subject(&self) -> String {
+            "failing".to_string()
+        }
+
+        async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            Err(Err(ClientError::Unavailable("refused".to_string())))
+        }
+    }
+
+    /// Polls `watched` every 5 ms until the safe deadline has passed by
+    /// 200 ms, answering when it was first seen at risk and when lost.
+    async fn watch_until_lost(watched: &Watched) -> (Option<Instant>, Option<Instant>) {
+        let (mut at_risk, mut lost) = (None, None);
+        let give_up = watched.valid_until() + Duration::from_millis(200);
+        while Instant::now() < give_up && lost.is_none() {
+            if watched.is_at_risk() {
+                assert!(!watched.is_lost(), "at risk and lost at once");
+                at_risk.get_or_insert_with(Instant::now);
+            }
+            if watched.lost_reason().is_some() {
+                lost = Some(Instant::now());
+                assert!(!watched.is_at_risk(), "still at risk once lost");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (at_risk, lost)
+    }
+
+    // Ensures a failing renewal puts the holder at risk from its first
+    // failed attempt (due at ttl/3) until `lost` fires, which ends it.
+    #[tokio::test]
+    async fn a_failed_renewal_is_at_risk_until_lost() {
+        let timing = Timing::new(Duration::from_millis(600), Duration::from_millis(60)).unwrap();
+        let anchor = Instant::now();
+        let watched = Watched::start(Failing { hang: false }, timing, anchor);
+        assert!(!watched.is_at_risk());
+        let (at_risk, lost) = watch_until_lost(&watched).await;
+        let (at_risk, lost) = (at_risk.expect("seen at risk"), lost.expect("lost fired"));
+        assert!(at_risk >= anchor + timing.interval(), "at risk before the renewal was due");
+        // The first attempt fails at once: at risk well before half an interval late.
+        assert!(at_risk < timing.overdue(anchor), "at risk only at {:?}", at_risk - anchor);
+        assert!(lost >= timing.deadline(anchor));
+    }
+
+    // Ensures a renewal that hangs (no attempt ever fails) puts the holder
+    // at risk half an interval after it was due, before the safe deadline.
+    #[tokio::test]
+    async fn a_hung_renewal_is_at_risk_once_overdue() {
+        let timing = Timing::new(Duration::from_millis(600), Duration::from_millis(60)).unwrap();
+        let anchor = Instant::now();
+        let watched = Watched::start(Failing { hang: true }, timing, anchor);
+        let (at_risk, lost) = watch_until_lost(&watched).await;
+        let at_risk = at_risk.expect("seen at risk");
+        assert!(at_risk >= timing.overdue(anchor) && at_risk < timing.deadline(anchor));
+        assert!(lost.expect("lost fired") >= timing.deadline(anchor));
+    }
+
+    /// A renewal whose first attempt fails, the second succeeds, and every
+    /// later one hangs.
+    struct FailsOnce(Mutex<u32>);
+
+    impl Renewal for FailsOnce {
+        fn subject(&self) -> String {
+            "fails once".to_string()
+        }
+
+        async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
+            let attempt = {
+                let mut calls = self.0.lock().unwrap();
+                *calls += 1;
+                *calls
+            };
+            match attempt {
+                1 => Err(Err(ClientError::Unavailable("refused".to_string()))),
+                2 => Ok(Instant::now()),
+                _ => std::future::pending().await,
+            }
+        }
+    }
+
+    // Ensures the risk ends when a renewal succeeds after a failed attempt.
+    #[tokio::test]
+    async fn a_renewal_that_succeeds_ends_the_risk() {
+        let timing = Timing::new(Duration::from_millis(600), Duration::from_millis(60)).unwrap();
+        let created = Instant::now();
+        let mut watched = Watched::start(FailsOnce(Mutex::new(0)), timing, created);
+        let mut state = watched.state.clone();
+        tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.failing)).await.unwrap().unwrap();
+        assert!(watched.is_at_risk());
+        tokio::time::timeout(Duration::from_secs(5), state.wait_for(|s| s.anchor != created)).await.unwrap().unwrap();
+        assert!(!watched.is_at_risk());
         watched.stop().await;
     }
 

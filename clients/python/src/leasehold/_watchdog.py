@@ -22,6 +22,12 @@ retried with a short back-off until the safe deadline; each attempt is cut
 off at that deadline, so ``lost`` is set no later than the safe deadline even
 when every node hangs. A renewal the cluster refuses because the lease or
 session has ended sets ``lost`` at once.
+
+Between a renewal going wrong and the safe deadline the holder is *at risk*
+(``is_at_risk()``): still safe, but the watchdog cannot say it will stay so.
+That is the case once an attempt of the due renewal has failed, or when the
+due renewal is still unanswered half an interval after it was due (every
+node hangs, so no attempt fails), until a renewal succeeds.
 """
 
 from __future__ import annotations
@@ -85,6 +91,13 @@ class Timing:
     def interval(self) -> float:
         return self.ttl / 3
 
+    def overdue(self, anchor: float) -> float:
+        """When a renewal due at ``anchor + interval`` that has not succeeded
+        yet puts the holder at risk though no attempt failed: half an
+        interval late, ``anchor + ttl / 2``, never after the safe deadline
+        (the margin is at most ``ttl / 2``)."""
+        return anchor + self.interval * 1.5
+
 
 def options(ttl: float, drift_margin: Optional[float]) -> tuple[int, float]:
     """The ttl in whole ms and the drift margin in seconds, checked."""
@@ -123,6 +136,8 @@ class Kept:
         #: The start of the call of the last successful grant or renewal.
         self._anchor: Optional[float] = None
         self._lost_reason: Optional[LostReason] = None
+        #: An attempt of the due renewal failed, and none succeeded since.
+        self._failing = False
         self._released = False
 
     @property
@@ -159,6 +174,20 @@ class Kept:
             valid_until = self._deadline()
             return valid_until is None or time.monotonic() >= valid_until
 
+    def is_at_risk(self) -> bool:
+        """True while it is still safe but its renewal is going wrong: an
+        attempt failed, or the due renewal is half an interval late, and no
+        renewal has succeeded since. False once lost (see :meth:`is_lost`)
+        and again after a successful renewal: time to finish or checkpoint
+        the work before ``lost`` is set."""
+        with self._mutex:
+            if self._lost_reason is not None or self._timing is None or self._anchor is None:
+                return False
+            now = time.monotonic()
+            return now < self._timing.deadline(self._anchor) and (
+                self._failing or now >= self._timing.overdue(self._anchor)
+            )
+
     @property
     def lost_reason(self) -> Optional[LostReason]:
         with self._mutex:
@@ -189,6 +218,12 @@ class Kept:
         with self._mutex:
             if self._lost_reason is None and self._timing is not None and self._anchor is not None:
                 self._anchor = max(self._anchor, anchor)
+                self._failing = False
+
+    def _renewal_failed(self) -> None:
+        """An attempt of the due renewal failed; it is retried."""
+        with self._mutex:
+            self._failing = True
 
     def _mark_lost(self, reason: LostReason) -> bool:
         with self._mutex:
@@ -301,6 +336,7 @@ class ThreadWatchdog(Kept):
             last_error = outcome
             if late:
                 continue
+            self._renewal_failed()
             log.debug("renewal of %s failed (%s); retrying", self._subject(), last_error)
             if self._stop.wait(max(0.0, min(backoff, deadline - time.monotonic()))):
                 return None
@@ -419,6 +455,7 @@ class TaskWatchdog(Kept):
             last_error = outcome
             if late:
                 continue
+            self._renewal_failed()
             log.debug("renewal of %s failed (%s); retrying", self._subject(), last_error)
             await asyncio.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
             backoff = min(backoff * 2, MAX_BACKOFF)
