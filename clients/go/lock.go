@@ -163,7 +163,8 @@ func (l *Lock) Done() <-chan struct{} { return l.dog.done }
 // or the safe deadline has passed.
 func (l *Lock) Err() error { return l.dog.err() }
 
-// AtRisk is true while renewals fail or are overdue, and once lost.
+// AtRisk is true while renewals fail or are overdue, until one succeeds or
+// the lock is lost.
 func (l *Lock) AtRisk() bool { return l.dog.atRisk() }
 
 // Release stops the watchdog, then releases the lock on the cluster (Done

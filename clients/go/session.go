@@ -159,7 +159,8 @@ func (s *Session) Done() <-chan struct{} { return s.dog.done }
 // or the safe deadline has passed.
 func (s *Session) Err() error { return s.dog.err() }
 
-// AtRisk is true while keepalives fail or are overdue, and once lost.
+// AtRisk is true while keepalives fail or are overdue, until one succeeds
+// or the session is lost.
 func (s *Session) AtRisk() bool { return s.dog.atRisk() }
 
 // Lock acquires name under the session, waiting in its queue up to wait:

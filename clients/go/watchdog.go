@@ -133,15 +133,19 @@ func (w *watchdog) err() error {
 	return nil
 }
 
-// atRisk is true while renewals fail (from the first failed attempt until
-// one succeeds), when the renewal due at anchor + ttl/3 has still not
-// succeeded another ttl/3 later (an attempt hanging on a node that does not
-// answer), and once lost: the holder should finish or stop early.
+// atRisk is true while the lease is still safe but renewals are in trouble
+// (Chubby's jeopardy): from the first failed attempt until one succeeds, or
+// once the renewal due at anchor + ttl/3 is half an interval late (an
+// attempt hanging on a node that does not answer). It is false once lost:
+// then Done has closed. The same rule as every leasehold client's
+// (conformance/PROTOCOL.md).
 func (w *watchdog) atRisk() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	overdue := !time.Now().Before(w.anchor.Add(2 * w.timing.interval()))
-	return w.lost != nil || w.failing || overdue
+	now := time.Now()
+	interval := w.timing.interval()
+	overdue := !now.Before(w.anchor.Add(interval + interval/2))
+	return w.lost == nil && now.Before(w.timing.deadline(w.anchor)) && (w.failing || overdue)
 }
 
 // fire records why the lease is lost, if nothing was recorded yet, and

@@ -94,13 +94,16 @@ final class Watchdog {
     }
 
     /**
-     * True while renewals fail (from the first failed attempt until one
-     * succeeds), when the renewal due at anchor + ttl/3 has still not
-     * succeeded another ttl/3 later (an attempt hanging on a node that does
-     * not answer), and once lost: the holder should finish or stop early.
+     * True while the lease is still safe but renewals are in trouble
+     * (Chubby's jeopardy): from the first failed attempt until one succeeds,
+     * or once the renewal due at anchor + ttl/3 is half an interval late (an
+     * attempt hanging on a node that does not answer). False once lost. The
+     * same rule as every leasehold client's (conformance/PROTOCOL.md).
      */
     synchronized boolean isAtRisk() {
-        return lost.isDone() || failing || System.nanoTime() - (anchor + 2 * interval()) >= 0;
+        long now = System.nanoTime();
+        boolean overdue = now - (anchor + interval() + interval() / 2) >= 0;
+        return !isLost() && (failing || overdue);
     }
 
     CompletionStage<LostReason> lost() {

@@ -121,7 +121,7 @@ class ClientTest {
         LostReason lost = lock.lost().toCompletableFuture().get(TTL.toMillis(), TimeUnit.MILLISECONDS);
         assertEquals(LostReason.Kind.REVOKED, lost.kind());
         assertEquals(ErrorCode.NOT_HELD, lost.code());
-        assertTrue(lock.isAtRisk());
+        assertFalse(lock.isAtRisk(), "lost, no longer at risk");
         ApiException release = assertThrows(ApiException.class, lock::release);
         assertEquals(ErrorCode.NOT_HELD, release.code());
         lock.close(); // a lost lock closes quietly
