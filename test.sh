@@ -5,9 +5,11 @@
 # storage Suite, the in-process API tests, and the multi-process tests under
 # tests/cluster, tests/lab and crates/lab/tests (the leasehold-lab binary's),
 # which start real `leasehold serve` processes on loopback or in network
-# namespaces), the Python (ruff, mypy, pytest), Go (gofmt, go vet,
-# go test -race) and Java (javac -Xlint:all -Werror, JUnit 5) clients'
-# tests against real clusters of the binary just built, the Debian package built, installed,
+# namespaces), the Python (ruff, mypy, pytest), TypeScript (tsc --strict,
+# node --test), Go (gofmt, go vet, go test -race) and Java (javac
+# -Xlint:all -Werror, JUnit 5) clients' tests against real clusters of the
+# binary just built, the conformance suite that holds all five clients to
+# one behaviour (conformance/), the Debian package built, installed,
 # started and purged (.ci/package-test), and Schemathesis against a live
 # 3-node cluster from its /openapi.json (.ci/schemathesis). Those last
 # suites run side by side (they mostly wait on their processes), each
@@ -65,9 +67,17 @@ step .ci/check-boundaries
 step cargo test --no-run
 
 rust_tests() { cargo test; }
-python_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/python/run-tests.sh; }
-go_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/go/run-tests.sh; }
-java_client() { LEASEHOLD_BIN="$PWD/target/debug/leasehold" clients/java/run-tests.sh; }
+# The clients' own suites, then the conformance suite, which builds every
+# driver in the places those suites use (the Python venv, node_modules, the
+# Go and Java build folders): one after the other, beside the rest.
+clients() {
+    export LEASEHOLD_BIN="$PWD/target/debug/leasehold"
+    step clients/python/run-tests.sh
+    step clients/typescript/run-tests.sh
+    step clients/go/run-tests.sh
+    step clients/java/run-tests.sh
+    step conformance/run-tests.sh
+}
 # cargo-deb, at the version .ci/install-cargo-deb pins, compiles from
 # crates.io first when it is missing, while the other suites wait on their
 # processes.
@@ -76,4 +86,4 @@ package() {
     .ci/package-test
 }
 schemathesis() { .ci/schemathesis; }
-side_by_side rust_tests python_client go_client java_client package schemathesis
+side_by_side rust_tests clients package schemathesis
