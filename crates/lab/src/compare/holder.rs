@@ -148,6 +148,8 @@ pub async fn run(options: &HolderOptions) -> Result<(), AdapterError> {
             client: options.client.clone(),
             request_id: None,
             token,
+            key: None,
+            holder: None,
             sent_us,
             received_us: monotonic_us(),
             result,
