@@ -163,6 +163,8 @@ impl Target {
         op.request_id = Some(request_id);
         op.session = session_of(lifetime);
         let result = self.client.acquire_for(lock, owner, lifetime, &options).await;
+        // The holder a `held` refusal names: what the linearizability check holds it to.
+        op.holder = result.as_ref().err().and_then(|e| e.detail()?.holder()).map(str::to_owned);
         self.finish(op, outcome(&result, lease_result));
         result.ok()
     }

@@ -133,7 +133,8 @@ pub fn check_linearizable(operations: &[Operation], budget: u64) -> Linearizabil
             Outcome::OutOfBudget => report.out_of_budget.push(compiled.describe_keys(5)),
             Outcome::Dead => {
                 let deepest = search.deepest.as_ref().expect("a dead search expanded its root");
-                report.violations.push(compiled.window(operations, deepest))
+                let path = search.path(deepest.tip);
+                report.violations.push(compiled.window(operations, deepest, &path))
             }
         }
     }
@@ -328,6 +329,21 @@ impl Component {
         c
     }
 
+    /// Per slot, the locks acquired under it when it is a session.
+    fn session_locks(&self) -> Vec<Vec<SlotId>> {
+        let mut locks: Vec<Vec<SlotId>> = vec![Vec::new(); self.initial.len()];
+        for call in self.calls.iter().filter(|c| c.kind.is_acquire()) {
+            if let Some(s) = call.session {
+                locks[s as usize].extend(&call.locks);
+            }
+        }
+        for l in &mut locks {
+            l.sort_unstable();
+            l.dedup();
+        }
+        locks
+    }
+
     fn describe_keys(&self, n: usize) -> String {
         let shown: Vec<&str> = self.slot_keys.iter().take(n).map(String::as_str).collect();
         let more = self.slot_keys.len().saturating_sub(n);
@@ -370,7 +386,7 @@ impl Component {
     }
 
     /// The report of a dead end.
-    fn window(&self, operations: &[Operation], deepest: &DeadEnd) -> Window {
+    fn window(&self, operations: &[Operation], deepest: &DeadEnd, path: &[usize]) -> Window {
         let mut keys: BTreeSet<SlotId> =
             deepest.stuck.iter().flat_map(|(c, _)| Self::slots_of(&self.calls[*c])).collect();
         // Sessions holding the stuck locks, and the locks of stuck sessions, belong to the story.
@@ -381,12 +397,8 @@ impl Component {
                 }
             }
         }
-        let linearized: Vec<usize> = deepest
-            .path
-            .iter()
-            .copied()
-            .filter(|c| Self::slots_of(&self.calls[*c]).any(|s| keys.contains(&s)))
-            .collect();
+        let linearized: Vec<usize> =
+            path.iter().copied().filter(|c| Self::slots_of(&self.calls[*c]).any(|s| keys.contains(&s))).collect();
         let linearized = &linearized[linearized.len().saturating_sub(CONTEXT)..];
         let shown: Vec<&Operation> = linearized
             .iter()
@@ -459,8 +471,8 @@ enum Outcome {
 /// The deepest node the search reached, for the report.
 struct DeadEnd {
     depth: usize,
-    /// Calls linearized on the way, in order.
-    path: Vec<usize>,
+    /// The last call linearized on the way there, in the search's trail.
+    tip: Option<usize>,
     /// Every candidate there, with the model's objection (`None`: it fitted,
     /// but led nowhere).
     stuck: Vec<(usize, Option<Contradiction>)>,
@@ -473,6 +485,7 @@ struct Applied {
     call: usize,
     undo: Vec<(SlotId, Slot)>,
     previous_at_us: u64,
+    previous_tip: Option<usize>,
 }
 
 /// A search node: the moves out of it, the next to try, and the one in effect.
@@ -501,6 +514,10 @@ struct Search<'a> {
     /// The earliest real time the last point placed can be at.
     at_us: u64,
     seen: HashSet<(u128, u64, u64)>,
+    /// The calls linearized, each with the one before it: a path is read
+    /// back from its tip, so the deepest node keeps its path without a copy.
+    trail: Vec<(usize, Option<usize>)>,
+    tip: Option<usize>,
     explored: u64,
     deepest: Option<DeadEnd>,
 }
@@ -534,9 +551,11 @@ impl<'a> Search<'a> {
             zobrist: (0..n).map(|_| rng.u128(..)).collect(),
             linearized_set: 0,
             depth: 0,
-            state: State::new(component.initial.clone()),
+            state: State::new(component.initial.clone(), component.session_locks()),
             at_us: 0,
             seen: HashSet::new(),
+            trail: Vec::new(),
+            tip: None,
             explored: 0,
             deepest: None,
         }
@@ -559,7 +578,18 @@ impl<'a> Search<'a> {
         out
     }
 
-    fn expand(&mut self, path: &[usize]) -> Frame {
+    /// The calls linearized up to `tip`, in order.
+    fn path(&self, mut tip: Option<usize>) -> Vec<usize> {
+        let mut path = Vec::new();
+        while let Some(at) = tip {
+            path.push(self.trail[at].0);
+            tip = self.trail[at].1;
+        }
+        path.reverse();
+        path
+    }
+
+    fn expand(&mut self) -> Frame {
         let mut moves = Vec::new();
         let mut objections = Vec::new();
         for c in self.candidates() {
@@ -579,7 +609,7 @@ impl<'a> Search<'a> {
                 objections.iter().flat_map(|(c, _)| Component::slots_of(&self.calls[*c])).collect();
             self.deepest = Some(DeadEnd {
                 depth: self.depth,
-                path: path.to_vec(),
+                tip: self.tip,
                 state: slots.into_iter().map(|s| (s, self.state.get(s))).collect(),
                 stuck: objections,
             });
@@ -603,7 +633,9 @@ impl<'a> Search<'a> {
         self.depth += 1;
         let undo = transition.writes.iter().map(|(id, slot)| (*id, self.state.set(*id, *slot))).collect();
         let previous_at_us = std::mem::replace(&mut self.at_us, transition.at_us);
-        Applied { call, undo, previous_at_us }
+        self.trail.push((call, self.tip));
+        let previous_tip = self.tip.replace(self.trail.len() - 1);
+        Applied { call, undo, previous_at_us, previous_tip }
     }
 
     fn undo(&mut self, applied: Applied) {
@@ -612,6 +644,12 @@ impl<'a> Search<'a> {
             self.state.set(id, slot);
         }
         self.at_us = applied.previous_at_us;
+        // The trail keeps the entry only while the deepest node's path needs it.
+        let kept = self.deepest.as_ref().and_then(|d| d.tip);
+        if self.tip == Some(self.trail.len() - 1) && self.tip != kept {
+            self.trail.pop();
+        }
+        self.tip = applied.previous_tip;
         self.depth -= 1;
         self.linearized_set ^= self.zobrist[call];
         let c = &self.calls[call];
@@ -627,12 +665,10 @@ impl<'a> Search<'a> {
         if !self.answered_left() {
             return Outcome::Linearizable;
         }
-        let mut path: Vec<usize> = Vec::new();
-        let root = self.expand(&path);
+        let root = self.expand();
         let mut stack = vec![root];
         while let Some(top) = stack.len().checked_sub(1) {
             if let Some(applied) = stack[top].applied.take() {
-                path.pop();
                 self.undo(applied);
             }
             let frame = &mut stack[top];
@@ -650,7 +686,6 @@ impl<'a> Search<'a> {
                 continue;
             }
             stack[top].applied = Some(applied);
-            path.push(call);
             if !self.answered_left() {
                 return Outcome::Linearizable;
             }
@@ -658,7 +693,7 @@ impl<'a> Search<'a> {
             if self.explored > budget {
                 return Outcome::OutOfBudget;
             }
-            let child = self.expand(&path);
+            let child = self.expand();
             stack.push(child);
         }
         Outcome::Dead

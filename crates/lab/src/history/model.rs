@@ -200,6 +200,9 @@ pub(super) struct Contradiction {
 pub(super) struct State {
     slots: Vec<Slot>,
     fingerprint: u64,
+    /// Per session slot, every lock ever acquired under it: the locks its
+    /// end may free (fixed for the partition, so no part of the fingerprint).
+    session_locks: Vec<Vec<SlotId>>,
 }
 
 fn slot_hash(id: SlotId, slot: &Slot) -> u64 {
@@ -209,9 +212,11 @@ fn slot_hash(id: SlotId, slot: &Slot) -> u64 {
 }
 
 impl State {
-    pub fn new(slots: Vec<Slot>) -> State {
+    /// `session_locks`: per slot, the locks ever acquired under it when it
+    /// is a session (empty otherwise).
+    pub fn new(slots: Vec<Slot>, session_locks: Vec<Vec<SlotId>>) -> State {
         let fingerprint = slots.iter().enumerate().fold(0, |f, (i, s)| f ^ slot_hash(i as SlotId, s));
-        State { slots, fingerprint }
+        State { slots, fingerprint, session_locks }
     }
 
     /// A hash of every slot, kept up to date by [`set`](State::set).
@@ -272,7 +277,7 @@ impl View<'_> {
     /// Ends session `id` (deleted or expired) and frees every lock held under it.
     fn end_session(&mut self, id: SlotId) {
         self.set(id, Slot::Session(Session::Ended));
-        for lock in 0..self.base.slots.len() as SlotId {
+        for &lock in &self.base.session_locks[id as usize] {
             if let Slot::Lock(Lock { holder: Some(h), .. }) = self.get(lock) {
                 if h.life == Life::Session(id) {
                     self.set_holder(lock, None);
