@@ -129,7 +129,7 @@ fn is_session_grant(op: &Operation) -> bool {
     op.is_grant() && op.session.is_some()
 }
 
-const KINDS: [OpKind; 11] = [
+const KINDS: [OpKind; 13] = [
     OpKind::AcquireTry,
     OpKind::AcquireWait,
     OpKind::MultiAcquireTry,
@@ -141,6 +141,8 @@ const KINDS: [OpKind; 11] = [
     OpKind::SessionCreate,
     OpKind::KeepAlive,
     OpKind::SessionDelete,
+    OpKind::PutRecord,
+    OpKind::GetRecord,
 ];
 
 fn kind_totals(operations: &[Operation]) -> Vec<KindTotals> {
