@@ -60,8 +60,25 @@ async fn one_round_of_every_fault_has_no_violations() {
         serde_json::from_slice(&std::fs::read(out.path().join("history.json")).expect("history.json")).expect("json");
     let mut operations: Vec<Operation> = serde_json::from_value(saved["operations"].clone()).expect("operations");
     let read = read_of_a_fresh_grant(&operations).expect("a read of a lock its reader had just been granted");
-    operations[read].result = OpResult::Free;
-    assert_eq!(check_linearizable(&operations, DEFAULT_BUDGET).verdict, Verdict::NotLinearizable);
+    let mut mutated = operations.clone();
+    mutated[read].result = OpResult::Free;
+    assert_eq!(check_linearizable(&mutated, DEFAULT_BUDGET).verdict, Verdict::NotLinearizable);
+    // A late record write under a stale token (the paused client's, an
+    // abandoned session's) that the cluster had taken: a lost write.
+    let stale = |op: &Operation| {
+        op.kind == OpKind::PutRecord
+            && matches!(&op.result, OpResult::Refused { code } if code == "stale_token")
+            && operations.iter().any(|grant| {
+                grant.locks().any(|l| l == op.lock)
+                    && grant.received_us < op.sent_us
+                    && grant.observed_token() > op.token
+                    && grant.kind.is_acquire()
+            })
+    };
+    if let Some(late) = operations.iter().position(stale) {
+        operations[late].result = OpResult::Written { index: u64::MAX };
+        assert_eq!(check_linearizable(&operations, DEFAULT_BUDGET).verdict, Verdict::NotLinearizable);
+    }
 }
 
 /// A read that saw its own client hold the lock, answered within 2 s of the

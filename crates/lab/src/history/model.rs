@@ -406,14 +406,15 @@ fn acquire(view: &mut View, call: &Call) -> Result<bool, Contradiction> {
             }
             let mine = |h: &Holder| h.owner == call.owner && h.token.is_none_or(|t| t == token);
             let all_mine = call.locks.iter().all(|l| view.lock(*l).holder.is_some_and(|h| mine(&h)));
+            // A new grant, or a re-acquire by the holder (same token,
+            // restarted lease); one set never mixes the two.
+            if !all_free && !all_mine {
+                let taken = call.locks.iter().copied().find(|l| view.lock(*l).holder.is_some_and(|h| !mine(&h)));
+                return contradiction(taken.unwrap_or(call.locks[0]), "granted while another lease held the lock");
+            }
             for &lock in &call.locks {
                 let current = view.lock(lock);
-                // A new grant, or a re-acquire by the holder (same token,
-                // restarted lease); one set never mixes the two.
                 let first_sight = current.holder.is_none_or(|h| h.token.is_none());
-                if !all_free && !all_mine {
-                    return contradiction(lock, "granted while another lease held the lock");
-                }
                 if first_sight && token <= current.last_token {
                     return contradiction(lock, "granted under a token not above the lock's last token");
                 }
