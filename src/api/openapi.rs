@@ -39,7 +39,8 @@ use leasehold_proto::locks::{
     MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
 use leasehold_proto::sessions::{
-    CreateSessionRequest, DeleteSessionResponse, KeepAliveRequest, SessionListQuery, SessionListResponse, SessionView,
+    CreateSessionRequest, DeleteSessionQuery, DeleteSessionResponse, KeepAliveRequest, SessionListQuery,
+    SessionListResponse, SessionView,
 };
 use leasehold_proto::{schema, ErrorBody, Limits, LockEvent, LEADER_ADDR_HEADER, LEADER_HEADER};
 
@@ -241,6 +242,9 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     }
     if *path == "/v1/sessions" && matches!(o.0, Get) {
         builder = builder.parameters(Some(SessionListQuery::into_params(|| Some(ParameterIn::Query))));
+    }
+    if *path == "/v1/sessions/{id}" && matches!(o.0, Delete) {
+        builder = builder.parameters(Some(DeleteSessionQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if let Some(content) = content(*request) {
         builder = builder.request_body(Some(

@@ -14,7 +14,8 @@ use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::Node;
 use leasehold_core::{Command, LockError, Outcome};
 use leasehold_proto::sessions::{
-    CreateSessionRequest, DeleteSessionResponse, KeepAliveRequest, SessionListQuery, SessionListResponse, SessionView,
+    CreateSessionRequest, DeleteSessionQuery, DeleteSessionResponse, KeepAliveRequest, SessionListQuery,
+    SessionListResponse, SessionView,
 };
 use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MAX_TOKEN};
 
@@ -52,14 +53,16 @@ async fn keep_alive(
     }
 }
 
-/// `DELETE /v1/sessions/{id}`: 200 once every lock of the session is
-/// released (each handed to its first waiter) in one entry; 404
-/// `session_not_found`.
+/// `DELETE /v1/sessions/{id}?request_id=..`: 200 once every lock of the
+/// session is released (each handed to its first waiter) in one entry; 404
+/// `session_not_found`. A retry under the same request id gets the first
+/// answer, so a delete whose answer was lost is not reported as not found.
 async fn delete(
     State(node): State<Arc<Node>>,
     ApiPath(id): ApiPath<u64>,
+    ApiQuery(query): ApiQuery<DeleteSessionQuery>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
-    match propose(&node, Command::DeleteSession { session: id, request_id: None }).await? {
+    match propose(&node, Command::DeleteSession { session: id, request_id: query.request_id }).await? {
         Outcome::SessionDeleted { session, released } => {
             Ok(Json(DeleteSessionResponse { session, deleted: true, released }))
         }

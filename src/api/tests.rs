@@ -577,6 +577,24 @@ async fn session_lifecycle_through_the_router() {
     }
 }
 
+// Ensures a delete retried under its request id gets its first answer:
+// a delete whose answer was lost is not then reported `session_not_found`
+// (what the chaos suite's linearizability check found).
+#[tokio::test]
+async fn a_retried_session_delete_gets_its_first_answer() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 5000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let (status, _) = api.call("POST", "/v1/locks/a/acquire", Some(json!({"owner": "s", "session": id}))).await;
+    assert_eq!(status, StatusCode::OK);
+    for _ in 0..2 {
+        let (status, deleted) = api.call("DELETE", &format!("/v1/sessions/{id}?request_id=r-1"), None).await;
+        assert_eq!((status, &deleted["released"]), (StatusCode::OK, &json!(["a"])), "{deleted}");
+    }
+    let (status, gone) = api.call("DELETE", &format!("/v1/sessions/{id}?request_id=r-2"), None).await;
+    assert_eq!((status, &gone["error"]["code"]), (StatusCode::NOT_FOUND, &json!("session_not_found")), "{gone}");
+}
+
 // Ensures a session seq reused for another request is answered 409
 // `seq_reused` by every handler (not the other request's answer, nor a 500),
 // and takes nothing.

@@ -37,11 +37,14 @@ impl Client {
     }
 
     /// `DELETE /v1/sessions/{id}`: releases every lock of the session.
-    /// Answers the locks released.
+    /// Answers the locks released. Under a request id, so that a retry of a
+    /// delete whose answer was lost gets that answer, not `session_not_found`.
     pub async fn delete_session(&self, session: SessionId) -> Result<Vec<String>, ClientError> {
         let id = session.to_string();
+        let request_id = new_request_id();
+        let query = [("request_id", request_id.as_str())];
         let (deleted, _): (DeleteSessionResponse, _) =
-            self.call(Method::DELETE, &["v1", "sessions", &id], &[], NO_BODY, Duration::ZERO).await?;
+            self.call(Method::DELETE, &["v1", "sessions", &id], &query, NO_BODY, Duration::ZERO).await?;
         Ok(deleted.released)
     }
 

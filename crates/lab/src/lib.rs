@@ -20,7 +20,8 @@
 //!   namespaces (loopback fallback), a recorded workload, the nemesis, the
 //!   table per fault and the timeline.
 //! - [`history`] — the harness clock, the history recorder, the fenced
-//!   resource (HTTP) and the pure checker.
+//!   resource (HTTP), the pure per-property checker and the linearizability
+//!   checker with its model of the lock table.
 //! - [`plot`] — the one SVG chart the bench and chaos plots are drawn with.
 //! - [`demo`] — `leasehold-lab demo payments`: fencing tokens vs. a paused worker.
 //! - [`fault`] — the one fault vocabulary of `chaos` and `bench --safety`.

@@ -101,6 +101,19 @@ pub struct DeleteSessionResponse {
     pub released: Vec<String>,
 }
 
+/// The query of `DELETE /v1/sessions/{id}`: a delete has no body, so its
+/// request id rides in the query. A retry of a delete that took effect
+/// (its answer lost) then gets the first answer, not `session_not_found`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct DeleteSessionQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::schema::request_id))]
+    pub request_id: Option<String>,
+}
+
 /// The query of `GET /v1/sessions`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]

@@ -1,8 +1,9 @@
 //! `leasehold-lab chaos`: the fault suite. A 3- or 5-node cluster, each node its
 //! own host (network namespace) when the machine allows, under a workload
 //! of concurrent clients, while a nemesis injects one fault after another;
-//! then the [`history`](crate::history) checker judges the recorded history
-//! and the fenced resource's log.
+//! then the [`history`](crate::history) checkers judge the recorded history
+//! and the fenced resource's log: the per-property rules, and the
+//! linearizability check of the whole history against a model of the lock table.
 //!
 //! - [`hosts`] — namespaces, bridge, veths and iptables faults.
 //! - [`workload`] — the clients, a third each: single-lock cycles (acquire → write → read →
@@ -29,7 +30,7 @@ use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
 use leasehold_proto::NodeId;
 use nemesis::{FaultKind, FaultRecord, Nemesis};
-use report::{ChaosReport, RunSetup};
+use report::{ChaosReport, Linearizability, RunSetup};
 use workload::{Target, Workload};
 
 /// Node slots: a 3-node cluster keeps two spare ones for the membership fault.
@@ -137,6 +138,10 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let writes = resource.writes();
     eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
     let check = history::check(&operations, &writes);
+    let began = Instant::now();
+    let linearizable = history::check_linearizable(&operations, history::DEFAULT_BUDGET);
+    let linearizability = Linearizability { report: linearizable, seconds: began.elapsed().as_secs_f64() };
+    eprintln!("chaos: linearizability: {} ({:.1} s)", linearizability.report.summary(), linearizability.seconds);
     let setup = RunSetup {
         nodes: options.nodes,
         clients: options.clients,
@@ -144,11 +149,18 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         hosts: described,
         end_us,
     };
-    let report = ChaosReport::build(setup, &operations, &writes, &records, &check);
+    let mut report = ChaosReport::build(setup, &operations, &writes, &records, &check);
+    report.linearizability = Some(linearizability);
     std::fs::write(options.out.join("chaos.md"), report.markdown())?;
     std::fs::write(options.out.join("chaos.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
     std::fs::write(options.out.join("timeline.svg"), report.timeline_svg(&operations))?;
-    let saved = serde_json::json!({ "operations": operations, "writes": writes, "violations": check.violations });
+    let not_linearizable = report.linearizability.as_ref().map(|l| &l.report.violations);
+    let saved = serde_json::json!({
+        "operations": operations,
+        "writes": writes,
+        "violations": check.violations,
+        "not_linearizable": not_linearizable,
+    });
     std::fs::write(options.out.join("history.json"), serde_json::to_vec(&saved).expect("history serializes"))?;
     Ok(report)
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::nemesis::{FaultKind, FaultRecord};
-use crate::history::{CheckReport, OpKind, OpResult, Operation, ResourceWrite};
+use crate::history::{CheckReport, LinearizabilityReport, OpKind, OpResult, Operation, ResourceWrite, Verdict};
 use crate::plot::{Chart, LineStyle};
 
 /// One fault instance with what happened from its start to the next fault's.
@@ -84,6 +84,17 @@ pub struct ChaosReport {
     pub faults: Vec<FaultOutcome>,
     pub violation_counts: BTreeMap<String, usize>,
     pub violation_examples: Vec<String>,
+    /// The linearizability check of the whole history, once it has run.
+    pub linearizability: Option<Linearizability>,
+}
+
+/// The linearizability check's verdict, with how long it took.
+#[derive(Debug, Clone, Serialize)]
+pub struct Linearizability {
+    #[serde(flatten)]
+    pub report: LinearizabilityReport,
+    /// Wall-clock time of the check on the harness machine.
+    pub seconds: f64,
 }
 
 /// The operations of one kind in a run.
@@ -118,7 +129,7 @@ fn is_session_grant(op: &Operation) -> bool {
     op.is_grant() && op.session.is_some()
 }
 
-const KINDS: [OpKind; 11] = [
+const KINDS: [OpKind; 13] = [
     OpKind::AcquireTry,
     OpKind::AcquireWait,
     OpKind::MultiAcquireTry,
@@ -130,6 +141,8 @@ const KINDS: [OpKind; 11] = [
     OpKind::SessionCreate,
     OpKind::KeepAlive,
     OpKind::SessionDelete,
+    OpKind::PutRecord,
+    OpKind::GetRecord,
 ];
 
 fn kind_totals(operations: &[Operation]) -> Vec<KindTotals> {
@@ -236,12 +249,15 @@ impl ChaosReport {
             faults: outcomes,
             violation_counts: check.counts().into_iter().map(|(k, n)| (format!("{k:?}"), n)).collect(),
             violation_examples: check.examples(3),
+            linearizability: None,
         }
     }
 
-    /// Total violations found by the checker.
+    /// Total violations found by the checker, and components found not
+    /// linearizable.
     pub fn violations(&self) -> usize {
-        self.violation_counts.values().sum()
+        let not_linearizable = self.linearizability.as_ref().map_or(0, |l| l.report.violations.len());
+        self.violation_counts.values().sum::<usize>() + not_linearizable
     }
 
     /// The table per fault, then the run's totals, as Markdown.
@@ -295,6 +311,9 @@ impl ChaosReport {
         for example in &self.violation_examples {
             out.push_str(&format!("- {example}\n"));
         }
+        if let Some(l) = &self.linearizability {
+            out.push_str(&l.markdown());
+        }
         out
     }
 
@@ -329,5 +348,43 @@ impl ChaosReport {
             per_second.iter().enumerate().map(|(s, n)| (fx(s as u64 * 1_000_000), *n as f64 / y_max)).collect();
         chart.line("grants/s", &points, LineStyle::Trace);
         chart.finish()
+    }
+}
+
+impl Linearizability {
+    /// The verdict, then each component out of budget and each window that
+    /// is not linearizable, as Markdown.
+    pub fn markdown(&self) -> String {
+        let r = &self.report;
+        let mut out = format!(
+            "\nLinearizability (the whole history against the model of the lock table, see docs/fault-suite.md): \
+             {}; checked in {:.1} s, budget {} nodes per component.\n",
+            r.summary(),
+            self.seconds,
+            r.budget
+        );
+        if r.verdict == Verdict::Unknown {
+            out.push_str("The search ran out of budget on these components (their verdict is unknown, not clean):\n");
+        }
+        for component in &r.out_of_budget {
+            out.push_str(&format!("- {component}\n"));
+        }
+        for (i, w) in r.violations.iter().enumerate() {
+            out.push_str(&format!(
+                "\nNot linearizable #{}: {} between {:.3}s and {:.3}s.\n\nModel state at the dead end:\n",
+                i + 1,
+                w.keys.join(", "),
+                w.from_us as f64 / 1e6,
+                w.to_us as f64 / 1e6
+            ));
+            let lines = |title: &str, lines: &[String]| {
+                let body: String = lines.iter().map(|l| format!("- {l}\n")).collect();
+                format!("{title}\n{body}")
+            };
+            out.push_str(&lines("", &w.state));
+            out.push_str(&lines("\nLast operations linearized on these keys:", &w.linearized));
+            out.push_str(&lines("\nOperations that could go next, none of which fits:", &w.stuck));
+        }
+        out
     }
 }

@@ -3,8 +3,9 @@
 //! see [`CycleKind`]):
 //!
 //! - **single**: acquire (try or wait) → write the section's begin to the
-//!   fenced resource → read the lock → sometimes renew → write the section's
-//!   end → release → sometimes read again;
+//!   fenced resource → (one cycle in four) write the cluster's fenced record
+//!   of the lock → read the lock → sometimes renew → write the section's
+//!   end → release → sometimes read again → (with the record) read the record;
 //! - **multi**: one atomic acquire of 2–3 names (hot and cold mixed, so they
 //!   contend with the single acquires) under one token → begin per name →
 //!   read one → end per name → one multi-release (or, one cycle in four, a
@@ -16,7 +17,9 @@
 //!   release the locks and delete the session (one in two), or delete it at
 //!   once (three in eight), or abandon it (one in eight): stop its keepalives, wait past its ttl for it to expire and its
 //!   locks to be handed on, and write once more under the old tokens, which
-//!   the resource must refuse once a later holder wrote.
+//!   the resource must refuse once a later holder wrote, and to the
+//!   cluster's fenced record of each lock, which must refuse it once the
+//!   session has ended.
 //!
 //! Every request goes into the [`History`], acquires with their request id.
 
@@ -163,6 +166,8 @@ impl Target {
         op.request_id = Some(request_id);
         op.session = session_of(lifetime);
         let result = self.client.acquire_for(lock, owner, lifetime, &options).await;
+        // The holder a `held` refusal names: what the linearizability check holds it to.
+        op.holder = result.as_ref().err().and_then(|e| e.detail()?.holder()).map(str::to_owned);
         self.finish(op, outcome(&result, lease_result));
         result.ok()
     }
@@ -257,6 +262,27 @@ impl Target {
         let deleted = outcome(&result, |_| OpResult::Released);
         self.finish(op, deleted.clone());
         deleted
+    }
+
+    /// Writes the cluster's fenced record of `lock` (keyed by the lock's
+    /// name) under `token`, recording the request.
+    pub async fn put_record(&self, lock: &str, owner: &str, token: FencingToken) {
+        let mut op = self.begin(OpKind::PutRecord, lock, owner, Some(token.get()));
+        op.key = Some(lock.to_owned());
+        let result = self.client.put_record(lock, lock, token, &serde_json::json!({ "owner": owner })).await;
+        self.finish(op, outcome(&result, |index| OpResult::Written { index: *index }));
+    }
+
+    /// Reads the cluster's fenced record of `lock`, recording the request.
+    pub async fn get_record(&self, lock: &str, owner: &str) {
+        let mut op = self.begin(OpKind::GetRecord, "", owner, None);
+        op.key = Some(lock.to_owned());
+        let result = self.client.get_record(lock).await;
+        let record = |r: &Option<leasehold_proto::fence::Record>| match r {
+            Some(r) => OpResult::Record { token: r.token.get(), index: r.index },
+            None => OpResult::Free,
+        };
+        self.finish(op, outcome(&result, record));
     }
 
     /// Writes one end of a critical section to the resource; whether it
@@ -357,6 +383,10 @@ async fn single_cycle(target: &Target, owner: &str) {
     };
     let token = lease.token();
     target.write(&lock, owner, token, Phase::Begin).await;
+    let record = fastrand::u8(..4) == 0;
+    if record {
+        target.put_record(&lock, owner, token).await;
+    }
     target.read(&lock, owner).await;
     if fastrand::u8(..4) == 0 {
         target.renew(&lock, owner, token).await;
@@ -366,6 +396,10 @@ async fn single_cycle(target: &Target, owner: &str) {
     if fastrand::u8(..4) == 0 {
         // After an acknowledged release, no read may show its token again.
         target.read(&lock, owner).await;
+    }
+    if record {
+        // The record keeps the last write a current token made.
+        target.get_record(&lock, owner).await;
     }
 }
 
@@ -496,6 +530,8 @@ async fn session_cycle(target: &Target, owner: &str) {
             tokio::time::sleep(Duration::from_millis(SESSION_TTL_MS + 500)).await;
             for (name, token) in &locks {
                 target.write(name, owner, *token, Phase::End).await;
+                // The cluster's own fence must refuse it once the lock moved on.
+                target.put_record(name, owner, *token).await;
             }
         }
         0..=3 => {

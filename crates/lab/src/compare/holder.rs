@@ -102,7 +102,7 @@ pub struct HolderOptions {
 #[serde(rename_all = "snake_case", tag = "event")]
 pub enum HolderEvent {
     /// An acquire or release completed (times: monotonic µs).
-    Op { op: Operation },
+    Op { op: Box<Operation> },
     /// Both `begin` writes were answered: the holder is in its critical
     /// section.
     Began,
@@ -140,17 +140,21 @@ pub async fn run(options: &HolderOptions) -> Result<(), AdapterError> {
     let mut session = system.connect().await?;
     let http = crate::http_client();
     for cycle in 1..=options.cycles {
-        let op = |kind, token, sent_us, result| Operation {
-            kind,
-            lock: options.lock.clone(),
-            names: Vec::new(),
-            session: None,
-            client: options.client.clone(),
-            request_id: None,
-            token,
-            sent_us,
-            received_us: monotonic_us(),
-            result,
+        let op = |kind, token, sent_us, result| {
+            Box::new(Operation {
+                kind,
+                lock: options.lock.clone(),
+                names: Vec::new(),
+                session: None,
+                client: options.client.clone(),
+                request_id: None,
+                token,
+                key: None,
+                holder: None,
+                sent_us,
+                received_us: monotonic_us(),
+                result,
+            })
         };
         let sent_us = monotonic_us();
         let grant = session.acquire(&options.lock, options.ttl, options.wait).await;

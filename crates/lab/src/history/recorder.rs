@@ -60,6 +60,13 @@ pub enum OpKind {
     KeepAlive,
     /// Ends the session, releasing every lock held under it.
     SessionDelete,
+    /// A fenced record write: record `key` takes the write if `token` is
+    /// the current token of `lock`.
+    PutRecord,
+    /// A read of record `key`.
+    GetRecord,
+    /// A pass of `token` of `lock` through gate `key`.
+    Gate,
 }
 
 impl OpKind {
@@ -84,11 +91,17 @@ pub enum OpResult {
     Released,
     /// A read saw the lock held by `owner` under `token`.
     Held { owner: String, token: u64 },
-    /// A read saw the lock free.
+    /// A read saw the lock free (or, of a record read, no record).
     Free,
     /// A session create or keepalive took effect: the session lives at
     /// least `ttl_ms` from the request's send time (no early expiry).
     SessionAlive { ttl_ms: u64 },
+    /// A fenced record write took effect in the entry at `index`.
+    Written { index: u64 },
+    /// A record read saw the record written under `token` in the entry at `index`.
+    Record { token: u64, index: u64 },
+    /// A gate admitted the token.
+    Admitted,
     /// A definite refusal (`held`, `stale_token`, `wait_timeout`, ...): nothing changed.
     Refused { code: String },
     /// No answer (timeout, connection lost, unavailable): it may or may not
@@ -113,8 +126,15 @@ pub struct Operation {
     /// The holder identity the request acts for.
     pub client: String,
     pub request_id: Option<String>,
-    /// The token a renew or release names.
+    /// The token a renew, release, record write or gate pass names.
     pub token: Option<u64>,
+    /// The record key of a record write or read; the gate of a gate pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The holder a `held` refusal named: what the refused client saw,
+    /// which the linearizability checker holds against its model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
     /// Send time of the first attempt, µs on the harness clock.
     pub sent_us: u64,
     /// Time the answer (or the give-up) arrived, µs on the harness clock.
@@ -134,6 +154,8 @@ impl Operation {
             client: client.to_owned(),
             request_id: None,
             token,
+            key: None,
+            holder: None,
             sent_us,
             received_us: sent_us,
             result: OpResult::Unknown { reason: "in flight".into() },

@@ -403,7 +403,7 @@ impl Launch<'_> {
             while let Ok(Some(line)) = lines.next_line().await {
                 let Ok(event) = serde_json::from_str::<HolderEvent>(&line) else { continue };
                 if let HolderEvent::Op { op } = &event {
-                    let mut op = op.clone();
+                    let mut op = Operation::clone(op);
                     op.sent_us = op.sent_us.saturating_sub(offset);
                     op.received_us = op.received_us.saturating_sub(offset);
                     history.record(op);
