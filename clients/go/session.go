@@ -70,7 +70,10 @@ func (c *Client) DeleteSession(ctx context.Context, session SessionID) ([]string
 	var deleted struct {
 		Released []string `json:"released"`
 	}
-	_, err := c.call(ctx, http.MethodDelete, "/v1/sessions/"+sessionPath(session), nil, 0, &deleted)
+	// A request id, like every mutation: a retry after a lost answer (the
+	// session already deleted) gets the first answer again, not a 404.
+	path := "/v1/sessions/" + sessionPath(session) + "?request_id=" + NewRequestID()
+	_, err := c.call(ctx, http.MethodDelete, path, nil, 0, &deleted)
 	return deleted.Released, err
 }
 

@@ -110,7 +110,10 @@ export async function keepAlive(t: Transport, session: number, seq?: number, dea
 
 /** Deletes `session`, releasing every lock under it; answers their names. */
 export async function deleteSession(t: Transport, session: number): Promise<string[]> {
-  const { data } = await t.send({ method: "DELETE", path: pathOf("v1", "sessions", String(session)) });
+  // A request id, like every mutation: a retry after a lost answer (the
+  // session already deleted) gets the first answer again, not a 404.
+  const path = `${pathOf("v1", "sessions", String(session))}?request_id=${newRequestId()}`;
+  const { data } = await t.send({ method: "DELETE", path });
   const released = wire.object(data, "a deleted session")["released"];
   return Array.isArray(released) ? released.filter((n): n is string => typeof n === "string") : [];
 }

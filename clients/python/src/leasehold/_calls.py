@@ -257,9 +257,12 @@ def keepalive(
     return Call("POST", _session_path(session, "keepalive"), _session_view, body)
 
 
-def delete_session(session: int) -> Call[SessionDeleted]:
+def delete_session(session: int, request_id: Optional[str] = None) -> Call[SessionDeleted]:
+    # A request id, like every mutation: a retry after a lost answer (the
+    # session already deleted) gets the first answer again, not a 404.
+    query = {"request_id": request_id or new_request_id()}
     return Call(
-        "DELETE", _session_path(session), lambda d, _s: SessionDeleted.from_json(_dict(d))
+        "DELETE", _session_path(session), lambda d, _s: SessionDeleted.from_json(_dict(d)), query=query
     )  # fmt: skip
 
 

@@ -501,7 +501,10 @@ public final class Client {
     /** Ends a session, releasing every lock under it; returns the names released. */
     public List<String> deleteSession(long session) {
         List<String> released = new ArrayList<>();
-        call("DELETE", "/v1/sessions/" + session, null, Duration.ZERO).body().path("released")
+        // A request id, like every mutation: a retry after a lost answer (the
+        // session already deleted) gets the first answer again, not a 404.
+        call("DELETE", "/v1/sessions/" + session + "?request_id=" + newRequestId(), null, Duration.ZERO)
+                .body().path("released")
                 .forEach(n -> released.add(n.asText()));
         return released;
     }
