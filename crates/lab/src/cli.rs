@@ -67,6 +67,12 @@ enum LabCmd {
     Bench(Box<BenchArgs>),
     /// The fault suite: faults under load, judged by the history checker.
     Chaos(ChaosArgs),
+    /// Judge a fault-suite run's history.json again with this build's checkers
+    /// (the per-property rules and linearizability); exit 1 on a violation.
+    Recheck {
+        /// The history.json a `chaos` run wrote in its --out folder.
+        history: PathBuf,
+    },
     /// One lock holder of `bench --safety`, a process the harness can SIGSTOP.
     #[command(hide = true)]
     SafetyHolder(HolderArgs),
@@ -322,6 +328,13 @@ impl LabCmd {
         match self {
             LabCmd::Bench(args) => bench(*args).await,
             LabCmd::Chaos(args) => run_chaos(args).await,
+            LabCmd::Recheck { history } => match chaos::recheck(&history)? {
+                0 => Ok(0),
+                violations => {
+                    eprintln!("chaos: {violations} violations");
+                    Ok(EXIT_VIOLATIONS)
+                }
+            },
             LabCmd::SafetyHolder(args) => run_holder(args).await.map(|()| 0),
             LabCmd::Demo { demo: DemoCmd::Payments(args) } => Ok(payments::run(&args.into()).await),
             LabCmd::Demo { demo: DemoCmd::PaymentsWorker(args) } => Ok(worker::run(&args.into()).await),

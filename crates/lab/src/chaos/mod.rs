@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::history::{self, FencedResource, HarnessClock, History, ResourceMode};
+use crate::history::{self, CheckReport, FencedResource, HarnessClock, History, Operation, ResourceMode, ResourceWrite};
 use hosts::Hosts;
 use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
@@ -136,12 +136,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
 
     let operations = history.operations();
     let writes = resource.writes();
-    eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
-    let check = history::check(&operations, &writes);
-    let began = Instant::now();
-    let linearizable = history::check_linearizable(&operations, history::DEFAULT_BUDGET);
-    let linearizability = Linearizability { report: linearizable, seconds: began.elapsed().as_secs_f64() };
-    eprintln!("chaos: linearizability: {} ({:.1} s)", linearizability.report.summary(), linearizability.seconds);
+    let (check, linearizability) = judge(&operations, &writes);
     let setup = RunSetup {
         nodes: options.nodes,
         clients: options.clients,
@@ -163,6 +158,38 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     });
     std::fs::write(options.out.join("history.json"), serde_json::to_vec(&saved).expect("history serializes"))?;
     Ok(report)
+}
+
+/// Both judgements of a history: the per-property rules and the
+/// linearizability check, with what each found on standard error.
+fn judge(operations: &[Operation], writes: &[ResourceWrite]) -> (CheckReport, Linearizability) {
+    eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
+    let check = history::check(operations, writes);
+    for example in check.examples(3) {
+        eprintln!("chaos: violation: {example}");
+    }
+    let began = Instant::now();
+    let linearizable = history::check_linearizable(operations, history::DEFAULT_BUDGET);
+    let linearizability = Linearizability { report: linearizable, seconds: began.elapsed().as_secs_f64() };
+    eprintln!("chaos: linearizability: {} ({:.1} s)", linearizability.report.summary(), linearizability.seconds);
+    (check, linearizability)
+}
+
+/// What a run saves in `history.json` that a later check reads.
+#[derive(serde::Deserialize)]
+struct SavedHistory {
+    operations: Vec<Operation>,
+    writes: Vec<ResourceWrite>,
+}
+
+/// Judges the `history.json` of an earlier run again, with this build's
+/// checkers (`leasehold-lab recheck`): violations of the rules plus
+/// components found not linearizable.
+pub fn recheck(path: &std::path::Path) -> Result<usize, ChaosError> {
+    let saved: SavedHistory = serde_json::from_slice(&std::fs::read(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
+    let (check, linearizability) = judge(&saved.operations, &saved.writes);
+    Ok(check.violations.len() + linearizability.report.violations.len())
 }
 
 /// Faults in rounds until the duration has passed, one full round at least.
