@@ -11,7 +11,7 @@ mod common;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use common::{replicas_agree, start_cluster_with, step, TestCluster, ELECTION_BOUND};
+use common::{replicas_agree, start_cluster_with, start_growable_cluster, step, TestCluster, ELECTION_BOUND};
 use leasehold_client::{Client, FencingToken};
 
 const LONG_TTL_MS: u64 = 120_000;
@@ -101,6 +101,58 @@ async fn a_crash_at_each_point_loses_nothing_acknowledged() {
     })
     .await
     .expect("the crash-point test ran past its bound");
+}
+
+// Ensures a leader killed just before, or just after, a membership change
+// (promoting a learner) leaves a cluster that elects a leader, agrees on its
+// state and keeps every acknowledged lease: the change either happened
+// whole or not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_crash_around_a_membership_change_loses_nothing() {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let mut cluster = start_growable_cluster(4, 3).await;
+        let client = cluster.client();
+        cluster.start(4).unwrap();
+        client.add_learner(4, &cluster.endpoint(4)).await.unwrap();
+        let kept = acquire_retrying(&client, "kept").await;
+        for point in ["membership-before-change", "membership-after-change"] {
+            step(&format!("every voter set to crash at {point}; promote node 4"));
+            restart_voters(&mut cluster, &format!("{point}=return")).await;
+            let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}"));
+            // Not awaited: its answer dies with the leader, and the client
+            // would retry it against the next one.
+            let promoting = tokio::spawn({
+                let client = cluster.client();
+                async move { client.promote(4).await }
+            });
+            let exit = cluster.wait_for_exit(leader, CRASH_BOUND).await;
+            promoting.abort();
+            assert_eq!(exit.signal(), Some(9), "leader {leader} exited other than at {point}");
+
+            step(&format!("restart after {point}"));
+            restart_voters(&mut cluster, "").await;
+            let view = client.get("kept").await.unwrap().expect("kept lease lost");
+            assert_eq!(view.token, kept);
+            let next = acquire_retrying(&client, "after-crash").await;
+            assert!(next > kept);
+            client.release("after-crash", next).await.unwrap();
+            replicas_agree(&cluster.endpoints()).await;
+        }
+    })
+    .await
+    .expect("the membership crash test ran past its bound");
+}
+
+/// Kills nodes 1 to 3 and starts them again with `failpoints` as their
+/// `FAILPOINTS` (none when empty); waits for a leader.
+async fn restart_voters(cluster: &mut TestCluster, failpoints: &str) {
+    for id in 1..=3 {
+        cluster.kill(id);
+        let env = if failpoints.is_empty() { Vec::new() } else { vec![("FAILPOINTS".into(), failpoints.into())] };
+        cluster.set_env(id, env);
+        cluster.start(id).unwrap();
+    }
+    cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
 }
 
 /// Acquire/release cycles of `name` while node `victim` runs; returns the
