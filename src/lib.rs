@@ -61,6 +61,31 @@
 //!   the ticker report to it, it reads nothing itself.
 //! - [`security`] — a node's secrets and TLS files, its rustls config, and
 //!   what runs open or closed for want of a secret (warned at start).
+//! - `crash_point!` — named crash points at the durability boundaries, live
+//!   only with the `failpoints` feature (`tests/failpoints.rs`).
+
+/// A named crash point. With the `failpoints` feature (never in the product
+/// build) the process kills itself with SIGKILL here when `FAILPOINTS` sets
+/// the point to `return` (`FAILPOINTS=log-after-fsync=return`, or
+/// `20*off->return` to pass 20 times first): SIGKILL, not a panic or an
+/// exit, because nothing may run after it — no unwinding, no destructor, no
+/// buffered write, no other thread — exactly as under `kill -9` at this
+/// line. Without the feature it expands to nothing.
+macro_rules! crash_point {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        $crate::crash_if_set($name);
+    };
+}
+
+/// [`crash_point!`]'s body.
+#[cfg(feature = "failpoints")]
+pub fn crash_if_set(name: &str) {
+    if fail::eval(name, |_| ()).is_some() {
+        eprintln!("leasehold: failpoint {name}: SIGKILL");
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
 
 /// This build's version, from Cargo.toml.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

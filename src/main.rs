@@ -13,6 +13,9 @@ use anyhow::Context;
 use clap::Parser;
 
 fn main() {
+    // The crash points' actions, from `FAILPOINTS`, for the whole process.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // `bench`, `chaos`, `demo`: a usage error that names the binary they moved to.
     if let Some(moved) = cli::moved_to_lab(&args) {

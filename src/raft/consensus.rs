@@ -353,7 +353,9 @@ impl Consensus {
             MembershipChange::AddVoters(ids) => ChangeMembers::AddVoterIds(ids),
             MembershipChange::RemoveNodes(ids) => ChangeMembers::RemoveNodes(ids),
         };
+        crash_point!("membership-before-change");
         let response = self.raft.change_membership(change, false).await.map_err(|e| self.write_error(e))?;
+        crash_point!("membership-after-change");
         Ok(response.log_id.index)
     }
 

@@ -5,7 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, leasehold_cli, start_cluster, start_cluster_with, step, ELECTION_BOUND, TICK_MS};
+use crate::common::{
+    bounded, leasehold_cli, replicas_agree, start_cluster, start_cluster_with, state_digest, step, ELECTION_BOUND,
+    TICK_MS,
+};
 use leasehold_client::FencingToken;
 use leasehold_local::{LocalCluster, NodeLogs};
 use serde_json::json;
@@ -92,39 +95,6 @@ pub async fn lag_one_follower_past_a_snapshot(
         assert!(Instant::now() < give_up, "node {lagging} never caught up: {caught:?}\n{}", cluster.logs());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// `state_digest` of the node at `endpoint`: (applied index, digest).
-async fn state_digest(endpoint: &str) -> (u64, String) {
-    let url = format!("http://{endpoint}/v1/cluster/status?digest=true");
-    let status: serde_json::Value = reqwest::get(url).await.expect("status answers").json().await.expect("JSON");
-    let digest = &status["state_digest"];
-    (digest["applied_index"].as_u64().expect("applied_index"), digest["digest"].as_str().expect("digest").into())
-}
-
-/// Asks every node for its `state_digest` until each has been seen at the
-/// same applied index as another node, and asserts that nodes at the same
-/// index report the same digest. Ticks move the index every 100 ms, and
-/// followers apply within milliseconds of the leader, so a few rounds do.
-async fn replicas_agree(endpoints: &[String]) {
-    let mut compared = std::collections::BTreeSet::new();
-    for _ in 0..300 {
-        let mut seen: std::collections::BTreeMap<u64, Vec<(&str, String)>> = Default::default();
-        for endpoint in endpoints {
-            let (index, digest) = state_digest(endpoint).await;
-            seen.entry(index).or_default().push((endpoint, digest));
-        }
-        for (index, nodes) in seen {
-            if nodes.len() > 1 {
-                assert!(nodes.iter().all(|(_, d)| *d == nodes[0].1), "replicas differ at index {index}: {nodes:?}");
-                compared.extend(nodes.iter().map(|(e, _)| e.to_string()));
-            }
-        }
-        if compared.len() == endpoints.len() {
-            return;
-        }
-    }
-    panic!("never saw every node at the same index as another (compared: {compared:?})");
 }
 
 // Ensures the documented recovery from losing a majority: with two of three

@@ -315,9 +315,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// node vote twice in one term. Votes are rare (elections), so writing
     /// the small meta file inline is cheap.
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        crash_point!("vote-before-write");
         let mut index = self.lock();
         index.meta.vote = Some(*vote);
-        Ok(self.save_meta(&index.meta)?)
+        self.save_meta(&index.meta)?;
+        crash_point!("vote-after-write");
+        Ok(())
     }
 
     /// Not stored: openraft learns the commit index from the leader again

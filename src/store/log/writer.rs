@@ -232,6 +232,7 @@ impl Writer {
         if unsynced.is_empty() {
             return;
         }
+        crash_point!("log-before-fsync");
         let started = Instant::now();
         let synced = match &self.broken {
             Some(e) => Err(io::Error::other(format!("raft log unusable after an earlier error: {e}"))),
@@ -242,6 +243,7 @@ impl Writer {
         if let Err(e) = &synced {
             self.broken.get_or_insert(e.to_string());
         }
+        crash_point!("log-after-fsync");
         for (callback, at) in unsynced.drain(..) {
             callback.io_completed(synced.as_ref().map(|_| ()).map_err(copy_error));
             metrics.appended((done - at).as_secs_f64());

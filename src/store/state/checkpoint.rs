@@ -143,6 +143,7 @@ impl StateStore {
             }
         }
         current.db.apply_batch(batch)?;
+        crash_point!("checkpoint-before-flush");
         sync(&current.db, &generation_dir(&self.0.root, current.generation))
     }
 

@@ -77,6 +77,7 @@ fn write_current(root: &Path, generation: u64) -> io::Result<()> {
     let mut file = fs::File::create(&tmp)?;
     io::Write::write_all(&mut file, format!("{generation}\n").as_bytes())?;
     file.sync_all()?;
+    crash_point!("generation-before-rename");
     fs::rename(&tmp, root.join(CURRENT))?;
     sync_dir(root)
 }

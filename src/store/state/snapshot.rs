@@ -127,6 +127,7 @@ impl StateStore {
                 load_page(&mut loader, &value)?;
                 next.insert(key, value)?;
             }
+            crash_point!("snapshot-install-midway");
             for (key, value) in meta_rows(&meta)? {
                 next.insert(key.to_vec(), value)?;
             }
