@@ -51,6 +51,7 @@ impl Client {
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
+            mode: None,
         };
         let path = ["v1", "locks", name, "acquire"];
         let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;
@@ -59,7 +60,7 @@ impl Client {
 
     /// Restarts the lease held under `token`, with `ttl_ms` or the grant's ttl.
     pub async fn renew(&self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
-        let body = RenewRequest { token, ttl_ms, request_id: Some(new_request_id()) };
+        let body = RenewRequest { token, ttl_ms, request_id: Some(new_request_id()), mode: None, owner: None };
         let path = ["v1", "locks", name, "renew"];
         let (reply, sent_at): (LeaseResponse, _) =
             self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
@@ -68,7 +69,14 @@ impl Client {
 
     /// Releases the lock held under `token`.
     pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = ReleaseRequest { token, request_id: Some(new_request_id()), session: None, seq: None };
+        let body = ReleaseRequest {
+            token,
+            request_id: Some(new_request_id()),
+            session: None,
+            seq: None,
+            mode: None,
+            owner: None,
+        };
         let path = ["v1", "locks", name, "release"];
         let _: (ReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())

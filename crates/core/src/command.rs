@@ -484,8 +484,9 @@ impl Command {
         }
     }
 
-    /// For an `Acquire` or `AcquireMany`: the locks it asks for (in order),
-    /// its owner, session and `wait_ms`; `None` for any other command.
+    /// For an `Acquire`, `AcquireMany`, `AcquireShared` or `AcquirePermits`:
+    /// the locks (or the semaphore) it asks for, in order, its owner,
+    /// session and `wait_ms`; `None` for any other command.
     pub fn acquire_parts(&self) -> Option<AcquireParts<'_>> {
         match self {
             Command::Acquire { name, owner, session, wait_ms, .. } => {
@@ -493,6 +494,10 @@ impl Command {
             }
             Command::AcquireMany { names, owner, session, wait_ms, .. } => {
                 Some(AcquireParts { names, owner, session: *session, wait_ms: *wait_ms })
+            }
+            Command::AcquireShared { name, owner, wait_ms, .. }
+            | Command::AcquirePermits { name, owner, wait_ms, .. } => {
+                Some(AcquireParts { names: std::slice::from_ref(name), owner, session: None, wait_ms: *wait_ms })
             }
             _ => None,
         }

@@ -91,6 +91,16 @@ pub enum ErrorCode {
     /// releases, re-acquires by the holder and expiry still work, so room
     /// comes back by itself.
     Full,
+    /// 409: waiting would close a cycle of owners each waiting for the next
+    /// (`cycle`: the asking owner first; the last waits for the first), so
+    /// the acquire is refused at once instead of waiting out its `wait_ms`.
+    Deadlock,
+    /// 409: no permit of the semaphore is free for this acquire, or others
+    /// wait first (`limit`, `in_use`, `waiting`, `holders`). Not `full`,
+    /// which is the cluster's own quotas (507).
+    SemaphoreFull,
+    /// 409: the semaphore exists with another limit (`limit`, `given`).
+    LimitMismatch,
     /// A code this client does not know (a newer server): read `status`.
     #[serde(other)]
     Unknown,
@@ -108,7 +118,8 @@ impl ErrorCode {
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
-            | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
+            | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum | Deadlock | SemaphoreFull
+            | LimitMismatch => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -152,12 +163,15 @@ impl ErrorCode {
             Overloaded => "overloaded",
             TlsRequired => "tls_required",
             Full => "full",
+            Deadlock => "deadlock",
+            SemaphoreFull => "semaphore_full",
+            LimitMismatch => "limit_mismatch",
             Unknown => "unknown",
         }
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 31] = {
+    pub const ALL: [ErrorCode; 34] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -191,6 +205,9 @@ impl ErrorCode {
             Overloaded,
             TlsRequired,
             Full,
+            Deadlock,
+            SemaphoreFull,
+            LimitMismatch,
         ]
     };
 }

@@ -89,9 +89,10 @@ impl LockTable {
             .collect()
     }
 
-    /// `(name, limit, permits in use, waiters)` of every live semaphore.
-    pub fn semaphore_use(&self) -> Vec<(String, u32, u32, usize)> {
-        self.semaphores.iter().map(|(n, s)| (n.clone(), s.limit, s.in_use(), s.queue.len())).collect()
+    /// `(name, limit, permits in use, waiters)` of the first `limit` live
+    /// semaphores in name order.
+    pub fn semaphore_use(&self, limit: usize) -> Vec<(String, u32, u32, usize)> {
+        self.semaphores.iter().take(limit).map(|(n, s)| (n.clone(), s.limit, s.in_use(), s.queue.len())).collect()
     }
 
     /// Whether `owner` waits for permits of semaphore `name`.

@@ -42,9 +42,10 @@ impl LockTable {
         self.shared.get(name)?.get(owner).map(|l| self.shared_grant(name, owner, l))
     }
 
-    /// Locks held in shared mode, and their shared holders over all locks.
-    pub fn shared_counts(&self) -> (usize, usize) {
-        (self.shared.len(), self.shared.values().map(BTreeMap::len).sum())
+    /// `(name, shared holders)` of the first `limit` locks held in shared
+    /// mode, in name order.
+    pub fn shared_use(&self, limit: usize) -> Vec<(String, usize)> {
+        self.shared.iter().take(limit).map(|(n, h)| (n.clone(), h.len())).collect()
     }
 
     /// The AcquireShared command, in the entry at `index`.
