@@ -62,6 +62,9 @@ CODES = [
     (503, "not_leader", leasehold.NotLeader),
     (503, "overloaded", leasehold.Overloaded),
     (507, "full", leasehold.Full),
+    (409, "deadlock", leasehold.Deadlock),
+    (409, "semaphore_full", leasehold.SemaphoreFull),
+    (409, "limit_mismatch", leasehold.LimitMismatch),
 ]
 
 
