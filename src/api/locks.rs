@@ -18,7 +18,7 @@ use leasehold_core::{Command, FencingToken, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, LockMode, MultiAcquireRequest,
     MultiLeaseResponse, MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
-    SharedHoldersResponse,
+    SharedHoldersResponse, SharedLockView,
 };
 use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
@@ -283,7 +283,8 @@ async fn get_shared(
     }))
 }
 
-/// `GET /v1/locks?prefix=..&limit=..`: held locks in name order.
+/// `GET /v1/locks?prefix=..&limit=..`: held locks in name order, and
+/// those held in shared mode with their holders.
 async fn list(
     State(node): State<Arc<Node>>,
     ApiQuery(query): ApiQuery<ListQuery>,
@@ -297,6 +298,11 @@ async fn list(
     if query.prefix.len() > Limits::DEFAULT.max_name_bytes {
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
     }
-    let locks = node.read(|table| table.list(&query.prefix, limit)).await?;
-    Ok(Json(ListResponse { locks: locks.into_iter().map(LeaseView::from).collect() }))
+    let (locks, shared) =
+        node.read(|table| (table.list(&query.prefix, limit), table.list_shared(&query.prefix, limit))).await?;
+    let shared = shared
+        .into_iter()
+        .map(|(name, holders)| SharedLockView { name, holders: holders.into_iter().map(Into::into).collect() })
+        .collect();
+    Ok(Json(ListResponse { locks: locks.into_iter().map(LeaseView::from).collect(), shared }))
 }

@@ -37,6 +37,7 @@ use leasehold_proto::fence::{
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
     MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest, SharedHoldersResponse,
+    SharedLockView,
 };
 use leasehold_proto::semaphores::{
     PermitResponse, SemaphoreAcquireRequest, SemaphoreLimitRequest, SemaphoreLimitResponse, SemaphoreListResponse,
@@ -93,7 +94,7 @@ const NO_SESSION: (u16, &str) = (404, "session_not_found");
 /// (no leader, or the leader unreachable from the node asked).
 #[rustfmt::skip]
 const OPERATIONS: &[Operation] = &[
-    Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
+    Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters), and those held in shared mode with their holders; linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
     Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
     Operation(Get, "/v1/locks/{name}/shared", "locks", Some(Client), "getLockHolders", "Who holds the lock: its shared holders (oldest grant first) and its exclusive holder, if any; linearizable", Body::None, (200, Named("SharedHoldersResponse")), &[BAD]),
     Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, exclusive or (`mode: \"shared\"`) shared, or with `wait_ms` wait in the lock's FIFO queue (409 `deadlock` at once when waiting would close a cycle); the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, deadlock, seq_too_old, seq_reused, request_id_reused"), (507, "full")]),
@@ -186,6 +187,7 @@ fn forwarded(o: &Operation) -> bool {
     MembershipResponse,
     SnapshotTaken,
     SharedHoldersResponse,
+    SharedLockView,
     SemaphoreAcquireRequest,
     SemaphoreRenewRequest,
     SemaphoreReleaseRequest,

@@ -15,7 +15,6 @@ use crate::common::{bounded, start_cluster, step, EventStream};
 use leasehold_client::{AcquireOptions, Client, ErrorCode, LockOptions};
 
 const TTL: Duration = Duration::from_secs(3);
-const TTL_MS: u64 = 3_000;
 
 /// Processes a test started, killed (SIGKILL, by PID) when it ends.
 struct Pids(Vec<i32>);

@@ -247,7 +247,21 @@ pub struct ListQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListResponse {
+    /// Locks held exclusively.
     pub locks: Vec<LeaseView>,
+    /// Locks held in shared mode (same `prefix` and `limit`), each with its
+    /// shared holders; left out when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedLockView>,
+}
+
+/// A lock held in shared mode, as `GET /v1/locks` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedLockView {
+    pub name: String,
+    /// Oldest grant first.
+    pub holders: Vec<Grant>,
 }
 
 /// A successful acquire or renew, as the holder sees it: the wire twin of

@@ -86,6 +86,9 @@ async fn shared_mode_through_the_router() {
     );
     let (_, holders) = api.call("GET", "/v1/locks/doc/shared", None).await;
     assert_eq!(holders["shared"].as_array().map(Vec::len), Some(2), "{holders}");
+    let (_, listed) = api.call("GET", "/v1/locks?prefix=do", None).await;
+    assert_eq!((&listed["locks"], &listed["shared"][0]["name"]), (&json!([]), &json!("doc")), "{listed}");
+    assert_eq!(listed["shared"][0]["holders"].as_array().map(Vec::len), Some(2), "{listed}");
 
     let writer = {
         let api = api.clone();

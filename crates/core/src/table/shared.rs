@@ -37,6 +37,17 @@ impl LockTable {
         grants
     }
 
+    /// Locks held in shared mode whose names start with `prefix`, in name
+    /// order, at most `limit`, each with its shared holders.
+    pub fn list_shared(&self, prefix: &str, limit: usize) -> Vec<(String, Vec<Grant>)> {
+        self.shared
+            .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+            .take_while(|(n, _)| n.starts_with(prefix))
+            .take(limit)
+            .map(|(n, _)| (n.clone(), self.shared_holders(n)))
+            .collect()
+    }
+
     /// The shared grant of `owner` on `name`, if it holds one.
     pub fn shared_holder(&self, name: &str, owner: &str) -> Option<Grant> {
         self.shared.get(name)?.get(owner).map(|l| self.shared_grant(name, owner, l))
