@@ -151,7 +151,7 @@ impl From<LockError> for ApiError {
                 .with("name", name)
                 .with("limit", limit)
                 .with("given", given),
-            LockError::SemaphoreNotFound { name } => ApiError::new(ErrorCode::NotFound, message).with("name", name),
+            LockError::SemaphoreNotFound { name } => ApiError::new(ErrorCode::NoSemaphore, message).with("name", name),
             LockError::Invalid(invalid) => invalid.into(),
         }
     }

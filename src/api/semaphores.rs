@@ -69,7 +69,7 @@ async fn acquire(
 }
 
 /// `POST /v1/semaphores/{name}/renew`: 200 with the permits' lease
-/// restarted; 409 `stale_token`; 404 `not_held` or `not_found`.
+/// restarted; 409 `stale_token`; 404 `not_held` or `no_semaphore`.
 async fn renew(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
@@ -92,7 +92,7 @@ async fn renew(
 }
 
 /// `POST /v1/semaphores/{name}/release`: 200, the permits go to the
-/// waiters that now fit; 409 `stale_token`; 404 `not_held` or `not_found`.
+/// waiters that now fit; 409 `stale_token`; 404 `not_held` or `no_semaphore`.
 async fn release(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
@@ -112,7 +112,7 @@ async fn release(
 
 /// `POST /v1/semaphores/{name}/limit` (admin): 200 with the new limit; a
 /// higher one grants the waiters that now fit, a lower one revokes nothing;
-/// 404 `not_found` when nobody holds or waits for a permit.
+/// 404 `no_semaphore` when nobody holds or waits for a permit.
 async fn set_limit(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
@@ -125,7 +125,7 @@ async fn set_limit(
 }
 
 /// `GET /v1/semaphores/{name}`: linearizable; 200 with the limit, holders
-/// and waiters; 404 `not_found` when nobody holds or waits for a permit.
+/// and waiters; 404 `no_semaphore` when nobody holds or waits for a permit.
 async fn get_semaphore(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,

@@ -65,6 +65,7 @@ CODES = [
     (409, "deadlock", leasehold.Deadlock),
     (409, "semaphore_full", leasehold.SemaphoreFull),
     (409, "limit_mismatch", leasehold.LimitMismatch),
+    (404, "no_semaphore", leasehold.NoSemaphore),
 ]
 
 

@@ -87,9 +87,9 @@ fn of_client_error(error: &ClientError) -> Exit {
 fn of_code(code: ErrorCode) -> Exit {
     use ErrorCode::*;
     match code {
-        Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember
-        | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld
-        | Deadlock | SemaphoreFull | LimitMismatch => Exit::No,
+        Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NoSemaphore
+        | NotMember | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession
+        | SeqTooOld | Deadlock | SemaphoreFull | LimitMismatch => Exit::No,
         InvalidArgument | RequestIdReused | SeqReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,

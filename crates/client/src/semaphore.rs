@@ -172,7 +172,7 @@ impl Renewal for PermitRenewal {
     async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
         match self.send().await {
             Ok(permits) => Ok(permits.sent_at),
-            Err(e) => Err(ended_by(e, &[ErrorCode::StaleToken, ErrorCode::NotHeld, ErrorCode::NotFound])),
+            Err(e) => Err(ended_by(e, &[ErrorCode::StaleToken, ErrorCode::NotHeld, ErrorCode::NoSemaphore])),
         }
     }
 }

@@ -86,7 +86,7 @@ impl Client {
     pub async fn semaphore_view(&self, name: &str) -> Result<Option<SemaphoreView>, ClientError> {
         match self.call(Method::GET, &["v1", "semaphores", name], &[], NO_BODY, Duration::ZERO).await {
             Ok((view, _)) => Ok(Some(view)),
-            Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(None),
+            Err(e) if e.code() == Some(ErrorCode::NoSemaphore) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -27,6 +27,8 @@ pub enum ErrorCode {
     NoRecord,
     /// 404: this node has no snapshot yet.
     NoSnapshot,
+    /// 404: nobody holds or waits for a permit of this semaphore (`name`).
+    NoSemaphore,
     /// 404: no member with this id.
     NotMember,
     /// 404: no live session with this id (`session`): never created,
@@ -114,7 +116,7 @@ impl ErrorCode {
             InvalidArgument | TlsRequired => 400,
             Unauthenticated => 401,
             PermissionDenied => 403,
-            NotFound | NotHeld | NoRecord | NoSnapshot | NotMember | SessionNotFound => 404,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
@@ -139,6 +141,7 @@ impl ErrorCode {
             NotHeld => "not_held",
             NoRecord => "no_record",
             NoSnapshot => "no_snapshot",
+            NoSemaphore => "no_semaphore",
             NotMember => "not_member",
             SessionNotFound => "session_not_found",
             MethodNotAllowed => "method_not_allowed",
@@ -171,7 +174,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 34] = {
+    pub const ALL: [ErrorCode; 35] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -181,6 +184,7 @@ impl ErrorCode {
             NotHeld,
             NoRecord,
             NoSnapshot,
+            NoSemaphore,
             NotMember,
             SessionNotFound,
             MethodNotAllowed,

@@ -61,7 +61,7 @@ async fn semaphore_lifecycle_through_the_router() {
         assert_eq!(api.call("POST", "/v1/semaphores/pool/release", Some(body)).await.0, StatusCode::OK);
     }
     let (status, gone) = api.call("GET", "/v1/semaphores/pool", None).await;
-    assert_eq!((status, &gone["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_found")));
+    assert_eq!((status, &gone["error"]["code"]), (StatusCode::NOT_FOUND, &json!("no_semaphore")));
     let (status, bad) =
         api.call("POST", "/v1/semaphores/pool/acquire", Some(acquire("d", json!({"permits": 3})))).await;
     assert_eq!((status, &bad["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("permits")));

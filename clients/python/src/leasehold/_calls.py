@@ -14,7 +14,7 @@ from .errors import (
     InvalidArgument,
     LeaseholdError,
     NoRecord,
-    NotFound,
+    NoSemaphore,
     NotHeld,
     SessionNotFound,
 )
@@ -226,7 +226,9 @@ def release_permits(
 
 def get_semaphore(name: str) -> Call[Optional[dict[str, Any]]]:
     """The semaphore as the API answers it (limit, in_use, holders, waiters)."""
-    return Call("GET", path_of("v1", "semaphores", name), lambda d, _s: _dict(d), none_on=NotFound)
+    return Call(
+        "GET", path_of("v1", "semaphores", name), lambda d, _s: _dict(d), none_on=NoSemaphore
+    )
 
 
 def lock_names(names: Sequence[str]) -> list[str]:

@@ -23,7 +23,7 @@ from .errors import (
     ApiError,
     DecodeError,
     LeaseholdError,
-    NotFound,
+    NoSemaphore,
     NotHeld,
     SessionNotFound,
     StaleToken,
@@ -124,7 +124,7 @@ class SemaphoreBase(LockBase):
     """State shared by :class:`Semaphore` and :class:`AsyncSemaphore`: a
     lock guard's, with the semaphore's limit and the permits taken."""
 
-    _ENDED_BY = (StaleToken, NotHeld, NotFound)
+    _ENDED_BY = (StaleToken, NotHeld, NoSemaphore)
 
     def __init__(
         self,

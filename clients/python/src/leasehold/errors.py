@@ -464,6 +464,14 @@ class InternalError(ApiError):
 
 
 @_register
+class NoSemaphore(ApiError):
+    """404: nobody holds or waits for a permit of this semaphore."""
+
+    code = "no_semaphore"
+    status = 404
+
+
+@_register
 class Deadlock(ApiError):
     """409: waiting would close a cycle of owners each waiting for the next;
     refused at once. ``cycle``: the asking owner first, the last waits for
@@ -585,6 +593,7 @@ __all__ = [
     "LockMismatch",
     "MethodNotAllowed",
     "NoRecord",
+    "NoSemaphore",
     "NoSnapshot",
     "NotFound",
     "NotHeld",
