@@ -22,7 +22,7 @@
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
-//! - `semaphores` — a semaphore of 3 shared by 10 processes, one killed -9; readers and a writer
+//! - `semaphores` — a semaphore of 3 shared by 10 processes, one killed -9; `run --shared`; readers and a writer
 //!   through different nodes; crossing owners refused a deadlock.
 
 #[path = "../common/mod.rs"]

@@ -244,3 +244,60 @@ async fn crossing_owners_get_a_deadlock_at_once() {
     })
     .await;
 }
+
+/// `leasehold run` on lock `doc` with `flags`, running `script`.
+fn run_on_doc(endpoints: &[String], flags: &[&str], script: &str) -> tokio::process::Child {
+    let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
+    run.arg("run")
+        .args(["--endpoints", &endpoints.join(",")])
+        .args(["--lock", "doc", "--ttl", "3s"])
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    run.spawn().expect("leasehold run starts")
+}
+
+// Ensures `leasehold run --shared` lets two commands run under one lock at
+// once while an exclusive `run` without a wait is refused (exit 2), and
+// that one with a wait runs once both are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_shared_commands_together_and_exclusive_after() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let endpoints = cluster.endpoints();
+        let dir = cluster.dir.path().to_owned();
+        let (first, second, done) = (dir.join("first"), dir.join("second"), dir.join("done"));
+
+        step("two shared runs: each waits until the other's command has started");
+        let both = |me: &Path, other: &Path| {
+            format!("echo $$ > {}; while [ ! -s {} ]; do sleep 0.05; done; sleep 1", me.display(), other.display())
+        };
+        let mut readers = vec![
+            run_on_doc(&endpoints, &["--shared"], &both(&first, &second)),
+            run_on_doc(&endpoints, &["--shared"], &both(&second, &first)),
+        ];
+        let mut pids = Pids(readers.iter().map(|c| c.id().expect("a pid") as i32).collect());
+        for file in [&first, &second] {
+            pids.0.push(line_of(file, Duration::from_secs(20)).await.parse().expect("a pid"));
+        }
+
+        step("an exclusive run without a wait is refused while they hold");
+        let mut refused = run_on_doc(&endpoints, &[], "true");
+        let status = tokio::time::timeout(Duration::from_secs(30), refused.wait()).await.expect("exits").unwrap();
+        assert_eq!(status.code(), Some(2), "{status}");
+
+        step("one with a wait runs once both are done");
+        let mut writer = run_on_doc(&endpoints, &["--wait", "30s"], &format!("echo $$ > {}", done.display()));
+        pids.0.push(writer.id().expect("a pid") as i32);
+        for reader in &mut readers {
+            let status = tokio::time::timeout(Duration::from_secs(30), reader.wait()).await.expect("exits").unwrap();
+            assert!(status.success(), "{status}");
+        }
+        let status = tokio::time::timeout(Duration::from_secs(30), writer.wait()).await.expect("exits").unwrap();
+        assert!(status.success() && done.exists(), "{status}");
+    })
+    .await;
+}

@@ -232,3 +232,61 @@ fn random_runs_keep_exclusion_and_token_order() {
     }
     assert!(highest > t(1000), "the run granted many times ({highest})");
 }
+
+// Ensures the readers waiting behind a lease that expires into a lock
+// delay are granted together by the Tick that ends the delay, not before.
+#[test]
+fn readers_wait_out_a_lock_delay_and_are_granted_together() {
+    let mut log = Log::new();
+    log.apply(Command::Acquire {
+        name: "a".into(),
+        owner: "w".into(),
+        ttl_ms: Some(3000),
+        session: None,
+        wait_ms: None,
+        request_id: None,
+        lock_delay_ms: Some(1000),
+        seq: None,
+    })
+    .unwrap();
+    log.shared("a", "r1", Some(60_000)).unwrap();
+    log.shared("a", "r2", Some(60_000)).unwrap();
+    log.ticks(31);
+    let delayed_until = log.table.delayed_until("a").expect("the expiry started a delay");
+    assert!(log.table.shared_holders("a").is_empty(), "granted during the delay");
+    while log.table.now_tick() < delayed_until - 1 {
+        log.tick();
+        assert!(log.table.shared_holders("a").is_empty(), "granted during the delay");
+    }
+    log.tick();
+    let readers = log.table.shared_holders("a");
+    assert_eq!(owners(&readers), ["r1", "r2"]);
+    assert!(readers.iter().all(|g| g.token == t(log.index)));
+}
+
+// Ensures the readers waiting behind a lock held under a session are
+// granted together in the Tick that expires the session.
+#[test]
+fn readers_behind_a_session_lock_are_granted_when_it_expires() {
+    let mut log = Log::new();
+    let session = match log.apply(Command::CreateSession { owner: "s".into(), ttl_ms: 3000, request_id: None }) {
+        Ok(Outcome::SessionCreated { session }) => session.session,
+        other => panic!("{other:?}"),
+    };
+    log.apply(Command::Acquire {
+        name: "a".into(),
+        owner: "s".into(),
+        ttl_ms: None,
+        session: Some(session),
+        wait_ms: None,
+        request_id: None,
+        lock_delay_ms: None,
+        seq: None,
+    })
+    .unwrap();
+    log.shared("a", "r1", Some(60_000)).unwrap();
+    log.shared("a", "r2", Some(60_000)).unwrap();
+    assert!(log.ticks(30).is_empty());
+    assert_eq!(log.tick().len(), 1, "the session's lock expired");
+    assert_eq!(owners(&log.table.shared_holders("a")), ["r1", "r2"]);
+}
