@@ -22,9 +22,11 @@
 //! for the holder" or remove edges), so checking each new wait keeps the
 //! graph acyclic. An owner that holds nothing and waits nowhere else has no
 //! edge into it and cannot close a cycle: that answer costs two lookups,
-//! so a herd of fresh waiters on one lock never walks the graph.
+//! so a herd of fresh waiters on one lock never walks the graph. A search
+//! that does walk it scans each queue at most twice, so its cost grows with
+//! the places in the queues it reaches, not with their square.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{LockError, LockTable};
 
@@ -86,40 +88,6 @@ impl WaitFor {
 }
 
 impl LockTable {
-    /// The owners in the way of `owner` on `resource` (see the module
-    /// documentation). `joining`: it is about to join the queue at its back
-    /// (`Some(shared)`), or stands in it already (`None`).
-    pub(super) fn blockers(&self, resource: &Resource, owner: &str, joining: Option<bool>) -> Vec<String> {
-        let mut blockers = Vec::new();
-        match resource {
-            Resource::Lock(name) => {
-                let queue = self.queues.get(name.as_str());
-                let waiters = queue.into_iter().flatten();
-                let (ahead, shared): (Vec<_>, bool) = match joining {
-                    Some(shared) => (waiters.collect(), shared),
-                    None => {
-                        let ahead: Vec<_> = waiters.take_while(|w| w.owner != owner).collect();
-                        let me = queue.and_then(|q| q.get(ahead.len()));
-                        (ahead, me.is_some_and(|w| w.shared))
-                    }
-                };
-                blockers.extend(self.leases.get(name.as_str()).map(|l| l.owner.to_string()));
-                if !shared {
-                    blockers.extend(self.shared.get(name.as_str()).into_iter().flat_map(|h| h.keys().cloned()));
-                }
-                blockers.extend(ahead.into_iter().filter(|w| !(shared && w.shared)).map(|w| w.owner.clone()));
-            }
-            Resource::Semaphore(name) => {
-                if let Some(semaphore) = self.semaphores.get(name.as_str()) {
-                    blockers.extend(semaphore.holders.keys().cloned());
-                    let ahead = semaphore.queue.iter().take_while(|w| joining.is_some() || w.owner != owner);
-                    blockers.extend(ahead.map(|w| w.owner.clone()));
-                }
-            }
-        }
-        blockers
-    }
-
     /// `Deadlock` if `owner` waiting for `resources` (in `shared` mode, for
     /// a lock) would close a cycle in the wait-for graph, with the cycle:
     /// `owner` first, each waiting for the next, the last for `owner`.
@@ -129,24 +97,116 @@ impl LockTable {
         }
         // Depth first from the owner's blockers, looking for the owner; each
         // owner is visited once, remembering who led to it.
-        let mut search = Search { owner, came_from: BTreeMap::new(), stack: Vec::new() };
+        let mut search = Search { owner, came_from: BTreeMap::new(), stack: Vec::new(), expanded: BTreeMap::new() };
         for resource in resources {
-            for blocker in self.blockers(resource, owner, Some(shared)) {
-                if blocker == owner {
-                    return Err(LockError::Deadlock { cycle: vec![owner.to_owned()] });
-                }
-                search.step(owner, blocker)?;
-            }
+            let position = match resource {
+                Resource::Lock(name) => self.queues.get(name.as_str()).map_or(0, VecDeque::len),
+                Resource::Semaphore(name) => self.semaphores.get(name.as_str()).map_or(0, |s| s.queue.len()),
+            };
+            self.expand(&mut search, resource, owner, Place { position, shared })?;
         }
-        while let Some(next) = search.stack.pop() {
+        while let Some((next, known)) = search.stack.pop() {
             for resource in self.wait_for.resources_of(&next) {
-                for blocker in self.blockers(resource, &next, None) {
-                    search.step(&next, blocker)?;
+                let place = match &known {
+                    Some((at, place)) if at == resource => Some(*place),
+                    _ => self.place_in(resource, &next),
+                };
+                if let Some(place) = place {
+                    self.expand(&mut search, resource, &next, place)?;
                 }
             }
         }
         Ok(())
     }
+
+    /// Follows the edges from `from`, standing at `place` in the queue of
+    /// `resource`, to the owners in its way there (see the module
+    /// documentation), skipping those an earlier expansion of the same
+    /// queue already reached: each queue is then scanned at most twice (for
+    /// exclusive and shared waiters) in one search, however many of its
+    /// waiters the search visits.
+    fn expand(&self, search: &mut Search<'_>, resource: &Resource, from: &str, place: Place) -> Result<(), LockError> {
+        let mut done = search.expanded.get(resource).copied().unwrap_or_default();
+        let mut found: Vec<(String, Option<Place>)> = Vec::new();
+        let (holders, queue): (Vec<(&str, bool)>, Vec<(&str, bool)>) = match resource {
+            Resource::Lock(name) => {
+                let exclusive = self.leases.get(name.as_str()).map(|l| (&*l.owner, false));
+                let shared =
+                    self.shared.get(name.as_str()).into_iter().flat_map(|h| h.keys().map(|o| (o.as_str(), true)));
+                let queue = self.queues.get(name.as_str()).into_iter().flatten().map(|w| (w.owner.as_str(), w.shared));
+                (exclusive.into_iter().chain(shared).collect(), queue.collect())
+            }
+            Resource::Semaphore(name) => match self.semaphores.get(name.as_str()) {
+                // Every holder and waiter stands in the way: as exclusive ones.
+                Some(s) => (
+                    s.holders.keys().map(|o| (o.as_str(), false)).collect(),
+                    s.queue.iter().map(|w| (w.owner.as_str(), false)).collect(),
+                ),
+                None => (Vec::new(), Vec::new()),
+            },
+        };
+        // A shared waiter is in the way of no shared one, held or waiting.
+        let in_way = |other_shared: bool| !(place.shared && other_shared);
+        for (holder, holds_shared) in holders {
+            let seen = if holds_shared { done.shared_holders } else { done.exclusive_holders };
+            if in_way(holds_shared) && !seen {
+                found.push((holder.to_owned(), None));
+            }
+        }
+        done.exclusive_holders = true;
+        done.shared_holders |= !place.shared;
+        let from_position = if place.shared { done.ahead_all.max(done.ahead_exclusive) } else { done.ahead_all };
+        for (position, (waiter, waits_shared)) in queue.iter().enumerate().take(place.position).skip(from_position) {
+            if in_way(*waits_shared) {
+                found.push(((*waiter).to_owned(), Some(Place { position, shared: *waits_shared })));
+            }
+        }
+        if place.shared {
+            done.ahead_exclusive = done.ahead_exclusive.max(place.position);
+        } else {
+            done.ahead_all = done.ahead_all.max(place.position);
+        }
+        search.expanded.insert(resource.clone(), done);
+        for (to, at) in found {
+            search.step(from, to, at.map(|place| (resource.clone(), place)))?;
+        }
+        Ok(())
+    }
+
+    /// Where `owner` stands in the queue of `resource`, if it waits there.
+    fn place_in(&self, resource: &Resource, owner: &str) -> Option<Place> {
+        match resource {
+            Resource::Lock(name) => {
+                let queue = self.queues.get(name.as_str())?;
+                let position = queue.iter().position(|w| w.owner == owner)?;
+                Some(Place { position, shared: queue[position].shared })
+            }
+            Resource::Semaphore(name) => {
+                let position = self.semaphores.get(name.as_str())?.queue.iter().position(|w| w.owner == owner)?;
+                Some(Place { position, shared: false })
+            }
+        }
+    }
+}
+
+/// Where a waiter stands in a queue (0 = first; for an owner about to
+/// join, the queue's length) and whether it asks for shared mode.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    position: usize,
+    shared: bool,
+}
+
+/// What one search already followed out of one queue: its exclusive
+/// holder, its shared holders (or a semaphore's holders), and the waiters
+/// before `ahead_all` (all of them) and before `ahead_exclusive` (the
+/// exclusive ones).
+#[derive(Debug, Clone, Copy, Default)]
+struct Expanded {
+    exclusive_holders: bool,
+    shared_holders: bool,
+    ahead_all: usize,
+    ahead_exclusive: usize,
 }
 
 /// A depth-first search of the wait-for graph for a path back to `owner`.
@@ -154,18 +214,20 @@ struct Search<'a> {
     owner: &'a str,
     /// Every owner reached, and the owner it was reached from.
     came_from: BTreeMap<String, String>,
-    stack: Vec<String>,
+    /// Owners to visit, with where they were found waiting, if they were.
+    stack: Vec<(String, Option<(Resource, Place)>)>,
+    expanded: BTreeMap<Resource, Expanded>,
 }
 
 impl Search<'_> {
-    /// Follows the edge `from` → `to`: the cycle if `to` is the owner.
-    fn step(&mut self, from: &str, to: String) -> Result<(), LockError> {
+    /// Follows the edge `from` → `to` (found at `at`): the cycle if `to` is the owner.
+    fn step(&mut self, from: &str, to: String, at: Option<(Resource, Place)>) -> Result<(), LockError> {
         if to == self.owner {
             return Err(cycle_to(self.owner, from, &self.came_from));
         }
         if to != from && !self.came_from.contains_key(&to) {
             self.came_from.insert(to.clone(), from.to_owned());
-            self.stack.push(to);
+            self.stack.push((to, at));
         }
         Ok(())
     }
