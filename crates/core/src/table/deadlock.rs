@@ -128,7 +128,7 @@ impl LockTable {
     fn expand(&self, search: &mut Search<'_>, resource: &Resource, from: &str, place: Place) -> Result<(), LockError> {
         let mut done = search.expanded.get(resource).copied().unwrap_or_default();
         let mut found: Vec<(String, Option<Place>)> = Vec::new();
-        let (holders, queue): (Vec<(&str, bool)>, Vec<(&str, bool)>) = match resource {
+        let (holders, queue): (Vec<Standing<'_>>, Vec<Standing<'_>>) = match resource {
             Resource::Lock(name) => {
                 let exclusive = self.leases.get(name.as_str()).map(|l| (&*l.owner, false));
                 let shared =
@@ -188,6 +188,9 @@ impl LockTable {
         }
     }
 }
+
+/// An owner holding or waiting, and whether in shared mode.
+type Standing<'a> = (&'a str, bool);
 
 /// Where a waiter stands in a queue (0 = first; for an owner about to
 /// join, the queue's length) and whether it asks for shared mode.
