@@ -127,40 +127,45 @@ impl LockTable {
     /// waiters the search visits.
     fn expand(&self, search: &mut Search<'_>, resource: &Resource, from: &str, place: Place) -> Result<(), LockError> {
         let mut done = search.expanded.get(resource).copied().unwrap_or_default();
-        let mut found: Vec<(String, Option<Place>)> = Vec::new();
-        let (holders, queue): (Vec<Standing<'_>>, Vec<Standing<'_>>) = match resource {
-            Resource::Lock(name) => {
-                let exclusive = self.leases.get(name.as_str()).map(|l| (&*l.owner, false));
-                let shared =
-                    self.shared.get(name.as_str()).into_iter().flat_map(|h| h.keys().map(|o| (o.as_str(), true)));
-                let queue = self.queues.get(name.as_str()).into_iter().flatten().map(|w| (w.owner.as_str(), w.shared));
-                (exclusive.into_iter().chain(shared).collect(), queue.collect())
-            }
-            Resource::Semaphore(name) => match self.semaphores.get(name.as_str()) {
-                // Every holder and waiter stands in the way: as exclusive ones.
-                Some(s) => (
-                    s.holders.keys().map(|o| (o.as_str(), false)).collect(),
-                    s.queue.iter().map(|w| (w.owner.as_str(), false)).collect(),
-                ),
-                None => (Vec::new(), Vec::new()),
-            },
-        };
         // A shared waiter is in the way of no shared one, held or waiting.
         let in_way = |other_shared: bool| !(place.shared && other_shared);
-        for (holder, holds_shared) in holders {
-            let seen = if holds_shared { done.shared_holders } else { done.exclusive_holders };
-            if in_way(holds_shared) && !seen {
-                found.push((holder.to_owned(), None));
+        let from_position = if place.shared { done.ahead_all.max(done.ahead_exclusive) } else { done.ahead_all };
+        let ahead = from_position..place.position.max(from_position);
+        let mut found: Vec<(String, Option<Place>)> = Vec::new();
+        match resource {
+            Resource::Lock(name) => {
+                if !done.exclusive_holders {
+                    found.extend(self.leases.get(name.as_str()).map(|l| (l.owner.to_string(), None)));
+                }
+                if !place.shared && !done.shared_holders {
+                    let shared = self.shared.get(name.as_str()).into_iter().flat_map(|h| h.keys());
+                    found.extend(shared.map(|o| (o.clone(), None)));
+                }
+                if let Some(queue) = self.queues.get(name.as_str()) {
+                    let ahead = ahead.start.min(queue.len())..ahead.end.min(queue.len());
+                    for (position, w) in ahead.clone().zip(queue.range(ahead)) {
+                        if in_way(w.shared) {
+                            found.push((w.owner.clone(), Some(Place { position, shared: w.shared })));
+                        }
+                    }
+                }
+            }
+            Resource::Semaphore(name) => {
+                if let Some(semaphore) = self.semaphores.get(name.as_str()) {
+                    // Every holder and waiter stands in the way.
+                    if !done.exclusive_holders {
+                        found.extend(semaphore.holders.keys().map(|o| (o.clone(), None)));
+                    }
+                    let queue = &semaphore.queue;
+                    let ahead = ahead.start.min(queue.len())..ahead.end.min(queue.len());
+                    for (position, w) in ahead.clone().zip(queue.range(ahead)) {
+                        found.push((w.owner.clone(), Some(Place { position, shared: false })));
+                    }
+                }
             }
         }
         done.exclusive_holders = true;
         done.shared_holders |= !place.shared;
-        let from_position = if place.shared { done.ahead_all.max(done.ahead_exclusive) } else { done.ahead_all };
-        for (position, (waiter, waits_shared)) in queue.iter().enumerate().take(place.position).skip(from_position) {
-            if in_way(*waits_shared) {
-                found.push(((*waiter).to_owned(), Some(Place { position, shared: *waits_shared })));
-            }
-        }
         if place.shared {
             done.ahead_exclusive = done.ahead_exclusive.max(place.position);
         } else {
@@ -188,9 +193,6 @@ impl LockTable {
         }
     }
 }
-
-/// An owner holding or waiting, and whether in shared mode.
-type Standing<'a> = (&'a str, bool);
 
 /// Where a waiter stands in a queue (0 = first; for an owner about to
 /// join, the queue's length) and whether it asks for shared mode.
