@@ -37,7 +37,7 @@ fn main() {
         let result = table.apply(&command, index).result;
         (result, started.elapsed())
     };
-    apply(&mut table, Command::Tick { period_ms: 100 });
+    apply(&mut table, Command::Tick { period_ms: 100 }).0.expect("a tick applies");
     apply(&mut table, acquire("hot", "h", None)).0.expect("h takes hot");
     apply(&mut table, acquire("m", "w", None)).0.expect("w takes m");
     apply(&mut table, acquire("other", "x", None)).0.expect("x takes other");
