@@ -49,24 +49,26 @@ def test_semaphore_guards_share_the_limit(shared_cluster, unique):
 
 
 def test_a_waiting_permit_is_granted_when_one_returns(shared_cluster, unique):
-    client = shared_cluster.client()
+    # One client per thread that waits, as an application would have.
+    client, other = shared_cluster.client(), shared_cluster.client()
     name = unique()
     held = client.acquire_permits(name, "a", 1, TTL)
     answers: list[leasehold.Permits] = []
     waiter = threading.Thread(
-        target=lambda: answers.append(client.acquire_permits(name, "b", 1, TTL, wait=30))
+        target=lambda: answers.append(other.acquire_permits(name, "b", 1, TTL, wait=30))
     )
     waiter.start()
     until(lambda: (client.get_semaphore(name) or {}).get("waiters"))
     client.release_permits(name, "a", held.token)
     waiter.join(30)
+    assert not waiter.is_alive()
     assert answers
     assert answers[0].token > held.token
     client.release_permits(name, "b", answers[0].token)
 
 
 def test_readers_share_and_a_writer_waits_for_them(shared_cluster, unique):
-    client = shared_cluster.client()
+    client, other = shared_cluster.client(), shared_cluster.client()
     name = unique()
     with (
         client.read_lock(name, ttl=TTL, owner="r1") as r1,
@@ -75,7 +77,7 @@ def test_readers_share_and_a_writer_waits_for_them(shared_cluster, unique):
         assert r2.token > r1.token
         with pytest.raises(leasehold.HeldByOther):
             client.acquire(name, "w", TTL)
-        writer = client.write_lock(name, ttl=TTL, wait=30, owner="w")
+        writer = other.write_lock(name, ttl=TTL, wait=30, owner="w")
         thread = threading.Thread(target=writer.acquire)
         thread.start()
 
@@ -91,16 +93,18 @@ def test_readers_share_and_a_writer_waits_for_them(shared_cluster, unique):
         until(late_reader_refused)
         newest = r2.token
     thread.join(30)
+    assert not thread.is_alive()
     assert writer.token > newest
     writer.release()
 
 
 def test_crossing_waits_raise_deadlock(shared_cluster, unique):
-    client = shared_cluster.client()
+    client, other = shared_cluster.client(), shared_cluster.client()
     x, y = unique("x"), unique("y")
-    client.acquire(x, "a", 30)
+    held_x = client.acquire(x, "a", 30)
     held_y = client.acquire(y, "b", 30)
-    thread = threading.Thread(target=lambda: client.acquire(y, "a", 30, wait=30))
+    granted: list[leasehold.Lease] = []
+    thread = threading.Thread(target=lambda: granted.append(other.acquire(y, "a", 30, wait=30)))
     thread.start()
     until(lambda: client.get(y).waiters)
     with pytest.raises(leasehold.Deadlock) as refused:
@@ -108,6 +112,10 @@ def test_crossing_waits_raise_deadlock(shared_cluster, unique):
     assert refused.value.cycle == ["b", "a"]
     client.release(y, held_y.token)
     thread.join(30)
+    assert granted
+    assert granted[0].token > held_y.token
+    client.release(y, granted[0].token)
+    client.release(x, held_x.token)
 
 
 def test_async_semaphore_and_read_lock(make_cluster):
