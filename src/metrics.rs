@@ -53,6 +53,29 @@ pub struct QuotaLabel {
     pub quota: String,
 }
 
+/// The labels of a semaphore request series: what was asked, what it came to.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SemaphoreRequestLabel {
+    pub request: String,
+    pub result: String,
+}
+
+/// A `semaphore` label: the semaphore a series is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SemaphoreLabel {
+    pub semaphore: String,
+}
+
+/// A `lock` label: the lock a series is about.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LockLabel {
+    pub lock: String,
+}
+
+/// Semaphores, and locks held shared, that get series of their own at one
+/// scrape, at most (the first in name order): the totals count them all.
+pub const MAX_NAMED_SERIES: usize = 1000;
+
 /// The labels of `leasehold_build_info`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabel {
@@ -98,6 +121,11 @@ pub struct Metrics {
     /// queued, to turn its grant or its end into a wait time. (A lease's
     /// hold time comes with its end, from the table.)
     queued: Mutex<HashMap<(String, String), u64>>,
+    semaphore_requests: Family<SemaphoreRequestLabel, Counter>,
+    permits_in_use: Family<SemaphoreLabel, Gauge>,
+    permits_limit: Family<SemaphoreLabel, Gauge>,
+    permits_waiting: Family<SemaphoreLabel, Gauge>,
+    shared_holders: Family<LockLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -262,6 +290,36 @@ impl Metrics {
                 disk_time(),
             ),
             queued: Mutex::default(),
+            semaphore_requests: registered(
+                r,
+                "semaphore_requests",
+                "Semaphore acquire, renew and release requests answered by this node, by request and result",
+                Family::default(),
+            ),
+            permits_in_use: registered(
+                r,
+                "semaphore_permits_in_use",
+                "Permits in use, per live semaphore (this replica's applied table)",
+                Family::default(),
+            ),
+            permits_limit: registered(
+                r,
+                "semaphore_permits_limit",
+                "The limit of each live semaphore (this replica's applied table)",
+                Family::default(),
+            ),
+            permits_waiting: registered(
+                r,
+                "semaphore_waiters",
+                "Owners waiting for permits, per live semaphore (this replica's applied table)",
+                Family::default(),
+            ),
+            shared_holders: registered(
+                r,
+                "lock_shared_holders",
+                "Shared holders, per lock held in shared mode (this replica's applied table)",
+                Family::default(),
+            ),
             registry,
         }
     }
@@ -294,6 +352,33 @@ impl Metrics {
 
     pub fn multi_release(&self, result: &str) {
         count(&self.multi_releases, result);
+    }
+
+    /// One answered semaphore `request` (`acquire`, `renew`, `release`):
+    /// `result` is `ok` or the error code.
+    pub fn semaphore_request(&self, request: &str, result: &str) {
+        let label = SemaphoreRequestLabel { request: request.to_owned(), result: result.to_owned() };
+        self.semaphore_requests.get_or_create(&label).inc();
+    }
+
+    /// The live semaphores now, `(name, limit, in use, waiting)`, and the
+    /// shared holders of each lock held shared, `(name, holders)`, at most
+    /// [`MAX_NAMED_SERIES`] of each: series of names gone since the last
+    /// scrape go with them.
+    pub fn shared_state(&self, semaphores: &[(String, u32, u32, usize)], shared: &[(String, usize)]) {
+        for family in [&self.permits_in_use, &self.permits_limit, &self.permits_waiting] {
+            family.clear();
+        }
+        self.shared_holders.clear();
+        for (name, limit, in_use, waiting) in semaphores {
+            let label = SemaphoreLabel { semaphore: name.clone() };
+            self.permits_in_use.get_or_create(&label).set(i64::from(*in_use));
+            self.permits_limit.get_or_create(&label).set(i64::from(*limit));
+            self.permits_waiting.get_or_create(&label).set(*waiting as i64);
+        }
+        for (name, holders) in shared {
+            self.shared_holders.get_or_create(&LockLabel { lock: name.clone() }).set(*holders as i64);
+        }
     }
 
     pub fn forwarded(&self, result: &str) {
@@ -388,7 +473,13 @@ impl Metrics {
                 EventKind::Renewed { .. }
                 | EventKind::DelayEnded { .. }
                 | EventKind::SessionCreated { .. }
-                | EventKind::SessionDeleted { .. } => {}
+                | EventKind::SessionDeleted { .. }
+                | EventKind::PermitsGranted { .. }
+                | EventKind::PermitsRenewed { .. }
+                | EventKind::PermitsReleased { .. }
+                | EventKind::PermitsExpired { .. }
+                | EventKind::PermitsQueued { .. }
+                | EventKind::PermitWaitEnded { .. } => {}
             }
         }
     }

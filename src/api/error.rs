@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::node::NodeError;
 use leasehold_core::{FencingToken, InvalidCommand, LockError};
 use leasehold_proto::locks::Conflict;
+use leasehold_proto::semaphores::PermitHolder;
 use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
 
 /// Seconds a client should wait before retrying a 503.
@@ -129,6 +130,28 @@ impl From<LockError> for ApiError {
             LockError::HeldUnderSession { name, session } => {
                 ApiError::new(ErrorCode::HeldUnderSession, message).with("name", name).with("session", session)
             }
+            LockError::HeldShared { name, holders, token } => ApiError::new(ErrorCode::Held, message)
+                .with("name", name)
+                .with("shared_holders", holders)
+                .with("token", token.get()),
+            LockError::Deadlock { cycle } => ApiError::new(ErrorCode::Deadlock, message).with("cycle", cycle),
+            LockError::SemaphoreFull { name, limit, in_use, waiting, holders } => {
+                let holders: Vec<PermitHolder> = holders.into_iter().map(PermitHolder::from).collect();
+                match serde_json::to_value(holders) {
+                    Ok(holders) => ApiError::new(ErrorCode::SemaphoreFull, message)
+                        .with("name", name)
+                        .with("limit", limit)
+                        .with("in_use", in_use)
+                        .with("waiting", waiting)
+                        .with("holders", holders),
+                    Err(e) => ApiError::internal(e),
+                }
+            }
+            LockError::LimitMismatch { name, limit, given } => ApiError::new(ErrorCode::LimitMismatch, message)
+                .with("name", name)
+                .with("limit", limit)
+                .with("given", given),
+            LockError::SemaphoreNotFound { name } => ApiError::new(ErrorCode::NoSemaphore, message).with("name", name),
             LockError::Invalid(invalid) => invalid.into(),
         }
     }

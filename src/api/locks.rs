@@ -16,8 +16,9 @@ use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, WAIT_SLACK};
 use leasehold_core::{Command, FencingToken, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
-    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
-    MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, LockMode, MultiAcquireRequest,
+    MultiLeaseResponse, MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    SharedHoldersResponse, SharedLockView,
 };
 use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
@@ -28,6 +29,7 @@ pub fn routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/locks", get(list))
         .route("/v1/locks/{name}", get(get_lock))
+        .route("/v1/locks/{name}/shared", get(get_shared))
         .route("/v1/locks/{name}/acquire", post(acquire))
         .route("/v1/locks/{name}/renew", post(renew))
         .route("/v1/locks/{name}/release", post(release))
@@ -36,8 +38,10 @@ pub fn routes() -> Router<Arc<Node>> {
 }
 
 /// `POST /v1/locks/{name}/acquire`: 200 with the grant; 409 `held` with the
-/// holder, 409 `lock_delayed` while a lock delay runs; with `wait_ms`, waits in the lock's queue and answers 200 when the
-/// lock passes to this owner or 409 `wait_timeout`; 400 on invalid input.
+/// holder (or `shared_holders`), 409 `lock_delayed` while a lock delay runs; with `wait_ms`, waits in the lock's queue and answers 200 when the
+/// lock passes to this owner, 409 `wait_timeout`, or at once 409
+/// `deadlock` when waiting would close a cycle; 400 on invalid input.
+/// `mode: "shared"` takes a shared lease (see `docs/api.md`).
 async fn acquire(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
@@ -61,15 +65,34 @@ async fn grant_or_queue(
     name: String,
     req: AcquireRequest,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let command = Command::Acquire {
-        name,
-        owner: req.owner,
-        ttl_ms: req.ttl_ms,
-        session: req.session,
-        wait_ms: park_for_wait(slot, req.wait_ms)?,
-        request_id: req.request_id,
-        lock_delay_ms: req.lock_delay_ms,
-        seq: req.seq,
+    let wait_ms = park_for_wait(slot, req.wait_ms)?;
+    let command = match req.mode.unwrap_or_default() {
+        LockMode::Exclusive => Command::Acquire {
+            name,
+            owner: req.owner,
+            ttl_ms: req.ttl_ms,
+            session: req.session,
+            wait_ms,
+            request_id: req.request_id,
+            lock_delay_ms: req.lock_delay_ms,
+            seq: req.seq,
+        },
+        LockMode::Shared => {
+            for (field, given) in [
+                ("session", req.session.is_some()),
+                ("lock_delay_ms", req.lock_delay_ms.is_some()),
+                ("seq", req.seq.is_some()),
+            ] {
+                if given {
+                    return Err(
+                        ApiError::bad_request(format!("{field} is not taken in shared mode")).with("field", field)
+                    );
+                }
+            }
+            let ttl_ms =
+                req.ttl_ms.ok_or_else(|| ApiError::bad_request("shared mode needs ttl_ms").with("field", "ttl_ms"))?;
+            Command::AcquireShared { name, owner: req.owner, ttl_ms, wait_ms, request_id: req.request_id }
+        }
     };
     match node.acquire(command).await?? {
         Outcome::Granted { grant, reacquired } => {
@@ -83,7 +106,10 @@ async fn grant_or_queue(
 /// taken out of the request deadline: the body is read and the wait
 /// bounded, so the request may now wait its turn past the request timeout,
 /// without a place among those in flight.
-fn park_for_wait(slot: Option<Extension<RequestSlot>>, wait_ms: Option<u64>) -> Result<Option<u64>, ApiError> {
+pub(super) fn park_for_wait(
+    slot: Option<Extension<RequestSlot>>,
+    wait_ms: Option<u64>,
+) -> Result<Option<u64>, ApiError> {
     let wait_ms = wait_ms.filter(|w| *w > 0);
     if let (Some(Extension(slot)), Some(wait)) = (slot, wait_ms) {
         if wait <= Limits::DEFAULT.max_wait_ms {
@@ -171,7 +197,12 @@ async fn renew(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<RenewRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
-    let command = Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id };
+    let command = match shared_owner(req.mode, req.owner)? {
+        None => Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id },
+        Some(owner) => {
+            Command::RenewShared { name, owner, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id }
+        }
+    };
     let answer = match propose(&node, command).await {
         Ok(Outcome::Renewed { grant }) => Ok(Json(LeaseResponse { grant: grant.into(), reacquired: None })),
         Ok(other) => Err(unexpected(other)),
@@ -187,8 +218,15 @@ async fn release(
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
-    let command =
-        Command::Release { name, token: req.token, request_id: req.request_id, session: req.session, seq: req.seq };
+    let command = match shared_owner(req.mode, req.owner)? {
+        None => {
+            Command::Release { name, token: req.token, request_id: req.request_id, session: req.session, seq: req.seq }
+        }
+        Some(owner) if req.session.is_none() && req.seq.is_none() => {
+            Command::ReleaseShared { name, owner, token: req.token, request_id: req.request_id }
+        }
+        Some(_) => return Err(ApiError::bad_request("session is not taken in shared mode").with("field", "session")),
+    };
     let answer = match propose(&node, command).await {
         Ok(Outcome::Released { name, token }) => Ok(Json(ReleaseResponse { name, token, released: true })),
         Ok(other) => Err(unexpected(other)),
@@ -196,6 +234,19 @@ async fn release(
     };
     node.metrics().release(result_label(&answer, "released"));
     answer
+}
+
+/// The owner a renew or release of a shared lease names (`None`: an
+/// exclusive one, which names none).
+fn shared_owner(mode: Option<LockMode>, owner: Option<String>) -> Result<Option<String>, ApiError> {
+    match (mode.unwrap_or_default(), owner) {
+        (LockMode::Exclusive, None) => Ok(None),
+        (LockMode::Exclusive, Some(_)) => {
+            Err(ApiError::bad_request("owner is named with mode \"shared\" only").with("field", "owner"))
+        }
+        (LockMode::Shared, Some(owner)) => Ok(Some(owner)),
+        (LockMode::Shared, None) => Err(ApiError::bad_request("mode \"shared\" needs owner").with("field", "owner")),
+    }
 }
 
 /// `GET /v1/locks/{name}`: linearizable; 200 with the lease, 404 `not_held`
@@ -216,7 +267,24 @@ async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>)
     }
 }
 
-/// `GET /v1/locks?prefix=..&limit=..`: held locks in name order.
+/// `GET /v1/locks/{name}/shared`: linearizable; 200 with the shared
+/// holders (oldest grant first; empty when none), and the exclusive holder
+/// if any.
+async fn get_shared(
+    State(node): State<Arc<Node>>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<SharedHoldersResponse>, ApiError> {
+    Limits::DEFAULT.check_name("name", &name)?;
+    let (shared, exclusive) = node.read(|table| (table.shared_holders(&name), table.holder(&name))).await?;
+    Ok(Json(SharedHoldersResponse {
+        name,
+        shared: shared.into_iter().map(Into::into).collect(),
+        exclusive: exclusive.map(Into::into),
+    }))
+}
+
+/// `GET /v1/locks?prefix=..&limit=..`: held locks in name order, and
+/// those held in shared mode with their holders.
 async fn list(
     State(node): State<Arc<Node>>,
     ApiQuery(query): ApiQuery<ListQuery>,
@@ -230,6 +298,11 @@ async fn list(
     if query.prefix.len() > Limits::DEFAULT.max_name_bytes {
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
     }
-    let locks = node.read(|table| table.list(&query.prefix, limit)).await?;
-    Ok(Json(ListResponse { locks: locks.into_iter().map(LeaseView::from).collect() }))
+    let (locks, shared) =
+        node.read(|table| (table.list(&query.prefix, limit), table.list_shared(&query.prefix, limit))).await?;
+    let shared = shared
+        .into_iter()
+        .map(|(name, holders)| SharedLockView { name, holders: holders.into_iter().map(Into::into).collect() })
+        .collect();
+    Ok(Json(ListResponse { locks: locks.into_iter().map(LeaseView::from).collect(), shared }))
 }

@@ -9,6 +9,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::events::{self, Subscribers};
+use crate::metrics::MAX_NAMED_SERIES;
 use crate::node::Node;
 
 pub fn routes() -> Router<Arc<Node>> {
@@ -29,6 +30,9 @@ async fn scrape(State(node): State<Arc<Node>>, Extension(subscribers): Extension
         metrics.quota(&quota, used);
     }
     metrics.quota(events::SUBSCRIBERS, subscribers.quota_use());
+    let (semaphores, shared) =
+        node.locks().read(|t| (t.semaphore_use(MAX_NAMED_SERIES), t.shared_use(MAX_NAMED_SERIES)));
+    metrics.shared_state(&semaphores, &shared);
     node.raft().observe(metrics);
     ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], metrics.encode())
 }

@@ -1,4 +1,4 @@
-//! The HTTP API (axum): the client API under `/v1/locks`, `/v1/multi` and `/v1/sessions` (with
+//! The HTTP API (axum): the client API under `/v1/locks`, `/v1/multi`, `/v1/semaphores` and `/v1/sessions` (with
 //! its SSE event stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
 //! `/readyz` (readiness); for
@@ -23,6 +23,7 @@ mod metrics;
 mod nodes;
 pub mod openapi;
 mod raft_rpc;
+mod semaphores;
 mod sessions;
 mod ui;
 
@@ -85,12 +86,14 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let guard_of = |part| auth::Guard::new(&config.secrets, part);
     let guard = |part| middleware::from_fn_with_state(guard_of(part), auth::require);
     let client = locks::routes()
+        .merge(semaphores::routes())
         .merge(sessions::routes())
         .merge(fence::routes())
         .route_layer(to_leader())
         .merge(events::routes())
         .route_layer(guard(auth::Part::Client));
     let admin = admin::leader_routes()
+        .merge(semaphores::admin_routes())
         .route_layer(to_leader())
         .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));

@@ -36,7 +36,12 @@ use leasehold_proto::fence::{
 };
 use leasehold_proto::locks::{
     AcquireRequest, LeaseResponse, LeaseView, ListQuery, ListResponse, MultiAcquireRequest, MultiLeaseResponse,
-    MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest, SharedHoldersResponse,
+    SharedLockView,
+};
+use leasehold_proto::semaphores::{
+    PermitResponse, SemaphoreAcquireRequest, SemaphoreLimitRequest, SemaphoreLimitResponse, SemaphoreListResponse,
+    SemaphoreReleaseRequest, SemaphoreReleaseResponse, SemaphoreRenewRequest, SemaphoreView,
 };
 use leasehold_proto::sessions::{
     CreateSessionRequest, DeleteSessionQuery, DeleteSessionResponse, KeepAliveRequest, SessionListQuery,
@@ -90,13 +95,20 @@ const NO_SESSION: (u16, &str) = (404, "session_not_found");
 /// (no leader, or the leader unreachable from the node asked).
 #[rustfmt::skip]
 const OPERATIONS: &[Operation] = &[
-    Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
+    Operation(Get, "/v1/locks", "locks", Some(Client), "listLocks", "Held locks in name order (`prefix`, `limit` query parameters), and those held in shared mode with their holders; linearizable", Body::None, (200, Named("ListResponse")), &[BAD]),
     Operation(Get, "/v1/locks/{name}", "locks", Some(Client), "getLock", "One held lock with its queue; 404 `not_held` when free (with `delayed_until_tick` while a lock delay runs); linearizable", Body::None, (200, Named("LeaseView")), &[BAD, NOT_HELD]),
-    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, or with `wait_ms` wait in the lock's FIFO queue; the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, seq_too_old, seq_reused, request_id_reused"), (507, "full")]),
-    Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token` (409 `held_under_session` for a lock held under a session)", Named("RenewRequest"), (200, Named("LeaseResponse")), &[BAD, NOT_HELD, (409, "stale_token, held_under_session, request_id_reused")]),
-    Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token`", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
+    Operation(Get, "/v1/locks/{name}/shared", "locks", Some(Client), "getLockHolders", "Who holds the lock: its shared holders (oldest grant first) and its exclusive holder, if any; linearizable", Body::None, (200, Named("SharedHoldersResponse")), &[BAD]),
+    Operation(Post, "/v1/locks/{name}/acquire", "locks", Some(Client), "acquireLock", "Acquire with a `ttl_ms` or under a `session`, exclusive or (`mode: \"shared\"`) shared, or with `wait_ms` wait in the lock's FIFO queue (409 `deadlock` at once when waiting would close a cycle); the grant carries the fencing token", Named("AcquireRequest"), (200, Named("LeaseResponse")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, deadlock, seq_too_old, seq_reused, request_id_reused"), (507, "full")]),
+    Operation(Post, "/v1/locks/{name}/renew", "locks", Some(Client), "renewLock", "Restart the lease of the holder of `token` (a shared holder names `mode: \"shared\"` and its `owner`; 409 `held_under_session` for a lock held under a session)", Named("RenewRequest"), (200, Named("LeaseResponse")), &[BAD, NOT_HELD, (409, "stale_token, held_under_session, request_id_reused")]),
+    Operation(Post, "/v1/locks/{name}/release", "locks", Some(Client), "releaseLock", "Release the lease held under `token` (a shared holder names `mode: \"shared\"` and its `owner`)", Named("ReleaseRequest"), (200, Named("ReleaseResponse")), MUTATION),
     Operation(Post, "/v1/multi/acquire", "locks", Some(Client), "acquireLocks", "Acquire every lock of `names` in one log entry, or none (one token for all), with a `ttl_ms` or under a `session`; with `wait_ms` wait until all can be granted together, holding none meanwhile", Named("MultiAcquireRequest"), (200, Named("MultiLeaseResponse")), &[BAD, NO_SESSION, (409, "held, wait_timeout, seq_too_old, seq_reused, request_id_reused"), (507, "full")]),
     Operation(Post, "/v1/multi/release", "locks", Some(Client), "releaseLocks", "Release every lock of `names`, all held under `token`, or none", Named("MultiReleaseRequest"), (200, Named("MultiReleaseResponse")), MUTATION),
+    Operation(Get, "/v1/semaphores", "semaphores", Some(Client), "listSemaphores", "Live semaphores in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("SemaphoreListResponse")), &[BAD]),
+    Operation(Get, "/v1/semaphores/{name}", "semaphores", Some(Client), "getSemaphore", "One live semaphore: limit, holders and waiters; 404 `no_semaphore` when nobody holds or waits for a permit; linearizable", Body::None, (200, Named("SemaphoreView")), &[BAD, (404, "no_semaphore")]),
+    Operation(Post, "/v1/semaphores/{name}/acquire", "semaphores", Some(Client), "acquirePermits", "Take `permits` (default 1) of the semaphore, all or none, for `ttl_ms`; the first acquire sets its `limit`; with `wait_ms` wait in its FIFO queue (409 `deadlock` at once when waiting would close a cycle); the grant carries its own fencing token", Named("SemaphoreAcquireRequest"), (200, Named("PermitResponse")), &[BAD, (409, "semaphore_full, limit_mismatch, wait_timeout, deadlock, request_id_reused"), (507, "full")]),
+    Operation(Post, "/v1/semaphores/{name}/renew", "semaphores", Some(Client), "renewPermits", "Restart the lease of `owner`'s permits held under `token`", Named("SemaphoreRenewRequest"), (200, Named("PermitResponse")), &[BAD, (404, "not_held, no_semaphore"), (409, "stale_token, request_id_reused")]),
+    Operation(Post, "/v1/semaphores/{name}/release", "semaphores", Some(Client), "releasePermits", "Return `owner`'s permits held under `token`; the waiters that now fit are granted in the same entry", Named("SemaphoreReleaseRequest"), (200, Named("SemaphoreReleaseResponse")), &[BAD, (404, "not_held, no_semaphore"), (409, "stale_token, request_id_reused")]),
+    Operation(Post, "/v1/semaphores/{name}/limit", "semaphores", Some(Admin), "setSemaphoreLimit", "Change a live semaphore's limit: a higher one grants the waiters that now fit, a lower one revokes no permit", Named("SemaphoreLimitRequest"), (200, Named("SemaphoreLimitResponse")), &[BAD, (404, "no_semaphore")]),
     Operation(Get, "/v1/sessions", "sessions", Some(Client), "listSessions", "Live sessions in id order, without their locks (`after`, `limit` query parameters); linearizable", Body::None, (200, Named("SessionListResponse")), &[BAD]),
     Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/sessions/{id}", "sessions", Some(Client), "getSession", "One session with the locks it holds; linearizable", Body::None, (200, Named("SessionView")), &[BAD, NO_SESSION]),
@@ -175,6 +187,17 @@ fn forwarded(o: &Operation) -> bool {
     MembershipRequest,
     MembershipResponse,
     SnapshotTaken,
+    SharedHoldersResponse,
+    SharedLockView,
+    SemaphoreAcquireRequest,
+    SemaphoreRenewRequest,
+    SemaphoreReleaseRequest,
+    SemaphoreReleaseResponse,
+    SemaphoreLimitRequest,
+    SemaphoreLimitResponse,
+    PermitResponse,
+    SemaphoreView,
+    SemaphoreListResponse,
     ErrorBody
 )))]
 struct Schemas;
@@ -223,6 +246,9 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
         let schema = match name {
             "id" if path.starts_with("/v1/sessions") => schema::session_id(),
             "id" => schema::uint(0, u64::MAX, false, "A member's node id."),
+            "name" if path.starts_with("/v1/semaphores") => {
+                schema::text(Limits::DEFAULT.max_name_bytes, false, "A semaphore name.")
+            }
             "name" => schema::lock_name(),
             "key" => schema::text(Limits::DEFAULT.max_name_bytes, false, "A record key."),
             _ => schema::text(Limits::DEFAULT.max_name_bytes, false, "A gate's resource name."),
@@ -234,7 +260,7 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
             .schema(Some(schema));
         builder = builder.parameter(parameter);
     }
-    if *path == "/v1/locks" {
+    if *path == "/v1/locks" || *path == "/v1/semaphores" {
         builder = builder.parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if *path == "/v1/cluster/status" {

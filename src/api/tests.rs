@@ -16,6 +16,8 @@ use super::{router, ApiConfig, RequestLimits};
 use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport, DEFAULT_QUOTAS};
 use leasehold_core::Quotas;
 
+mod shared;
+
 /// One-node cluster, its router, and the folder it lives in.
 struct OneNode {
     node: Arc<Node>,

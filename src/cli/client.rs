@@ -143,8 +143,17 @@ pub struct RunArgs {
     /// Lock to hold while the command runs. Repeat it to take several: all
     /// at once, in one log entry under one token, under one session that
     /// ends (freeing them all) when the command does or this process dies.
-    #[arg(long = "lock", value_name = "NAME", required = true)]
+    #[arg(long = "lock", value_name = "NAME", required_unless_present = "semaphore")]
     locks: Vec<String>,
+    /// Hold the lock in shared mode (a read lock): other shared holders may
+    /// run beside this command, an exclusive holder may not. One lock only.
+    #[arg(long, conflicts_with = "semaphore")]
+    shared: bool,
+    /// Instead of a lock, hold one permit of the counting semaphore NAME of
+    /// LIMIT permits (the limit is set by the first holder; another is refused).
+    /// The command gets LEASEHOLD_SEMAPHORE, LEASEHOLD_TOKEN and LEASEHOLD_OWNER.
+    #[arg(long, value_name = "NAME:LIMIT", value_parser = semaphore_arg, conflicts_with = "locks")]
+    semaphore: Option<(String, u32)>,
     /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m); the session's, for several locks.
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     ttl: Duration,
@@ -227,6 +236,17 @@ impl ClientCmd {
     }
 }
 
+/// `--semaphore NAME:LIMIT`: the name (which may hold colons itself) and
+/// the limit after the last colon.
+fn semaphore_arg(text: &str) -> std::result::Result<(String, u32), String> {
+    let (name, limit) = text.rsplit_once(':').ok_or("expected NAME:LIMIT, e.g. exports:3")?;
+    let limit: u32 = limit.parse().map_err(|_| format!("{limit:?} is not a limit (a whole number of permits)"))?;
+    if name.is_empty() || limit == 0 {
+        return Err("expected a non-empty NAME and a LIMIT of at least 1".into());
+    }
+    Ok((name.to_owned(), limit))
+}
+
 /// `leasehold run`; returns the exit status.
 async fn run_locked(args: RunArgs) -> i32 {
     let credentials = match args.cluster.credentials.load() {
@@ -240,6 +260,8 @@ async fn run_locked(args: RunArgs) -> i32 {
         credentials,
         endpoints: args.cluster.endpoints,
         locks: args.locks,
+        shared: args.shared,
+        semaphore: args.semaphore,
         ttl: args.ttl,
         wait: args.wait,
         owner: args.owner,

@@ -1,6 +1,9 @@
 //! The acquire protocol, of one lock or of several at once, with or without
 //! waiting in the locks' queues.
 //!
+//! Shared acquires wait in the lock's queue like exclusive ones; permits
+//! of a semaphore wait in the semaphore's, told by events of their own kinds.
+//!
 //! A try-acquire is one proposal. A waiting acquire registers for its turn
 //! *before* proposing (so a hand-over cannot fall between the answer and the
 //! registration), proposes, and if queued waits — without polling — for the
@@ -14,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, SessionId};
+use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, PermitGrant, SessionId};
 
 use super::waiters::Waiter;
 use super::{Node, NodeError};
@@ -33,7 +36,8 @@ enum Turned {
 }
 
 impl Node {
-    /// Applies an `Acquire` or `AcquireMany` `command`: at once, or, with
+    /// Applies an `Acquire`, `AcquireMany`, `AcquireShared` or
+    /// `AcquirePermits` `command`: at once, or, with
     /// `wait_ms`, after waiting in the locks' FIFO queues until every lock
     /// asked for can be granted together (holding none meanwhile). A
     /// multi-acquire waits keyed by its first lock: the state machine
@@ -49,14 +53,19 @@ impl Node {
         let (names, owner, session) = (parts.names.to_vec(), parts.owner.to_owned(), parts.session);
         let wait = Duration::from_millis(parts.wait_ms.unwrap_or_default());
         let many = matches!(command, Command::AcquireMany { .. });
+        let queue = if matches!(command, Command::AcquirePermits { .. }) { Queue::Semaphore } else { Queue::Lock };
         // An empty list is refused by validation before `first` is needed.
         let first = names.first().cloned().unwrap_or_default();
-        Ok(match self.acquire_in_turn(command, &first, &owner, session, wait).await? {
+        let turn = Turn { queue, name: &first, owner: &owner };
+        Ok(match self.acquire_in_turn(command, turn, session, wait).await? {
             Ok(Turned::Answered(outcome)) => Ok(outcome),
             Ok(Turned::Handed(token)) if many => Ok(Outcome::GrantedMany {
                 grants: names.iter().map(|name| self.handed(name, &owner, token)).collect(),
                 reacquired: false,
             }),
+            Ok(Turned::Handed(token)) if queue == Queue::Semaphore => {
+                Ok(Outcome::PermitsGranted { grant: self.handed_permits(&first, &owner, token), reacquired: false })
+            }
             Ok(Turned::Handed(token)) => {
                 Ok(Outcome::Granted { grant: self.handed(&first, &owner, token), reacquired: false })
             }
@@ -64,8 +73,8 @@ impl Node {
         })
     }
 
-    /// Proposes an acquire `command` of `owner`, keyed by lock `name` for
-    /// its turn: a try-acquire is one proposal and does not register at all;
+    /// Proposes an acquire `command` of `turn.owner`, keyed by `turn.name`
+    /// in `turn.queue` for its turn: a try-acquire is one proposal and does not register at all;
     /// a waiting one registers for its turn *before* proposing (so a
     /// hand-over cannot fall between the answer and the registration) and,
     /// if queued, waits for it. If the caller goes away before it is
@@ -74,22 +83,26 @@ impl Node {
     async fn acquire_in_turn(
         self: &Arc<Self>,
         command: Command,
-        name: &str,
-        owner: &str,
+        turn: Turn<'_>,
         session: Option<SessionId>,
         wait: Duration,
     ) -> Result<Result<Turned, LockError>, NodeError> {
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
             return Ok(Err(LockError::Invalid(invalid)));
         }
-        let turn = (!wait.is_zero()).then(|| self.waiters.watch(name, owner));
+        let registered = (!wait.is_zero()).then(|| self.waiters.watch(turn.name, turn.owner));
         // Armed before proposing: if the caller of a waiting acquire goes away
         // at any point before it is answered, its place in the queue is given up.
-        let mut place =
-            QueuePlace { node: self.clone(), name: name.to_owned(), owner: owner.to_owned(), armed: !wait.is_zero() };
+        let mut place = QueuePlace {
+            node: self.clone(),
+            queue: turn.queue,
+            name: turn.name.to_owned(),
+            owner: turn.owner.to_owned(),
+            armed: !wait.is_zero(),
+        };
         let answer = match self.propose(command).await? {
-            Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. }) => {
-                let waited = self.wait_for_turn(turn, name, owner, wait + WAIT_SLACK).await;
+            Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }) => {
+                let waited = self.wait_for_turn(registered, turn, wait + WAIT_SLACK).await;
                 waited.map(|r| r.map(Turned::Handed).map_err(|timeout| self.session_ended(session).unwrap_or(timeout)))
             }
             Ok(outcome) => Ok(Ok(Turned::Answered(outcome))),
@@ -107,24 +120,26 @@ impl Node {
     /// applied before it is not missed.
     async fn wait_for_turn(
         &self,
-        turn: Option<Waiter>,
-        name: &str,
-        owner: &str,
+        registered: Option<Waiter>,
+        turn: Turn<'_>,
         bound: Duration,
     ) -> Result<Result<FencingToken, LockError>, NodeError> {
-        let mut turn = turn.unwrap_or_else(|| self.waiters.watch(name, owner));
+        let Turn { queue, name, owner } = turn;
+        let mut registered = registered.unwrap_or_else(|| self.waiters.watch(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
-            if let Some(settled) = self.standing(name, owner) {
+            if let Some(settled) = self.standing(queue, name, owner) {
                 return Ok(settled.ok_or_else(wait_timeout));
             }
             loop {
-                let Some(event) = turn.next().await else {
+                let Some(event) = registered.next().await else {
                     return Err(NodeError::Unavailable("node shutting down".into()));
                 };
-                match event.kind {
-                    EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => return Ok(Ok(token)),
-                    EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. } => return Ok(Err(wait_timeout())),
+                match (queue, event.kind) {
+                    (Queue::Lock, EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. })
+                    | (Queue::Semaphore, EventKind::PermitsGranted { token, .. }) => return Ok(Ok(token)),
+                    (Queue::Lock, EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. })
+                    | (Queue::Semaphore, EventKind::PermitWaitEnded { .. }) => return Ok(Err(wait_timeout())),
                     _ => {}
                 }
             }
@@ -144,9 +159,28 @@ impl Node {
         self.locks().read(|t| t.session(session).is_none()).then_some(LockError::SessionNotFound { session })
     }
 
-    /// The grant of `name` the state machine handed `owner` under `token`.
+    /// The permits of semaphore `name` the state machine handed `owner` under `token`.
+    fn handed_permits(&self, name: &str, owner: &str, token: FencingToken) -> PermitGrant {
+        self.locks().read(|t| t.permits_of(name, owner)).filter(|g| g.token == token).unwrap_or_else(
+            // Granted and already gone again (the answer came later than the lease's ttl).
+            || PermitGrant {
+                name: name.to_owned(),
+                owner: owner.to_owned(),
+                token,
+                permits: 0,
+                limit: 0,
+                ttl_ms: 0,
+                expires_in_ms: 0,
+                deadline_tick: 0,
+            },
+        )
+    }
+
+    /// The grant of `name` (exclusive, or shared) the state machine handed
+    /// `owner` under `token`.
     fn handed(&self, name: &str, owner: &str, token: FencingToken) -> Grant {
-        self.locks().read(|t| t.holder(name)).filter(|g| g.token == token).unwrap_or_else(
+        let held = self.locks().read(|t| t.holder(name).filter(|g| g.owner == owner).or(t.shared_holder(name, owner)));
+        held.filter(|g| g.token == token).unwrap_or_else(
             // Granted and already gone again (the answer came later than the lease's ttl).
             || Grant {
                 name: name.to_owned(),
@@ -159,23 +193,49 @@ impl Node {
         )
     }
 
-    /// Where `owner` stands on `name` according to the applied table: still
-    /// waiting (`None`), holder (`Some(Some(token))`), or neither: its wait
-    /// ended (`Some(None)`). Waiting is asked first: an owner may wait for
-    /// `name` in a multi-acquire while it holds `name` under another grant.
-    fn standing(&self, name: &str, owner: &str) -> Option<Option<FencingToken>> {
-        match self.locks().read(|t| (t.is_waiting(name, owner), t.holder(name))) {
-            (true, _) => None,
-            (false, Some(grant)) if grant.owner == owner => Some(Some(grant.token)),
-            _ => Some(None),
+    /// Where `owner` stands on `name` in `queue` according to the applied
+    /// table: still waiting (`None`), holder (`Some(Some(token))`), or
+    /// neither: its wait ended (`Some(None)`). Waiting is asked first: an
+    /// owner may wait for `name` in a multi-acquire while it holds `name`
+    /// under another grant.
+    fn standing(&self, queue: Queue, name: &str, owner: &str) -> Option<Option<FencingToken>> {
+        let (waiting, held) = self.locks().read(|t| match queue {
+            Queue::Lock => (
+                t.is_waiting(name, owner),
+                t.holder(name).filter(|g| g.owner == owner).or(t.shared_holder(name, owner)).map(|g| g.token),
+            ),
+            Queue::Semaphore => (t.is_waiting_for_permits(name, owner), t.permits_of(name, owner).map(|g| g.token)),
+        });
+        if waiting {
+            return None;
         }
+        Some(held)
     }
+}
+
+/// Which kind of queue a waiting acquire stands in: a lock's (exclusive or
+/// shared) or a semaphore's. Their events have kinds of their own, so one
+/// registry of waiters by (name, owner) serves both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    Lock,
+    Semaphore,
+}
+
+/// A waiting acquire's place: its queue, the lock or semaphore it is keyed
+/// by, and its owner.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    queue: Queue,
+    name: &'a str,
+    owner: &'a str,
 }
 
 /// A waiter's place in a queue, given up (a `Cancel` proposed) when the
 /// acquire is dropped before it was answered: its caller went away.
 struct QueuePlace {
     node: Arc<Node>,
+    queue: Queue,
     name: String,
     owner: String,
     armed: bool,
@@ -185,8 +245,11 @@ impl Drop for QueuePlace {
     fn drop(&mut self) {
         if self.armed {
             let node = self.node.clone();
-            let command =
-                Command::Cancel { name: std::mem::take(&mut self.name), owner: std::mem::take(&mut self.owner) };
+            let (name, owner) = (std::mem::take(&mut self.name), std::mem::take(&mut self.owner));
+            let command = match self.queue {
+                Queue::Lock => Command::Cancel { name, owner },
+                Queue::Semaphore => Command::CancelPermits { name, owner },
+            };
             tokio::spawn(async move {
                 let cancelled: Result<LockResult, NodeError> = node.propose(command).await;
                 if let Err(e) = cancelled {

@@ -416,7 +416,7 @@ impl Node {
     /// table's fixed bounds.
     pub fn quota_use(&self) -> BTreeMap<String, QuotaUse> {
         let (leases, waiters, sessions, (records, gates)) =
-            self.locks.read(|t| (t.len(), t.waiting(), t.sessions(), t.records_and_gates()));
+            self.locks.read(|t| (t.holdings(), t.waiting(), t.sessions(), t.records_and_gates()));
         let quota = |name: &str, used: usize, limit: u64| (name.to_owned(), QuotaUse { used: used as u64, limit });
         BTreeMap::from([
             quota("leases", leases, self.quotas.max_leases),

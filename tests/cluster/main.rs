@@ -22,6 +22,8 @@
 //! - `metrics`, `openapi`, `ui`, `readiness` — what operators see.
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
+//! - `semaphores` — a semaphore of 3 shared by 10 processes, one killed -9; `run --shared`; readers and a writer
+//!   through different nodes; crossing owners refused a deadlock.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -45,6 +47,7 @@ mod quotas;
 mod readiness;
 mod secure_defaults;
 mod security;
+mod semaphores;
 mod sessions;
 pub mod snapshots;
 mod ui;

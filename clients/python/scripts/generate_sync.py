@@ -41,6 +41,9 @@ REPLACEMENTS = {
     "aclose": "close",
     # The guards.
     "AsyncLock": "Lock",
+    "AsyncReadLock": "ReadLock",
+    "AsyncWriteLock": "WriteLock",
+    "AsyncSemaphore": "Semaphore",
     "AsyncLockSet": "LockSet",
     "AsyncSession": "Session",
     # leasehold._watchdog: a watchdog on an asyncio task, a watchdog thread.

@@ -62,6 +62,10 @@ CODES = [
     (503, "not_leader", leasehold.NotLeader),
     (503, "overloaded", leasehold.Overloaded),
     (507, "full", leasehold.Full),
+    (409, "deadlock", leasehold.Deadlock),
+    (409, "semaphore_full", leasehold.SemaphoreFull),
+    (409, "limit_mismatch", leasehold.LimitMismatch),
+    (404, "no_semaphore", leasehold.NoSemaphore),
 ]
 
 

@@ -87,10 +87,9 @@ fn of_client_error(error: &ClientError) -> Exit {
 fn of_code(code: ErrorCode) -> Exit {
     use ErrorCode::*;
     match code {
-        Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember
-        | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld => {
-            Exit::No
-        }
+        Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NoSemaphore
+        | NotMember | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession
+        | SeqTooOld | Deadlock | SemaphoreFull | LimitMismatch => Exit::No,
         InvalidArgument | RequestIdReused | SeqReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,
@@ -115,7 +114,8 @@ pub const TABLE: &str = "\
 Exit status (every command but serve, up and run):
   0  ok; for a question, yes
   1  the answer is no: lock held by another owner, delayed or reserved, lock free (get), no record,
-     wait timed out, stale token, token not current (check), refused change
+     wait timed out, stale token, token not current (check), refused change, no permit free,
+     semaphore limit mismatch, wait refused as a deadlock
   2  usage: unknown flag, bad value, invalid argument
   3  could not ask: cluster unreachable, no leader or quorum, overloaded, timed out
   4  credentials: token missing, wrong or unreadable; plain http to an https node

@@ -102,6 +102,8 @@ pub struct Lock {
     token: FencingToken,
     ttl: Duration,
     drift_margin: Duration,
+    /// Held in shared mode (a [`ReadLock`](crate::ReadLock)).
+    shared: bool,
     watched: Watched,
 }
 
@@ -125,6 +127,17 @@ impl Lock {
     /// before returning, to re-anchor the lease; if that renewal fails, its
     /// error is returned and the lease runs out after its ttl.
     pub async fn acquire(client: Arc<Client>, name: &str, options: LockOptions) -> Result<Lock, ClientError> {
+        Lock::acquire_in_mode(client, name, options, false).await
+    }
+
+    /// [`acquire`](Self::acquire) in exclusive mode, or with `shared` in
+    /// shared mode (renewed and released as the shared lease of its owner).
+    pub(crate) async fn acquire_in_mode(
+        client: Arc<Client>,
+        name: &str,
+        options: LockOptions,
+        shared: bool,
+    ) -> Result<Lock, ClientError> {
         let ttl_ms = whole_ms(options.ttl)?;
         let drift_margin = options.effective_drift_margin();
         let requested_ttl = Duration::from_millis(ttl_ms);
@@ -132,16 +145,27 @@ impl Lock {
         Timing::new(requested_ttl, drift_margin)?;
         let request = AcquireOptions { wait: options.wait, request_id: None, lock_delay: None };
         let started = Instant::now();
-        let lease = client.acquire_with(name, &options.owner, ttl_ms, &request).await?;
+        let lease = if shared {
+            client.acquire_shared(name, &options.owner, ttl_ms, &request).await?
+        } else {
+            client.acquire_with(name, &options.owner, ttl_ms, &request).await?
+        };
         let token = lease.token();
         // The shorter of what was asked and what was granted.
         let ttl = requested_ttl.min(Duration::from_millis(lease.grant.ttl_ms));
         // Not refused now that the lock is held: a shorter grant only brings the deadline closer.
         let timing = Timing { ttl, drift_margin };
         let mut anchor = started.min(lease.sent_at);
+        let renewal = LeaseRenewal {
+            client: Arc::clone(&client),
+            name: name.to_string(),
+            token,
+            ttl_ms,
+            shared_owner: shared.then(|| options.owner.clone()),
+        };
         if timing.deadline(anchor) < Instant::now() + timing.interval() {
             let started = Instant::now();
-            let renewed = client.renew(name, token, Some(ttl_ms)).await?;
+            let renewed = renewal.send().await?;
             if renewed.token() != token {
                 return Err(ClientError::Decode(format!(
                     "renewal of token {token} answered token {}",
@@ -150,9 +174,8 @@ impl Lock {
             }
             anchor = started.min(renewed.sent_at);
         }
-        let renewal = LeaseRenewal { client: Arc::clone(&client), name: name.to_string(), token, ttl_ms };
         let watched = Watched::start(renewal, timing, anchor);
-        Ok(Lock { client, name: name.to_string(), owner: options.owner, token, ttl, drift_margin, watched })
+        Ok(Lock { client, name: name.to_string(), owner: options.owner, token, ttl, drift_margin, shared, watched })
     }
 
     /// The fencing token of this grant: send it with every write.
@@ -226,7 +249,11 @@ impl Lock {
     /// unavailability, in which case the lease runs out after its ttl.
     pub async fn release(mut self) -> Result<(), ClientError> {
         self.watched.stop().await;
-        self.client.release(&self.name, self.token).await
+        if self.shared {
+            self.client.release_shared(&self.name, &self.owner, self.token).await
+        } else {
+            self.client.release(&self.name, self.token).await
+        }
     }
 }
 
@@ -238,6 +265,7 @@ impl fmt::Debug for Lock {
             .field("token", &self.token)
             .field("ttl", &self.ttl)
             .field("drift_margin", &self.drift_margin)
+            .field("shared", &self.shared)
             .field("watched", &self.watched)
             .finish()
     }
@@ -249,6 +277,18 @@ struct LeaseRenewal {
     name: String,
     token: FencingToken,
     ttl_ms: u64,
+    /// The owner of a shared lease, which its renewal names.
+    shared_owner: Option<String>,
+}
+
+impl LeaseRenewal {
+    /// One renew request of the lease.
+    async fn send(&self) -> Result<crate::Lease, ClientError> {
+        match &self.shared_owner {
+            Some(owner) => self.client.renew_shared(&self.name, owner, self.token, Some(self.ttl_ms)).await,
+            None => self.client.renew(&self.name, self.token, Some(self.ttl_ms)).await,
+        }
+    }
 }
 
 impl Renewal for LeaseRenewal {
@@ -257,7 +297,7 @@ impl Renewal for LeaseRenewal {
     }
 
     async fn renew(&self) -> Result<Instant, Result<LostReason, ClientError>> {
-        match self.client.renew(&self.name, self.token, Some(self.ttl_ms)).await {
+        match self.send().await {
             Ok(lease) if lease.token() != self.token => Err(Ok(LostReason::Revoked {
                 code: ErrorCode::StaleToken,
                 message: format!("the renewal answered token {}", lease.token()),

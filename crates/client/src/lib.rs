@@ -56,6 +56,9 @@
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
+//! - `rw.rs` — [`ReadLock`] and [`WriteLock`]: a [`Lock`] held in shared or exclusive mode.
+//! - `semaphores.rs` — the semaphore endpoints: [`Client::acquire_permits`], renew, release, read.
+//! - `semaphore.rs` — [`Semaphore`]: permits kept by their own lease, on the same watchdog.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped before the lock can pass on.
@@ -79,6 +82,9 @@ mod lease;
 mod locks;
 mod multi;
 pub mod run;
+mod rw;
+mod semaphore;
+mod semaphores;
 mod session;
 mod sessions;
 pub mod signals;
@@ -92,6 +98,9 @@ pub use lease::{AcquireOptions, Lease, Lifetime};
 pub use leasehold_proto as proto;
 pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView, Secret, SecretError};
 pub use multi::{Leases, LockSet};
+pub use rw::{ReadLock, WriteLock};
+pub use semaphore::{Semaphore, SemaphoreOptions};
+pub use semaphores::{PermitRequest, Permits};
 pub use session::{Session, SessionOptions};
 pub use sessions::SessionId;
 pub use watchdog::LostReason;

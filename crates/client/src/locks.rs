@@ -6,7 +6,7 @@ use std::time::Duration;
 use ::http::Method;
 
 use leasehold_proto::locks::{
-    AcquireRequest, LeaseResponse, ListResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
+    AcquireRequest, LeaseResponse, ListResponse, LockMode, ReleaseRequest, ReleaseResponse, RenewRequest,
 };
 use leasehold_proto::{ErrorCode, FencingToken, LeaseView};
 
@@ -51,15 +51,71 @@ impl Client {
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
+            mode: None,
         };
+        self.send_acquire(name, &body).await
+    }
+
+    /// Acquires `name` in shared mode (a read lock) for `owner` with a
+    /// lease of `ttl_ms`, waiting in its queue when `options.wait` says so
+    /// (`options.lock_delay` does not apply to shared leases and is refused).
+    /// Shared holders coexist; `409 held` while an exclusive owner holds it,
+    /// `409 reserved` without a wait while anyone waits first.
+    pub async fn acquire_shared(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl_ms: u64,
+        options: &AcquireOptions,
+    ) -> Result<Lease, ClientError> {
+        let wait = options.wait.unwrap_or_default();
+        let body = AcquireRequest {
+            owner: owner.to_owned(),
+            ttl_ms: Some(ttl_ms),
+            session: None,
+            seq: None,
+            wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
+            request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
+            lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
+            mode: Some(LockMode::Shared),
+        };
+        self.send_acquire(name, &body).await
+    }
+
+    /// Sends an acquire of `name`, waiting as long as its `wait_ms`.
+    async fn send_acquire(&self, name: &str, body: &AcquireRequest) -> Result<Lease, ClientError> {
+        let wait = Duration::from_millis(body.wait_ms.unwrap_or_default());
         let path = ["v1", "locks", name, "acquire"];
-        let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;
+        let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(body), wait).await?;
         Ok(Lease { grant: reply.grant, sent_at })
     }
 
     /// Restarts the lease held under `token`, with `ttl_ms` or the grant's ttl.
     pub async fn renew(&self, name: &str, token: FencingToken, ttl_ms: Option<u64>) -> Result<Lease, ClientError> {
-        let body = RenewRequest { token, ttl_ms, request_id: Some(new_request_id()) };
+        self.renew_as(name, None, token, ttl_ms).await
+    }
+
+    /// Restarts `owner`'s shared lease of `name` held under `token`.
+    pub async fn renew_shared(
+        &self,
+        name: &str,
+        owner: &str,
+        token: FencingToken,
+        ttl_ms: Option<u64>,
+    ) -> Result<Lease, ClientError> {
+        self.renew_as(name, Some(owner), token, ttl_ms).await
+    }
+
+    /// The renew of an exclusive lease, or of `shared_owner`'s shared one.
+    async fn renew_as(
+        &self,
+        name: &str,
+        shared_owner: Option<&str>,
+        token: FencingToken,
+        ttl_ms: Option<u64>,
+    ) -> Result<Lease, ClientError> {
+        let (mode, owner) = shared_fields(shared_owner);
+        let body = RenewRequest { token, ttl_ms, request_id: Some(new_request_id()), mode, owner };
         let path = ["v1", "locks", name, "renew"];
         let (reply, sent_at): (LeaseResponse, _) =
             self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
@@ -68,7 +124,18 @@ impl Client {
 
     /// Releases the lock held under `token`.
     pub async fn release(&self, name: &str, token: FencingToken) -> Result<(), ClientError> {
-        let body = ReleaseRequest { token, request_id: Some(new_request_id()), session: None, seq: None };
+        self.release_as(name, None, token).await
+    }
+
+    /// Releases `owner`'s shared lease of `name` held under `token`.
+    pub async fn release_shared(&self, name: &str, owner: &str, token: FencingToken) -> Result<(), ClientError> {
+        self.release_as(name, Some(owner), token).await
+    }
+
+    /// The release of an exclusive lease, or of `shared_owner`'s shared one.
+    async fn release_as(&self, name: &str, shared_owner: Option<&str>, token: FencingToken) -> Result<(), ClientError> {
+        let (mode, owner) = shared_fields(shared_owner);
+        let body = ReleaseRequest { token, request_id: Some(new_request_id()), session: None, seq: None, mode, owner };
         let path = ["v1", "locks", name, "release"];
         let _: (ReleaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), Duration::ZERO).await?;
         Ok(())
@@ -90,5 +157,14 @@ impl Client {
         let (listed, _): (ListResponse, _) =
             self.call(Method::GET, &["v1", "locks"], &query, NO_BODY, Duration::ZERO).await?;
         Ok(listed.locks)
+    }
+}
+
+/// The `mode` and `owner` of a renew or release: none for an exclusive
+/// lease, `shared` and the owner for a shared one.
+fn shared_fields(shared_owner: Option<&str>) -> (Option<LockMode>, Option<String>) {
+    match shared_owner {
+        Some(owner) => (Some(LockMode::Shared), Some(owner.to_owned())),
+        None => (None, None),
     }
 }

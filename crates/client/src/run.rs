@@ -49,7 +49,8 @@ use nix::unistd::Pid;
 
 use crate::signals::Signals;
 use crate::{
-    Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason, Session, SessionOptions,
+    Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason, Semaphore,
+    SemaphoreOptions, Session, SessionOptions,
 };
 
 /// Exit status when the lock could not be acquired (held, wait timeout,
@@ -81,6 +82,10 @@ pub struct RunOptions {
     pub credentials: Credentials,
     /// One lock (held by its own lease), or several (held under one session).
     pub locks: Vec<String>,
+    /// Hold the one lock in shared mode (a read lock).
+    pub shared: bool,
+    /// Instead of locks, one permit of this semaphore (name, limit).
+    pub semaphore: Option<(String, u32)>,
     /// The lease's ttl, or the session's.
     pub ttl: Duration,
     /// Wait up to this long for the lock; `None` fails at once when held.
@@ -107,6 +112,10 @@ pub enum RunError {
     NoCommand,
     #[error("no lock given")]
     NoLock,
+    /// A combination of options `run` cannot hold: `--shared` with several
+    /// locks, or a semaphore with locks.
+    #[error("{0}")]
+    Conflicting(&'static str),
     #[error("cannot run {program:?}: {source}")]
     Spawn { program: OsString, source: std::io::Error },
     #[error("signal handling: {0}")]
@@ -131,9 +140,11 @@ impl RunError {
     /// The exit status `leasehold run` ends with.
     pub fn exit_code(&self) -> i32 {
         match self {
-            RunError::Client(_) | RunError::Acquire { .. } | RunError::NoCommand | RunError::NoLock => {
-                EXIT_ACQUIRE_FAILED
-            }
+            RunError::Client(_)
+            | RunError::Acquire { .. }
+            | RunError::NoCommand
+            | RunError::NoLock
+            | RunError::Conflicting(_) => EXIT_ACQUIRE_FAILED,
             RunError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
             RunError::Spawn { .. } | RunError::Signals(_) | RunError::Wait(_) => EXIT_CANNOT_RUN,
             RunError::Interrupted { signal, .. } => 128 + *signal as i32,
@@ -154,11 +165,12 @@ pub async fn run(options: &RunOptions) -> i32 {
     }
 }
 
-/// What `run` holds while its command runs: one lock by its own lease, or
-/// several under one session.
+/// What `run` holds while its command runs: one lock by its own lease
+/// (exclusive or shared), several under one session, or a semaphore permit.
 enum Held {
     Lock(Lock),
     Session { session: Session, token: FencingToken },
+    Semaphore(Semaphore),
 }
 
 impl Held {
@@ -167,13 +179,25 @@ impl Held {
         let names: Vec<&str> = options.locks.iter().map(String::as_str).collect();
         let failed = |source| acquire_error(&options.locks.join(","), options.wait, source);
         let owner = options.owner.clone().unwrap_or_else(crate::default_owner);
+        let mut lock_options = LockOptions::new(options.ttl).with_owner(owner.clone());
+        lock_options.wait = options.wait;
+        lock_options.drift_margin = options.drift_margin;
+        if let Some((name, limit)) = &options.semaphore {
+            if !names.is_empty() || options.shared {
+                return Err(RunError::Conflicting("a semaphore is held alone: no --lock or --shared with it"));
+            }
+            let semaphore_options = SemaphoreOptions { lock: lock_options, limit: *limit, permits: 1 };
+            let failed = |source| acquire_error(name, options.wait, source);
+            return Ok(Held::Semaphore(client.semaphore(name, semaphore_options).await.map_err(failed)?));
+        }
         match names.as_slice() {
             [] => Err(RunError::NoLock),
-            [name] => {
-                let mut lock_options = LockOptions::new(options.ttl).with_owner(owner);
-                lock_options.wait = options.wait;
-                lock_options.drift_margin = options.drift_margin;
-                Ok(Held::Lock(client.lock(name, lock_options).await.map_err(failed)?))
+            [name] if options.shared => {
+                Ok(Held::Lock(client.read_lock(name, lock_options).await.map_err(failed)?.into()))
+            }
+            [name] => Ok(Held::Lock(client.lock(name, lock_options).await.map_err(failed)?)),
+            _ if options.shared => {
+                Err(RunError::Conflicting("--shared holds one lock (sessions hold exclusive locks)"))
             }
             names => {
                 let mut session_options = SessionOptions::new(owner, options.ttl);
@@ -191,6 +215,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.token(),
             Held::Session { token, .. } => *token,
+            Held::Semaphore(semaphore) => semaphore.token(),
         }
     }
 
@@ -198,6 +223,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.owner(),
             Held::Session { session, .. } => session.owner(),
+            Held::Semaphore(semaphore) => semaphore.owner(),
         }
     }
 
@@ -205,6 +231,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.valid_until(),
             Held::Session { session, .. } => session.valid_until(),
+            Held::Semaphore(semaphore) => semaphore.valid_until(),
         }
     }
 
@@ -212,6 +239,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.renewal_due(),
             Held::Session { session, .. } => session.renewal_due(),
+            Held::Semaphore(semaphore) => semaphore.renewal_due(),
         }
     }
 
@@ -219,6 +247,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.lost_reason(),
             Held::Session { session, .. } => session.lost_reason(),
+            Held::Semaphore(semaphore) => semaphore.lost_reason(),
         }
     }
 
@@ -227,6 +256,7 @@ impl Held {
         match self {
             Held::Lock(lock) => Box::pin(lock.lost()),
             Held::Session { session, .. } => Box::pin(session.lost()),
+            Held::Semaphore(semaphore) => Box::pin(semaphore.lost()),
         }
     }
 
@@ -235,6 +265,7 @@ impl Held {
         match self {
             Held::Lock(lock) => lock.release().await,
             Held::Session { session, .. } => session.close().await.map(drop),
+            Held::Semaphore(semaphore) => semaphore.release().await,
         }
     }
 }
@@ -244,7 +275,10 @@ impl Held {
 pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     let (program, args) = options.command.split_first().ok_or(RunError::NoCommand)?;
     let client = Arc::new(Client::with_credentials(&options.endpoints, &options.credentials)?);
-    let locks = options.locks.join(",");
+    let locks = match &options.semaphore {
+        Some((name, _)) => name.clone(),
+        None => options.locks.join(","),
+    };
     // Handlers first: from here on these signals no longer end this process.
     let mut signals = Signals::new().map_err(RunError::Signals)?;
     let held = tokio::select! {
@@ -262,8 +296,10 @@ pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
         .env("LEASEHOLD_OWNER", held.owner())
         .process_group(0)
         .kill_on_drop(true);
-    if let Held::Session { session, .. } = &held {
-        command.env("LEASEHOLD_SESSION", session.id().to_string());
+    match &held {
+        Held::Session { session, .. } => _ = command.env("LEASEHOLD_SESSION", session.id().to_string()),
+        Held::Semaphore(semaphore) => _ = command.env("LEASEHOLD_SEMAPHORE", semaphore.name()),
+        Held::Lock(_) => {}
     }
     let mut child = match command.spawn() {
         Ok(child) => child,

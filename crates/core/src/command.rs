@@ -226,6 +226,117 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Take lock `name` in shared mode (a read lock) for `owner` for `ttl_ms`.
+    ///
+    /// Shared holders coexist; an exclusive holder (an `Acquire`) excludes
+    /// them all, and they exclude it. The lock's one FIFO queue holds both
+    /// kinds: a shared acquire is granted at once only when no exclusive
+    /// lease is held and nobody waits (so a waiting exclusive acquire blocks
+    /// every later shared one: no writer starves); when an exclusive holder
+    /// leaves, every shared waiter at the front of the queue is granted in
+    /// that entry, up to the first exclusive waiter. Every grant's token is
+    /// the index of the entry that made it, so it is greater than that of
+    /// every earlier grant of the lock, shared or exclusive.
+    ///
+    /// - Held shared by `owner`: its grant is returned again (same token)
+    ///   and its lease restarts.
+    /// - Held exclusively by `owner`, or asked while `owner` waits for the
+    ///   lock in another request: `Invalid` (no upgrade or downgrade in place).
+    /// - Blocked, no `wait_ms`: `HeldByOther` (an exclusive holder),
+    ///   `LockDelayed`, or `Reserved` (someone waits first).
+    /// - Blocked, with `wait_ms`: queued, unless waiting would close a cycle
+    ///   of owners waiting for each other: `Deadlock`.
+    ///
+    /// Fenced records and gates admit the exclusive holder's token only.
+    AcquireShared {
+        name: String,
+        owner: String,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Restart the shared lease of `owner` on lock `name` held under
+    /// `token` (several shared holders granted in one entry share a token,
+    /// so the owner names the lease). Errors: `NotHeld`, `StaleToken`.
+    RenewShared {
+        name: String,
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// End the shared lease of `owner` on lock `name` held under `token`;
+    /// the last shared holder to leave hands the lock to the first waiter.
+    /// Errors as `RenewShared`.
+    ReleaseShared {
+        name: String,
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Take `permits` (default 1) permits of counting semaphore `name` for
+    /// `owner` for `ttl_ms`, all at once or none.
+    ///
+    /// A semaphore exists while anyone holds or waits for a permit; the
+    /// acquire that creates it sets its `limit`, and a later acquire that
+    /// names another limit is `LimitMismatch` (`SetSemaphoreLimit` changes
+    /// it). Each holder's permits are one lease with one token, the index
+    /// of the entry that granted them; they return when it is released or
+    /// expires, never earlier.
+    ///
+    /// - Held by `owner`: its grant is returned again and its lease
+    ///   restarts (`Invalid` if it asks for another number of permits).
+    /// - Enough permits free and nobody waiting: granted.
+    /// - Otherwise, no `wait_ms`: `SemaphoreFull`, with the holders.
+    /// - Otherwise, with `wait_ms`: queued FIFO (no later acquire overtakes
+    ///   a waiter, even one that would fit); a waiter is granted in the
+    ///   entry that frees enough permits while it is first. Waiting that
+    ///   would close a cycle of owners waiting for each other: `Deadlock`.
+    AcquirePermits {
+        name: String,
+        owner: String,
+        limit: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permits: Option<u32>,
+        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Restart the permits lease of `owner` on semaphore `name` held under
+    /// `token`. Errors: `SemaphoreNotFound`, `NotHeld`, `StaleToken`.
+    RenewPermits {
+        name: String,
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Return the permits `owner` holds on semaphore `name` under `token`,
+    /// granting waiters that now fit, first first. Errors as `RenewPermits`.
+    ReleasePermits {
+        name: String,
+        owner: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Take `owner` out of the queue of semaphore `name` (its waiting client
+    /// went away). A no-op when it is not waiting.
+    CancelPermits { name: String, owner: String },
+    /// Set the limit of live semaphore `name` (an operator's call). A lower
+    /// limit revokes no permit: new grants wait until fewer are in use; a
+    /// higher one grants the waiters that now fit, in this entry. Errors:
+    /// `SemaphoreNotFound`.
+    SetSemaphoreLimit { name: String, limit: u32 },
     /// One period of the leader's monotonic clock has passed. `period_ms` is the
     /// real time the leader waited since its previous Tick completed; every
     /// lease whose deadline this Tick reaches expires in this entry, and
@@ -254,6 +365,28 @@ impl fmt::Display for Command {
             Command::CreateSession { owner, ttl_ms, .. } => write!(f, "create_session(owner={owner}, ttl={ttl_ms}ms)"),
             Command::KeepAlive { session, .. } => write!(f, "keepalive(session={session})"),
             Command::DeleteSession { session, .. } => write!(f, "delete_session(session={session})"),
+            Command::AcquireShared { name, owner, ttl_ms, .. } => {
+                write!(f, "acquire_shared({name}, owner={owner}, ttl={ttl_ms}ms)")
+            }
+            Command::RenewShared { name, owner, token, .. } => {
+                write!(f, "renew_shared({name}, owner={owner}, token={token})")
+            }
+            Command::ReleaseShared { name, owner, token, .. } => {
+                write!(f, "release_shared({name}, owner={owner}, token={token})")
+            }
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, .. } => write!(
+                f,
+                "acquire_permits({name}, owner={owner}, permits={}, limit={limit}, ttl={ttl_ms}ms)",
+                permits.unwrap_or(1)
+            ),
+            Command::RenewPermits { name, owner, token, .. } => {
+                write!(f, "renew_permits({name}, owner={owner}, token={token})")
+            }
+            Command::ReleasePermits { name, owner, token, .. } => {
+                write!(f, "release_permits({name}, owner={owner}, token={token})")
+            }
+            Command::CancelPermits { name, owner } => write!(f, "cancel_permits({name}, owner={owner})"),
+            Command::SetSemaphoreLimit { name, limit } => write!(f, "set_semaphore_limit({name}, limit={limit})"),
             Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
         }
     }
@@ -292,6 +425,8 @@ pub struct Limits {
     pub max_names: usize,
     /// A record's value, as JSON text.
     pub max_value_bytes: usize,
+    /// A semaphore's limit: bounds its holders, all kept in one row.
+    pub max_semaphore_limit: u32,
 }
 
 impl Limits {
@@ -305,6 +440,7 @@ impl Limits {
         max_lock_delay_ms: 300_000,
         max_names: 64,
         max_value_bytes: 4096,
+        max_semaphore_limit: 10_000,
     };
 }
 
@@ -348,8 +484,9 @@ impl Command {
         }
     }
 
-    /// For an `Acquire` or `AcquireMany`: the locks it asks for (in order),
-    /// its owner, session and `wait_ms`; `None` for any other command.
+    /// For an `Acquire`, `AcquireMany`, `AcquireShared` or `AcquirePermits`:
+    /// the locks (or the semaphore) it asks for, in order, its owner,
+    /// session and `wait_ms`; `None` for any other command.
     pub fn acquire_parts(&self) -> Option<AcquireParts<'_>> {
         match self {
             Command::Acquire { name, owner, session, wait_ms, .. } => {
@@ -357,6 +494,10 @@ impl Command {
             }
             Command::AcquireMany { names, owner, session, wait_ms, .. } => {
                 Some(AcquireParts { names, owner, session: *session, wait_ms: *wait_ms })
+            }
+            Command::AcquireShared { name, owner, wait_ms, .. }
+            | Command::AcquirePermits { name, owner, wait_ms, .. } => {
+                Some(AcquireParts { names: std::slice::from_ref(name), owner, session: None, wait_ms: *wait_ms })
             }
             _ => None,
         }
@@ -430,6 +571,50 @@ impl Command {
                 ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
             }
             Command::DeleteSession { request_id, .. } => check_request_id(request_id, limits),
+            Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_ttl(*ttl_ms, limits)
+            }
+            Command::RenewShared { name, owner, ttl_ms, request_id, .. }
+            | Command::RenewPermits { name, owner, ttl_ms, request_id, .. } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
+            }
+            Command::ReleaseShared { name, owner, request_id, .. }
+            | Command::ReleasePermits { name, owner, request_id, .. } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)
+            }
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)?;
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_limit(*limit, limits)?;
+                if let Some(permits) = permits {
+                    if !(1..=*limit).contains(permits) {
+                        return Err(InvalidCommand::new(
+                            "permits",
+                            format!("is {permits}, must be between 1 and the limit ({limit})"),
+                        ));
+                    }
+                }
+                check_ttl(*ttl_ms, limits)
+            }
+            Command::CancelPermits { name, owner } => {
+                check_name(name, limits)?;
+                check_text("owner", owner, limits.max_owner_bytes)
+            }
+            Command::SetSemaphoreLimit { name, limit } => {
+                check_name(name, limits)?;
+                check_limit(*limit, limits)
+            }
             Command::Tick { .. } => Ok(()),
         }
     }
@@ -460,6 +645,17 @@ fn check_lifetime(ttl_ms: Option<u64>, session: Option<SessionId>, limits: &Limi
         (Some(_), Some(_)) => Err(InvalidCommand::new("session", "give either ttl_ms or session, not both")),
         (None, None) => Err(InvalidCommand::new("ttl_ms", "give either ttl_ms or session")),
     }
+}
+
+/// A semaphore's limit: 1 to `max_semaphore_limit`.
+fn check_limit(limit: u32, limits: &Limits) -> Result<(), InvalidCommand> {
+    if !(1..=limits.max_semaphore_limit).contains(&limit) {
+        return Err(InvalidCommand::new(
+            "limit",
+            format!("is {limit}, must be between 1 and {}", limits.max_semaphore_limit),
+        ));
+    }
+    Ok(())
 }
 
 fn check_request_id(id: &Option<String>, limits: &Limits) -> Result<(), InvalidCommand> {

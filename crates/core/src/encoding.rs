@@ -84,6 +84,16 @@ const CREATE_SESSION: u8 = 9;
 const KEEP_ALIVE: u8 = 10;
 const DELETE_SESSION: u8 = 11;
 const TICK: u8 = 12;
+// Shared locks and semaphores start at 32, clear of the tags other new
+// commands take from 13.
+const ACQUIRE_SHARED: u8 = 32;
+const RENEW_SHARED: u8 = 33;
+const RELEASE_SHARED: u8 = 34;
+const ACQUIRE_PERMITS: u8 = 35;
+const RENEW_PERMITS: u8 = 36;
+const RELEASE_PERMITS: u8 = 37;
+const CANCEL_PERMITS: u8 = 38;
+const SET_SEMAPHORE_LIMIT: u8 = 39;
 
 fn encode_command(command: &Command, out: &mut Vec<u8>) {
     match command {
@@ -170,6 +180,56 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_u64(out, *session);
             put_opt_str(out, request_id);
         }
+        Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+            out.push(ACQUIRE_SHARED);
+            put_str(out, name);
+            put_str(out, owner);
+            put_u64(out, *ttl_ms);
+            put_opt_u64(out, *wait_ms);
+            put_opt_str(out, request_id);
+        }
+        Command::RenewShared { name, owner, token, ttl_ms, request_id } => {
+            out.push(RENEW_SHARED);
+            put_holder(out, name, owner, *token);
+            put_opt_u64(out, *ttl_ms);
+            put_opt_str(out, request_id);
+        }
+        Command::ReleaseShared { name, owner, token, request_id } => {
+            out.push(RELEASE_SHARED);
+            put_holder(out, name, owner, *token);
+            put_opt_str(out, request_id);
+        }
+        Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
+            out.push(ACQUIRE_PERMITS);
+            put_str(out, name);
+            put_str(out, owner);
+            put_u64(out, u64::from(*limit));
+            put_opt_u64(out, permits.map(u64::from));
+            put_u64(out, *ttl_ms);
+            put_opt_u64(out, *wait_ms);
+            put_opt_str(out, request_id);
+        }
+        Command::RenewPermits { name, owner, token, ttl_ms, request_id } => {
+            out.push(RENEW_PERMITS);
+            put_holder(out, name, owner, *token);
+            put_opt_u64(out, *ttl_ms);
+            put_opt_str(out, request_id);
+        }
+        Command::ReleasePermits { name, owner, token, request_id } => {
+            out.push(RELEASE_PERMITS);
+            put_holder(out, name, owner, *token);
+            put_opt_str(out, request_id);
+        }
+        Command::CancelPermits { name, owner } => {
+            out.push(CANCEL_PERMITS);
+            put_str(out, name);
+            put_str(out, owner);
+        }
+        Command::SetSemaphoreLimit { name, limit } => {
+            out.push(SET_SEMAPHORE_LIMIT);
+            put_str(out, name);
+            put_u64(out, u64::from(*limit));
+        }
         Command::Tick { period_ms } => {
             out.push(TICK);
             put_u64(out, *period_ms);
@@ -235,9 +295,65 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             seq: r.opt_u64()?,
         },
         DELETE_SESSION => Command::DeleteSession { session: r.u64()?, request_id: r.opt_string()? },
+        ACQUIRE_SHARED => Command::AcquireShared {
+            name: r.string()?,
+            owner: r.string()?,
+            ttl_ms: r.u64()?,
+            wait_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+        },
+        RENEW_SHARED => Command::RenewShared {
+            name: r.string()?,
+            owner: r.string()?,
+            token: r.token()?,
+            ttl_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+        },
+        RELEASE_SHARED => Command::ReleaseShared {
+            name: r.string()?,
+            owner: r.string()?,
+            token: r.token()?,
+            request_id: r.opt_string()?,
+        },
+        ACQUIRE_PERMITS => Command::AcquirePermits {
+            name: r.string()?,
+            owner: r.string()?,
+            limit: r.u32()?,
+            permits: r.opt_u64()?.map(narrow).transpose()?,
+            ttl_ms: r.u64()?,
+            wait_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+        },
+        RENEW_PERMITS => Command::RenewPermits {
+            name: r.string()?,
+            owner: r.string()?,
+            token: r.token()?,
+            ttl_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+        },
+        RELEASE_PERMITS => Command::ReleasePermits {
+            name: r.string()?,
+            owner: r.string()?,
+            token: r.token()?,
+            request_id: r.opt_string()?,
+        },
+        CANCEL_PERMITS => Command::CancelPermits { name: r.string()?, owner: r.string()? },
+        SET_SEMAPHORE_LIMIT => Command::SetSemaphoreLimit { name: r.string()?, limit: r.u32()? },
         TICK => Command::Tick { period_ms: r.u64()? },
         _ => return Err(DecodeError::Malformed("unknown command tag")),
     })
+}
+
+/// The lock or semaphore, owner and token a renew or release names.
+fn put_holder(out: &mut Vec<u8>, name: &str, owner: &str, token: FencingToken) {
+    put_str(out, name);
+    put_str(out, owner);
+    put_u64(out, token.get());
+}
+
+/// A varint that must fit 32 bits (a semaphore's limit or permits).
+fn narrow(n: u64) -> Result<u32, DecodeError> {
+    u32::try_from(n).map_err(|_| DecodeError::Malformed("a count over 32 bits"))
 }
 
 fn put_u64(out: &mut Vec<u8>, mut n: u64) {
@@ -334,6 +450,10 @@ impl<'a> Reader<'a> {
     }
 
     /// A fencing token: its number, as [`u64`](Self::u64) reads it.
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        self.u64().and_then(narrow)
+    }
+
     fn token(&mut self) -> Result<FencingToken, DecodeError> {
         self.u64().map(FencingToken::granted_at)
     }
@@ -416,6 +536,50 @@ mod tests {
             Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id() },
             Command::KeepAlive { session: 4, ttl_ms: Some(2), request_id: None, seq: None },
             Command::DeleteSession { session: 4, request_id: id() },
+            Command::AcquireShared {
+                name: "r".into(),
+                owner: "o".into(),
+                ttl_ms: 5000,
+                wait_ms: Some(10),
+                request_id: None,
+            },
+            Command::RenewShared {
+                name: "r".into(),
+                owner: "o".into(),
+                token: FencingToken::granted_at(4),
+                ttl_ms: None,
+                request_id: None,
+            },
+            Command::ReleaseShared {
+                name: "r".into(),
+                owner: "o".into(),
+                token: FencingToken::granted_at(4),
+                request_id: Some("q".into()),
+            },
+            Command::AcquirePermits {
+                name: "s".into(),
+                owner: "o".into(),
+                limit: 3,
+                permits: Some(2),
+                ttl_ms: 5000,
+                wait_ms: None,
+                request_id: Some("p".into()),
+            },
+            Command::RenewPermits {
+                name: "s".into(),
+                owner: "o".into(),
+                token: FencingToken::granted_at(5),
+                ttl_ms: Some(4000),
+                request_id: None,
+            },
+            Command::ReleasePermits {
+                name: "s".into(),
+                owner: "o".into(),
+                token: FencingToken::granted_at(5),
+                request_id: None,
+            },
+            Command::CancelPermits { name: "s".into(), owner: "o".into() },
+            Command::SetSemaphoreLimit { name: "s".into(), limit: 7 },
             Command::Tick { period_ms: 100 },
         ]
     }

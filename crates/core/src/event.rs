@@ -20,9 +20,15 @@ pub struct LockEvent {
 pub enum EventKind {
     /// A free lock was granted (token = `index`): to a new acquire, or to
     /// the first waiter when a lock delay ends.
-    Acquired { owner: String, token: FencingToken },
+    Acquired {
+        owner: String,
+        token: FencingToken,
+    },
     /// The holder restarted its lease (also a same-owner re-acquire).
-    Renewed { owner: String, token: FencingToken },
+    Renewed {
+        owner: String,
+        token: FencingToken,
+    },
     Released {
         owner: String,
         token: FencingToken,
@@ -43,24 +49,85 @@ pub enum EventKind {
     /// The lock delay after the expiry of `owner`'s lease under `token`
     /// ended: the lock may be granted again (in this entry, to its first
     /// waiter, if any).
-    DelayEnded { owner: String, token: FencingToken },
+    DelayEnded {
+        owner: String,
+        token: FencingToken,
+    },
     /// The lock passed to the first waiter in the entry that freed it
     /// (token = `index`).
-    HandedOver { owner: String, token: FencingToken, from_owner: String, from_token: FencingToken },
+    HandedOver {
+        owner: String,
+        token: FencingToken,
+        from_owner: String,
+        from_token: FencingToken,
+    },
     /// `owner` joined the queue at `position` (1 = next).
-    Queued { owner: String, position: usize },
+    Queued {
+        owner: String,
+        position: usize,
+    },
     /// `owner`'s wait ran out before the lock passed to it.
-    WaitTimeout { owner: String },
+    WaitTimeout {
+        owner: String,
+    },
     /// `owner` left the queue because its client went away, or because
     /// the session it waited under ended.
-    Cancelled { owner: String },
+    Cancelled {
+        owner: String,
+    },
     /// `owner` opened `session` (its id is `index`).
-    SessionCreated { owner: String, session: SessionId, ttl_ms: u64 },
+    SessionCreated {
+        owner: String,
+        session: SessionId,
+        ttl_ms: u64,
+    },
     /// A Tick reached the session's deadline; its locks expired in this
     /// entry (events `expired`, before this one).
-    SessionExpired { owner: String, session: SessionId },
+    SessionExpired {
+        owner: String,
+        session: SessionId,
+    },
     /// The session was deleted; its locks were released in this entry.
-    SessionDeleted { owner: String, session: SessionId },
+    SessionDeleted {
+        owner: String,
+        session: SessionId,
+    },
+    /// Semaphore `name` granted `permits` to `owner` (token = `index`): a
+    /// new acquire, or a waiter that now fits. Semaphore events have kinds
+    /// of their own, so a lock and a semaphore of one name never wake each
+    /// other's waiters.
+    PermitsGranted {
+        owner: String,
+        token: FencingToken,
+        permits: u32,
+    },
+    PermitsRenewed {
+        owner: String,
+        token: FencingToken,
+    },
+    PermitsReleased {
+        owner: String,
+        token: FencingToken,
+        permits: u32,
+    },
+    /// A Tick reached the permits' deadline: they are free again.
+    PermitsExpired {
+        owner: String,
+        token: FencingToken,
+        permits: u32,
+    },
+    /// `owner` joined the semaphore's queue at `position` (1 = next).
+    PermitsQueued {
+        owner: String,
+        permits: u32,
+        position: usize,
+    },
+    /// `owner` left the semaphore's queue ungranted: its wait ran out
+    /// (`timed_out`) or its client went away.
+    PermitWaitEnded {
+        owner: String,
+        timed_out: bool,
+    },
 }
 
 impl EventKind {
@@ -78,7 +145,13 @@ impl EventKind {
             | EventKind::Cancelled { owner }
             | EventKind::SessionCreated { owner, .. }
             | EventKind::SessionExpired { owner, .. }
-            | EventKind::SessionDeleted { owner, .. } => owner,
+            | EventKind::SessionDeleted { owner, .. }
+            | EventKind::PermitsGranted { owner, .. }
+            | EventKind::PermitsRenewed { owner, .. }
+            | EventKind::PermitsReleased { owner, .. }
+            | EventKind::PermitsExpired { owner, .. }
+            | EventKind::PermitsQueued { owner, .. }
+            | EventKind::PermitWaitEnded { owner, .. } => owner,
         }
     }
 }

@@ -34,6 +34,12 @@ pub enum RequestKind {
     CreateSession,
     KeepAlive,
     DeleteSession,
+    AcquireShared,
+    RenewShared,
+    ReleaseShared,
+    AcquirePermits,
+    RenewPermits,
+    ReleasePermits,
 }
 
 /// What one request id got: a row of the table's durable copy.

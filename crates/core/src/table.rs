@@ -2,9 +2,12 @@
 //! tick, who waits for it, which sessions keep which locks, and what each
 //! request id got.
 
+mod deadlock;
 mod queue;
 mod rows;
+mod semaphore;
 mod sessions;
+mod shared;
 
 pub use self::rows::{Changes, OwnedRowValue, Row, RowValue, TableLoader, Tree};
 pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
@@ -13,7 +16,7 @@ mod tests;
 mod types;
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -23,9 +26,12 @@ use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::tracked::Tracked;
 use super::{Command, InvalidCommand, Limits, Quotas};
 
+use self::deadlock::{Resource, WaitFor};
+use self::semaphore::{PermitAcquire, Semaphore};
+use self::shared::SharedAcquire;
 pub use self::types::{
-    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
-    SessionView, TableImage, WaiterView,
+    Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, PermitGrant, PermitHolder,
+    PermitWaiterView, SemaphoreView, SessionId, SessionLock, SessionView, TableImage, WaiterView,
 };
 use self::types::{Asked, Delay, Lease, Session, Waiter};
 
@@ -75,6 +81,17 @@ pub struct LockTable {
     by_delay_end: BTreeSet<(u64, String)>,
     requests: Requests,
     fences: Fences,
+    /// Shared holders of each lock held in shared mode, by owner.
+    shared: Tracked<String, BTreeMap<String, Lease>>,
+    /// `(deadline, name, owner)` of every shared lease.
+    by_shared_deadline: BTreeSet<(u64, String, String)>,
+    semaphores: Tracked<String, Semaphore>,
+    /// `(deadline, name, owner)` of every holder of permits.
+    by_permit_deadline: BTreeSet<(u64, String, String)>,
+    /// `(wait_deadline, name, owner)` of every waiter for permits.
+    by_permit_wait_deadline: BTreeSet<(u64, String, String)>,
+    /// Who waits for what and who holds anything: the wait-for graph's index.
+    wait_for: WaitFor,
 }
 
 impl From<&LockTable> for TableImage {
@@ -88,6 +105,8 @@ impl From<&LockTable> for TableImage {
             fences: t.fences.clone(),
             delays: (*t.delays).clone(),
             sessions: (*t.sessions).clone(),
+            shared: (*t.shared).clone(),
+            semaphores: (*t.semaphores).clone(),
         }
     }
 }
@@ -104,6 +123,24 @@ impl From<TableImage> for LockTable {
         let answers = || image.sessions.iter().flat_map(|(id, s)| s.answers.iter().map(move |(seq, a)| (*id, *seq, a)));
         let answer_order = answers().map(|(id, seq, a)| (a.index, id, seq)).collect();
         let answer_weight = answers().map(|(_, _, a)| a.weight()).sum();
+        let shared_leases = || image.shared.iter().flat_map(|(n, h)| h.iter().map(move |(o, l)| (n, o, l)));
+        let by_shared_deadline = shared_leases().map(|(n, o, l)| (l.deadline, n.clone(), o.clone())).collect();
+        let permits = || image.semaphores.iter().flat_map(|(n, s)| s.holders.iter().map(move |(o, p)| (n, o, p)));
+        let by_permit_deadline = permits().map(|(n, o, p)| (p.deadline, n.clone(), o.clone())).collect();
+        let permit_waits = || image.semaphores.iter().flat_map(|(n, s)| s.queue.iter().map(move |w| (n, w)));
+        let by_permit_wait_deadline =
+            permit_waits().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
+        let mut wait_for = WaitFor::default();
+        for (name, waiter) in waiters() {
+            wait_for.wait(&waiter.owner, Resource::Lock(name.clone()));
+        }
+        for (name, waiter) in permit_waits() {
+            wait_for.wait(&waiter.owner, Resource::Semaphore(name.clone()));
+        }
+        let holders = image.leases.values().map(|l| &*l.owner).chain(shared_leases().map(|(_, o, _)| o.as_str()));
+        for owner in holders.chain(permits().map(|(_, o, _)| o.as_str())) {
+            wait_for.hold(owner);
+        }
         LockTable {
             now_tick: image.now_tick,
             tick_ms: image.tick_ms,
@@ -120,6 +157,12 @@ impl From<TableImage> for LockTable {
             by_session_deadline,
             answer_order,
             answer_weight,
+            shared: image.shared.into(),
+            by_shared_deadline,
+            semaphores: image.semaphores.into(),
+            by_permit_deadline,
+            by_permit_wait_deadline,
+            wait_for,
         }
     }
 }
@@ -149,9 +192,15 @@ impl LockTable {
         self.leases.is_empty()
     }
 
-    /// Number of owners waiting in queues, over all locks.
+    /// Number of places in queues, over all locks and semaphores.
     pub fn waiting(&self) -> usize {
-        self.by_wait_deadline.len()
+        self.by_wait_deadline.len() + self.by_permit_wait_deadline.len()
+    }
+
+    /// Number of leases of every kind: exclusive and shared holders of
+    /// locks, holders of permits. What the `max_leases` quota counts.
+    pub fn holdings(&self) -> usize {
+        self.wait_for.holdings()
     }
 
     /// Number of fenced records, and of gates.
@@ -255,6 +304,49 @@ impl LockTable {
                 |t| t.delete_session(*session, index, events),
             ),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
+            Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::AcquireShared, |t| {
+                    let asked = SharedAcquire { name, owner, ttl_ms: *ttl_ms, wait_ms: *wait_ms, request_id };
+                    t.acquire_shared(asked, quotas, index, events)
+                })
+            }
+            Command::RenewShared { name, owner, token, ttl_ms, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::RenewShared, |t| {
+                    t.renew_shared(name, owner, *token, *ttl_ms, index, events)
+                })
+            }
+            Command::ReleaseShared { name, owner, token, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::ReleaseShared, |t| {
+                    t.release_shared(name, owner, *token, index, events)
+                })
+            }
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::AcquirePermits, |t| {
+                    let permits = permits.unwrap_or(1);
+                    let asked = PermitAcquire {
+                        name,
+                        owner,
+                        limit: *limit,
+                        permits,
+                        ttl_ms: *ttl_ms,
+                        wait_ms: *wait_ms,
+                        request_id,
+                    };
+                    t.acquire_permits(asked, quotas, index, events)
+                })
+            }
+            Command::RenewPermits { name, owner, token, ttl_ms, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::RenewPermits, |t| {
+                    t.renew_permits(name, owner, *token, *ttl_ms, index, events)
+                })
+            }
+            Command::ReleasePermits { name, owner, token, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::ReleasePermits, |t| {
+                    t.release_permits(name, owner, *token, index, events)
+                })
+            }
+            Command::CancelPermits { name, owner } => Ok(self.cancel_permits(name, owner, index, events)),
+            Command::SetSemaphoreLimit { name, limit } => self.set_semaphore_limit(name, *limit, index, events),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
         }
     }
@@ -353,7 +445,7 @@ impl LockTable {
         let owner = wanted.owner.clone();
         match (self.blocker(name), wait_ms.filter(|w| *w > 0)) {
             (None, _) => {
-                quotas.room_for_leases(self.len(), 1)?;
+                quotas.room_for_leases(self.holdings(), 1)?;
                 let grant = self.insert(name, wanted);
                 events.push(event(
                     index,
@@ -370,6 +462,7 @@ impl LockTable {
                     }
                     Some((position, _)) => position,
                     None => {
+                        self.refuse_deadlock(&owner, &[Resource::Lock(name.to_owned())], false)?;
                         quotas.room_for_waiters(self.waiting(), 1)?;
                         let waiter = self.waiter(wanted, wait_ms, Vec::new());
                         self.enqueue(name, waiter, index, events)
@@ -386,6 +479,10 @@ impl LockTable {
         if let Some(l) = self.leases.get(name) {
             let expires_in_ms = self.expires_in_ms(self.lifetime(l).1);
             return Some(Blocker::Held { holder: l.owner.to_string(), token: l.token, expires_in_ms });
+        }
+        if let Some(holders) = self.shared.get(name) {
+            let token = holders.values().map(|l| l.token).max().expect("shared locks have holders");
+            return Some(Blocker::Shared { holders: holders.len(), token });
         }
         if let Some(delayed_until_tick) = self.delayed_until(name) {
             return Some(Blocker::Delayed { delayed_until_tick });
@@ -426,7 +523,7 @@ impl LockTable {
             .filter_map(|name| Some(Conflict { name: name.clone(), blocker: self.blocker(name)? }))
             .collect();
         if conflicts.is_empty() {
-            quotas.room_for_leases(self.len(), names.len())?;
+            quotas.room_for_leases(self.holdings(), names.len())?;
             let grants = names
                 .iter()
                 .map(|name| {
@@ -453,6 +550,8 @@ impl LockTable {
         let positions = match known {
             Some(positions) => positions,
             None => {
+                let resources: Vec<Resource> = names.iter().cloned().map(Resource::Lock).collect();
+                self.refuse_deadlock(&owner, &resources, false)?;
                 quotas.room_for_waiters(self.waiting(), names.len())?;
                 let waiter = self.waiter(wanted, wait_ms, names.to_vec());
                 names.iter().map(|name| self.enqueue(name, waiter.clone(), index, events)).collect()
@@ -561,6 +660,7 @@ impl LockTable {
             }
             let (_, name) = self.by_deadline.pop_first().expect("first() was Some");
             let lease = self.leases.remove(&name).expect("deadline index matches leases");
+            self.wait_for.unhold(&lease.owner);
             expired.push((name.to_string(), lease.token));
             let delayed_until_tick = self.delay_after_expiry(&name, &lease);
             let held_ticks = self.held_ticks(&lease);
@@ -574,7 +674,10 @@ impl LockTable {
                 self.hand_over(&name, Some((owner.into(), token)), index, events);
             }
         }
+        self.expire_shared(&mut expired, index, events);
+        self.expire_permits(&mut expired, index, events);
         self.time_out_waits(index, events);
+        self.time_out_permit_waits(index, events);
         self.requests.evict(self.now_tick, MAX_REQUEST_AGE_MS.div_ceil(self.tick_ms()));
         Outcome::Ticked { now_tick: self.now_tick, expired, expired_sessions }
     }
@@ -640,6 +743,7 @@ impl LockTable {
             return Err(LockError::StaleToken { name: name.to_owned(), given: token, current });
         }
         let (name, lease) = self.leases.remove_entry(name).expect("checked above");
+        self.wait_for.unhold(&lease.owner);
         match lease.session().and_then(|id| self.sessions.get_mut(&id)) {
             Some(session) => {
                 session.locks.remove(&*name);
@@ -666,6 +770,7 @@ impl LockTable {
             }
         }
         let grant = self.grant_of(&name, &lease);
+        self.wait_for.hold(&lease.owner);
         self.leases.insert(name, lease);
         grant
     }
@@ -740,6 +845,7 @@ fn refusal(name: &str, blocker: Blocker) -> LockError {
         Blocker::Held { holder, token, expires_in_ms } => LockError::HeldByOther { name, holder, token, expires_in_ms },
         Blocker::Delayed { delayed_until_tick } => LockError::LockDelayed { name, delayed_until_tick },
         Blocker::Reserved { first_waiter } => LockError::Reserved { name, first_waiter },
+        Blocker::Shared { holders, token } => LockError::HeldShared { name, holders, token },
     }
 }
 

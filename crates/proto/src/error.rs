@@ -27,6 +27,8 @@ pub enum ErrorCode {
     NoRecord,
     /// 404: this node has no snapshot yet.
     NoSnapshot,
+    /// 404: nobody holds or waits for a permit of this semaphore (`name`).
+    NoSemaphore,
     /// 404: no member with this id.
     NotMember,
     /// 404: no live session with this id (`session`): never created,
@@ -91,6 +93,16 @@ pub enum ErrorCode {
     /// releases, re-acquires by the holder and expiry still work, so room
     /// comes back by itself.
     Full,
+    /// 409: waiting would close a cycle of owners each waiting for the next
+    /// (`cycle`: the asking owner first; the last waits for the first), so
+    /// the acquire is refused at once instead of waiting out its `wait_ms`.
+    Deadlock,
+    /// 409: no permit of the semaphore is free for this acquire, or others
+    /// wait first (`limit`, `in_use`, `waiting`, `holders`). Not `full`,
+    /// which is the cluster's own quotas (507).
+    SemaphoreFull,
+    /// 409: the semaphore exists with another limit (`limit`, `given`).
+    LimitMismatch,
     /// A code this client does not know (a newer server): read `status`.
     #[serde(other)]
     Unknown,
@@ -104,11 +116,12 @@ impl ErrorCode {
             InvalidArgument | TlsRequired => 400,
             Unauthenticated => 401,
             PermissionDenied => 403,
-            NotFound | NotHeld | NoRecord | NoSnapshot | NotMember | SessionNotFound => 404,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
-            | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum => 409,
+            | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum | Deadlock | SemaphoreFull
+            | LimitMismatch => 409,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -128,6 +141,7 @@ impl ErrorCode {
             NotHeld => "not_held",
             NoRecord => "no_record",
             NoSnapshot => "no_snapshot",
+            NoSemaphore => "no_semaphore",
             NotMember => "not_member",
             SessionNotFound => "session_not_found",
             MethodNotAllowed => "method_not_allowed",
@@ -152,12 +166,15 @@ impl ErrorCode {
             Overloaded => "overloaded",
             TlsRequired => "tls_required",
             Full => "full",
+            Deadlock => "deadlock",
+            SemaphoreFull => "semaphore_full",
+            LimitMismatch => "limit_mismatch",
             Unknown => "unknown",
         }
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 31] = {
+    pub const ALL: [ErrorCode; 35] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -167,6 +184,7 @@ impl ErrorCode {
             NotHeld,
             NoRecord,
             NoSnapshot,
+            NoSemaphore,
             NotMember,
             SessionNotFound,
             MethodNotAllowed,
@@ -191,6 +209,9 @@ impl ErrorCode {
             Overloaded,
             TlsRequired,
             Full,
+            Deadlock,
+            SemaphoreFull,
+            LimitMismatch,
         ]
     };
 }

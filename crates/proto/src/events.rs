@@ -80,6 +80,37 @@ pub enum EventKind {
     SessionExpired { owner: String, session: u64 },
     /// The session was deleted; its locks were released in this entry.
     SessionDeleted { owner: String, session: u64 },
+    /// Semaphore `name` granted `permits` to `owner` (token = `index`).
+    /// Semaphore events have kinds of their own: a lock's stream of the
+    /// same name shows them, told apart by `type`.
+    PermitsGranted {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+        permits: u32,
+    },
+    PermitsRenewed {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+    },
+    PermitsReleased {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+        permits: u32,
+    },
+    /// The permits' lease ended on a Tick: they are free again.
+    PermitsExpired {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+        permits: u32,
+    },
+    /// `owner` joined the semaphore's queue at `position` (1 = next).
+    PermitsQueued { owner: String, permits: u32, position: usize },
+    /// `owner` left the semaphore's queue ungranted (`timed_out`, or its client went away).
+    PermitWaitEnded { owner: String, timed_out: bool },
 }
 
 impl From<leasehold_core::LockEvent> for LockEvent {
@@ -102,6 +133,12 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::SessionCreated { owner, session, ttl_ms } => EventKind::SessionCreated { owner, session, ttl_ms },
             Core::SessionExpired { owner, session } => EventKind::SessionExpired { owner, session },
             Core::SessionDeleted { owner, session } => EventKind::SessionDeleted { owner, session },
+            Core::PermitsGranted { owner, token, permits } => EventKind::PermitsGranted { owner, token, permits },
+            Core::PermitsRenewed { owner, token } => EventKind::PermitsRenewed { owner, token },
+            Core::PermitsReleased { owner, token, permits } => EventKind::PermitsReleased { owner, token, permits },
+            Core::PermitsExpired { owner, token, permits } => EventKind::PermitsExpired { owner, token, permits },
+            Core::PermitsQueued { owner, permits, position } => EventKind::PermitsQueued { owner, permits, position },
+            Core::PermitWaitEnded { owner, timed_out } => EventKind::PermitWaitEnded { owner, timed_out },
         };
         LockEvent { index: e.index, name: e.name, kind }
     }
@@ -123,6 +160,12 @@ impl EventKind {
             EventKind::SessionCreated { .. } => "session_created",
             EventKind::SessionExpired { .. } => "session_expired",
             EventKind::SessionDeleted { .. } => "session_deleted",
+            EventKind::PermitsGranted { .. } => "permits_granted",
+            EventKind::PermitsRenewed { .. } => "permits_renewed",
+            EventKind::PermitsReleased { .. } => "permits_released",
+            EventKind::PermitsExpired { .. } => "permits_expired",
+            EventKind::PermitsQueued { .. } => "permits_queued",
+            EventKind::PermitWaitEnded { .. } => "permit_wait_ended",
         }
     }
 }
@@ -149,7 +192,16 @@ mod tests {
             name: String::new(),
             kind: leasehold_core::EventKind::SessionExpired { owner: "s".into(), session: 2 },
         };
-        for core in [core, session] {
+        let permits = leasehold_core::LockEvent {
+            index: 5,
+            name: "s".into(),
+            kind: leasehold_core::EventKind::PermitsExpired {
+                owner: "p".into(),
+                token: FencingToken::granted_at(3),
+                permits: 2,
+            },
+        };
+        for core in [core, session, permits] {
             let twin = LockEvent::from(core.clone());
             let json = serde_json::to_value(&twin).unwrap();
             assert_eq!(json, serde_json::to_value(&core).unwrap());

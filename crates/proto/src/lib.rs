@@ -6,6 +6,7 @@
 //!
 //! - [`locks`] — acquire, renew, release, get and list bodies.
 //! - [`sessions`] — create, keep alive, delete, get and list sessions.
+//! - [`semaphores`] — acquire, renew and release permits, read semaphores, set a limit.
 //! - [`fence`] — fence check, fenced records and gates.
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
@@ -31,6 +32,7 @@ pub mod locks;
 #[cfg(feature = "openapi")]
 pub mod schema;
 pub mod secret;
+pub mod semaphores;
 pub mod sessions;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};

@@ -1,5 +1,6 @@
 //! The lock API: `POST /v1/locks/{name}/acquire|renew|release`,
-//! `GET /v1/locks/{name}` (a [`LeaseView`]) and `GET /v1/locks`; several
+//! `GET /v1/locks/{name}` (a [`LeaseView`]), `GET /v1/locks/{name}/shared`
+//! and `GET /v1/locks`; several
 //! locks at once: `POST /v1/multi/acquire|release`.
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,24 @@ pub struct AcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
     pub seq: Option<u64>,
+    /// `exclusive` (the default) or `shared`: shared holders coexist, an
+    /// exclusive holder excludes all. Shared mode takes `ttl_ms` (no
+    /// session, lock delay or seq).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<LockMode>,
+}
+
+/// How a lock is held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    /// One holder at a time (a write lock).
+    #[default]
+    Exclusive,
+    /// Any number of shared holders together, none while an exclusive
+    /// holder holds (a read lock).
+    Shared,
 }
 
 /// `POST /v1/multi/acquire`: every lock of `names` in one log entry, or none.
@@ -138,6 +157,13 @@ pub struct RenewRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// `shared` for a shared lease, which `owner` must then name (shared
+    /// holders granted in one entry share a token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<LockMode>,
+    /// The shared holder; with `mode: "shared"` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// `POST /v1/locks/{name}/release`.
@@ -159,6 +185,12 @@ pub struct ReleaseRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
     pub seq: Option<u64>,
+    /// `shared` for a shared lease, which `owner` must then name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<LockMode>,
+    /// The shared holder; with `mode: "shared"` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// The answer to acquire and renew: the grant, with its fencing token.
@@ -183,6 +215,18 @@ pub struct ReleaseResponse {
     pub released: bool,
 }
 
+/// The answer to `GET /v1/locks/{name}/shared`: who holds the lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedHoldersResponse {
+    pub name: String,
+    /// The shared holders, oldest grant first (empty when none).
+    pub shared: Vec<Grant>,
+    /// The exclusive holder, if any (never together with shared holders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<Grant>,
+}
+
 /// The query of `GET /v1/locks`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
@@ -203,7 +247,21 @@ pub struct ListQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ListResponse {
+    /// Locks held exclusively.
     pub locks: Vec<LeaseView>,
+    /// Locks held in shared mode (same `prefix` and `limit`), each with its
+    /// shared holders; left out when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedLockView>,
+}
+
+/// A lock held in shared mode, as `GET /v1/locks` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedLockView {
+    pub name: String,
+    /// Oldest grant first.
+    pub holders: Vec<Grant>,
 }
 
 /// A successful acquire or renew, as the holder sees it: the wire twin of
@@ -257,6 +315,11 @@ pub enum Blocker {
     Reserved {
         first_waiter: String,
     },
+    /// Held in shared mode by `holders` owners, the newest grant under `token`.
+    Shared {
+        holders: usize,
+        token: FencingToken,
+    },
 }
 
 impl From<leasehold_core::Conflict> for Conflict {
@@ -266,6 +329,7 @@ impl From<leasehold_core::Conflict> for Conflict {
             Core::Held { holder, token, expires_in_ms } => Blocker::Held { holder, token, expires_in_ms },
             Core::Delayed { delayed_until_tick } => Blocker::Delayed { delayed_until_tick },
             Core::Reserved { first_waiter } => Blocker::Reserved { first_waiter },
+            Core::Shared { holders, token } => Blocker::Shared { holders, token },
         };
         Conflict { name: c.name, blocker }
     }
@@ -364,6 +428,7 @@ mod tests {
             },
             leasehold_core::Blocker::Delayed { delayed_until_tick: 9 },
             leasehold_core::Blocker::Reserved { first_waiter: "w".into() },
+            leasehold_core::Blocker::Shared { holders: 2, token: FencingToken::granted_at(4) },
         ];
         for blocker in blockers {
             let conflict = leasehold_core::Conflict { name: "n".into(), blocker };

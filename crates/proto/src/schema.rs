@@ -170,6 +170,35 @@ pub fn lock_delay_ms() -> Object {
     )
 }
 
+pub fn semaphore_limit() -> Object {
+    uint(
+        1,
+        u64::from(Limits::DEFAULT.max_semaphore_limit),
+        false,
+        "How many permits may be in use at once. The acquire that creates the semaphore sets it; another limit \
+         while it lives is 409 `limit_mismatch`.",
+    )
+}
+
+pub fn permits() -> Object {
+    uint(
+        1,
+        u64::from(Limits::DEFAULT.max_semaphore_limit),
+        true,
+        "Permits to take at once, all or none (default 1, at most the limit).",
+    )
+}
+
+pub fn semaphore_wait_ms() -> Object {
+    uint(
+        0,
+        Limits::DEFAULT.max_wait_ms,
+        true,
+        "Wait up to this long (ms) in the semaphore's FIFO queue when too few permits are free; 0 or absent: fail \
+         at once.",
+    )
+}
+
 /// `#[schema(value_type = crate::schema::TokenNumber)]` on a [`FencingToken`](crate::FencingToken)
 /// field without bounds: utoipa cannot derive a schema for a type of the pure core, and through
 /// this alias the document refers to the `u64` schema, as it did when the token was an alias of `u64`.

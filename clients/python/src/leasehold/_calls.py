@@ -14,6 +14,7 @@ from .errors import (
     InvalidArgument,
     LeaseholdError,
     NoRecord,
+    NoSemaphore,
     NotHeld,
     SessionNotFound,
 )
@@ -23,6 +24,7 @@ from .types import (
     Lease,
     Leases,
     LeaseView,
+    Permits,
     Record,
     RecordWritten,
     Released,
@@ -115,19 +117,36 @@ def acquire(
     *,
     session: Optional[int] = None,
     seq: Optional[int] = None,
+    shared: bool = False,
 ) -> Call[Lease]:
     body: dict[str, Any] = {"owner": owner, "request_id": request_id or new_request_id()}
     _add_lifetime(body, ttl_ms, session, seq)
     _add_wait_and_delay(body, wait_ms, lock_delay_ms)
+    if shared:
+        body["mode"] = "shared"
     return Call("POST", path_of("v1", "locks", name, "acquire"), _lease, body, wait=wait_ms / 1000)
 
 
+def _add_shared_owner(body: dict[str, Any], shared_owner: Optional[str]) -> None:
+    """A shared lease is renewed and released as its owner's: holders
+    granted in one entry share a token."""
+    if shared_owner is not None:
+        body["mode"] = "shared"
+        body["owner"] = shared_owner
+
+
 def renew(
-    name: str, token: int, ttl_ms: Optional[int] = None, request_id: Optional[str] = None
+    name: str,
+    token: int,
+    ttl_ms: Optional[int] = None,
+    request_id: Optional[str] = None,
+    *,
+    shared_owner: Optional[str] = None,
 ) -> Call[Lease]:
     body: dict[str, Any] = {"token": token, "request_id": request_id or new_request_id()}
     if ttl_ms is not None:
         body["ttl_ms"] = ttl_ms
+    _add_shared_owner(body, shared_owner)
     return Call("POST", path_of("v1", "locks", name, "renew"), _lease, body)
 
 
@@ -138,14 +157,77 @@ def release(
     *,
     session: Optional[int] = None,
     seq: Optional[int] = None,
+    shared_owner: Optional[str] = None,
 ) -> Call[Released]:
     body: dict[str, Any] = {"token": token, "request_id": request_id or new_request_id()}
     _add_session(body, session, seq)
+    _add_shared_owner(body, shared_owner)
     return Call(
         "POST",
         path_of("v1", "locks", name, "release"),
         lambda d, _s: Released.from_json(_dict(d)),
         body,
+    )
+
+
+def _permits(data: Any, sent_at: float) -> Permits:
+    return Permits.from_json(_dict(data), sent_at)
+
+
+def acquire_permits(
+    name: str,
+    owner: str,
+    limit: int,
+    permits: int,
+    ttl_ms: int,
+    wait_ms: int = 0,
+    request_id: Optional[str] = None,
+) -> Call[Permits]:
+    body: dict[str, Any] = {
+        "owner": owner,
+        "limit": limit,
+        "permits": permits,
+        "ttl_ms": ttl_ms,
+        "request_id": request_id or new_request_id(),
+    }
+    if wait_ms:
+        body["wait_ms"] = wait_ms
+    path = path_of("v1", "semaphores", name, "acquire")
+    return Call("POST", path, _permits, body, wait=wait_ms / 1000)
+
+
+def renew_permits(
+    name: str,
+    owner: str,
+    token: int,
+    ttl_ms: Optional[int] = None,
+    request_id: Optional[str] = None,
+) -> Call[Permits]:
+    body: dict[str, Any] = {
+        "owner": owner,
+        "token": token,
+        "request_id": request_id or new_request_id(),
+    }
+    if ttl_ms is not None:
+        body["ttl_ms"] = ttl_ms
+    return Call("POST", path_of("v1", "semaphores", name, "renew"), _permits, body)
+
+
+def release_permits(
+    name: str, owner: str, token: int, request_id: Optional[str] = None
+) -> Call[dict[str, Any]]:
+    body: dict[str, Any] = {
+        "owner": owner,
+        "token": token,
+        "request_id": request_id or new_request_id(),
+    }
+    return Call("POST", path_of("v1", "semaphores", name, "release"), lambda d, _s: _dict(d), body)
+
+
+def get_semaphore(name: str) -> Call[Optional[dict[str, Any]]]:
+    """The semaphore as the API answers it (limit, in_use, holders, waiters)."""
+    return Call(
+        "GET", path_of("v1", "semaphores", name), lambda d, _s: _dict(d), none_on=NoSemaphore
     )
 
 

@@ -19,8 +19,16 @@ from typing import Callable, Optional
 from . import _calls as calls
 from ._core import default_owner, to_ms
 from ._watchdog import Kept, LostReason, Renewed, Timing, options
-from .errors import DecodeError, LeaseholdError, NotHeld, SessionNotFound, StaleToken
-from .types import Lease, Leases, ReleasedMany, SessionView, SqlFence, fence_sql
+from .errors import (
+    ApiError,
+    DecodeError,
+    LeaseholdError,
+    NoSemaphore,
+    NotHeld,
+    SessionNotFound,
+    StaleToken,
+)
+from .types import Lease, Leases, Permits, ReleasedMany, SessionView, SqlFence, fence_sql
 
 log = logging.getLogger("leasehold")
 
@@ -28,7 +36,7 @@ log = logging.getLogger("leasehold")
 class LockBase(Kept):
     """State shared by :class:`Lock` and :class:`AsyncLock`."""
 
-    _ENDED_BY = (StaleToken, NotHeld)
+    _ENDED_BY: tuple[type[ApiError], ...] = (StaleToken, NotHeld)
 
     def __init__(
         self,
@@ -110,6 +118,59 @@ class LockBase(Kept):
             f"<{type(self).__name__} {self._name!r} owner={self._owner!r} token={self._token} "
             f"lost={self._lost_reason}>"
         )
+
+
+class SemaphoreBase(LockBase):
+    """State shared by :class:`Semaphore` and :class:`AsyncSemaphore`: a
+    lock guard's, with the semaphore's limit and the permits taken."""
+
+    _ENDED_BY = (StaleToken, NotHeld, NoSemaphore)
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        limit: int,
+        permits: int,
+        ttl: float,
+        wait: Optional[float],
+        owner: Optional[str],
+        drift_margin: Optional[float],
+        on_lost: Optional[Callable[[LostReason], object]],
+    ) -> None:
+        super().__init__(
+            name,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
+            lock_delay=None,
+        )
+        self._limit = limit
+        self._permits = permits
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def permits(self) -> int:
+        return self._permits
+
+    def _subject(self) -> str:
+        return f"semaphore {self._name} (token {self._token})"
+
+    def _refusal(self, answer: Renewed) -> Optional[LostReason]:
+        if isinstance(answer, Permits) and answer.token != self._token:
+            return LostReason(
+                "revoked", f"the renewal answered token {answer.token}", "stale_token"
+            )
+        return None
+
+    def _granted_permits(self, held: Permits) -> Timing:
+        requested = self._ttl_ms / 1000
+        return Timing(min(requested, held.ttl_ms / 1000), self._ttl_ms, self._margin)
 
 
 def checked_renewal(lease: Lease, renewed: Lease) -> None:

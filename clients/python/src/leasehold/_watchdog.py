@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional, Union
 
 from ._core import client_side, to_ms
 from .errors import ApiError, InvalidArgument
-from .types import DEFAULT_MARGIN_FRACTION, Lease, SessionView
+from .types import DEFAULT_MARGIN_FRACTION, Lease, Permits, SessionView
 
 log = logging.getLogger("leasehold")
 
@@ -53,8 +53,8 @@ MAX_BACKOFF = 0.5
 #: How often a waiting watchdog looks whether it was stopped.
 _POLL = 0.05
 
-#: What a renewal answers: both carry the send time that anchors them.
-Renewed = Union[Lease, SessionView]
+#: What a renewal answers: each carries the send time that anchors it.
+Renewed = Union[Lease, SessionView, Permits]
 
 
 @dataclass(frozen=True)

@@ -464,6 +464,53 @@ class InternalError(ApiError):
 
 
 @_register
+class NoSemaphore(ApiError):
+    """404: nobody holds or waits for a permit of this semaphore."""
+
+    code = "no_semaphore"
+    status = 404
+
+
+@_register
+class Deadlock(ApiError):
+    """409: waiting would close a cycle of owners each waiting for the next;
+    refused at once. ``cycle``: the asking owner first, the last waits for
+    the first."""
+
+    code = "deadlock"
+    status = 409
+
+    @property
+    def cycle(self) -> Optional[list[str]]:
+        return self._detail("cycle")  # type: ignore[no-any-return]
+
+
+@_register
+class SemaphoreFull(ApiError):
+    """409: too few permits of the semaphore are free (or others wait first)
+    and the acquire did not wait (``limit``, ``in_use``, ``holders``)."""
+
+    code = "semaphore_full"
+    status = 409
+
+    @property
+    def holders(self) -> Optional[list[dict[str, Any]]]:
+        return self._detail("holders")  # type: ignore[no-any-return]
+
+
+@_register
+class LimitMismatch(ApiError):
+    """409: the semaphore lives with another limit (``limit``) than asked."""
+
+    code = "limit_mismatch"
+    status = 409
+
+    @property
+    def limit(self) -> Optional[int]:
+        return self._detail("limit")  # type: ignore[no-any-return]
+
+
+@_register
 class Full(ApiError):
     """507: the record or gate limit is reached (``what``, ``limit``)."""
 
@@ -533,6 +580,7 @@ __all__ = [
     "ApiError",
     "BodyTooLarge",
     "Conflict",
+    "Deadlock",
     "DecodeError",
     "Forbidden",
     "Full",
@@ -540,10 +588,12 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "LeaseholdError",
+    "LimitMismatch",
     "LockDelayed",
     "LockMismatch",
     "MethodNotAllowed",
     "NoRecord",
+    "NoSemaphore",
     "NoSnapshot",
     "NotFound",
     "NotHeld",
@@ -554,6 +604,7 @@ __all__ = [
     "RequestIdReused",
     "RequestTimeout",
     "Reserved",
+    "SemaphoreFull",
     "StaleToken",
     "TlsRequired",
     "Unauthenticated",

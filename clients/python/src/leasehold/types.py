@@ -39,6 +39,41 @@ def _bool(data: dict[str, Any], key: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Permits:
+    """Permits of a semaphore, with the instant their request was sent (the
+    anchor of their lease, as a :class:`Lease`'s ``sent_at``)."""
+
+    name: str
+    owner: str
+    #: The index of the entry that granted them: above every earlier grant
+    #: of the semaphore.
+    token: int
+    permits: int
+    limit: int
+    ttl_ms: int
+    expires_in_ms: int
+    deadline_tick: int
+    sent_at: float
+    reacquired: Optional[bool] = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], sent_at: float) -> Permits:
+        reacquired = data.get("reacquired")
+        return cls(
+            name=_str(data, "name"),
+            owner=_str(data, "owner"),
+            token=_int(data, "token"),
+            permits=_int(data, "permits"),
+            limit=_int(data, "limit"),
+            ttl_ms=_int(data, "ttl_ms"),
+            expires_in_ms=_int(data, "expires_in_ms"),
+            deadline_tick=_int(data, "deadline_tick"),
+            sent_at=sent_at,
+            reacquired=reacquired if isinstance(reacquired, bool) else None,
+        )
+
+
+@dataclass(frozen=True)
 class Lease:
     """A grant or renewal, with the instant its request was sent.
 

@@ -6,7 +6,7 @@
 use std::num::NonZeroU64;
 
 use super::super::event::{EventKind, LockEvent};
-use super::{event, FencingToken, Lease, LockError, LockTable, Outcome, Waiter};
+use super::{event, FencingToken, Lease, LockError, LockTable, Outcome, Resource, Waiter};
 
 impl LockTable {
     /// The waiter the owner of `wanted` (the lease it asks for) becomes,
@@ -22,6 +22,7 @@ impl LockTable {
             lock_delay_ms: lock_delay_ms.map(NonZeroU64::get),
             set,
             session: session.map(NonZeroU64::get),
+            shared: false,
         }
     }
 
@@ -31,6 +32,7 @@ impl LockTable {
         let owner = waiter.owner.clone();
         self.by_wait_deadline.insert((waiter.wait_deadline, name.to_owned(), owner.clone()));
         self.queued.insert((name.to_owned(), owner.clone()));
+        self.wait_for.wait(&owner, Resource::Lock(name.to_owned()));
         if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
             session.waits.insert(name.to_owned());
         }
@@ -123,11 +125,19 @@ impl LockTable {
             return;
         }
         let Some(first) = self.queues.get(name).and_then(|q| q.front()) else { return };
+        if first.shared {
+            return self.grant_shared_run(name, previous, index, events);
+        }
+        // Shared holders keep an exclusive waiter waiting.
+        if self.shared.contains_key(name) {
+            return;
+        }
         let (owner, set) = (first.owner.clone(), first.set.clone());
         let names: Vec<String> = first.names(name).into_iter().map(str::to_owned).collect();
         let ready = |n: &String| {
             !self.leases.contains_key(n.as_str())
                 && !self.delays.contains_key(n)
+                && !self.shared.contains_key(n)
                 && self.queues.get(n).and_then(|q| q.front()).is_some_and(|w| w.owner == owner && w.set == set)
         };
         if !names.iter().all(ready) {
@@ -167,7 +177,7 @@ impl LockTable {
     }
 
     /// Removes `owner` from the queue of `name` only.
-    fn remove_waiter(&mut self, name: &str, owner: &str) -> Option<Waiter> {
+    pub(super) fn remove_waiter(&mut self, name: &str, owner: &str) -> Option<Waiter> {
         if !self.queued.remove(&(name.to_owned(), owner.to_owned())) {
             return None;
         }
@@ -177,6 +187,7 @@ impl LockTable {
             self.queues.remove(name);
         }
         self.by_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), owner.to_owned()));
+        self.wait_for.unwait(owner, Resource::Lock(name.to_owned()));
         if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
             session.waits.remove(name);
         }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::semaphore::Semaphore;
 use super::types::{Delay, Lease, Session, Waiter};
 use super::{LockTable, SessionId, TableImage};
 use crate::fence::{Fences, GateState, Record};
@@ -33,10 +34,14 @@ pub enum Tree {
     Requests = 6,
     Records = 7,
     Gates = 8,
+    // 12 on, clear of the ids other new rows take from 9.
+    /// The shared holders of one lock.
+    SharedHolders = 12,
+    Semaphores = 13,
 }
 
 impl Tree {
-    pub const ALL: [Tree; 8] = [
+    pub const ALL: [Tree; 10] = [
         Tree::Clock,
         Tree::Leases,
         Tree::Queues,
@@ -45,6 +50,8 @@ impl Tree {
         Tree::Requests,
         Tree::Records,
         Tree::Gates,
+        Tree::SharedHolders,
+        Tree::Semaphores,
     ];
 
     pub fn id(self) -> u8 {
@@ -77,6 +84,8 @@ enum Value<'a> {
     Request(&'a requests::Record),
     Record(&'a Record),
     Gate(&'a GateState),
+    SharedHolders(&'a BTreeMap<String, Lease>),
+    Semaphore(&'a Semaphore),
 }
 
 impl Serialize for RowValue<'_> {
@@ -90,6 +99,8 @@ impl Serialize for RowValue<'_> {
             Value::Request(v) => v.serialize(s),
             Value::Record(v) => v.serialize(s),
             Value::Gate(v) => v.serialize(s),
+            Value::SharedHolders(v) => v.serialize(s),
+            Value::Semaphore(v) => v.serialize(s),
         }
     }
 }
@@ -107,6 +118,8 @@ impl RowValue<'_> {
             Value::Request(v) => Owned::Request((*v).clone()),
             Value::Record(v) => Owned::Record((*v).clone()),
             Value::Gate(v) => Owned::Gate((*v).clone()),
+            Value::SharedHolders(v) => Owned::SharedHolders((*v).clone()),
+            Value::Semaphore(v) => Owned::Semaphore((*v).clone()),
         })
     }
 }
@@ -125,6 +138,8 @@ enum Owned {
     Request(requests::Record),
     Record(Record),
     Gate(GateState),
+    SharedHolders(BTreeMap<String, Lease>),
+    Semaphore(Semaphore),
 }
 
 impl Serialize for OwnedRowValue {
@@ -138,6 +153,8 @@ impl Serialize for OwnedRowValue {
             Owned::Request(v) => v.serialize(s),
             Owned::Record(v) => v.serialize(s),
             Owned::Gate(v) => v.serialize(s),
+            Owned::SharedHolders(v) => v.serialize(s),
+            Owned::Semaphore(v) => v.serialize(s),
         }
     }
 }
@@ -160,6 +177,8 @@ pub struct Changes {
     requests: Changed<String>,
     records: Changed<String>,
     gates: Changed<String>,
+    shared: Changed<String>,
+    semaphores: Changed<String>,
 }
 
 impl Changes {
@@ -173,6 +192,8 @@ impl Changes {
             + self.requests.len()
             + self.records.len()
             + self.gates.len()
+            + self.shared.len()
+            + self.semaphores.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -228,6 +249,8 @@ impl LockTable {
             requests: self.requests.take_changed(),
             records,
             gates,
+            shared: self.shared.take_changed(),
+            semaphores: self.semaphores.take_changed(),
         }
     }
 
@@ -242,6 +265,8 @@ impl LockTable {
             + self.requests.len()
             + records.len()
             + gates.len()
+            + self.shared.len()
+            + self.semaphores.len()
     }
 
     fn clock_row(&self) -> Row<'_> {
@@ -304,6 +329,20 @@ impl LockTable {
                 |k| text_key(k),
                 |v| RowValue(Value::Gate(v)),
             ))
+            .chain(rows_of(
+                Tree::SharedHolders,
+                &changes.shared,
+                |k| self.shared.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::SharedHolders(v)),
+            ))
+            .chain(rows_of(
+                Tree::Semaphores,
+                &changes.semaphores,
+                |k| self.semaphores.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Semaphore(v)),
+            ))
     }
 
     /// Every row of the table, the clock first.
@@ -317,6 +356,18 @@ impl LockTable {
             .chain(all_rows(Tree::Requests, self.requests.sorted(), |k| text_key(k), |v| RowValue(Value::Request(v))))
             .chain(all_rows(Tree::Records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
             .chain(all_rows(Tree::Gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
+            .chain(all_rows(
+                Tree::SharedHolders,
+                self.shared.iter(),
+                |k| text_key(k),
+                |v| RowValue(Value::SharedHolders(v)),
+            ))
+            .chain(all_rows(
+                Tree::Semaphores,
+                self.semaphores.iter(),
+                |k| text_key(k),
+                |v| RowValue(Value::Semaphore(v)),
+            ))
     }
 }
 
@@ -337,6 +388,8 @@ pub struct TableLoader {
     requests: Vec<(String, requests::Record)>,
     records: Vec<(String, Record)>,
     gates: Vec<(String, GateState)>,
+    shared: Vec<(String, BTreeMap<String, Lease>)>,
+    semaphores: Vec<(String, Semaphore)>,
 }
 
 impl TableLoader {
@@ -356,6 +409,8 @@ impl TableLoader {
             Tree::Requests => self.requests.push((text()?, requests::Record::deserialize(value)?)),
             Tree::Records => self.records.push((text()?, Record::deserialize(value)?)),
             Tree::Gates => self.gates.push((text()?, GateState::deserialize(value)?)),
+            Tree::SharedHolders => self.shared.push((text()?, BTreeMap::deserialize(value)?)),
+            Tree::Semaphores => self.semaphores.push((text()?, Semaphore::deserialize(value)?)),
         }
         Ok(())
     }
@@ -371,6 +426,8 @@ impl TableLoader {
         by_key(&mut self.requests);
         by_key(&mut self.records);
         by_key(&mut self.gates);
+        by_key(&mut self.shared);
+        by_key(&mut self.semaphores);
     }
 
     /// The rows of both loaders, `later`'s after `self`'s where a key is in
@@ -388,6 +445,8 @@ impl TableLoader {
             requests: merge(self.requests, later.requests),
             records: merge(self.records, later.records),
             gates: merge(self.gates, later.gates),
+            shared: merge(self.shared, later.shared),
+            semaphores: merge(self.semaphores, later.semaphores),
         }
     }
 
@@ -403,6 +462,8 @@ impl TableLoader {
             fences: Fences::from_maps(BTreeMap::from_iter(self.records), BTreeMap::from_iter(self.gates)),
             delays: BTreeMap::from_iter(self.delays),
             sessions: BTreeMap::from_iter(self.sessions),
+            shared: BTreeMap::from_iter(self.shared),
+            semaphores: BTreeMap::from_iter(self.semaphores),
         })
     }
 }
@@ -490,7 +551,7 @@ mod tests {
         let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
         let request = format!("req-{}", dice.below(400));
         let request_id = dice.some(request);
-        match dice.below(12) {
+        match dice.below(17) {
             0..=2 => Command::Acquire {
                 name,
                 owner,
@@ -543,6 +604,31 @@ mod tests {
                 _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
             },
             10 => Command::Cancel { name, owner },
+            11 => Command::AcquireShared {
+                name,
+                owner,
+                ttl_ms: 3000 + dice.below(4000),
+                wait_ms: dice.some(1000),
+                request_id,
+            },
+            12 => {
+                let token = table.shared_holder(&name, &owner).map_or(token, |g| g.token);
+                Command::ReleaseShared { name, owner, token, request_id }
+            }
+            13 => Command::AcquirePermits {
+                name: format!("sem-{}", dice.below(3)),
+                owner,
+                limit: 2,
+                permits: Some(1 + dice.below(2) as u32),
+                ttl_ms: 3000 + dice.below(4000),
+                wait_ms: dice.some(1000),
+                request_id,
+            },
+            14 => {
+                let name = format!("sem-{}", dice.below(3));
+                let token = table.permits_of(&name, &owner).map_or(token, |g| g.token);
+                Command::ReleasePermits { name, owner, token, request_id }
+            }
             _ => Command::Tick { period_ms: 500 },
         }
     }

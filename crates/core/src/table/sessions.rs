@@ -280,6 +280,7 @@ impl LockTable {
         for (id, session) in ended {
             for name in session.locks {
                 let lease = self.leases.remove(name.as_str()).expect("session locks match leases");
+                self.wait_for.unhold(&lease.owner);
                 let kind = match why {
                     SessionEnd::Expired => EventKind::Expired {
                         owner: lease.owner.to_string(),

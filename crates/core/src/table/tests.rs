@@ -3,8 +3,11 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod deadlock;
 mod quotas;
+mod semaphores;
 mod sessions;
+mod shared;
 
 const TICK: u64 = 100;
 

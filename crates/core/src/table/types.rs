@@ -226,6 +226,9 @@ pub(super) struct Waiter {
     /// The session its lease will live by (`ttl_ms` is then unused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) session: Option<SessionId>,
+    /// A shared (read) acquire; exclusive when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) shared: bool,
 }
 
 impl Waiter {
@@ -261,9 +264,14 @@ pub enum Blocker {
         delayed_until_tick: u64,
     },
     /// Free, and kept for the multi-acquire first in its queue, which waits
-    /// for its other locks.
+    /// for its other locks; or, for a shared acquire, someone waits first.
     Reserved {
         first_waiter: String,
+    },
+    /// Held in shared mode by `holders` owners, the newest grant under `token`.
+    Shared {
+        holders: usize,
+        token: FencingToken,
     },
 }
 
@@ -413,8 +421,85 @@ pub enum Outcome {
         session: SessionId,
         released: Vec<String>,
     },
+    /// Permits of a semaphore, new or the holder's own again (`reacquired`).
+    PermitsGranted {
+        grant: PermitGrant,
+        reacquired: bool,
+    },
+    /// The owner waits for permits at `position` (1 = next).
+    PermitsQueued {
+        name: String,
+        owner: String,
+        position: usize,
+    },
+    PermitsRenewed {
+        grant: PermitGrant,
+    },
+    PermitsReleased {
+        name: String,
+        owner: String,
+        token: FencingToken,
+    },
+    /// The owner left the semaphore's queue (`false`: it was not waiting).
+    PermitsCancelled {
+        name: String,
+        owner: String,
+        removed: bool,
+    },
+    /// The semaphore's limit is now `limit`.
+    LimitSet {
+        name: String,
+        limit: u32,
+        in_use: u32,
+    },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
+}
+
+/// Permits of a semaphore, as their holder sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermitGrant {
+    pub name: String,
+    pub owner: String,
+    pub token: FencingToken,
+    pub permits: u32,
+    pub limit: u32,
+    pub ttl_ms: u64,
+    /// Real time the lease is guaranteed to last from the commit of the
+    /// entry that produced this answer.
+    pub expires_in_ms: u64,
+    pub deadline_tick: u64,
+}
+
+/// One holder of permits, as refusals and readers see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermitHolder {
+    pub owner: String,
+    pub token: FencingToken,
+    pub permits: u32,
+    /// Lower bound on the real time left, counted in whole tick periods.
+    pub expires_in_ms: u64,
+}
+
+/// One owner waiting for permits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermitWaiterView {
+    pub owner: String,
+    pub permits: u32,
+    /// 1 = next in line.
+    pub position: usize,
+}
+
+/// A live semaphore as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SemaphoreView {
+    pub name: String,
+    pub limit: u32,
+    pub in_use: u32,
+    /// In token order (oldest grant first).
+    pub holders: Vec<PermitHolder>,
+    /// The queue, first in line first.
+    pub waiters: Vec<PermitWaiterView>,
 }
 
 /// Why a command changed nothing.
@@ -468,6 +553,24 @@ pub enum LockError {
     SeqReused { session: SessionId, seq: u64 },
     #[error("request id {request_id:?} was already used for another request")]
     RequestIdReused { request_id: String },
+    /// Lock `name` is held in shared mode and an exclusive acquire did not wait.
+    #[error("lock {name:?} is held shared by {holders} owner(s), the newest under token {token}")]
+    HeldShared { name: String, holders: usize, token: FencingToken },
+    /// Waiting would close a cycle of owners each waiting for the next
+    /// (the last for the first, the asking owner): none of them could ever
+    /// be granted. `cycle[0]` is the asking owner.
+    #[error("waiting would deadlock: {}", cycle.join(" waits for ") + " waits for " + cycle.first().map_or("", String::as_str))]
+    Deadlock { cycle: Vec<String> },
+    /// No `permits` of semaphore `name` free now (or others wait first), and
+    /// the acquire did not wait.
+    #[error("semaphore {name:?} has {in_use} of {limit} permits in use{}", if *waiting > 0 { format!(" and {waiting} waiting") } else { String::new() })]
+    SemaphoreFull { name: String, limit: u32, in_use: u32, waiting: usize, holders: Vec<PermitHolder> },
+    /// An acquire named another limit than the live semaphore's.
+    #[error("semaphore {name:?} has limit {limit}, not {given}")]
+    LimitMismatch { name: String, limit: u32, given: u32 },
+    /// Nobody holds or waits for a permit of semaphore `name`.
+    #[error("semaphore {name:?} does not exist (nobody holds or waits for a permit)")]
+    SemaphoreNotFound { name: String },
     #[error("invalid command: {0}")]
     Invalid(InvalidCommand),
 }
@@ -477,6 +580,7 @@ fn describe(conflicts: &[Conflict]) -> String {
         Blocker::Held { holder, token, .. } => format!("{:?} held by {holder:?} under token {token}", c.name),
         Blocker::Delayed { delayed_until_tick } => format!("{:?} delayed until tick {delayed_until_tick}", c.name),
         Blocker::Reserved { first_waiter } => format!("{:?} reserved for {first_waiter:?}", c.name),
+        Blocker::Shared { holders, .. } => format!("{:?} held shared by {holders}", c.name),
     };
     conflicts.iter().map(one).collect::<Vec<_>>().join(", ")
 }
@@ -508,4 +612,10 @@ pub struct TableImage {
     /// Absent from snapshots taken before sessions existed.
     #[serde(default)]
     pub(super) sessions: BTreeMap<SessionId, Session>,
+    /// Shared holders by lock, then owner; absent before shared locks existed.
+    #[serde(default)]
+    pub(super) shared: BTreeMap<String, BTreeMap<String, Lease>>,
+    /// Absent from snapshots taken before semaphores existed.
+    #[serde(default)]
+    pub(super) semaphores: BTreeMap<String, super::semaphore::Semaphore>,
 }

@@ -61,6 +61,14 @@ class AsyncLock(TaskWatchdog, LockBase):
         )
         self._client = client
 
+    #: Held in shared mode (an :class:`AsyncReadLock`).
+    _SHARED = False
+
+    @property
+    def _shared_owner(self) -> Optional[str]:
+        """The owner a shared lease's renew and release name."""
+        return self._owner if self._SHARED else None
+
     async def acquire(self) -> AsyncLock:
         """Acquires the lock (waiting in its queue up to ``wait``) and starts
         the watchdog. When the acquire took so long that less than a renewal
@@ -69,13 +77,20 @@ class AsyncLock(TaskWatchdog, LockBase):
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
         lease = await self._client._acquire_ms(
-            self._name, self._owner, self._ttl_ms, self._wait_ms, lock_delay_ms=self._lock_delay_ms
+            self._name,
+            self._owner,
+            self._ttl_ms,
+            self._wait_ms,
+            lock_delay_ms=self._lock_delay_ms,
+            shared=self._SHARED,
         )
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
             started = time.monotonic()
-            renewed = await self._client.renew(self._name, lease.token, self._ttl_ms / 1000)
+            renewed = await self._client.renew(
+                self._name, lease.token, self._ttl_ms / 1000, shared_owner=self._shared_owner
+            )
             checked_renewal(lease, renewed)
             anchor = min(started, renewed.sent_at)
         self._token = lease.token
@@ -88,10 +103,12 @@ class AsyncLock(TaskWatchdog, LockBase):
         ``Unavailable`` (the lease then runs out after its ttl)."""
         token = self.token
         await self._stop_watchdog()
-        return await self._client.release(self._name, token)
+        return await self._client.release(self._name, token, shared_owner=self._shared_owner)
 
     async def _renewal(self, timing: Timing, deadline: float) -> Lease:
-        return await self._client._renew_ms(self._name, self.token, timing.ttl_ms, deadline)
+        return await self._client._renew_ms(
+            self._name, self.token, timing.ttl_ms, deadline, shared_owner=self._shared_owner
+        )
 
     async def __aenter__(self) -> AsyncLock:
         return await self.acquire()
@@ -108,3 +125,19 @@ class AsyncLock(TaskWatchdog, LockBase):
             await self.release()
         except LeaseholdError as e:
             self._release_failed(e, exc_type is not None)
+
+
+class AsyncReadLock(AsyncLock):
+    """A lock held in shared mode (a read lock): shared holders coexist, a
+    writer excludes them all, and a waiting writer is not overtaken by later
+    readers. Otherwise an :class:`AsyncLock` (the same watchdog, ``lost`` and
+    safe deadline); a :class:`~leasehold.lock.ReadLock` from a sync client.
+    Only a writer's token should fence writes (docs/fencing.md)."""
+
+    _SHARED = True
+
+
+class AsyncWriteLock(AsyncLock):
+    """A lock held in exclusive mode, as an :class:`AsyncLock` is: the
+    writer's side of a read/write lock (a :class:`~leasehold.lock.WriteLock`
+    from a sync client)."""

@@ -38,6 +38,7 @@ from leasehold.types import (
     Lease,
     Leases,
     LeaseView,
+    Permits,
     Record,
     RecordWritten,
     Released,
@@ -49,8 +50,9 @@ from leasehold.types import (
 if TYPE_CHECKING:
     from leasehold._watchdog import LostReason
 
-    from .lock import Lock
+    from .lock import Lock, ReadLock, WriteLock
     from .multi import LockSet
+    from .semaphore import Semaphore
     from .session import Session
 
 T = TypeVar("T")
@@ -142,6 +144,7 @@ class Client:
         lock_delay: Optional[float] = None,
         session: Optional[int] = None,
         seq: Optional[int] = None,
+        shared: bool = False,
     ) -> Lease:
         """Acquires ``name`` for ``owner`` for ``ttl`` seconds (3 s to 1 h),
         or, with ``session`` (an id) instead of ``ttl``, for as long as that
@@ -162,12 +165,17 @@ class Client:
         nobody acting under the lock yet. Meanwhile a try-acquire raises
         :class:`~leasehold.errors.LockDelayed`; a waiting one is granted when
         the delay ends.
+
+        ``shared=True`` takes a shared lease (a read lock, ``ttl`` only):
+        shared holders coexist, an exclusive holder excludes them all, and a
+        waiting exclusive acquire blocks later shared ones. Renew and release
+        it with ``shared_owner=owner``.
         """
         wait_ms = calls.seconds_to_ms(wait, "wait")
         lock_delay_ms = calls.seconds_to_ms(lock_delay, "lock_delay")
         call = calls.acquire(
             name, owner, calls.optional_ms(ttl, "ttl"), wait_ms, request_id, lock_delay_ms,
-            session=session, seq=seq,
+            session=session, seq=seq, shared=shared,
         )  # fmt: skip
         return self._run(call)
 
@@ -179,8 +187,11 @@ class Client:
         wait_ms: int = 0,
         request_id: Optional[str] = None,
         lock_delay_ms: int = 0,
+        shared: bool = False,
     ) -> Lease:
-        return self._run(calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms))
+        return self._run(
+            calls.acquire(name, owner, ttl_ms, wait_ms, request_id, lock_delay_ms, shared=shared)
+        )
 
     def renew(
         self,
@@ -189,14 +200,24 @@ class Client:
         ttl: Optional[float] = None,
         *,
         request_id: Optional[str] = None,
+        shared_owner: Optional[str] = None,
     ) -> Lease:
         """Restarts the lease held under ``token`` (for ``ttl`` seconds, or
-        the grant's ttl). Raises ``StaleToken`` or ``NotHeld`` when it ended."""
+        the grant's ttl); a shared lease names its owner in ``shared_owner``.
+        Raises ``StaleToken`` or ``NotHeld`` when it ended."""
         ttl_ms = calls.optional_ms(ttl, "ttl")
-        return self._run(calls.renew(name, token, ttl_ms, request_id))
+        return self._run(calls.renew(name, token, ttl_ms, request_id, shared_owner=shared_owner))
 
-    def _renew_ms(self, name: str, token: int, ttl_ms: int, deadline: float) -> Lease:
-        return self._run(calls.renew(name, token, ttl_ms), deadline=deadline)
+    def _renew_ms(
+        self,
+        name: str,
+        token: int,
+        ttl_ms: int,
+        deadline: float,
+        shared_owner: Optional[str] = None,
+    ) -> Lease:
+        call = calls.renew(name, token, ttl_ms, shared_owner=shared_owner)
+        return self._run(call, deadline=deadline)
 
     def release(
         self,
@@ -206,11 +227,16 @@ class Client:
         request_id: Optional[str] = None,
         session: Optional[int] = None,
         seq: Optional[int] = None,
+        shared_owner: Optional[str] = None,
     ) -> Released:
         """Releases the lock held under ``token``. ``session`` (which must be
         the one the lock is held under) is needed only to number the release
-        with ``seq`` in that session's sequence."""
-        return self._run(calls.release(name, token, request_id, session=session, seq=seq))
+        with ``seq`` in that session's sequence; a shared lease names its
+        owner in ``shared_owner``."""
+        call = calls.release(
+            name, token, request_id, session=session, seq=seq, shared_owner=shared_owner
+        )
+        return self._run(call)
 
     def acquire_many(
         self,
@@ -293,6 +319,131 @@ class Client:
             drift_margin=drift_margin,
             on_lost=on_lost,
             lock_delay=lock_delay,
+        )
+
+    def read_lock(
+        self,
+        name: str,
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> ReadLock:
+        """A guard holding ``name`` in shared mode, as :meth:`lock` holds it
+        exclusively: readers hold it together, a writer excludes them."""
+        from .lock import ReadLock
+
+        return ReadLock(
+            self, name, ttl=ttl, wait=wait, owner=owner, drift_margin=drift_margin, on_lost=on_lost
+        )
+
+    def write_lock(
+        self,
+        name: str,
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> WriteLock:
+        """A guard holding ``name`` exclusively: :meth:`lock`, typed as the
+        writer's side of a read/write lock."""
+        from .lock import WriteLock
+
+        return WriteLock(
+            self, name, ttl=ttl, wait=wait, owner=owner, drift_margin=drift_margin, on_lost=on_lost
+        )
+
+    # --- semaphores ------------------------------------------------------------
+
+    def acquire_permits(
+        self,
+        name: str,
+        owner: str,
+        limit: int,
+        ttl: float,
+        *,
+        permits: int = 1,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> Permits:
+        """Takes ``permits`` of semaphore ``name`` (all or none) for ``owner``
+        for ``ttl`` seconds. The acquire that creates the semaphore sets its
+        ``limit``; another limit raises
+        :class:`~leasehold.errors.LimitMismatch`. Without ``wait`` raises
+        :class:`~leasehold.errors.SemaphoreFull` when too few are free or
+        others wait first; with it, waits in the FIFO queue
+        (:class:`~leasehold.errors.WaitTimeout`,
+        :class:`~leasehold.errors.Deadlock`)."""
+        ttl_ms = calls.seconds_to_ms(ttl, "ttl")
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        return self._acquire_permits_ms(name, owner, limit, permits, ttl_ms, wait_ms, request_id)
+
+    def _acquire_permits_ms(
+        self,
+        name: str,
+        owner: str,
+        limit: int,
+        permits: int,
+        ttl_ms: int,
+        wait_ms: int = 0,
+        request_id: Optional[str] = None,
+    ) -> Permits:
+        call = calls.acquire_permits(name, owner, limit, permits, ttl_ms, wait_ms, request_id)
+        return self._run(call)
+
+    def renew_permits(
+        self, name: str, owner: str, token: int, ttl: Optional[float] = None
+    ) -> Permits:
+        """Restarts the lease of ``owner``'s permits held under ``token``."""
+        ttl_ms = calls.optional_ms(ttl, "ttl")
+        return self._run(calls.renew_permits(name, owner, token, ttl_ms))
+
+    def _renew_permits_ms(
+        self, name: str, owner: str, token: int, ttl_ms: int, deadline: float
+    ) -> Permits:
+        call = calls.renew_permits(name, owner, token, ttl_ms)
+        return self._run(call, deadline=deadline)
+
+    def release_permits(self, name: str, owner: str, token: int) -> dict[str, Any]:
+        """Returns ``owner``'s permits held under ``token``; the waiters that
+        now fit are granted at once."""
+        return self._run(calls.release_permits(name, owner, token))
+
+    def get_semaphore(self, name: str) -> Optional[dict[str, Any]]:
+        """Semaphore ``name`` (linearizable: ``limit``, ``in_use``,
+        ``holders``, ``waiters``), ``None`` when nobody holds or waits."""
+        return self._run(calls.get_semaphore(name))
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = 10.0,
+        wait: Optional[float] = None,
+        *,
+        permits: int = 1,
+        owner: Optional[str] = None,
+        drift_margin: Optional[float] = None,
+        on_lost: Optional[Callable[[LostReason], object]] = None,
+    ) -> Semaphore:
+        """A guard holding ``permits`` of semaphore ``name``: see
+        :class:`~leasehold.semaphore.Semaphore`."""
+        from .semaphore import Semaphore
+
+        return Semaphore(
+            self,
+            name,
+            limit=limit,
+            permits=permits,
+            ttl=ttl,
+            wait=wait,
+            owner=owner,
+            drift_margin=drift_margin,
+            on_lost=on_lost,
         )
 
     def lock_many(

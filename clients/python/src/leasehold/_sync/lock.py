@@ -63,6 +63,14 @@ class Lock(ThreadWatchdog, LockBase):
         )
         self._client = client
 
+    #: Held in shared mode (an :class:`AsyncReadLock`).
+    _SHARED = False
+
+    @property
+    def _shared_owner(self) -> Optional[str]:
+        """The owner a shared lease's renew and release name."""
+        return self._owner if self._SHARED else None
+
     def acquire(self) -> Lock:
         """Acquires the lock (waiting in its queue up to ``wait``) and starts
         the watchdog. When the acquire took so long that less than a renewal
@@ -71,13 +79,20 @@ class Lock(ThreadWatchdog, LockBase):
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
         lease = self._client._acquire_ms(
-            self._name, self._owner, self._ttl_ms, self._wait_ms, lock_delay_ms=self._lock_delay_ms
+            self._name,
+            self._owner,
+            self._ttl_ms,
+            self._wait_ms,
+            lock_delay_ms=self._lock_delay_ms,
+            shared=self._SHARED,
         )
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
             started = time.monotonic()
-            renewed = self._client.renew(self._name, lease.token, self._ttl_ms / 1000)
+            renewed = self._client.renew(
+                self._name, lease.token, self._ttl_ms / 1000, shared_owner=self._shared_owner
+            )
             checked_renewal(lease, renewed)
             anchor = min(started, renewed.sent_at)
         self._token = lease.token
@@ -90,10 +105,12 @@ class Lock(ThreadWatchdog, LockBase):
         ``Unavailable`` (the lease then runs out after its ttl)."""
         token = self.token
         self._stop_watchdog()
-        return self._client.release(self._name, token)
+        return self._client.release(self._name, token, shared_owner=self._shared_owner)
 
     def _renewal(self, timing: Timing, deadline: float) -> Lease:
-        return self._client._renew_ms(self._name, self.token, timing.ttl_ms, deadline)
+        return self._client._renew_ms(
+            self._name, self.token, timing.ttl_ms, deadline, shared_owner=self._shared_owner
+        )
 
     def __enter__(self) -> Lock:
         return self.acquire()
@@ -110,3 +127,19 @@ class Lock(ThreadWatchdog, LockBase):
             self.release()
         except LeaseholdError as e:
             self._release_failed(e, exc_type is not None)
+
+
+class ReadLock(Lock):
+    """A lock held in shared mode (a read lock): shared holders coexist, a
+    writer excludes them all, and a waiting writer is not overtaken by later
+    readers. Otherwise an :class:`AsyncLock` (the same watchdog, ``lost`` and
+    safe deadline); a :class:`~leasehold.lock.ReadLock` from a sync client.
+    Only a writer's token should fence writes (docs/fencing.md)."""
+
+    _SHARED = True
+
+
+class WriteLock(Lock):
+    """A lock held in exclusive mode, as an :class:`AsyncLock` is: the
+    writer's side of a read/write lock (a :class:`~leasehold.lock.WriteLock`
+    from a sync client)."""
