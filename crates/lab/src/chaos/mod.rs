@@ -189,6 +189,9 @@ pub fn recheck(path: &std::path::Path) -> Result<usize, ChaosError> {
     let saved: SavedHistory = serde_json::from_slice(&std::fs::read(path)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
     let (check, linearizability) = judge(&saved.operations, &saved.writes);
+    if linearizability.report.verdict != history::Verdict::Linearizable {
+        eprintln!("{}", linearizability.markdown());
+    }
     Ok(check.violations.len() + linearizability.report.violations.len())
 }
 
