@@ -122,6 +122,12 @@ impl Semaphore {
         self.watched.is_lost()
     }
 
+    /// True while the permits are still safe but their renewal is going
+    /// wrong, as [`Lock::is_at_risk`](crate::Lock::is_at_risk).
+    pub fn is_at_risk(&self) -> bool {
+        self.watched.is_at_risk()
+    }
+
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.watched.lost_reason()
     }

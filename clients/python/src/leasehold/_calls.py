@@ -343,9 +343,11 @@ def delete_session(session: int, request_id: Optional[str] = None) -> Call[Sessi
     # A request id, like every mutation: a retry after a lost answer (the
     # session already deleted) gets the first answer again, not a 404.
     query = {"request_id": request_id or new_request_id()}
-    return Call(
-        "DELETE", _session_path(session), lambda d, _s: SessionDeleted.from_json(_dict(d)), query=query
-    )  # fmt: skip
+
+    def decode(data: Any, _sent_at: float) -> SessionDeleted:
+        return SessionDeleted.from_json(_dict(data))
+
+    return Call("DELETE", _session_path(session), decode, query=query)
 
 
 def get_session(session: int) -> Call[Optional[SessionView]]:
