@@ -386,6 +386,7 @@ impl Metrics {
                     self.session_expiries.inc();
                 }
                 EventKind::Renewed { .. }
+                | EventKind::Proclaimed { .. }
                 | EventKind::DelayEnded { .. }
                 | EventKind::SessionCreated { .. }
                 | EventKind::SessionDeleted { .. } => {}

@@ -61,6 +61,10 @@ pub enum EventKind {
     SessionExpired { owner: String, session: SessionId },
     /// The session was deleted; its locks were released in this entry.
     SessionDeleted { owner: String, session: SessionId },
+    /// `owner`, leader of the election `name` under `token`, announces
+    /// `value` (JSON text): when it is elected (after the `acquired` or
+    /// `handed_over` event of the same entry) and when it proclaims.
+    Proclaimed { owner: String, token: FencingToken, value: String },
 }
 
 impl EventKind {
@@ -78,7 +82,8 @@ impl EventKind {
             | EventKind::Cancelled { owner }
             | EventKind::SessionCreated { owner, .. }
             | EventKind::SessionExpired { owner, .. }
-            | EventKind::SessionDeleted { owner, .. } => owner,
+            | EventKind::SessionDeleted { owner, .. }
+            | EventKind::Proclaimed { owner, .. } => owner,
         }
     }
 }

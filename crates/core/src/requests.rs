@@ -34,6 +34,9 @@ pub enum RequestKind {
     CreateSession,
     KeepAlive,
     DeleteSession,
+    Campaign,
+    Proclaim,
+    Resign,
 }
 
 /// What one request id got: a row of the table's durable copy.

@@ -2,10 +2,12 @@
 //! tick, who waits for it, which sessions keep which locks, and what each
 //! request id got.
 
+mod election;
 mod queue;
 mod rows;
 mod sessions;
 
+pub use self::election::Leader;
 pub use self::rows::{Changes, OwnedRowValue, Row, RowValue, TableLoader, Tree};
 pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
@@ -27,6 +29,7 @@ pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
     SessionView, TableImage, WaiterView,
 };
+use self::election::Election;
 use self::types::{Asked, Delay, Lease, Session, Waiter};
 
 /// A held lock's name, shared by the table's maps and indexes.
@@ -75,6 +78,8 @@ pub struct LockTable {
     by_delay_end: BTreeSet<(u64, String)>,
     requests: Requests,
     fences: Fences,
+    /// The values of elections (see `election.rs`), by election name.
+    elections: Tracked<String, Election>,
 }
 
 impl From<&LockTable> for TableImage {
@@ -88,6 +93,7 @@ impl From<&LockTable> for TableImage {
             fences: t.fences.clone(),
             delays: (*t.delays).clone(),
             sessions: (*t.sessions).clone(),
+            elections: (*t.elections).clone(),
         }
     }
 }
@@ -120,6 +126,7 @@ impl From<TableImage> for LockTable {
             by_session_deadline,
             answer_order,
             answer_weight,
+            elections: image.elections.into(),
         }
     }
 }
@@ -180,6 +187,7 @@ impl LockTable {
     pub fn apply_within(&mut self, command: &Command, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
         let result = self.apply_inner(command, index, quotas, &mut events);
+        self.follow_elections(&mut events);
         Applied { result, events }
     }
 
@@ -256,6 +264,22 @@ impl LockTable {
             ),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
+            Command::Campaign { name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Campaign, |t| {
+                    let lease = t.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                    t.campaign(name, value, lease, *wait_ms, quotas, index, events)
+                })
+            }
+            Command::Proclaim { name, candidate, token, value, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Proclaim, |t| {
+                    t.proclaim(name, candidate, *token, value, index, events)
+                })
+            }
+            Command::Resign { name, candidate, token, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Resign, |t| {
+                    t.resign(name, candidate, *token, index, events)
+                })
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::FencingToken;
 
 /// One change to one lock, stamped with the index of the log entry that made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LockEvent {
     pub index: u64,
@@ -18,7 +18,7 @@ pub struct LockEvent {
 }
 
 /// What happened; `type` names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
@@ -80,6 +80,15 @@ pub enum EventKind {
     SessionExpired { owner: String, session: u64 },
     /// The session was deleted; its locks were released in this entry.
     SessionDeleted { owner: String, session: u64 },
+    /// `owner`, leader of the election `name` under `token`, announces
+    /// `value`: when it is elected (right after the `acquired` or
+    /// `handed_over` event of the same entry) and when it proclaims.
+    Proclaimed {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+        value: serde_json::Value,
+    },
 }
 
 impl From<leasehold_core::LockEvent> for LockEvent {
@@ -102,6 +111,9 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::SessionCreated { owner, session, ttl_ms } => EventKind::SessionCreated { owner, session, ttl_ms },
             Core::SessionExpired { owner, session } => EventKind::SessionExpired { owner, session },
             Core::SessionDeleted { owner, session } => EventKind::SessionDeleted { owner, session },
+            Core::Proclaimed { owner, token, value } => {
+                EventKind::Proclaimed { owner, token, value: crate::elections::parse_value(&value) }
+            }
         };
         LockEvent { index: e.index, name: e.name, kind }
     }
@@ -123,6 +135,7 @@ impl EventKind {
             EventKind::SessionCreated { .. } => "session_created",
             EventKind::SessionExpired { .. } => "session_expired",
             EventKind::SessionDeleted { .. } => "session_deleted",
+            EventKind::Proclaimed { .. } => "proclaimed",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! - [`locks`] — acquire, renew, release, get and list bodies.
 //! - [`sessions`] — create, keep alive, delete, get and list sessions.
 //! - [`fence`] — fence check, fenced records and gates.
+//! - [`elections`] — campaign, proclaim, resign and the leader of an election.
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
 //! - [`events`] — the lock events of the Server-Sent Event streams.
@@ -23,6 +24,7 @@
 //! Request bodies refuse unknown fields: a misspelt field is a 400, never silently ignored.
 
 pub mod cluster;
+pub mod elections;
 pub mod error;
 pub mod events;
 pub mod fence;

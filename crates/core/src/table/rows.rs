@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::election::Election;
 use super::types::{Delay, Lease, Session, Waiter};
 use super::{LockTable, SessionId, TableImage};
 use crate::fence::{Fences, GateState, Record};
@@ -33,10 +34,13 @@ pub enum Tree {
     Requests = 6,
     Records = 7,
     Gates = 8,
+    /// Elections' values. (12, not 9: ids 9 to 11 are left to the kinds of
+    /// grant being added beside elections, so neither has to renumber.)
+    Elections = 12,
 }
 
 impl Tree {
-    pub const ALL: [Tree; 8] = [
+    pub const ALL: [Tree; 9] = [
         Tree::Clock,
         Tree::Leases,
         Tree::Queues,
@@ -45,6 +49,7 @@ impl Tree {
         Tree::Requests,
         Tree::Records,
         Tree::Gates,
+        Tree::Elections,
     ];
 
     pub fn id(self) -> u8 {
@@ -77,6 +82,7 @@ enum Value<'a> {
     Request(&'a requests::Record),
     Record(&'a Record),
     Gate(&'a GateState),
+    Election(&'a Election),
 }
 
 impl Serialize for RowValue<'_> {
@@ -90,6 +96,7 @@ impl Serialize for RowValue<'_> {
             Value::Request(v) => v.serialize(s),
             Value::Record(v) => v.serialize(s),
             Value::Gate(v) => v.serialize(s),
+            Value::Election(v) => v.serialize(s),
         }
     }
 }
@@ -107,6 +114,7 @@ impl RowValue<'_> {
             Value::Request(v) => Owned::Request((*v).clone()),
             Value::Record(v) => Owned::Record((*v).clone()),
             Value::Gate(v) => Owned::Gate((*v).clone()),
+            Value::Election(v) => Owned::Election((*v).clone()),
         })
     }
 }
@@ -125,6 +133,7 @@ enum Owned {
     Request(requests::Record),
     Record(Record),
     Gate(GateState),
+    Election(Election),
 }
 
 impl Serialize for OwnedRowValue {
@@ -138,6 +147,7 @@ impl Serialize for OwnedRowValue {
             Owned::Request(v) => v.serialize(s),
             Owned::Record(v) => v.serialize(s),
             Owned::Gate(v) => v.serialize(s),
+            Owned::Election(v) => v.serialize(s),
         }
     }
 }
@@ -160,6 +170,7 @@ pub struct Changes {
     requests: Changed<String>,
     records: Changed<String>,
     gates: Changed<String>,
+    elections: Changed<String>,
 }
 
 impl Changes {
@@ -173,6 +184,7 @@ impl Changes {
             + self.requests.len()
             + self.records.len()
             + self.gates.len()
+            + self.elections.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -228,6 +240,7 @@ impl LockTable {
             requests: self.requests.take_changed(),
             records,
             gates,
+            elections: self.elections.take_changed(),
         }
     }
 
@@ -242,6 +255,7 @@ impl LockTable {
             + self.requests.len()
             + records.len()
             + gates.len()
+            + self.elections.len()
     }
 
     fn clock_row(&self) -> Row<'_> {
@@ -304,6 +318,13 @@ impl LockTable {
                 |k| text_key(k),
                 |v| RowValue(Value::Gate(v)),
             ))
+            .chain(rows_of(
+                Tree::Elections,
+                &changes.elections,
+                |k| self.elections.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Election(v)),
+            ))
     }
 
     /// Every row of the table, the clock first.
@@ -317,6 +338,7 @@ impl LockTable {
             .chain(all_rows(Tree::Requests, self.requests.sorted(), |k| text_key(k), |v| RowValue(Value::Request(v))))
             .chain(all_rows(Tree::Records, records, |k| text_key(k), |v| RowValue(Value::Record(v))))
             .chain(all_rows(Tree::Gates, gates, |k| text_key(k), |v| RowValue(Value::Gate(v))))
+            .chain(all_rows(Tree::Elections, self.elections.iter(), |k| text_key(k), |v| RowValue(Value::Election(v))))
     }
 }
 
@@ -337,6 +359,7 @@ pub struct TableLoader {
     requests: Vec<(String, requests::Record)>,
     records: Vec<(String, Record)>,
     gates: Vec<(String, GateState)>,
+    elections: Vec<(String, Election)>,
 }
 
 impl TableLoader {
@@ -356,6 +379,7 @@ impl TableLoader {
             Tree::Requests => self.requests.push((text()?, requests::Record::deserialize(value)?)),
             Tree::Records => self.records.push((text()?, Record::deserialize(value)?)),
             Tree::Gates => self.gates.push((text()?, GateState::deserialize(value)?)),
+            Tree::Elections => self.elections.push((text()?, Election::deserialize(value)?)),
         }
         Ok(())
     }
@@ -371,6 +395,7 @@ impl TableLoader {
         by_key(&mut self.requests);
         by_key(&mut self.records);
         by_key(&mut self.gates);
+        by_key(&mut self.elections);
     }
 
     /// The rows of both loaders, `later`'s after `self`'s where a key is in
@@ -388,6 +413,7 @@ impl TableLoader {
             requests: merge(self.requests, later.requests),
             records: merge(self.records, later.records),
             gates: merge(self.gates, later.gates),
+            elections: merge(self.elections, later.elections),
         }
     }
 
@@ -403,6 +429,7 @@ impl TableLoader {
             fences: Fences::from_maps(BTreeMap::from_iter(self.records), BTreeMap::from_iter(self.gates)),
             delays: BTreeMap::from_iter(self.delays),
             sessions: BTreeMap::from_iter(self.sessions),
+            elections: BTreeMap::from_iter(self.elections),
         })
     }
 }
@@ -490,7 +517,7 @@ mod tests {
         let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
         let request = format!("req-{}", dice.below(400));
         let request_id = dice.some(request);
-        match dice.below(12) {
+        match dice.below(14) {
             0..=2 => Command::Acquire {
                 name,
                 owner,
@@ -543,6 +570,24 @@ mod tests {
                 _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
             },
             10 => Command::Cancel { name, owner },
+            11 => Command::Campaign {
+                name,
+                candidate: owner,
+                value: format!("{step}"),
+                ttl_ms: Some(3000),
+                session: None,
+                wait_ms: dice.some(2000),
+                request_id,
+                lock_delay_ms: None,
+                seq: None,
+            },
+            12 => {
+                let candidate = table.holder(&name).map_or(owner, |g| g.owner);
+                match dice.below(2) {
+                    0 => Command::Proclaim { name, candidate, token, value: format!("{step}"), request_id },
+                    _ => Command::Resign { name, candidate, token, request_id },
+                }
+            }
             _ => Command::Tick { period_ms: 500 },
         }
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod elections;
 mod quotas;
 mod sessions;
 

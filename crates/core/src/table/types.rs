@@ -413,6 +413,10 @@ pub enum Outcome {
         session: SessionId,
         released: Vec<String>,
     },
+    /// The leader of an election announced a value.
+    Proclaimed {
+        leader: super::Leader,
+    },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
 }
@@ -508,4 +512,7 @@ pub struct TableImage {
     /// Absent from snapshots taken before sessions existed.
     #[serde(default)]
     pub(super) sessions: BTreeMap<SessionId, Session>,
+    /// Absent from snapshots taken before elections existed.
+    #[serde(default)]
+    pub(super) elections: BTreeMap<String, super::election::Election>,
 }
