@@ -83,7 +83,10 @@ async fn grant_or_queue(
 /// taken out of the request deadline: the body is read and the wait
 /// bounded, so the request may now wait its turn past the request timeout,
 /// without a place among those in flight.
-fn park_for_wait(slot: Option<Extension<RequestSlot>>, wait_ms: Option<u64>) -> Result<Option<u64>, ApiError> {
+pub(super) fn park_for_wait(
+    slot: Option<Extension<RequestSlot>>,
+    wait_ms: Option<u64>,
+) -> Result<Option<u64>, ApiError> {
     let wait_ms = wait_ms.filter(|w| *w > 0);
     if let (Some(Extension(slot)), Some(wait)) = (slot, wait_ms) {
         if wait <= Limits::DEFAULT.max_wait_ms {

@@ -88,9 +88,8 @@ fn of_code(code: ErrorCode) -> Exit {
     use ErrorCode::*;
     match code {
         Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NotMember
-        | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld => {
-            Exit::No
-        }
+        | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession | SeqTooOld
+        | NoLeader | Compacted => Exit::No,
         InvalidArgument | RequestIdReused | SeqReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,

@@ -489,7 +489,12 @@ mod tests {
                 value: "1".into(),
                 request_id: None,
             },
-            Command::Resign { name: "e".into(), candidate: "c".into(), token: FencingToken::granted_at(3), request_id: id() },
+            Command::Resign {
+                name: "e".into(),
+                candidate: "c".into(),
+                token: FencingToken::granted_at(3),
+                request_id: id(),
+            },
         ]
     }
 

@@ -25,11 +25,11 @@ use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::tracked::Tracked;
 use super::{Command, InvalidCommand, Limits, Quotas};
 
+use self::election::Election;
 pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, SessionId, SessionLock,
     SessionView, TableImage, WaiterView,
 };
-use self::election::Election;
 use self::types::{Asked, Delay, Lease, Session, Waiter};
 
 /// A held lock's name, shared by the table's maps and indexes.
@@ -264,12 +264,12 @@ impl LockTable {
             ),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
-            Command::Campaign { name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Campaign, |t| {
-                    let lease = t.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                    t.campaign(name, value, lease, *wait_ms, quotas, index, events)
-                })
-            }
+            Command::Campaign {
+                name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, ..
+            } => self.once(command, index, lock_key(name), request_id, RequestKind::Campaign, |t| {
+                let lease = t.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                t.campaign(name, value, lease, *wait_ms, quotas, index, events)
+            }),
             Command::Proclaim { name, candidate, token, value, request_id } => {
                 self.once(command, index, lock_key(name), request_id, RequestKind::Proclaim, |t| {
                     t.proclaim(name, candidate, *token, value, index, events)

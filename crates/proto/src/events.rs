@@ -1,11 +1,42 @@
-//! The lock events of `GET /v1/locks/{name}/events` and `GET /v1/events`:
-//! each Server-Sent Event's `data` is one [`LockEvent`] as JSON, its `event`
-//! the `type` field, its `id` the entry index. Twins of the core's values
+//! The lock events of `GET /v1/locks/{name}/events`, `GET /v1/events` and
+//! `GET /v1/elections/{name}/observe`: each Server-Sent Event's `data` is one
+//! [`LockEvent`] as JSON, its `event` the `type` field, its `id` where it
+//! stands in the log: the entry index for the last event of an entry,
+//! `INDEX.ORDINAL` for an earlier one. A stream resumes right after any id
+//! (`Last-Event-ID`, or `?after=`) on any node. Twins of the core's values
 //! (see the crate documentation).
 
 use serde::{Deserialize, Serialize};
 
 use crate::FencingToken;
+
+/// The query of every event stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// `GET /v1/events` only: only events of locks (and elections) whose
+    /// names start with this (session events have no name: they come only
+    /// without a prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Resume right after this event id (an entry index, or
+    /// `INDEX.ORDINAL`); takes precedence over `Last-Event-ID`. Without
+    /// either, the stream starts with the next entry applied. An id older
+    /// than the node's history is answered `410 compacted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// The last frame of a stream that fell behind the node's event history
+/// (SSE event `compacted`): re-read the state, then resume after the index
+/// of that read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedFrame {
+    /// Events of entries before this index may be gone from the history.
+    pub compacted_before: u64,
+}
 
 /// One change to one lock, stamped with the index of the log entry that made it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

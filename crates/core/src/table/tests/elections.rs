@@ -39,7 +39,12 @@ impl Log {
         })
     }
     fn resign(&mut self, name: &str, candidate: &str, token: FencingToken) -> Applied {
-        self.apply_with_events(Command::Resign { name: name.into(), candidate: candidate.into(), token, request_id: None })
+        self.apply_with_events(Command::Resign {
+            name: name.into(),
+            candidate: candidate.into(),
+            token,
+            request_id: None,
+        })
     }
     /// `(candidate, token, value)` of the leader of `name`.
     fn leader_of(&self, name: &str) -> Option<(String, FencingToken, String)> {
