@@ -133,12 +133,28 @@ impl Lock {
         let request = AcquireOptions { wait: options.wait, request_id: None, lock_delay: None };
         let started = Instant::now();
         let lease = client.acquire_with(name, &options.owner, ttl_ms, &request).await?;
-        let token = lease.token();
+        let grant = Granted { token: lease.token(), ttl_ms: lease.grant.ttl_ms, anchor: started.min(lease.sent_at) };
+        Lock::held(client, name, options.owner, ttl_ms, drift_margin, grant).await
+    }
+
+    /// The guard of `grant` of `name` to `owner`, asked for with `ttl_ms`:
+    /// starts its watchdog. When the grant took so long (a queue wait,
+    /// retries) that less than a renewal interval is left before the safe
+    /// deadline, renews once first, to re-anchor the lease; if that renewal
+    /// fails, its error is returned and the lease runs out after its ttl.
+    pub(crate) async fn held(
+        client: Arc<Client>,
+        name: &str,
+        owner: String,
+        ttl_ms: u64,
+        drift_margin: Duration,
+        grant: Granted,
+    ) -> Result<Lock, ClientError> {
+        let Granted { token, mut anchor, .. } = grant;
         // The shorter of what was asked and what was granted.
-        let ttl = requested_ttl.min(Duration::from_millis(lease.grant.ttl_ms));
+        let ttl = Duration::from_millis(ttl_ms.min(grant.ttl_ms));
         // Not refused now that the lock is held: a shorter grant only brings the deadline closer.
         let timing = Timing { ttl, drift_margin };
-        let mut anchor = started.min(lease.sent_at);
         if timing.deadline(anchor) < Instant::now() + timing.interval() {
             let started = Instant::now();
             let renewed = client.renew(name, token, Some(ttl_ms)).await?;
@@ -152,7 +168,17 @@ impl Lock {
         }
         let renewal = LeaseRenewal { client: Arc::clone(&client), name: name.to_string(), token, ttl_ms };
         let watched = Watched::start(renewal, timing, anchor);
-        Ok(Lock { client, name: name.to_string(), owner: options.owner, token, ttl, drift_margin, watched })
+        Ok(Lock { client, name: name.to_string(), owner, token, ttl, drift_margin, watched })
+    }
+
+    /// Stops the watchdog and waits until it has stopped: no renewal is
+    /// sent after this returns.
+    pub(crate) async fn stop_renewing(&mut self) {
+        self.watched.stop().await;
+    }
+
+    pub(crate) fn client(&self) -> &Arc<Client> {
+        &self.client
     }
 
     /// The fencing token of this grant: send it with every write.
@@ -232,6 +258,14 @@ impl fmt::Debug for Lock {
             .field("watched", &self.watched)
             .finish()
     }
+}
+
+/// A grant a guard is made of: its token, the ttl granted (ms), and the
+/// anchor of the lease (the start of the call that produced it).
+pub(crate) struct Granted {
+    pub(crate) token: FencingToken,
+    pub(crate) ttl_ms: u64,
+    pub(crate) anchor: Instant,
 }
 
 /// The renewal of one lease under its token.

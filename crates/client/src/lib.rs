@@ -55,8 +55,10 @@
 //! - `sessions.rs` — the session endpoints: [`Client::create_session`], keepalive, delete, get, list.
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
+//! - `election.rs` — [`Election`], [`Leadership`]: campaign, proclaim, resign, observe.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
+//! - `watch.rs` — [`Watch`]: event streams that resume after the last event on any node.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped before the lock can pass on.
 //! - [`signals`] — SIGTERM, SIGINT and SIGHUP as one stream, for `run` and the binaries.
@@ -71,6 +73,7 @@ mod admin;
 mod backoff;
 mod client;
 mod credentials;
+mod election;
 mod error;
 mod fence;
 mod guard;
@@ -82,10 +85,12 @@ pub mod run;
 mod session;
 mod sessions;
 pub mod signals;
+mod watch;
 mod watchdog;
 
 pub use client::{new_request_id, Client};
 pub use credentials::{load_ca, Ca, Credentials};
+pub use election::{Election, Leadership};
 pub use error::ClientError;
 pub use guard::{default_owner, Lock, LockOptions};
 pub use lease::{AcquireOptions, Lease, Lifetime};
@@ -94,4 +99,5 @@ pub use leasehold_proto::{ErrorCode, ErrorDetail, FencingToken, Grant, LeaseView
 pub use multi::{Leases, LockSet};
 pub use session::{Session, SessionOptions};
 pub use sessions::SessionId;
+pub use watch::{Watch, WatchEvent};
 pub use watchdog::LostReason;

@@ -1,4 +1,7 @@
-//! `leasehold run`: runs a command while holding a lock, or several.
+//! `leasehold run`: runs a command while holding a lock, or several;
+//! `leasehold elect`: while leading an election (a lock whose holder
+//! carries a value: everything below holds for it, and the leadership is
+//! resigned, handing over at once, where a lock would be released).
 //!
 //! One lock is acquired (waiting in its queue when asked to) through a
 //! [`Lock`] guard, whose watchdog renews the lease while the command runs.
@@ -49,7 +52,8 @@ use nix::unistd::Pid;
 
 use crate::signals::Signals;
 use crate::{
-    Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason, Session, SessionOptions,
+    Client, ClientError, Credentials, ErrorCode, FencingToken, Leadership, Lock, LockOptions, LostReason, Session,
+    SessionOptions,
 };
 
 /// Exit status when the lock could not be acquired (held, wait timeout,
@@ -95,6 +99,10 @@ pub struct RunOptions {
     pub grace: Duration,
     /// The program and its arguments.
     pub command: Vec<OsString>,
+    /// `leasehold elect`: campaign in the election `locks` names (one)
+    /// announcing this value, and run the command while this process leads
+    /// it, exactly as it would run under that lock.
+    pub campaign: Option<serde_json::Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -158,7 +166,13 @@ pub async fn run(options: &RunOptions) -> i32 {
 /// several under one session.
 enum Held {
     Lock(Lock),
-    Session { session: Session, token: FencingToken },
+    Session {
+        session: Session,
+        token: FencingToken,
+    },
+    /// A leadership is a lock whose holder carries a value: it is kept,
+    /// lost and stopped for as a lock is, and resigned instead of released.
+    Leader(Leadership),
 }
 
 impl Held {
@@ -169,6 +183,17 @@ impl Held {
         let owner = options.owner.clone().unwrap_or_else(crate::default_owner);
         match names.as_slice() {
             [] => Err(RunError::NoLock),
+            [name] if options.campaign.is_some() => {
+                let value = options.campaign.clone().unwrap_or_default();
+                let mut lock_options = LockOptions::new(options.ttl).with_owner(owner);
+                lock_options.wait = options.wait;
+                lock_options.drift_margin = options.drift_margin;
+                Ok(Held::Leader(client.election(name).campaign(value, lock_options).await.map_err(failed)?))
+            }
+            _ if options.campaign.is_some() => Err(RunError::Acquire {
+                message: "an election is one name".into(),
+                source: ClientError::InvalidArgument("give one election".into()),
+            }),
             [name] => {
                 let mut lock_options = LockOptions::new(options.ttl).with_owner(owner);
                 lock_options.wait = options.wait;
@@ -190,6 +215,7 @@ impl Held {
     fn token(&self) -> FencingToken {
         match self {
             Held::Lock(lock) => lock.token(),
+            Held::Leader(leader) => leader.token(),
             Held::Session { token, .. } => *token,
         }
     }
@@ -197,6 +223,7 @@ impl Held {
     fn owner(&self) -> &str {
         match self {
             Held::Lock(lock) => lock.owner(),
+            Held::Leader(leader) => leader.owner(),
             Held::Session { session, .. } => session.owner(),
         }
     }
@@ -204,6 +231,7 @@ impl Held {
     fn valid_until(&self) -> Instant {
         match self {
             Held::Lock(lock) => lock.valid_until(),
+            Held::Leader(leader) => leader.valid_until(),
             Held::Session { session, .. } => session.valid_until(),
         }
     }
@@ -211,6 +239,7 @@ impl Held {
     fn renewal_due(&self) -> Instant {
         match self {
             Held::Lock(lock) => lock.renewal_due(),
+            Held::Leader(leader) => leader.renewal_due(),
             Held::Session { session, .. } => session.renewal_due(),
         }
     }
@@ -218,6 +247,7 @@ impl Held {
     fn lost_reason(&self) -> Option<LostReason> {
         match self {
             Held::Lock(lock) => lock.lost_reason(),
+            Held::Leader(leader) => leader.lost_reason(),
             Held::Session { session, .. } => session.lost_reason(),
         }
     }
@@ -226,6 +256,7 @@ impl Held {
     fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
         match self {
             Held::Lock(lock) => Box::pin(lock.lost()),
+            Held::Leader(leader) => Box::pin(leader.lost()),
             Held::Session { session, .. } => Box::pin(session.lost()),
         }
     }
@@ -234,6 +265,7 @@ impl Held {
     async fn release(self) -> Result<(), ClientError> {
         match self {
             Held::Lock(lock) => lock.release().await,
+            Held::Leader(leader) => leader.resign().await,
             Held::Session { session, .. } => session.close().await.map(drop),
         }
     }
