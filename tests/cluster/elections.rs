@@ -129,8 +129,10 @@ async fn watch_resumes_on_another_node_without_gap_or_duplicate() {
         let follower = cluster.follower_of(leader);
         // The follower first: the watch is served there until it dies.
         let watcher = Arc::new(Client::new(&[cluster.endpoint(follower), cluster.endpoint(leader)]).unwrap());
-        let mut watch = watcher.watch(Some("w/"), None);
         let writer = Arc::new(cluster.client());
+        // The watch starts after this entry, however late it connects.
+        let start = writer.acquire("before", "writer", 10_000).await.unwrap().token();
+        let mut watch = watcher.watch(Some("w/"), Some(start.get()));
         let writing = {
             let writer = Arc::clone(&writer);
             tokio::spawn(async move {

@@ -10,11 +10,13 @@ fencing tokens.
 from ._core import LEADER_ADDR_HEADER, default_owner, new_request_id
 from .aio import AsyncClient
 from .client import Client
+from .election import AsyncElection, AsyncLeadership, Election, Leadership
 from .errors import (
     ERRORS_BY_CODE,
     AlreadyInitialized,
     ApiError,
     BodyTooLarge,
+    Compacted,
     Conflict,
     DecodeError,
     Forbidden,
@@ -27,6 +29,7 @@ from .errors import (
     LockDelayed,
     LockMismatch,
     MethodNotAllowed,
+    NoLeader,
     NoRecord,
     NoSnapshot,
     NotFound,
@@ -69,6 +72,7 @@ from .types import (
     Waiter,
     fence_sql,
 )
+from .watch import AsyncWatch, Watch
 
 __version__ = "0.1.0"
 
@@ -78,14 +82,19 @@ __all__ = [
     "AlreadyInitialized",
     "ApiError",
     "AsyncClient",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockSet",
     "AsyncSession",
+    "AsyncWatch",
     "BodyTooLarge",
     "CheckResult",
     "Client",
+    "Compacted",
     "Conflict",
     "DecodeError",
+    "Election",
     "Forbidden",
     "Full",
     "GateResult",
@@ -93,6 +102,8 @@ __all__ = [
     "HeldUnderSession",
     "InternalError",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseView",
     "LeaseholdError",
@@ -103,6 +114,7 @@ __all__ = [
     "LockSet",
     "LostReason",
     "MethodNotAllowed",
+    "NoLeader",
     "NoRecord",
     "NoSnapshot",
     "NotFound",
@@ -133,6 +145,8 @@ __all__ = [
     "UnsupportedMediaType",
     "WaitTimeout",
     "Waiter",
+    "Watch",
+    "WatchEvent",
     "WouldLoseQuorum",
     "__version__",
     "default_owner",
