@@ -179,3 +179,38 @@ fn compacted(data: &str) -> ClientError {
     error.details.insert("compacted_before".into(), before.into());
     ClientError::Api { status: 410, error }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> Watch {
+        Arc::new(Client::new(&["127.0.0.1:9"]).unwrap()).watch(None, None)
+    }
+
+    // Ensures frames split anywhere are parsed whole, keep-alives and
+    // frames without an id are skipped, and ids are kept as sent.
+    #[test]
+    fn frames_split_anywhere_are_parsed_whole() {
+        let mut w = watch();
+        let stream = "event: acquired\nid: 7.0\ndata: {\"index\":7,\"name\":\"a\",\"type\":\"acquired\",\"owner\":\"o\",\"token\":7}\n\n:\n\nevent: released\nid: 7\ndata: {\"index\":7,\"name\":\"b\",\"type\":\"released\",\"owner\":\"o\",\"token\":3}\n\n";
+        for piece in stream.as_bytes().chunks(5) {
+            w.text.extend_from_slice(piece);
+            w.parse().unwrap();
+        }
+        let ids: Vec<(String, String)> = w.pending.iter().map(|e| (e.id.clone(), e.event.name.clone())).collect();
+        assert_eq!(ids, [("7.0".to_owned(), "a".to_owned()), ("7".to_owned(), "b".to_owned())]);
+        assert!(w.text.is_empty());
+    }
+
+    // Ensures the `compacted` frame that ends a stream that fell behind is
+    // the 410 error a resume from there gets, with `compacted_before`.
+    #[test]
+    fn a_compacted_frame_is_the_410_error() {
+        let mut w = watch();
+        w.text.extend_from_slice(b"event: compacted\ndata: {\"compacted_before\":42}\n\n");
+        let e = w.parse().unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::Compacted));
+        assert_eq!(e.detail().and_then(|d| d.number("compacted_before")), Some(42));
+    }
+}
