@@ -30,5 +30,5 @@ pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
     Applied, Blocker, Changes, Conflict, FencingToken, Grant, Leader, LeaseView, LockError, LockTable, Outcome,
     OwnedRowValue, Row, RowValue, SessionId, SessionLock, SessionView, TableImage, TableLoader, Tree, WaiterView,
-    MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
+    MAX_CAMPAIGNS, MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
 };

@@ -7,7 +7,7 @@ mod queue;
 mod rows;
 mod sessions;
 
-pub use self::election::Leader;
+pub use self::election::{Leader, MAX_CAMPAIGNS};
 pub use self::rows::{Changes, OwnedRowValue, Row, RowValue, TableLoader, Tree};
 pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]

@@ -25,6 +25,14 @@ use serde::{Deserialize, Serialize};
 use super::super::event::{EventKind, LockEvent};
 use super::{event, FencingToken, InvalidCommand, Lease, LockError, LockTable, Outcome, Quotas, SessionId};
 
+/// Values kept at once over all elections: leaders' and waiting
+/// candidates'. A value is up to 4 KiB where a waiter costs about a hundred
+/// bytes, so the waiter and lease quotas alone would let campaigns hold
+/// gigabytes; this bounds them to 40 MiB. A campaign that would keep one
+/// more is refused `Full` (`campaigns`); one by a candidate already
+/// standing or leading is not.
+pub const MAX_CAMPAIGNS: usize = 10_000;
+
 /// The values of one election: its leader's, and each waiting candidate's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Election {
@@ -120,6 +128,7 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         let candidate = wanted.owner.to_string();
+        self.room_for_campaign(name, &candidate, MAX_CAMPAIGNS)?;
         let outcome = self.acquire(name, wanted, wait_ms, quotas, index, events)?;
         match &outcome {
             Outcome::Granted { grant, reacquired: true } => {
@@ -131,6 +140,21 @@ impl LockTable {
             }
         }
         Ok(outcome)
+    }
+
+    /// `Full` when `candidate` would be one value more than `limit`
+    /// ([`MAX_CAMPAIGNS`]). Counted when asked (campaigns are rare, and at
+    /// most that many values are ever kept), so no count has to be kept in step.
+    pub(super) fn room_for_campaign(&self, name: &str, candidate: &str, limit: usize) -> Result<(), LockError> {
+        let standing = self.elections.get(name).is_some_and(|e| {
+            e.candidates.contains_key(candidate)
+                || (e.leader.is_some() && self.leases.get(name).is_some_and(|l| *l.owner == *candidate))
+        });
+        let kept: usize = self.elections.values().map(|e| e.candidates.len() + usize::from(e.leader.is_some())).sum();
+        if !standing && kept >= limit {
+            return Err(LockError::Full { what: "campaigns".into(), limit });
+        }
+        Ok(())
     }
 
     /// The Proclaim command.

@@ -298,3 +298,21 @@ fn elections_survive_image_and_rows() {
     assert_eq!(loaded, log.table);
     assert_eq!(loaded.leaders("", 10).len(), 2);
 }
+
+// Ensures the values campaigns keep are bounded: past the limit a new
+// candidate is refused `Full` (`campaigns`), while one already standing or
+// leading is not; a waiting candidate counts as a leader does.
+#[test]
+fn campaigns_are_bounded() {
+    let mut log = Log::new();
+    log.elected("e", "a", "1");
+    log.campaign("e", "b", "2", Some(60_000)).result.unwrap();
+    log.elected("f", "c", "3");
+    let full = Err(LockError::Full { what: "campaigns".into(), limit: 3 });
+    assert_eq!(log.table.room_for_campaign("g", "d", 3), full);
+    assert_eq!(log.table.room_for_campaign("e", "d", 3), full);
+    assert_eq!(log.table.room_for_campaign("e", "a", 3), Ok(()), "the leader campaigns again");
+    assert_eq!(log.table.room_for_campaign("e", "b", 3), Ok(()), "a waiting candidate campaigns again");
+    assert_eq!(log.table.room_for_campaign("g", "d", 4), Ok(()));
+    assert_eq!(log.table.room_for_campaign("g", "d", MAX_CAMPAIGNS), Ok(()));
+}
