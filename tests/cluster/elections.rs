@@ -251,3 +251,54 @@ async fn compacted_resume_is_refused_then_resumes_after_a_reread() {
     })
     .await;
 }
+
+// Ensures `leasehold watch --prefix P --after I` prints the events after I
+// under P as JSON lines, each with its id, and `--election` observes an
+// election starting with its leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_watch_prints_json_lines_from_an_index() {
+    use tokio::io::AsyncBufReadExt;
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let client = cluster.client();
+        let start = client.acquire("before", "w", 10_000).await.unwrap().token();
+        let first = client.acquire("cli/a", "w", 10_000).await.unwrap().token();
+        client.acquire("other", "w", 10_000).await.unwrap();
+        let second = client.acquire("cli/b", "w", 10_000).await.unwrap().token();
+        let endpoints = cluster.endpoints().join(",");
+        let watch = |args: &[&str]| {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+                .args(["watch", "--endpoints", &endpoints])
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        };
+        let lines = |child: &mut tokio::process::Child| tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut child = watch(&["--prefix", "cli/", "--after", &start.to_string()]);
+        let mut out = lines(&mut child);
+        for (name, token) in [("cli/a", first), ("cli/b", second)] {
+            let line = tokio::time::timeout(Duration::from_secs(30), out.next_line()).await.unwrap().unwrap().unwrap();
+            let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                (&event["id"], &event["name"], &event["type"], &event["token"]),
+                (&json!(token.to_string()), &json!(name), &json!("acquired"), &json!(token.get())),
+                "{line}"
+            );
+        }
+        drop(child);
+
+        let (leader, _) = client.campaign("cli-primary", "c", &json!({"addr": "c"}), 10_000, None).await.unwrap();
+        let mut child = watch(&["--election", "cli-primary"]);
+        let mut out = lines(&mut child);
+        let line = tokio::time::timeout(Duration::from_secs(30), out.next_line()).await.unwrap().unwrap().unwrap();
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (&event["type"], &event["owner"], &event["token"], &event["value"]),
+            (&json!("proclaimed"), &json!("c"), &json!(leader.token.get()), &json!({"addr": "c"})),
+            "{line}"
+        );
+    })
+    .await;
+}
