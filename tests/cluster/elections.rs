@@ -2,7 +2,8 @@
 //! is replaced by a candidate with a higher token and its late fenced write
 //! is refused; a watch whose node is killed mid-stream resumes on another
 //! with no gap and no duplicate; a resume older than a node's history is
-//! refused with 410 and succeeds after a re-read.
+//! refused with 410 and succeeds after a re-read; a node rebuilt from a
+//! snapshot refuses resumes from before it; `leasehold watch` prints JSON lines.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -299,6 +300,58 @@ async fn cli_watch_prints_json_lines_from_an_index() {
             (&json!("proclaimed"), &json!("c"), &json!(leader.token.get()), &json!({"addr": "c"})),
             "{line}"
         );
+    })
+    .await;
+}
+
+// Ensures a node that caught up by installing a snapshot does not pretend
+// to know the events it never applied: a resume from before the snapshot
+// is 410 there, while a node that applied them serves it without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_rebuilt_from_a_snapshot_refuses_older_resumes() {
+    bounded(async {
+        let mut cluster = start_cluster_with(3, &["--snapshot-every", "100"]).await;
+        let leader = cluster.wait_for_leader(Duration::from_secs(20)).await.unwrap();
+        let lagging = cluster.follower_of(leader);
+        let client = cluster.client();
+        let start = client.acquire("before", "w", 10_000).await.unwrap().token();
+
+        step(&format!("node {lagging} goes down; 150 cycles pass it by and are snapshotted"));
+        cluster.kill(lagging);
+        let mut tokens = Vec::new();
+        for _ in 0..150 {
+            let lease = client.acquire("snap/x", "w", 10_000).await.unwrap();
+            tokens.push(lease.token());
+            client.release("snap/x", lease.token()).await.unwrap();
+        }
+        step(&format!("node {lagging} restarts and catches up by snapshot"));
+        cluster.start(lagging).unwrap();
+        let give_up = Instant::now() + Duration::from_secs(30);
+        loop {
+            let statuses = cluster.statuses().await;
+            let target = statuses[&leader].applied_index;
+            if statuses.get(&lagging).is_some_and(|s| s.snapshot_index.is_some() && s.applied_index >= target) {
+                break;
+            }
+            assert!(Instant::now() < give_up, "node {lagging} never caught up\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        let rebuilt = Arc::new(Client::new(&[cluster.endpoint(lagging)]).unwrap().with_retry_budget(Duration::ZERO));
+        let error = rebuilt.watch(Some("snap/"), Some(start.get())).next().await.expect_err("compacted");
+        assert_eq!(error.code(), Some(ErrorCode::Compacted), "{error}");
+
+        step("the leader, which applied every entry, serves the same resume");
+        let whole = Arc::new(Client::new(&[cluster.endpoint(leader)]).unwrap());
+        let mut watch = whole.watch(Some("snap/"), Some(start.get()));
+        let mut acquired = Vec::new();
+        while acquired.last() != tokens.last() {
+            let event = tokio::time::timeout(Duration::from_secs(30), watch.next()).await.unwrap().unwrap();
+            if let EventKind::Acquired { token, .. } = event.event.kind {
+                acquired.push(token);
+            }
+        }
+        assert_eq!(acquired, tokens);
     })
     .await;
 }
