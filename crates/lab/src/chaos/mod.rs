@@ -8,9 +8,12 @@
 //! - [`workload`] — the clients, a third each: single-lock cycles (acquire → write → read →
 //!   renew → write → release), multi-lock cycles (2–3 names under one token) and session
 //!   cycles (locks under a kept-alive session, released, deleted or abandoned to expire).
+//! - [`election`] — candidates campaigning for one election and observers following it through
+//!   every fault, and the check of their record (one leader per token, no gap, no reordering).
 //! - [`nemesis`] — the faults and their healing.
 //! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
 
+pub mod election;
 pub mod hostile;
 pub mod hosts;
 pub mod nemesis;
@@ -24,6 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::history::{self, FencedResource, HarnessClock, History, ResourceMode};
+use election::Elections;
 use hosts::Hosts;
 use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
@@ -32,6 +36,9 @@ use nemesis::{FaultKind, FaultRecord, Nemesis};
 use report::{ChaosReport, RunSetup};
 use workload::{Target, Workload};
 
+/// Candidates and observers of the election side.
+const CANDIDATES: usize = 3;
+const OBSERVERS: usize = 2;
 /// Node slots: a 3-node cluster keeps two spare ones for the membership fault.
 const SLOTS: usize = 5;
 const TICK_MS: u64 = 100;
@@ -126,9 +133,11 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     };
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
     let workload = Workload::start(&target, options.clients);
+    let elections = Elections::start(&target.client, clock, CANDIDATES, OBSERVERS);
     tokio::time::sleep(options.quiet).await;
     let records = inject_rounds(&mut nemesis, options, clock).await;
     workload.stop().await;
+    let election_record = elections.stop().await;
     let end_us = clock.now_us();
     nemesis.stop_cluster(Duration::from_secs(5));
     drop(nemesis);
@@ -136,7 +145,11 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let operations = history.operations();
     let writes = resource.writes();
     eprintln!("chaos: checking {} operations and {} resource writes ...", operations.len(), writes.len());
-    let check = history::check(&operations, &writes);
+    let mut check = history::check(&operations, &writes);
+    let leaderships = election_record.elected.len();
+    let observed: usize = election_record.observers.iter().map(Vec::len).sum();
+    eprintln!("chaos: checking {leaderships} leaderships and {observed} observed leadership events ...");
+    check.violations.extend(election::check(&election_record));
     let setup = RunSetup {
         nodes: options.nodes,
         clients: options.clients,
@@ -148,7 +161,12 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     std::fs::write(options.out.join("chaos.md"), report.markdown())?;
     std::fs::write(options.out.join("chaos.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
     std::fs::write(options.out.join("timeline.svg"), report.timeline_svg(&operations))?;
-    let saved = serde_json::json!({ "operations": operations, "writes": writes, "violations": check.violations });
+    let saved = serde_json::json!({
+        "operations": operations,
+        "writes": writes,
+        "elections": election_record,
+        "violations": check.violations,
+    });
     std::fs::write(options.out.join("history.json"), serde_json::to_vec(&saved).expect("history serializes"))?;
     Ok(report)
 }
