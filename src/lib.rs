@@ -23,7 +23,7 @@
 //!     response bodies, `ErrorCode` with each code's status, headers, `NodeId`.
 //!   - `leasehold-core` (`crates/core`) — PURE: commands, batches (and the
 //!     quotas on leases and waiters each carries), the lock table, leases,
-//!     queues, tokens, records, gates, request de-duplication, events; serde
+//!     queues, tokens, records, gates, request de-duplication, elections, events; serde
 //!     and thiserror only; time enters as Tick commands.
 //!
 //! This crate's modules:
@@ -34,7 +34,8 @@
 //!   peer connections (or the members' own listener, with `--peer-addr`); [`ServeConfig`](server::ServeConfig) holds its settings.
 //! - [`admission`] — how much one client may hold: connection, waiting and
 //!   event-stream budgets, in total and per address, sized from the fd limit.
-//! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, waiting, SSE events),
+//! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, `/v1/elections`,
+//!   waiting, SSE events that resume after an id),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
 //!   checks, request deadlines and the in-flight bound, and the one
@@ -54,7 +55,8 @@
 //! - [`store`] — the storage engines, the only code that knows sled and
 //!   files: the Raft log (segment files, group commit, fdatasync), the
 //!   state machine and its rows in sled (checkpoints, generations, snapshot
-//!   install, backups), the snapshot file format, the data folder's format.
+//!   install, backups), the history of recent events streams resume in, the
+//!   snapshot file format, the data folder's format.
 //! - [`peer`] — the peer transport between members: frames, the hello and
 //!   its gate, dialing, and the HTTP/2 forwarding channels to the leader.
 //! - [`metrics`] — the node's Prometheus series; the api, the stores and

@@ -471,6 +471,7 @@ impl Metrics {
                     self.session_expiries.inc();
                 }
                 EventKind::Renewed { .. }
+                | EventKind::Proclaimed { .. }
                 | EventKind::DelayEnded { .. }
                 | EventKind::SessionCreated { .. }
                 | EventKind::SessionDeleted { .. }

@@ -1,20 +1,26 @@
 //! `GET /v1/locks/{name}/events`: the lock's changes as Server-Sent Events;
-//! `GET /v1/events`: every lock's changes, in the same form (the status page
-//! shows it as its live feed).
+//! `GET /v1/events`: every lock's changes (or those whose names start with
+//! `?prefix=`), in the same form (the status page shows it as its live feed).
 //!
-//! Served by the node asked, from its own applied log (no forwarding): every
-//! node applies the same entries, so every node tells the same story, in log
-//! order, each event stamped with its entry index. Event names are the `type`
-//! field: `acquired`, `renewed`, `released`, `expired`, `handed_over`,
-//! `queued`, `wait_timeout`, `cancelled`; `lagged` says events were dropped
-//! because the subscriber fell behind (re-read the lock).
+//! Served by the node asked, from its own history of applied events
+//! ([`EventHistory`](crate::store::EventHistory), no forwarding): every node
+//! applies the same entries, so every node tells the same story, in log
+//! order, each event with its place in the log as its SSE `id` (the entry
+//! index, or `INDEX.ORDINAL` for all but an entry's last event). A stream
+//! resumes right after the id it got last (`?after=` or `Last-Event-ID`),
+//! on this node or any other, with no gap and no duplicate. Event names are
+//! the `type` field: `acquired`, `renewed`, `released`, `expired`,
+//! `handed_over`, `queued`, `wait_timeout`, `cancelled`, `proclaimed`, the
+//! session events; `compacted` ends a stream that fell further behind than
+//! the history keeps (re-read, then resume after the read's index), and a
+//! resume asked for before the history starts is answered `410 compacted`.
 //!
 //! Streams are bounded per node and per client address ([`Subscribers`]):
-//! each one receives every applied event, so without a bound any client
+//! each one reads every applied event, so without a bound any client
 //! could make every entry cost the node more. Past the bound a new stream is
 //! answered 503 `overloaded` with `Retry-After`. Each event's frame is made
 //! once and its bytes shared by every stream that sends it
-//! ([`PublishedEvent`](crate::store::PublishedEvent)).
+//! ([`PublishedEvent`]).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr};
@@ -24,19 +30,21 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
-use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tokio_stream::StreamExt;
 
-use super::{ApiError, ApiPath};
+use super::{ApiError, ApiPath, ApiQuery};
 use crate::admission::{Budget, Caller};
 use crate::node::Node;
+use crate::store::{Compacted, Cursor, PublishedEvent};
 use leasehold_core::{Limits, LockEvent};
 use leasehold_proto::cluster::{ClusterStatus, QuotaUse};
+use leasehold_proto::events::{CompactedFrame, EventsQuery};
 use leasehold_proto::ErrorCode;
 
 /// A comment line sent after this long without an event, so proxies and
@@ -74,32 +82,70 @@ impl Subscribers {
     }
 }
 
+/// The header a reconnecting SSE client sends with the id it got last.
+const LAST_EVENT_ID: &str = "last-event-id";
+
 async fn lock_events(
     State(node): State<Arc<Node>>,
     Extension(subscribers): Extension<Subscribers>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
-    events(&node, &subscribers, caller, move |event| event.name == name)
+    if query.prefix.is_some() {
+        return Err(
+            ApiError::bad_request("a lock's stream has no prefix: use /v1/events?prefix=").with("field", "prefix")
+        );
+    }
+    let start = resume_point(&query, &headers)?;
+    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name == name)
 }
 
 async fn all_events(
     State(node): State<Arc<Node>>,
     Extension(subscribers): Extension<Subscribers>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    events(&node, &subscribers, caller, |_| true)
+    let prefix = query.prefix.clone().unwrap_or_default();
+    if prefix.len() > Limits::DEFAULT.max_name_bytes {
+        return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
+    }
+    let start = resume_point(&query, &headers)?;
+    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name.starts_with(&prefix))
 }
 
-/// The applied events that pass `wanted`, as SSE, from now on; 503
-/// `overloaded` when the caller's address or the node has no stream left.
-fn events(
+/// Where a stream resumes: after `?after=`, else after `Last-Event-ID`,
+/// else (`None`) from now on.
+pub(super) fn resume_point(query: &EventsQuery, headers: &HeaderMap) -> Result<Option<Cursor>, ApiError> {
+    let (text, field) = match (&query.after, headers.get(LAST_EVENT_ID)) {
+        (Some(after), _) => (after.as_str(), "after"),
+        (None, Some(header)) => {
+            (header.to_str().map_err(|_| ApiError::bad_request("Last-Event-ID is not text"))?, "last-event-id")
+        }
+        (None, None) => return Ok(None),
+    };
+    text.parse().map(Some).map_err(|e: String| ApiError::bad_request(e).with("field", field))
+}
+
+/// The applied events after `start` (from now on when `None`) that pass
+/// `wanted`, as SSE, after the frames of `first`; 410 `compacted` when the
+/// history no longer reaches `start`; 503 `overloaded` when the caller's
+/// address or the node has no stream left.
+pub(super) fn stream(
     node: &Node,
     subscribers: &Subscribers,
     caller: Option<Extension<Caller>>,
+    start: Option<Cursor>,
+    first: Vec<Bytes>,
     wanted: impl Fn(&LockEvent) -> bool + Send + 'static,
 ) -> Result<Response, ApiError> {
+    let history = node.locks().history().clone();
+    let start = start.unwrap_or_else(|| history.now());
+    history.check(start).map_err(compacted)?;
     // The listener names every caller; requests made in-process (tests)
     // have no address and share one.
     let addr = caller.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(caller)| caller.addr);
@@ -107,13 +153,15 @@ fn events(
         node.metrics().quota_refused(SUBSCRIBERS);
         ApiError::new(ErrorCode::Overloaded, refusal.describe("event streams"))
     })?;
-    let frames = BroadcastStream::new(node.locks().subscribe()).filter_map(move |item| match item {
+    let frames = history.follow(start).filter_map(move |item| match item {
         Ok(published) if wanted(&published.event) => published.frame(sse_frame),
         Ok(_) => None,
-        Err(BroadcastStreamRecvError::Lagged(missed)) => {
-            Some(Bytes::from(format!("event: lagged\ndata: {{\"missed\":{missed}}}\n\n")))
+        Err(Compacted { compacted_before }) => {
+            let data = serde_json::to_string(&CompactedFrame { compacted_before }).ok()?;
+            Some(Bytes::from(format!("event: compacted\ndata: {data}\n\n")))
         }
     });
+    let frames = tokio_stream::iter(first).chain(frames);
     let mut keep_alive = interval_at(Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
     keep_alive.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let body = frames.timeout_repeating(keep_alive).map(move |frame| {
@@ -126,11 +174,28 @@ fn events(
     Ok((headers, Body::from_stream(body)).into_response())
 }
 
-/// One event as its SSE frame: named by its `type`, its entry index as the
-/// id, its JSON as the data (`None` if it cannot be encoded, which a plain
-/// struct never fails).
-fn sse_frame(event: &LockEvent) -> Option<Bytes> {
+/// The refusal of a resume the history no longer reaches.
+fn compacted(c: Compacted) -> ApiError {
+    ApiError::new(
+        ErrorCode::Compacted,
+        format!(
+            "this node keeps the events of entries from {} on; re-read the state and resume after its index",
+            c.compacted_before
+        ),
+    )
+    .with("compacted_before", c.compacted_before)
+}
+
+/// One event as its SSE frame: named by its `type`, its place in the log as
+/// the id, its JSON as the data (`None` if it cannot be encoded, which a
+/// plain struct never fails).
+fn sse_frame(published: &PublishedEvent) -> Option<Bytes> {
+    sse_frame_at(&published.event, published.cursor())
+}
+
+/// `event` as an SSE frame with id `cursor`.
+pub(super) fn sse_frame_at(event: &LockEvent, cursor: Cursor) -> Option<Bytes> {
     let event = leasehold_proto::LockEvent::from(event.clone());
     let json = serde_json::to_string(&event).ok()?;
-    Some(Bytes::from(format!("event: {}\nid: {}\ndata: {json}\n\n", event.kind.name(), event.index)))
+    Some(Bytes::from(format!("event: {}\nid: {cursor}\ndata: {json}\n\n", event.kind.name())))
 }

@@ -1,5 +1,6 @@
-//! The HTTP API (axum): the client API under `/v1/locks`, `/v1/multi`, `/v1/semaphores` and `/v1/sessions` (with
-//! its SSE event stream), the fence API under `/v1/fence` and `/v1/records`, the admin API under
+//! The HTTP API (axum): the client API under `/v1/locks`, `/v1/multi`, `/v1/semaphores`, `/v1/sessions` and
+//! `/v1/elections` (with its SSE event streams, which resume after an event id), the fence API under `/v1/fence`
+//! and `/v1/records`, the admin API under
 //! `/v1/cluster`, inbound Raft RPC under `/raft`, `/healthz` (liveness) and
 //! `/readyz` (readiness); for
 //! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
@@ -11,6 +12,7 @@
 
 mod admin;
 mod auth;
+mod elections;
 mod error;
 mod events;
 mod fence;
@@ -89,8 +91,10 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .merge(semaphores::routes())
         .merge(sessions::routes())
         .merge(fence::routes())
+        .merge(elections::routes())
         .route_layer(to_leader())
         .merge(events::routes())
+        .merge(elections::observe_routes())
         .route_layer(guard(auth::Part::Client));
     let admin = admin::leader_routes()
         .merge(semaphores::admin_routes())

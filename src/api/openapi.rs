@@ -31,6 +31,8 @@ use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
     Readiness, SnapshotTaken, StatusQuery,
 };
+use leasehold_proto::elections::{CampaignRequest, Leader, LeaderList, ProclaimRequest, ResignRequest, ResignResponse};
+use leasehold_proto::events::EventsQuery;
 use leasehold_proto::fence::{
     CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
 };
@@ -90,6 +92,7 @@ const BAD: (u16, &str) = (400, "invalid_argument");
 const NOT_HELD: (u16, &str) = (404, "not_held");
 const MUTATION: &[(u16, &str)] = &[BAD, NOT_HELD, (409, "stale_token, seq_too_old, seq_reused, request_id_reused")];
 const NO_SESSION: (u16, &str) = (404, "session_not_found");
+const COMPACTED: (u16, &str) = (410, "compacted");
 
 /// Every routed method and path. Leader-only operations may also answer 503
 /// (no leader, or the leader unreachable from the node asked).
@@ -114,8 +117,14 @@ const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/sessions/{id}", "sessions", Some(Client), "getSession", "One session with the locks it holds; linearizable", Body::None, (200, Named("SessionView")), &[BAD, NO_SESSION]),
     Operation(Delete, "/v1/sessions/{id}", "sessions", Some(Client), "deleteSession", "End the session: release every lock it holds (each handed to its first waiter) and take its waiters out of their queues, in one entry", Body::None, (200, Named("DeleteSessionResponse")), &[BAD, NO_SESSION]),
     Operation(Post, "/v1/sessions/{id}/keepalive", "sessions", Some(Client), "keepAliveSession", "Restart the session's deadline (with `ttl_ms`, or its own): one entry, whatever it holds", Named("KeepAliveRequest"), (200, Named("SessionView")), &[BAD, NO_SESSION, (409, "seq_too_old, seq_reused, request_id_reused")]),
-    Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[BAD]),
-    Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events as Server-Sent Events (`data`: a LockEvent)", Body::None, (200, Text("text/event-stream")), &[]),
+    Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent; `id`: its place in the log); resumes after `after` or `Last-Event-ID` on any node; served by the node asked", Body::None, (200, Text("text/event-stream")), &[BAD, COMPACTED]),
+    Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events (or those under `prefix`) as Server-Sent Events (`data`: a LockEvent; `id`: its place in the log); resumes after `after` or `Last-Event-ID` on any node; served by the node asked", Body::None, (200, Text("text/event-stream")), &[BAD, COMPACTED]),
+    Operation(Get, "/v1/elections", "elections", Some(Client), "listElections", "Elections with a leader, in name order (`prefix`, `limit` query parameters); linearizable", Body::None, (200, Named("LeaderList")), &[BAD]),
+    Operation(Get, "/v1/elections/{name}", "elections", Some(Client), "getLeader", "The leader of the election (candidate, value, token, since_tick) and the log index the read reflects; 404 `no_leader`; linearizable", Body::None, (200, Named("Leader")), &[BAD, (404, "no_leader")]),
+    Operation(Post, "/v1/elections/{name}/campaign", "elections", Some(Client), "campaign", "Stand as `candidate` announcing `value`, with a `ttl_ms` or under a `session`; with `wait_ms` wait in FIFO order to be elected; the leader's token is the index of the entry that elected it", Named("CampaignRequest"), (200, Named("Leader")), &[BAD, NO_SESSION, (409, "held, lock_delayed, reserved, wait_timeout, seq_too_old, seq_reused, request_id_reused"), (507, "full")]),
+    Operation(Post, "/v1/elections/{name}/proclaim", "elections", Some(Client), "proclaim", "The leader under `token` announces a new `value`", Named("ProclaimRequest"), (200, Named("Leader")), MUTATION),
+    Operation(Post, "/v1/elections/{name}/resign", "elections", Some(Client), "resign", "The leader under `token` steps down; the next waiting candidate is elected in the same entry", Named("ResignRequest"), (200, Named("ResignResponse")), MUTATION),
+    Operation(Get, "/v1/elections/{name}/observe", "events", Some(Client), "observeElection", "The election's leadership changes as Server-Sent Events (`proclaimed`, `released`, `expired`), starting with the current leader; resumes after `after` or `Last-Event-ID` on any node; served by the node asked", Body::None, (200, Text("text/event-stream")), &[BAD, COMPACTED]),
     Operation(Post, "/v1/fence/check", "fence", Some(Client), "checkToken", "Is `token` the current token of `lock`? (linearizable)", Named("CheckRequest"), (200, Named("CheckResponse")), &[BAD]),
     Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "passGate", "Admit `token` if it is the current token of `lock` and no higher token was admitted", Named("GateRequest"), (200, Named("GateResponse")), &[BAD, (409, "stale_token, lock_mismatch, request_id_reused"), (507, "full")]),
     Operation(Put, "/v1/records/{key}", "fence", Some(Client), "putRecord", "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[BAD, (409, "stale_token, request_id_reused"), (507, "full")]),
@@ -144,7 +153,7 @@ const OPERATIONS: &[Operation] = &[
 fn forwarded(o: &Operation) -> bool {
     let Operation(_, path, _, part, ..) = o;
     match part {
-        Some(Client) => !path.contains("events"),
+        Some(Client) => !path.contains("events") && !path.ends_with("/observe"),
         Some(Admin) => !path.ends_with("/init") && !path.ends_with("/snapshot"),
         _ => false,
     }
@@ -170,6 +179,12 @@ fn forwarded(o: &Operation) -> bool {
     SessionListResponse,
     DeleteSessionResponse,
     LockEvent,
+    CampaignRequest,
+    ProclaimRequest,
+    ResignRequest,
+    ResignResponse,
+    Leader,
+    LeaderList,
     CheckRequest,
     CheckResponse,
     GateRequest,
@@ -260,7 +275,10 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
             .schema(Some(schema));
         builder = builder.parameter(parameter);
     }
-    if *path == "/v1/locks" || *path == "/v1/semaphores" {
+    if path.ends_with("events") || path.ends_with("/observe") {
+        builder = builder.parameters(Some(EventsQuery::into_params(|| Some(ParameterIn::Query))));
+    }
+    if *path == "/v1/locks" || *path == "/v1/semaphores" || (*path == "/v1/elections" && matches!(o.0, Get)) {
         builder = builder.parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if *path == "/v1/cluster/status" {
@@ -378,6 +396,7 @@ fn error_meaning(status: u16) -> &'static str {
         403 => "a token that does not open this part of the API, or a part the node keeps closed (the admin API on a node with secrets but no admin token)",
         408 => "not received and answered within the request deadline; a write may still take effect",
         409 => "conflict; nothing changed",
+        410 => "the node's event history no longer reaches the id asked to resume after (`compacted_before`): re-read the state, then resume after the index of that read",
         413 => "the request body is larger than 64 KiB",
         415 => "the request body is not declared `application/json`",
         500 => "internal error",

@@ -62,6 +62,7 @@ impl OneNode {
             initial_cluster_state: state,
             snapshot_every: 10_000,
             quotas,
+            event_history: crate::store::DEFAULT_EVENT_HISTORY,
             peers: PeerTransport::default(),
         };
         let node = Node::start(&config).await.expect("node starts");
@@ -848,4 +849,111 @@ async fn event_streams_are_bounded_per_client() {
     let text = String::from_utf8(axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
     assert!(text.contains("leasehold_quota_refused_total{quota=\"subscribers\"} 1"), "{text}");
     assert!(text.contains("leasehold_quota_used{quota=\"subscribers\"} 2"), "{text}");
+}
+
+// Ensures an election through the router: campaign elects with a token and
+// the value, a second candidate is refused naming the leader or waits and
+// is elected on resign, proclaim needs the current token, and the leader
+// read names the index it reflects.
+#[tokio::test]
+async fn election_through_the_router() {
+    let api = Arc::new(OneNode::start().await);
+    let campaign = |candidate: &str, wait_ms: u64| json!({"candidate": candidate, "value": {"addr": format!("{candidate}:80")}, "ttl_ms": 5000, "wait_ms": wait_ms});
+    let (status, leader) = api.call("POST", "/v1/elections/primary/campaign", Some(campaign("a", 0))).await;
+    assert_eq!(status, StatusCode::OK, "{leader}");
+    let first = leader["token"].as_u64().expect("a token");
+    assert_eq!((&leader["value"], &leader["reacquired"]), (&json!({"addr": "a:80"}), &json!(false)));
+    let (status, held) = api.call("POST", "/v1/elections/primary/campaign", Some(campaign("b", 0))).await;
+    assert_eq!(
+        (status, &held["error"]["code"], &held["error"]["holder"]),
+        (StatusCode::CONFLICT, &json!("held"), &json!("a"))
+    );
+
+    let (status, read) = api.call("GET", "/v1/elections/primary", None).await;
+    assert_eq!((status, &read["candidate"], &read["token"]), (StatusCode::OK, &json!("a"), &json!(first)));
+    assert!(read["index"].as_u64().unwrap() >= first && read["since_tick"].is_u64(), "{read}");
+
+    let waiting = {
+        let api = api.clone();
+        tokio::spawn(
+            async move { api.call("POST", "/v1/elections/primary/campaign", Some(campaign("b", 30_000))).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, stale) = api
+        .call("POST", "/v1/elections/primary/proclaim", Some(json!({"candidate": "a", "token": first + 1, "value": 1})))
+        .await;
+    assert_eq!((status, &stale["error"]["code"]), (StatusCode::CONFLICT, &json!("stale_token")));
+    let (status, proclaimed) = api
+        .call("POST", "/v1/elections/primary/proclaim", Some(json!({"candidate": "a", "token": first, "value": [2]})))
+        .await;
+    assert_eq!((status, &proclaimed["value"]), (StatusCode::OK, &json!([2])), "{proclaimed}");
+    let (status, _) =
+        api.call("POST", "/v1/elections/primary/resign", Some(json!({"candidate": "a", "token": first}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, elected) = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("answered").unwrap();
+    assert_eq!((status, &elected["candidate"]), (StatusCode::OK, &json!("b")), "{elected}");
+    assert!(elected["token"].as_u64().unwrap() > first);
+    let (_, list) = api.call("GET", "/v1/elections", None).await;
+    assert_eq!(list["elections"][0]["candidate"], "b", "{list}");
+    let (status, big) = api
+        .call(
+            "POST",
+            "/v1/elections/big/campaign",
+            Some(json!({"candidate": "c", "value": "x".repeat(4100), "ttl_ms": 5000})),
+        )
+        .await;
+    assert_eq!((status, &big["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("value")));
+    let (status, none) = api.call("GET", "/v1/elections/big", None).await;
+    assert_eq!((status, &none["error"]["code"]), (StatusCode::NOT_FOUND, &json!("no_leader")));
+}
+
+// Ensures a stream resumes right after the id it got last, by `after` or
+// by `Last-Event-ID`, inside an entry or after it, with no gap and no
+// duplicate; `prefix` filters by name; an observer starts with the leader.
+#[tokio::test]
+async fn event_streams_resume_after_an_id() {
+    let api = OneNode::start().await;
+    let open = |request: Request<Body>| api.router.clone().oneshot(request);
+    let live = open(Request::get("/v1/events?prefix=r").body(Body::empty()).unwrap()).await.unwrap();
+    let (_, a) = api.call("POST", "/v1/locks/ra/acquire", Some(json!({"owner": "o", "ttl_ms": 5000}))).await;
+    api.call("POST", "/v1/locks/other/acquire", Some(json!({"owner": "o", "ttl_ms": 5000}))).await;
+    let (_, b) =
+        api.call("POST", "/v1/locks/rb/acquire", Some(json!({"owner": "o", "ttl_ms": 5000, "wait_ms": 0}))).await;
+    api.call("POST", "/v1/locks/ra/release", Some(json!({"token": a["token"]}))).await;
+    let mut live = live.into_body().into_data_stream();
+    let seen = frames(&mut live, 3).await;
+    let ids: Vec<&str> = seen.iter().map(|f| f.lines().nth(1).unwrap().trim_start_matches("id: ")).collect();
+    assert_eq!(ids[1], b["token"].to_string(), "{seen:?}");
+    assert!(seen.iter().all(|f| !f.contains("\"other\"")), "prefix filters: {seen:?}");
+    for (i, id) in ids.iter().enumerate() {
+        for request in [
+            Request::get(format!("/v1/events?prefix=r&after={id}")).body(Body::empty()).unwrap(),
+            Request::get("/v1/events?prefix=r").header("last-event-id", *id).body(Body::empty()).unwrap(),
+        ] {
+            let resumed = open(request).await.unwrap();
+            assert_eq!(resumed.status(), StatusCode::OK);
+            if i + 1 < seen.len() {
+                let mut body = resumed.into_body().into_data_stream();
+                assert_eq!(frames(&mut body, seen.len() - i - 1).await, seen[i + 1..], "after {id}");
+            }
+        }
+    }
+    let bad = open(Request::get("/v1/events?after=x").body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    let (_, leader) = api
+        .call("POST", "/v1/elections/e/campaign", Some(json!({"candidate": "c", "value": "v", "ttl_ms": 5000})))
+        .await;
+    let observer = open(Request::get("/v1/elections/e/observe").body(Body::empty()).unwrap()).await.unwrap();
+    let mut observer = observer.into_body().into_data_stream();
+    let first = frames(&mut observer, 1).await;
+    assert!(first[0].starts_with("event: proclaimed\n"), "{first:?}");
+    assert!(first[0].contains(&format!("\"token\":{}", leader["token"])) && first[0].contains("\"value\":\"v\""));
+
+    // A history of one entry: a resume from before it is refused, naming where it starts.
+    api.node.locks().history().set_capacity(1);
+    let (status, gone) = api.call("GET", "/v1/locks/ra/events?after=1", None).await;
+    assert_eq!((status, &gone["error"]["code"]), (StatusCode::GONE, &json!("compacted")), "{gone}");
+    assert!(gone["error"]["compacted_before"].as_u64().unwrap() > 1, "{gone}");
 }

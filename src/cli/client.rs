@@ -1,5 +1,6 @@
 //! Application and script commands: take, renew and release locks, read
-//! them, use the fence API, and run a command under a lock.
+//! them, use the fence API, run a command under a lock or while leading an
+//! election, and watch the applied events.
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -8,12 +9,12 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use leasehold_client::run::{self, RunOptions};
-use leasehold_client::{AcquireOptions, FencingToken};
+use leasehold_client::{AcquireOptions, FencingToken, WatchEvent};
 use leasehold_proto::fence::{CheckResponse, PutRecordResponse};
 use leasehold_proto::locks::ReleaseResponse;
 
 use super::exit::{self, Exit, No, UsageError};
-use super::{duration, ClusterArgs, Target};
+use super::{duration, output, ClusterArgs, Target};
 
 // Every command ends its --help with its exit-status table.
 #[derive(Subcommand)]
@@ -126,6 +127,27 @@ pub enum ClientCmd {
     /// Run a command while holding a lock (several: under one session); stop it if they are lost.
     #[command(after_long_help = exit::RUN_TABLE)]
     Run(RunArgs),
+    /// Run a command while this process leads an election; stop it if the leadership is lost.
+    #[command(after_long_help = exit::RUN_TABLE)]
+    Elect(ElectArgs),
+    /// Print applied events as JSON lines (`id` first), resuming after the
+    /// last one on another node when a node fails; exits 1 on `410
+    /// compacted` (re-read, then watch again with --after the read's index).
+    #[command(after_long_help = exit::TABLE)]
+    Watch {
+        #[command(flatten)]
+        target: Target,
+        /// Only events of locks and elections whose names start with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Resume after this log index (default: from now on).
+        #[arg(long)]
+        after: Option<u64>,
+        /// Observe this election's leadership changes instead (starting
+        /// with its current leader, without --after).
+        #[arg(long, conflicts_with = "prefix")]
+        election: Option<String>,
+    },
 }
 
 /// No range of the client's own: the cluster answers an out-of-range ttl or
@@ -138,8 +160,6 @@ const ANY: std::ops::RangeInclusive<Duration> = Duration::ZERO..=Duration::MAX;
 /// not be acquired, 3 when it was lost (the command is then stopped).
 #[derive(Args)]
 pub struct RunArgs {
-    #[command(flatten)]
-    cluster: ClusterArgs,
     /// Lock to hold while the command runs. Repeat it to take several: all
     /// at once, in one log entry under one token, under one session that
     /// ends (freeing them all) when the command does or this process dies.
@@ -154,6 +174,31 @@ pub struct RunArgs {
     /// The command gets LEASEHOLD_SEMAPHORE, LEASEHOLD_TOKEN and LEASEHOLD_OWNER.
     #[arg(long, value_name = "NAME:LIMIT", value_parser = semaphore_arg, conflicts_with = "locks")]
     semaphore: Option<(String, u32)>,
+    #[command(flatten)]
+    hold: HoldArgs,
+}
+
+/// `leasehold elect NAME --value V [--ttl 10s] [--wait 30s] -- CMD ARGS...`:
+/// runs the command while this process leads election NAME, as `run` runs
+/// one under a lock (LEASEHOLD_LOCK is the election, LEASEHOLD_TOKEN the
+/// leader's token), and resigns when it exits. Same exit statuses as `run`.
+#[derive(Args)]
+pub struct ElectArgs {
+    /// The election.
+    name: String,
+    /// What this candidate announces once elected, as JSON (e.g.
+    /// '"10.0.0.5:8080"' or '{"addr":"10.0.0.5"}').
+    #[arg(long)]
+    value: String,
+    #[command(flatten)]
+    hold: HoldArgs,
+}
+
+/// What `run` and `elect` share: the cluster, the lease, and the command.
+#[derive(Args)]
+struct HoldArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Lease ttl, renewed every ttl/3 (e.g. 10s, 500ms, 2m); the session's, for several locks.
     #[arg(long, default_value = "10s", value_parser = duration::parse)]
     ttl: Duration,
@@ -230,7 +275,34 @@ impl ClientCmd {
                     &serde_json::json!({ "resource": resource, "lock": lock, "token": token, "admitted": true }),
                 )?
             }
-            ClientCmd::Run(args) => return Ok(run_locked(args).await),
+            ClientCmd::Run(args) => {
+                let holding =
+                    Holding { locks: args.locks, shared: args.shared, semaphore: args.semaphore, campaign: None };
+                return Ok(run_locked(holding, args.hold).await);
+            }
+            ClientCmd::Elect(args) => {
+                let value: serde_json::Value =
+                    serde_json::from_str(&args.value).map_err(|e| UsageError(format!("--value is not JSON: {e}")))?;
+                let holding = Holding { locks: vec![args.name], shared: false, semaphore: None, campaign: Some(value) };
+                return Ok(run_locked(holding, args.hold).await);
+            }
+            ClientCmd::Watch { target, prefix, after, election } => {
+                let client = std::sync::Arc::new(target.client()?);
+                let mut watch = match &election {
+                    Some(name) => client.observe(name, after),
+                    None => client.watch(prefix.as_deref(), after),
+                };
+                loop {
+                    let WatchEvent { id, event } = watch.next().await?;
+                    let mut line = serde_json::json!({ "id": id });
+                    if let (Some(line), serde_json::Value::Object(event)) =
+                        (line.as_object_mut(), serde_json::to_value(&event)?)
+                    {
+                        line.extend(event);
+                    }
+                    output::write_stdout(format!("{line}\n").as_bytes())?;
+                }
+            }
         }
         Ok(Exit::Ok.code())
     }
@@ -247,8 +319,18 @@ fn semaphore_arg(text: &str) -> std::result::Result<(String, u32), String> {
     Ok((name.to_owned(), limit))
 }
 
-/// `leasehold run`; returns the exit status.
-async fn run_locked(args: RunArgs) -> i32 {
+/// What `run` or `elect` holds while the command runs: the locks (held
+/// `shared` or not), one permit of a `semaphore`, or the leadership of an
+/// election (the value to `campaign` with).
+struct Holding {
+    locks: Vec<String>,
+    shared: bool,
+    semaphore: Option<(String, u32)>,
+    campaign: Option<serde_json::Value>,
+}
+
+/// `leasehold run` or `elect`; returns the exit status.
+async fn run_locked(holding: Holding, args: HoldArgs) -> i32 {
     let credentials = match args.cluster.credentials.load() {
         Ok(c) => c,
         Err(e) => {
@@ -259,15 +341,16 @@ async fn run_locked(args: RunArgs) -> i32 {
     let options = RunOptions {
         credentials,
         endpoints: args.cluster.endpoints,
-        locks: args.locks,
-        shared: args.shared,
-        semaphore: args.semaphore,
+        locks: holding.locks,
+        shared: holding.shared,
+        semaphore: holding.semaphore,
         ttl: args.ttl,
         wait: args.wait,
         owner: args.owner,
         drift_margin: args.drift_margin,
         grace: args.grace,
         command: args.command,
+        campaign: holding.campaign,
     };
     run::run(&options).await
 }

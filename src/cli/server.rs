@@ -192,6 +192,12 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEHOLD_MAX_SUBSCRIBERS", default_value_t = admission::DEFAULT_MAX_SUBSCRIBERS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_subscribers: usize,
+    /// Recent events this node keeps, so an event stream can resume after
+    /// the id it got last, here or on another node; a resume from further
+    /// back is answered 410 compacted. A few hundred bytes each.
+    #[arg(long, env = "LEASEHOLD_EVENT_HISTORY", default_value_t = leasehold::store::DEFAULT_EVENT_HISTORY,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    event_history: usize,
     /// Event streams one client address may have open at once [default: a
     /// quarter of --max-subscribers].
     #[arg(long, env = "LEASEHOLD_MAX_SUBSCRIBERS_PER_CLIENT",
@@ -467,6 +473,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         },
         snapshot_every: args.snapshot_every,
         quotas: Quotas { max_leases: args.max_leases, max_waiters: args.max_waiters },
+        event_history: args.event_history,
         peers: PeerTransport {
             tls: files.tls(),
             ca: files.ca()?,

@@ -82,6 +82,9 @@ pub struct NodeConfig {
     /// The limits on leases and waiters this node stamps on the entries it
     /// proposes as leader (the cluster's while it leads).
     pub quotas: Quotas,
+    /// Events this node keeps for event streams to resume in
+    /// ([`store::EventHistory`]).
+    pub event_history: usize,
     pub peers: PeerTransport,
 }
 
@@ -205,6 +208,8 @@ impl Node {
                 e => NodeError::Internal(e.to_string()),
             })?;
         let locks = sm_store.state();
+        // Before Raft starts replaying the log into it.
+        locks.history().set_capacity(config.event_history);
         let state_store = sm_store.store();
         let http = peer_http_client(config.peers.ca.as_ref())?;
         let scheme = if config.peers.tls { "https" } else { "http" };
@@ -357,11 +362,17 @@ impl Node {
     /// before this call (ReadIndex: the leader confirms it still leads, then
     /// waits until its state machine has applied the commit index).
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
+        Ok(self.read_at(read).await?.1)
+    }
+
+    /// [`Node::read`], with the index of the last entry the read reflects:
+    /// an event stream resumed after it misses nothing the read did not show.
+    pub async fn read_at<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<(u64, T), NodeError> {
         match tokio::time::timeout(QUORUM_WAIT, self.raft.read_barrier()).await {
             Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
             Ok(barrier) => {
                 barrier?;
-                Ok(self.locks.read(read))
+                Ok(self.locks.read_at(read))
             }
         }
     }

@@ -5,8 +5,9 @@
 //! - [`log`] — the Raft log and vote: segment files of its own, one writer
 //!   thread, group commit with fdatasync; the vote in a meta file.
 //! - [`state_machine`] — the replicated state machine: the pure lock table
-//!   in memory, applying entries, the event broadcast, snapshots as
-//!   openraft sees them.
+//!   in memory, applying entries, snapshots as openraft sees them.
+//! - [`history`] — the recent applied events that event streams follow
+//!   and resume in.
 //! - [`state`] — the table's rows in sled (`state/<generation>/`):
 //!   loading, checkpoints, rewriting into a fresh generation, snapshot
 //!   install and backup files.
@@ -21,6 +22,7 @@
 
 mod backup;
 mod format;
+mod history;
 mod log;
 mod pages;
 mod snapshot_file;
@@ -32,11 +34,10 @@ use std::sync::Arc;
 
 pub use backup::{restore, BackupError};
 pub use format::FormatError;
+pub use history::{Compacted, Cursor, EventHistory, PublishedEvent, DEFAULT_EVENT_HISTORY};
 pub use log::LogStore;
 pub use state::StateStore;
-pub use state_machine::{
-    AppliedEvents, LockState, PublishedEvent, Snapshot, SnapshotData, SnapshotStats, StateMachineStore,
-};
+pub use state_machine::{AppliedEvents, LockState, Snapshot, SnapshotData, SnapshotStats, StateMachineStore};
 
 use crate::metrics::Metrics;
 use crate::raft::types::StorageError;

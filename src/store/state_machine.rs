@@ -12,17 +12,16 @@
 use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
-use tokio::sync::broadcast;
 use tokio_stream::{Stream, StreamExt};
 
+use super::history::{EventHistory, DEFAULT_EVENT_HISTORY};
 use super::off_runtime;
 use super::state::{Checkpoint, StateStore};
 use crate::metrics::Metrics;
@@ -30,9 +29,6 @@ use crate::raft::types::{
     storage_error, Entry, LockResult, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
 use leasehold_core::{LockEvent, LockTable, TableImage};
-
-/// Events buffered per subscriber before it is told it lagged.
-const EVENT_BUFFER: usize = 4096;
 
 /// Tick apply times kept for [`LockState::recent_tick_apply_us`].
 const RECENT_TICKS: usize = 64;
@@ -74,36 +70,17 @@ impl AppliedEvents for () {
     fn applied(&self, _: &LockEvent) {}
 }
 
-/// An applied event as the node's event streams receive it: one copy,
-/// shared by every subscriber, with its wire form made once, by the first
-/// stream that sends it, for all of them. (Encoded per subscriber, each
-/// applied event cost every stream a copy, a conversion and a JSON
-/// encoding: the cost of an entry grew with the streams open.)
-#[derive(Debug)]
-pub struct PublishedEvent {
-    pub event: LockEvent,
-    frame: OnceLock<Option<Bytes>>,
-}
-
-impl PublishedEvent {
-    /// The event's wire form: what `render` makes of it at the first call,
-    /// the same bytes at every later one.
-    pub fn frame(&self, render: impl FnOnce(&LockEvent) -> Option<Bytes>) -> Option<Bytes> {
-        self.frame.get_or_init(|| render(&self.event)).clone()
-    }
-}
-
 /// A read handle on the applied lock table and its event stream, for the API.
 #[derive(Clone)]
 pub struct LockState {
     applied: Arc<RwLock<AppliedState>>,
-    events: broadcast::Sender<Arc<PublishedEvent>>,
+    history: Arc<EventHistory>,
     waiters: Arc<dyn AppliedEvents>,
 }
 
 impl LockState {
     fn new(waiters: Arc<dyn AppliedEvents>) -> Self {
-        LockState { applied: Arc::default(), events: broadcast::channel(EVENT_BUFFER).0, waiters }
+        LockState { applied: Arc::default(), history: Arc::new(EventHistory::new(DEFAULT_EVENT_HISTORY)), waiters }
     }
 
     /// Reads the lock table as of the last applied entry.
@@ -111,11 +88,16 @@ impl LockState {
         f(&self.guard().table)
     }
 
-    /// Every event applied on this node from now on, in log order. A
-    /// subscriber that falls more than 4096 events behind is told it lagged
-    /// (and should re-read the table).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<PublishedEvent>> {
-        self.events.subscribe()
+    /// Reads the lock table as of the last applied entry, with that
+    /// entry's index (0 before any).
+    pub fn read_at<T>(&self, f: impl FnOnce(&LockTable) -> T) -> (u64, T) {
+        let state = self.guard();
+        (state.last_applied.map_or(0, |id| id.index), f(&state.table))
+    }
+
+    /// The recent events applied on this node, which event streams follow.
+    pub fn history(&self) -> &Arc<EventHistory> {
+        &self.history
     }
 
     /// The CPU time (µs) applying each of the last 64 Tick entries took,
@@ -201,6 +183,9 @@ impl StateMachineStore {
         state.membership = meta.last_membership;
         state.table = table;
         state.applying_since_checkpoint = Duration::ZERO;
+        // Under the state's lock, so no stream reads the new table with the
+        // old history's place.
+        self.state.history.reset(state.last_applied.map_or(0, |id| id.index));
     }
 }
 
@@ -249,6 +234,7 @@ impl StateMachineStore {
     /// subscriber that reads the table on seeing an event finds its effect.
     fn apply_entry(&self, entry: Entry) -> Vec<LockResult> {
         let mut events = Vec::new();
+        let index = entry.log_id.index;
         let results = {
             let mut state = self.state.write();
             state.last_applied = Some(entry.log_id);
@@ -286,15 +272,10 @@ impl StateMachineStore {
                 }
             }
         };
-        // Published only while someone listens: most entries have no stream to go to.
-        let published = self.state.events.receiver_count() > 0;
-        for event in events {
-            self.state.waiters.applied(&event);
-            if published {
-                // A subscriber that left meanwhile is not an error.
-                let _ = self.state.events.send(Arc::new(PublishedEvent { event, frame: OnceLock::new() }));
-            }
+        for event in &events {
+            self.state.waiters.applied(event);
         }
+        self.state.history.append(index, events);
         results
     }
 }

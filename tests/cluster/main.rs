@@ -9,6 +9,7 @@
 //! - `lock_delay` — an expired lease's lock delay, refused and then handed over.
 //! - `multi_lock` — several locks in one entry under one token: via a follower, retried, waited for.
 //! - `sessions` — locks kept by one session; a killed session holder's locks handed over.
+//! - `elections` — a paused leader replaced and fenced; watches resumed across a killed node and after 410.
 //! - `fencing` — the Kleppmann scenario, fenced records and gates.
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
@@ -34,6 +35,7 @@ mod cli;
 mod client_guard;
 mod cluster;
 mod config;
+mod elections;
 mod fencing;
 mod herd;
 mod hostile;

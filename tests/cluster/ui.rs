@@ -278,7 +278,8 @@ fn events_opened(network: &[Value], last_id: Option<&str>) -> bool {
 // Ensures the status page, loaded from a follower in headless Chromium, shows
 // the cluster's leader, every member and the lock the test acquired with its
 // holder and token, and that a later acquire appears in its event feed; then
-// a session's multi-lock: the session, its locks, the counts and its events.
+// a session's multi-lock: the session, its locks, the counts and its events;
+// then an election: its leader and value, and the proclaim in the feed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_page_shows_leader_and_lock() {
     bounded(async {
@@ -325,6 +326,18 @@ async fn status_page_shows_leader_and_lock() {
         ])
         .await;
         session.close().await.unwrap();
+
+        step("an election shows with its leader and value, and its proclaim in the feed");
+        let value = json!({"addr": "10.0.0.5"});
+        let (elected, _) = client.campaign("ui/primary", "ui-sched", &value, 60_000, None).await.unwrap();
+        let t = elected.token;
+        page.wait_for(&[
+            "data-election=\"ui/primary\"".to_owned(),
+            "<td>ui-sched</td>".to_owned(),
+            format!("<td>{value}</td>"),
+            format!("#{t} proclaimed ui/primary ui-sched token {t} value {value}"),
+        ])
+        .await;
 
         step("the root path serves the same page");
         let http = reqwest::Client::builder().no_proxy().build().unwrap();

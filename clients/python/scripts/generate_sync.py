@@ -46,12 +46,18 @@ REPLACEMENTS = {
     "AsyncSemaphore": "Semaphore",
     "AsyncLockSet": "LockSet",
     "AsyncSession": "Session",
+    "AsyncLeadership": "Leadership",
+    "AsyncElection": "Election",
+    "AsyncWatch": "Watch",
     # leasehold._watchdog: a watchdog on an asyncio task, a watchdog thread.
     "TaskWatchdog": "ThreadWatchdog",
     # leasehold._core: the retry loop's pause.
     "asleep": "sleep",
     # httpx's streamed body, read chunk by chunk.
     "aiter_bytes": "iter_bytes",
+    # ... or line by line (event streams).
+    "aiter_lines": "iter_lines",
+    "aread": "read",
 }
 
 HEADER = (

@@ -54,6 +54,8 @@ CODES = [
     (409, "seq_too_old", leasehold.SeqTooOld),
     (409, "request_id_reused", leasehold.RequestIdReused),
     (409, "would_lose_quorum", leasehold.WouldLoseQuorum),
+    (404, "no_leader", leasehold.NoLeader),
+    (410, "compacted", leasehold.Compacted),
     (409, "already_initialized", leasehold.AlreadyInitialized),
     (413, "body_too_large", leasehold.BodyTooLarge),
     (415, "unsupported_media_type", leasehold.UnsupportedMediaType),

@@ -111,6 +111,23 @@ impl Client {
         self.http.len()
     }
 
+    pub(crate) fn retry_budget(&self) -> Duration {
+        self.retry_budget
+    }
+
+    /// The endpoint tried first: the leader as last named, or the last that answered.
+    pub(crate) fn preferred_endpoint(&self) -> usize {
+        self.preferred.load(Ordering::Relaxed) % self.http.len()
+    }
+
+    pub(crate) fn endpoint(&self, endpoint: usize) -> &Endpoint {
+        self.http.endpoint(endpoint)
+    }
+
+    pub(crate) fn http(&self) -> &Http {
+        &self.http
+    }
+
     /// Sends one request, following the leader and retrying unavailability.
     /// `wait` is how long the server may legitimately hold the request (a
     /// queued acquire); it extends the attempt timeout and the retry budget.
@@ -212,7 +229,7 @@ impl Client {
 
     /// Prefers the endpoint after `endpoint`, unless another call already
     /// moved the preference elsewhere.
-    fn move_on_from(&self, endpoint: usize) {
+    pub(crate) fn move_on_from(&self, endpoint: usize) {
         let next = (endpoint + 1) % self.http.len();
         let _ = self.preferred.compare_exchange(endpoint, next, Ordering::Relaxed, Ordering::Relaxed);
     }

@@ -150,18 +150,36 @@ impl Lock {
         } else {
             client.acquire_with(name, &options.owner, ttl_ms, &request).await?
         };
-        let token = lease.token();
+        let grant = Granted { token: lease.token(), ttl_ms: lease.grant.ttl_ms, anchor: started.min(lease.sent_at) };
+        Lock::held(client, name, options.owner, ttl_ms, drift_margin, grant, shared).await
+    }
+
+    /// The guard of `grant` of `name` to `owner`, asked for with `ttl_ms`
+    /// (held `shared` or not): starts its watchdog. When the grant took so
+    /// long (a queue wait, retries) that less than a renewal interval is left
+    /// before the safe deadline, renews once first, to re-anchor the lease;
+    /// if that renewal fails, its error is returned and the lease runs out
+    /// after its ttl.
+    pub(crate) async fn held(
+        client: Arc<Client>,
+        name: &str,
+        owner: String,
+        ttl_ms: u64,
+        drift_margin: Duration,
+        grant: Granted,
+        shared: bool,
+    ) -> Result<Lock, ClientError> {
+        let Granted { token, mut anchor, .. } = grant;
         // The shorter of what was asked and what was granted.
-        let ttl = requested_ttl.min(Duration::from_millis(lease.grant.ttl_ms));
+        let ttl = Duration::from_millis(ttl_ms.min(grant.ttl_ms));
         // Not refused now that the lock is held: a shorter grant only brings the deadline closer.
         let timing = Timing { ttl, drift_margin };
-        let mut anchor = started.min(lease.sent_at);
         let renewal = LeaseRenewal {
             client: Arc::clone(&client),
             name: name.to_string(),
             token,
             ttl_ms,
-            shared_owner: shared.then(|| options.owner.clone()),
+            shared_owner: shared.then(|| owner.clone()),
         };
         if timing.deadline(anchor) < Instant::now() + timing.interval() {
             let started = Instant::now();
@@ -175,7 +193,17 @@ impl Lock {
             anchor = started.min(renewed.sent_at);
         }
         let watched = Watched::start(renewal, timing, anchor);
-        Ok(Lock { client, name: name.to_string(), owner: options.owner, token, ttl, drift_margin, shared, watched })
+        Ok(Lock { client, name: name.to_string(), owner, token, ttl, drift_margin, shared, watched })
+    }
+
+    /// Stops the watchdog and waits until it has stopped: no renewal is
+    /// sent after this returns.
+    pub(crate) async fn stop_renewing(&mut self) {
+        self.watched.stop().await;
+    }
+
+    pub(crate) fn client(&self) -> &Arc<Client> {
+        &self.client
     }
 
     /// The fencing token of this grant: send it with every write.
@@ -269,6 +297,14 @@ impl fmt::Debug for Lock {
             .field("watched", &self.watched)
             .finish()
     }
+}
+
+/// A grant a guard is made of: its token, the ttl granted (ms), and the
+/// anchor of the lease (the start of the call that produced it).
+pub(crate) struct Granted {
+    pub(crate) token: FencingToken,
+    pub(crate) ttl_ms: u64,
+    pub(crate) anchor: Instant,
 }
 
 /// The renewal of one lease under its token.

@@ -55,11 +55,13 @@
 //! - `sessions.rs` — the session endpoints: [`Client::create_session`], keepalive, delete, get, list.
 //! - `fence.rs` — the fence endpoints: [`Client::check`], records, gates.
 //! - `admin.rs` — the admin endpoints: [`Client::status`], membership, snapshots, backups.
+//! - `election.rs` — [`Election`], [`Leadership`]: campaign, proclaim, resign, observe.
 //! - `guard.rs` — [`Lock`]: a lock kept by its own lease.
 //! - `rw.rs` — [`ReadLock`] and [`WriteLock`]: a [`Lock`] held in shared or exclusive mode.
 //! - `semaphores.rs` — the semaphore endpoints: [`Client::acquire_permits`], renew, release, read.
 //! - `semaphore.rs` — [`Semaphore`]: permits kept by their own lease, on the same watchdog.
 //! - `session.rs` — [`Session`]: locks kept by one session, and its keepalive.
+//! - `watch.rs` — [`Watch`]: event streams that resume after the last event on any node.
 //! - `watchdog.rs` — the watchdog that renews a lease or keeps a session alive, and the `lost` signal.
 //! - [`run`] — `leasehold run`: a command under a lock, stopped before the lock can pass on.
 //! - [`signals`] — SIGTERM, SIGINT and SIGHUP as one stream, for `run` and the binaries.
@@ -74,6 +76,7 @@ mod admin;
 mod backoff;
 mod client;
 mod credentials;
+mod election;
 mod error;
 mod fence;
 mod guard;
@@ -88,10 +91,12 @@ mod semaphores;
 mod session;
 mod sessions;
 pub mod signals;
+mod watch;
 mod watchdog;
 
 pub use client::{new_request_id, Client};
 pub use credentials::{load_ca, Ca, Credentials};
+pub use election::{Election, Leadership};
 pub use error::ClientError;
 pub use guard::{default_owner, Lock, LockOptions};
 pub use lease::{AcquireOptions, Lease, Lifetime};
@@ -103,4 +108,5 @@ pub use semaphore::{Semaphore, SemaphoreOptions};
 pub use semaphores::{PermitRequest, Permits};
 pub use session::{Session, SessionOptions};
 pub use sessions::SessionId;
+pub use watch::{Watch, WatchEvent};
 pub use watchdog::LostReason;

@@ -1,4 +1,7 @@
-//! `leasehold run`: runs a command while holding a lock, or several.
+//! `leasehold run`: runs a command while holding a lock, or several;
+//! `leasehold elect`: while leading an election (a lock whose holder
+//! carries a value: everything below holds for it, and the leadership is
+//! resigned, handing over at once, where a lock would be released).
 //!
 //! One lock is acquired (waiting in its queue when asked to) through a
 //! [`Lock`] guard, whose watchdog renews the lease while the command runs.
@@ -49,7 +52,7 @@ use nix::unistd::Pid;
 
 use crate::signals::Signals;
 use crate::{
-    Client, ClientError, Credentials, ErrorCode, FencingToken, Lock, LockOptions, LostReason, Semaphore,
+    Client, ClientError, Credentials, ErrorCode, FencingToken, Leadership, Lock, LockOptions, LostReason, Semaphore,
     SemaphoreOptions, Session, SessionOptions,
 };
 
@@ -100,6 +103,10 @@ pub struct RunOptions {
     pub grace: Duration,
     /// The program and its arguments.
     pub command: Vec<OsString>,
+    /// `leasehold elect`: campaign in the election `locks` names (one)
+    /// announcing this value, and run the command while this process leads
+    /// it, exactly as it would run under that lock.
+    pub campaign: Option<serde_json::Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,8 +176,14 @@ pub async fn run(options: &RunOptions) -> i32 {
 /// (exclusive or shared), several under one session, or a semaphore permit.
 enum Held {
     Lock(Lock),
-    Session { session: Session, token: FencingToken },
+    Session {
+        session: Session,
+        token: FencingToken,
+    },
     Semaphore(Semaphore),
+    /// A leadership is a lock whose holder carries a value: it is kept,
+    /// lost and stopped for as a lock is, and resigned instead of released.
+    Leader(Leadership),
 }
 
 impl Held {
@@ -192,6 +205,14 @@ impl Held {
         }
         match names.as_slice() {
             [] => Err(RunError::NoLock),
+            [name] if options.campaign.is_some() => {
+                let value = options.campaign.clone().unwrap_or_default();
+                Ok(Held::Leader(client.election(name).campaign(value, lock_options).await.map_err(failed)?))
+            }
+            _ if options.campaign.is_some() => Err(RunError::Acquire {
+                message: "an election is one name".into(),
+                source: ClientError::InvalidArgument("give one election".into()),
+            }),
             [name] if options.shared => {
                 Ok(Held::Lock(client.read_lock(name, lock_options).await.map_err(failed)?.into()))
             }
@@ -214,6 +235,7 @@ impl Held {
     fn token(&self) -> FencingToken {
         match self {
             Held::Lock(lock) => lock.token(),
+            Held::Leader(leader) => leader.token(),
             Held::Session { token, .. } => *token,
             Held::Semaphore(semaphore) => semaphore.token(),
         }
@@ -222,6 +244,7 @@ impl Held {
     fn owner(&self) -> &str {
         match self {
             Held::Lock(lock) => lock.owner(),
+            Held::Leader(leader) => leader.owner(),
             Held::Session { session, .. } => session.owner(),
             Held::Semaphore(semaphore) => semaphore.owner(),
         }
@@ -230,6 +253,7 @@ impl Held {
     fn valid_until(&self) -> Instant {
         match self {
             Held::Lock(lock) => lock.valid_until(),
+            Held::Leader(leader) => leader.valid_until(),
             Held::Session { session, .. } => session.valid_until(),
             Held::Semaphore(semaphore) => semaphore.valid_until(),
         }
@@ -238,6 +262,7 @@ impl Held {
     fn renewal_due(&self) -> Instant {
         match self {
             Held::Lock(lock) => lock.renewal_due(),
+            Held::Leader(leader) => leader.renewal_due(),
             Held::Session { session, .. } => session.renewal_due(),
             Held::Semaphore(semaphore) => semaphore.renewal_due(),
         }
@@ -246,6 +271,7 @@ impl Held {
     fn lost_reason(&self) -> Option<LostReason> {
         match self {
             Held::Lock(lock) => lock.lost_reason(),
+            Held::Leader(leader) => leader.lost_reason(),
             Held::Session { session, .. } => session.lost_reason(),
             Held::Semaphore(semaphore) => semaphore.lost_reason(),
         }
@@ -255,6 +281,7 @@ impl Held {
     fn lost(&self) -> Pin<Box<dyn Future<Output = LostReason> + Send>> {
         match self {
             Held::Lock(lock) => Box::pin(lock.lost()),
+            Held::Leader(leader) => Box::pin(leader.lost()),
             Held::Session { session, .. } => Box::pin(session.lost()),
             Held::Semaphore(semaphore) => Box::pin(semaphore.lost()),
         }
@@ -264,6 +291,7 @@ impl Held {
     async fn release(self) -> Result<(), ClientError> {
         match self {
             Held::Lock(lock) => lock.release().await,
+            Held::Leader(leader) => leader.resign().await,
             Held::Session { session, .. } => session.close().await.map(drop),
             Held::Semaphore(semaphore) => semaphore.release().await,
         }
@@ -299,7 +327,7 @@ pub async fn execute(options: &RunOptions) -> Result<i32, RunError> {
     match &held {
         Held::Session { session, .. } => _ = command.env("LEASEHOLD_SESSION", session.id().to_string()),
         Held::Semaphore(semaphore) => _ = command.env("LEASEHOLD_SEMAPHORE", semaphore.name()),
-        Held::Lock(_) => {}
+        Held::Lock(_) | Held::Leader(_) => {}
     }
     let mut child = match command.spawn() {
         Ok(child) => child,

@@ -343,6 +343,51 @@ pub enum Command {
     /// every lock delay this Tick reaches ends in it, and every session
     /// whose deadline it reaches expires in it, with its locks.
     Tick { period_ms: u64 },
+    /// Stand as `candidate` in election `name`, announcing `value`: an
+    /// `Acquire` of lock `name` (same fields, same rules, same answers:
+    /// FIFO wait, ttl or session, lock delay, request id) whose holder
+    /// carries `value` (JSON text, at most `max_value_bytes`). The leader's
+    /// token is the index of the entry that elected it. A leader that
+    /// campaigns again keeps its token and announces the new value.
+    /// See [`LockTable::leader`](super::LockTable::leader).
+    Campaign {
+        name: String,
+        candidate: String,
+        value: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lock_delay_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    },
+    /// The leader of election `name`, elected under `token`, announces
+    /// `value`. Errors: `NotHeld` (no leader), `StaleToken` (another
+    /// leadership's token, or `candidate` is not the leader's).
+    Proclaim {
+        name: String,
+        candidate: String,
+        token: FencingToken,
+        value: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// The leader of election `name`, elected under `token`, steps down: a
+    /// release of the lock, handed to the next candidate in this entry.
+    /// Errors as `Proclaim`.
+    Resign {
+        name: String,
+        candidate: String,
+        token: FencingToken,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
 }
 
 impl fmt::Display for Command {
@@ -388,6 +433,11 @@ impl fmt::Display for Command {
             Command::CancelPermits { name, owner } => write!(f, "cancel_permits({name}, owner={owner})"),
             Command::SetSemaphoreLimit { name, limit } => write!(f, "set_semaphore_limit({name}, limit={limit})"),
             Command::Tick { period_ms } => write!(f, "tick({period_ms}ms)"),
+            Command::Campaign { name, candidate, ttl_ms, session, .. } => {
+                write!(f, "campaign({name}, candidate={candidate}, {})", Lifetime(*ttl_ms, *session))
+            }
+            Command::Proclaim { name, token, .. } => write!(f, "proclaim({name}, token={token})"),
+            Command::Resign { name, token, .. } => write!(f, "resign({name}, token={token})"),
         }
     }
 }
@@ -478,7 +528,8 @@ impl Command {
             Command::Acquire { session, seq, .. }
             | Command::AcquireMany { session, seq, .. }
             | Command::Release { session, seq, .. }
-            | Command::ReleaseMany { session, seq, .. } => Some(((*session)?, (*seq)?)),
+            | Command::ReleaseMany { session, seq, .. }
+            | Command::Campaign { session, seq, .. } => Some(((*session)?, (*seq)?)),
             Command::KeepAlive { session, seq, .. } => Some((*session, (*seq)?)),
             _ => None,
         }
@@ -499,6 +550,12 @@ impl Command {
             | Command::AcquirePermits { name, owner, wait_ms, .. } => {
                 Some(AcquireParts { names: std::slice::from_ref(name), owner, session: None, wait_ms: *wait_ms })
             }
+            Command::Campaign { name, candidate, session, wait_ms, .. } => Some(AcquireParts {
+                names: std::slice::from_ref(name),
+                owner: candidate,
+                session: *session,
+                wait_ms: *wait_ms,
+            }),
             _ => None,
         }
     }
@@ -547,14 +604,7 @@ impl Command {
                 check_text("key", key, limits.max_name_bytes)?;
                 check_text("lock", lock, limits.max_name_bytes)?;
                 check_request_id(request_id, limits)?;
-                let size = value.len();
-                if size > limits.max_value_bytes {
-                    return Err(InvalidCommand::new(
-                        "value",
-                        format!("is {size} bytes of JSON, at most {} allowed", limits.max_value_bytes),
-                    ));
-                }
-                Ok(())
+                check_value(value, limits)
             }
             Command::Gate { resource, lock, request_id, .. } => {
                 check_text("resource", resource, limits.max_name_bytes)?;
@@ -616,8 +666,41 @@ impl Command {
                 check_limit(*limit, limits)
             }
             Command::Tick { .. } => Ok(()),
+            Command::Campaign { name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+                check_seq(*session, *seq)?;
+                check_name(name, limits)?;
+                check_text("candidate", candidate, limits.max_owner_bytes)?;
+                check_value(value, limits)?;
+                check_request_id(request_id, limits)?;
+                check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
+                check_at_most("lock_delay_ms", *lock_delay_ms, limits.max_lock_delay_ms)?;
+                check_lifetime(*ttl_ms, *session, limits)
+            }
+            Command::Proclaim { name, candidate, value, request_id, .. } => {
+                check_name(name, limits)?;
+                check_text("candidate", candidate, limits.max_owner_bytes)?;
+                check_value(value, limits)?;
+                check_request_id(request_id, limits)
+            }
+            Command::Resign { name, candidate, request_id, .. } => {
+                check_name(name, limits)?;
+                check_text("candidate", candidate, limits.max_owner_bytes)?;
+                check_request_id(request_id, limits)
+            }
         }
     }
+}
+
+/// A value (a record's, a leader's) as JSON text, at most `max_value_bytes`.
+fn check_value(value: &str, limits: &Limits) -> Result<(), InvalidCommand> {
+    let size = value.len();
+    if size > limits.max_value_bytes {
+        return Err(InvalidCommand::new(
+            "value",
+            format!("is {size} bytes of JSON, at most {} allowed", limits.max_value_bytes),
+        ));
+    }
+    Ok(())
 }
 
 /// What a waiting acquire is about: see [`Command::acquire_parts`].

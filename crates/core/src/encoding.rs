@@ -84,6 +84,9 @@ const CREATE_SESSION: u8 = 9;
 const KEEP_ALIVE: u8 = 10;
 const DELETE_SESSION: u8 = 11;
 const TICK: u8 = 12;
+const CAMPAIGN: u8 = 20;
+const PROCLAIM: u8 = 21;
+const RESIGN: u8 = 22;
 // Shared locks and semaphores start at 32, clear of the tags other new
 // commands take from 13.
 const ACQUIRE_SHARED: u8 = 32;
@@ -234,6 +237,33 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             out.push(TICK);
             put_u64(out, *period_ms);
         }
+        Command::Campaign { name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq } => {
+            out.push(CAMPAIGN);
+            put_str(out, name);
+            put_str(out, candidate);
+            put_str(out, value);
+            put_opt_u64(out, *ttl_ms);
+            put_opt_u64(out, *session);
+            put_opt_u64(out, *wait_ms);
+            put_opt_str(out, request_id);
+            put_opt_u64(out, *lock_delay_ms);
+            put_opt_u64(out, *seq);
+        }
+        Command::Proclaim { name, candidate, token, value, request_id } => {
+            out.push(PROCLAIM);
+            put_str(out, name);
+            put_str(out, candidate);
+            put_u64(out, token.get());
+            put_str(out, value);
+            put_opt_str(out, request_id);
+        }
+        Command::Resign { name, candidate, token, request_id } => {
+            out.push(RESIGN);
+            put_str(out, name);
+            put_str(out, candidate);
+            put_u64(out, token.get());
+            put_opt_str(out, request_id);
+        }
     }
 }
 
@@ -340,6 +370,30 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         CANCEL_PERMITS => Command::CancelPermits { name: r.string()?, owner: r.string()? },
         SET_SEMAPHORE_LIMIT => Command::SetSemaphoreLimit { name: r.string()?, limit: r.u32()? },
         TICK => Command::Tick { period_ms: r.u64()? },
+        CAMPAIGN => Command::Campaign {
+            name: r.string()?,
+            candidate: r.string()?,
+            value: r.string()?,
+            ttl_ms: r.opt_u64()?,
+            session: r.opt_u64()?,
+            wait_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+            lock_delay_ms: r.opt_u64()?,
+            seq: r.opt_u64()?,
+        },
+        PROCLAIM => Command::Proclaim {
+            name: r.string()?,
+            candidate: r.string()?,
+            token: r.token()?,
+            value: r.string()?,
+            request_id: r.opt_string()?,
+        },
+        RESIGN => Command::Resign {
+            name: r.string()?,
+            candidate: r.string()?,
+            token: r.token()?,
+            request_id: r.opt_string()?,
+        },
         _ => return Err(DecodeError::Malformed("unknown command tag")),
     })
 }
@@ -581,6 +635,30 @@ mod tests {
             Command::CancelPermits { name: "s".into(), owner: "o".into() },
             Command::SetSemaphoreLimit { name: "s".into(), limit: 7 },
             Command::Tick { period_ms: 100 },
+            Command::Campaign {
+                name: "e".into(),
+                candidate: "c".into(),
+                value: "\"v\"".into(),
+                ttl_ms: Some(5000),
+                session: None,
+                wait_ms: Some(7),
+                request_id: id(),
+                lock_delay_ms: None,
+                seq: None,
+            },
+            Command::Proclaim {
+                name: "e".into(),
+                candidate: "c".into(),
+                token: FencingToken::granted_at(3),
+                value: "1".into(),
+                request_id: None,
+            },
+            Command::Resign {
+                name: "e".into(),
+                candidate: "c".into(),
+                token: FencingToken::granted_at(3),
+                request_id: id(),
+            },
         ]
     }
 

@@ -92,6 +92,14 @@ pub enum EventKind {
         owner: String,
         session: SessionId,
     },
+    /// `owner`, leader of the election `name` under `token`, announces
+    /// `value` (JSON text): when it is elected (after the `acquired` or
+    /// `handed_over` event of the same entry) and when it proclaims.
+    Proclaimed {
+        owner: String,
+        token: FencingToken,
+        value: String,
+    },
     /// Semaphore `name` granted `permits` to `owner` (token = `index`): a
     /// new acquire, or a waiter that now fits. Semaphore events have kinds
     /// of their own, so a lock and a semaphore of one name never wake each
@@ -146,6 +154,7 @@ impl EventKind {
             | EventKind::SessionCreated { owner, .. }
             | EventKind::SessionExpired { owner, .. }
             | EventKind::SessionDeleted { owner, .. }
+            | EventKind::Proclaimed { owner, .. }
             | EventKind::PermitsGranted { owner, .. }
             | EventKind::PermitsRenewed { owner, .. }
             | EventKind::PermitsReleased { owner, .. }

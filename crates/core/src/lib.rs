@@ -1,8 +1,9 @@
 //! The pure lock core: commands and the batches a log entry carries, leases, waiting queues, the lock table,
 //! sessions, fencing tokens and the fence checks served on them (records, gates),
-//! request de-duplication, the quotas on leases and waiters, and lock events;
-//! shared (read) locks, counting semaphores, and the wait-for graph that
-//! refuses a wait which would deadlock.
+//! request de-duplication, the quotas on leases and waiters, elections (a lock
+//! whose holder carries a value), lock events; shared (read) locks, counting
+//! semaphores, and the wait-for graph that refuses a wait which would
+//! deadlock.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
@@ -29,7 +30,8 @@ pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use quotas::Quotas;
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
 pub use table::{
-    Applied, Blocker, Changes, Conflict, FencingToken, Grant, LeaseView, LockError, LockTable, Outcome, OwnedRowValue,
-    PermitGrant, PermitHolder, PermitWaiterView, Row, RowValue, SemaphoreView, SessionId, SessionLock, SessionView,
-    TableImage, TableLoader, Tree, WaiterView, MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS,
+    Applied, Blocker, Changes, Conflict, FencingToken, Grant, Leader, LeaseView, LockError, LockTable, Outcome,
+    OwnedRowValue, PermitGrant, PermitHolder, PermitWaiterView, Row, RowValue, SemaphoreView, SessionId, SessionLock,
+    SessionView, TableImage, TableLoader, Tree, WaiterView, MAX_CAMPAIGNS, MAX_REMEMBERED_NAMES, MAX_SESSIONS,
+    MAX_SESSION_ANSWERS,
 };

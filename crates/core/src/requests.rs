@@ -40,6 +40,9 @@ pub enum RequestKind {
     AcquirePermits,
     RenewPermits,
     ReleasePermits,
+    Campaign,
+    Proclaim,
+    Resign,
 }
 
 /// What one request id got: a row of the table's durable copy.

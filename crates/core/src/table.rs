@@ -3,12 +3,14 @@
 //! request id got.
 
 mod deadlock;
+mod election;
 mod queue;
 mod rows;
 mod semaphore;
 mod sessions;
 mod shared;
 
+pub use self::election::{Leader, MAX_CAMPAIGNS};
 pub use self::rows::{Changes, OwnedRowValue, Row, RowValue, TableLoader, Tree};
 pub use self::sessions::{MAX_REMEMBERED_NAMES, MAX_SESSIONS, MAX_SESSION_ANSWERS};
 #[cfg(test)]
@@ -27,6 +29,7 @@ use super::tracked::Tracked;
 use super::{Command, InvalidCommand, Limits, Quotas};
 
 use self::deadlock::{Resource, WaitFor};
+use self::election::Election;
 use self::semaphore::{PermitAcquire, Semaphore};
 use self::shared::SharedAcquire;
 pub use self::types::{
@@ -92,6 +95,8 @@ pub struct LockTable {
     by_permit_wait_deadline: BTreeSet<(u64, String, String)>,
     /// Who waits for what and who holds anything: the wait-for graph's index.
     wait_for: WaitFor,
+    /// The values of elections (see `election.rs`), by election name.
+    elections: Tracked<String, Election>,
 }
 
 impl From<&LockTable> for TableImage {
@@ -107,6 +112,7 @@ impl From<&LockTable> for TableImage {
             sessions: (*t.sessions).clone(),
             shared: (*t.shared).clone(),
             semaphores: (*t.semaphores).clone(),
+            elections: (*t.elections).clone(),
         }
     }
 }
@@ -163,6 +169,7 @@ impl From<TableImage> for LockTable {
             by_permit_deadline,
             by_permit_wait_deadline,
             wait_for,
+            elections: image.elections.into(),
         }
     }
 }
@@ -229,6 +236,7 @@ impl LockTable {
     pub fn apply_within(&mut self, command: &Command, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
         let result = self.apply_inner(command, index, quotas, &mut events);
+        self.follow_elections(&mut events);
         Applied { result, events }
     }
 
@@ -348,6 +356,22 @@ impl LockTable {
             Command::CancelPermits { name, owner } => Ok(self.cancel_permits(name, owner, index, events)),
             Command::SetSemaphoreLimit { name, limit } => self.set_semaphore_limit(name, *limit, index, events),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
+            Command::Campaign {
+                name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, ..
+            } => self.once(command, index, lock_key(name), request_id, RequestKind::Campaign, |t| {
+                let lease = t.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                t.campaign(name, value, lease, *wait_ms, quotas, index, events)
+            }),
+            Command::Proclaim { name, candidate, token, value, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Proclaim, |t| {
+                    t.proclaim(name, candidate, *token, value, index, events)
+                })
+            }
+            Command::Resign { name, candidate, token, request_id } => {
+                self.once(command, index, lock_key(name), request_id, RequestKind::Resign, |t| {
+                    t.resign(name, candidate, *token, index, events)
+                })
+            }
         }
     }
 

@@ -71,6 +71,13 @@ pub enum ErrorCode {
     AlreadyInitialized,
     /// 409: the membership change would leave no reachable quorum.
     WouldLoseQuorum,
+    /// 404: the election has no leader (nobody campaigned, or the last
+    /// leadership ended and no candidate waits).
+    NoLeader,
+    /// 410: an event stream was asked to resume after an index older than
+    /// the node's event history keeps (`compacted_before`): re-read the
+    /// state, then resume after the index of that read.
+    Compacted,
     /// 413: the request body is too large.
     BodyTooLarge,
     /// 415: the request body is not `application/json`.
@@ -116,12 +123,13 @@ impl ErrorCode {
             InvalidArgument | TlsRequired => 400,
             Unauthenticated => 401,
             PermissionDenied => 403,
-            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound => 404,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound | NoLeader => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
             | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum | Deadlock | SemaphoreFull
             | LimitMismatch => 409,
+            Compacted => 410,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
             Internal | Unknown => 500,
@@ -158,6 +166,8 @@ impl ErrorCode {
             RequestIdReused => "request_id_reused",
             AlreadyInitialized => "already_initialized",
             WouldLoseQuorum => "would_lose_quorum",
+            NoLeader => "no_leader",
+            Compacted => "compacted",
             BodyTooLarge => "body_too_large",
             UnsupportedMediaType => "unsupported_media_type",
             Internal => "internal",
@@ -174,7 +184,7 @@ impl ErrorCode {
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 35] = {
+    pub const ALL: [ErrorCode; 37] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -201,6 +211,8 @@ impl ErrorCode {
             RequestIdReused,
             AlreadyInitialized,
             WouldLoseQuorum,
+            NoLeader,
+            Compacted,
             BodyTooLarge,
             UnsupportedMediaType,
             Internal,

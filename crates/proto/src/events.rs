@@ -1,14 +1,45 @@
-//! The lock events of `GET /v1/locks/{name}/events` and `GET /v1/events`:
-//! each Server-Sent Event's `data` is one [`LockEvent`] as JSON, its `event`
-//! the `type` field, its `id` the entry index. Twins of the core's values
+//! The lock events of `GET /v1/locks/{name}/events`, `GET /v1/events` and
+//! `GET /v1/elections/{name}/observe`: each Server-Sent Event's `data` is one
+//! [`LockEvent`] as JSON, its `event` the `type` field, its `id` where it
+//! stands in the log: the entry index for the last event of an entry,
+//! `INDEX.ORDINAL` for an earlier one. A stream resumes right after any id
+//! (`Last-Event-ID`, or `?after=`) on any node. Twins of the core's values
 //! (see the crate documentation).
 
 use serde::{Deserialize, Serialize};
 
 use crate::FencingToken;
 
+/// The query of every event stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// `GET /v1/events` only: only events of locks (and elections) whose
+    /// names start with this (session events have no name: they come only
+    /// without a prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Resume right after this event id (an entry index, or
+    /// `INDEX.ORDINAL`); takes precedence over `Last-Event-ID`. Without
+    /// either, the stream starts with the next entry applied. An id older
+    /// than the node's history is answered `410 compacted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// The last frame of a stream that fell behind the node's event history
+/// (SSE event `compacted`): re-read the state, then resume after the index
+/// of that read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactedFrame {
+    /// Events of entries before this index may be gone from the history.
+    pub compacted_before: u64,
+}
+
 /// One change to one lock, stamped with the index of the log entry that made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LockEvent {
     pub index: u64,
@@ -18,7 +49,7 @@ pub struct LockEvent {
 }
 
 /// What happened; `type` names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
@@ -80,6 +111,15 @@ pub enum EventKind {
     SessionExpired { owner: String, session: u64 },
     /// The session was deleted; its locks were released in this entry.
     SessionDeleted { owner: String, session: u64 },
+    /// `owner`, leader of the election `name` under `token`, announces
+    /// `value`: when it is elected (right after the `acquired` or
+    /// `handed_over` event of the same entry) and when it proclaims.
+    Proclaimed {
+        owner: String,
+        #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::TokenNumber))]
+        token: FencingToken,
+        value: serde_json::Value,
+    },
     /// Semaphore `name` granted `permits` to `owner` (token = `index`).
     /// Semaphore events have kinds of their own: a lock's stream of the
     /// same name shows them, told apart by `type`.
@@ -133,6 +173,9 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::SessionCreated { owner, session, ttl_ms } => EventKind::SessionCreated { owner, session, ttl_ms },
             Core::SessionExpired { owner, session } => EventKind::SessionExpired { owner, session },
             Core::SessionDeleted { owner, session } => EventKind::SessionDeleted { owner, session },
+            Core::Proclaimed { owner, token, value } => {
+                EventKind::Proclaimed { owner, token, value: crate::elections::parse_value(&value) }
+            }
             Core::PermitsGranted { owner, token, permits } => EventKind::PermitsGranted { owner, token, permits },
             Core::PermitsRenewed { owner, token } => EventKind::PermitsRenewed { owner, token },
             Core::PermitsReleased { owner, token, permits } => EventKind::PermitsReleased { owner, token, permits },
@@ -160,6 +203,7 @@ impl EventKind {
             EventKind::SessionCreated { .. } => "session_created",
             EventKind::SessionExpired { .. } => "session_expired",
             EventKind::SessionDeleted { .. } => "session_deleted",
+            EventKind::Proclaimed { .. } => "proclaimed",
             EventKind::PermitsGranted { .. } => "permits_granted",
             EventKind::PermitsRenewed { .. } => "permits_renewed",
             EventKind::PermitsReleased { .. } => "permits_released",

@@ -10,11 +10,13 @@ fencing tokens.
 from ._core import LEADER_ADDR_HEADER, default_owner, new_request_id
 from .aio import AsyncClient
 from .client import Client
+from .election import AsyncElection, AsyncLeadership, Election, Leadership
 from .errors import (
     ERRORS_BY_CODE,
     AlreadyInitialized,
     ApiError,
     BodyTooLarge,
+    Compacted,
     Conflict,
     Deadlock,
     DecodeError,
@@ -29,6 +31,7 @@ from .errors import (
     LockDelayed,
     LockMismatch,
     MethodNotAllowed,
+    NoLeader,
     NoRecord,
     NoSemaphore,
     NoSnapshot,
@@ -75,6 +78,7 @@ from .types import (
     Waiter,
     fence_sql,
 )
+from .watch import AsyncWatch, Watch
 
 __version__ = "0.1.0"
 
@@ -84,18 +88,23 @@ __all__ = [
     "AlreadyInitialized",
     "ApiError",
     "AsyncClient",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockSet",
     "AsyncReadLock",
     "AsyncSemaphore",
     "AsyncSession",
+    "AsyncWatch",
     "AsyncWriteLock",
     "BodyTooLarge",
     "CheckResult",
     "Client",
+    "Compacted",
     "Conflict",
     "Deadlock",
     "DecodeError",
+    "Election",
     "Forbidden",
     "Full",
     "GateResult",
@@ -103,6 +112,8 @@ __all__ = [
     "HeldUnderSession",
     "InternalError",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseView",
     "LeaseholdError",
@@ -114,6 +125,7 @@ __all__ = [
     "LockSet",
     "LostReason",
     "MethodNotAllowed",
+    "NoLeader",
     "NoRecord",
     "NoSemaphore",
     "NoSnapshot",
@@ -149,6 +161,8 @@ __all__ = [
     "UnsupportedMediaType",
     "WaitTimeout",
     "Waiter",
+    "Watch",
+    "WatchEvent",
     "WouldLoseQuorum",
     "WriteLock",
     "__version__",

@@ -13,6 +13,7 @@ from .errors import (
     DecodeError,
     InvalidArgument,
     LeaseholdError,
+    NoLeader,
     NoRecord,
     NoSemaphore,
     NotHeld,
@@ -21,6 +22,7 @@ from .errors import (
 from .types import (
     CheckResult,
     GateResult,
+    Leader,
     Lease,
     Leases,
     LeaseView,
@@ -408,6 +410,53 @@ def gate(
         lambda d, _s: GateResult.from_json(_dict(d)),
         body,
     )
+
+
+def _leader(data: Any, sent_at: float) -> Leader:
+    return Leader.from_json(_dict(data), sent_at)
+
+
+def campaign(
+    name: str,
+    candidate: str,
+    value: Any,
+    ttl_ms: int,
+    wait_ms: int = 0,
+    request_id: Optional[str] = None,
+) -> Call[Leader]:
+    body: dict[str, Any] = {
+        "candidate": candidate,
+        "value": value,
+        "ttl_ms": ttl_ms,
+        "request_id": request_id or new_request_id(),
+    }
+    _add_wait_and_delay(body, wait_ms, 0)
+    path = path_of("v1", "elections", name, "campaign")
+    return Call("POST", path, _leader, body, wait=wait_ms / 1000)
+
+
+def proclaim(name: str, candidate: str, token: int, value: Any) -> Call[Leader]:
+    body = {"candidate": candidate, "token": token, "value": value, "request_id": new_request_id()}
+    return Call("POST", path_of("v1", "elections", name, "proclaim"), _leader, body)
+
+
+def resign(name: str, candidate: str, token: int) -> Call[Released]:
+    body = {"candidate": candidate, "token": token, "request_id": new_request_id()}
+
+    def decode(data: Any, _sent: float) -> Released:
+        answer = _dict(data)
+        return Released.from_json({**answer, "released": answer.get("resigned")})
+
+    return Call("POST", path_of("v1", "elections", name, "resign"), decode, body)
+
+
+def leader(name: str) -> Call[Optional[Leader]]:
+    return Call("GET", path_of("v1", "elections", name), _leader, none_on=NoLeader)
+
+
+def observe_path(name: str) -> str:
+    """The event stream of election ``name``'s leadership changes."""
+    return path_of("v1", "elections", name, "observe")
 
 
 def status() -> Call[dict[str, Any]]:

@@ -145,6 +145,29 @@ class NotFound(ApiError):
 
 
 @_register
+class NoLeader(ApiError):
+    """404: an election nobody leads (``name``, ``index``: the log index the
+    read reflects)."""
+
+    code = "no_leader"
+    status = 404
+
+
+@_register
+class Compacted(ApiError):
+    """410: an event stream asked to resume further back than the node's
+    event history keeps (or that fell that far behind): re-read the state,
+    then watch again after the index of that read."""
+
+    code = "compacted"
+    status = 410
+
+    @property
+    def compacted_before(self) -> Optional[int]:
+        return self._detail("compacted_before")  # type: ignore[no-any-return]
+
+
+@_register
 class NoRecord(ApiError):
     """404: a record key never written."""
 

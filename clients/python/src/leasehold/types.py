@@ -224,6 +224,76 @@ class LeaseView:
 
 
 @dataclass(frozen=True)
+class Leader:
+    """The leader of an election: what a campaign, a proclaim and a read of
+    the election answer. ``token`` is the index of the entry that elected
+    it; ``index`` (reads only) the log index the read reflects, after which
+    an observer that re-read resumes."""
+
+    name: str
+    candidate: str
+    token: int
+    value: Any
+    ttl_ms: int
+    expires_in_ms: int
+    deadline_tick: int
+    sent_at: float
+    since_tick: Optional[int] = None
+    session: Optional[int] = None
+    reacquired: Optional[bool] = None
+    index: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], sent_at: float) -> Leader:
+        reacquired = data.get("reacquired")
+        return cls(
+            name=_str(data, "name"),
+            candidate=_str(data, "candidate"),
+            token=_int(data, "token"),
+            value=data.get("value"),
+            ttl_ms=_int(data, "ttl_ms"),
+            expires_in_ms=_int(data, "expires_in_ms"),
+            deadline_tick=_int(data, "deadline_tick"),
+            sent_at=sent_at,
+            since_tick=_opt_int(data, "since_tick"),
+            session=_opt_int(data, "session"),
+            reacquired=reacquired if isinstance(reacquired, bool) else None,
+            index=_opt_int(data, "index"),
+        )
+
+    @property
+    def lease(self) -> Lease:
+        """The leadership as the lease of the election's lock."""
+        return Lease(
+            self.name,
+            self.candidate,
+            self.token,
+            self.ttl_ms,
+            self.expires_in_ms,
+            self.deadline_tick,
+            self.sent_at,
+            self.reacquired,
+        )
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch: its ``id`` (resume after it), the entry
+    ``index``, the lock or election ``name``, its ``type`` (``acquired``,
+    ``released``, ``proclaimed``, ...) and the whole event as ``data``."""
+
+    id: str
+    index: int
+    name: str
+    type: str
+    data: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, event_id: str, data: dict[str, Any]) -> WatchEvent:
+        return cls(event_id, _int(data, "index"), _str(data, "name"), _str(data, "type"), data)
+
+
+@dataclass(frozen=True)
 class Released:
     name: str
     token: int

@@ -47,6 +47,103 @@ pub(super) struct Request<'a> {
     pub(super) limit: u64,
 }
 
+/// Opens a connection of its own to `endpoint` for `request`, an event
+/// stream: a 200 answer comes back with its body still to read, piece by
+/// piece ([`StreamedBody`]); any other answer is read whole, as usual.
+pub(super) async fn open_stream(
+    endpoint: &Endpoint,
+    tls: Option<&TlsConnector>,
+    request: &Request<'_>,
+) -> Result<(Reply, Option<StreamedBody>), SendError> {
+    let Request { authorization, method, target, body, limit } = *request;
+    let head = request_head(method, target, endpoint, authorization, body.map(<[u8]>::len));
+    let mut connection = Connection::open(endpoint, tls).await?;
+    connection.stream.write_all(&head).await?;
+    let failed = |e: Read| match e {
+        Read::Closed => SendError::Broken("connection closed mid-answer".into()),
+        Read::Io(e) => e.into(),
+        Read::Malformed(what) => SendError::Broken(what),
+        Read::TooLarge => SendError::TooLarge { limit },
+    };
+    let (mut reply, framing, keep_alive) = connection.read_head().await.map_err(failed)?;
+    let framing = framing.map_err(failed)?;
+    if reply.status != 200 {
+        reply.body = connection.read_body(framing, keep_alive, limit).await.map_err(failed)?.0;
+        return Ok((reply, None));
+    }
+    Ok((reply, Some(StreamedBody { connection, chunked: matches!(framing, Framing::Chunked), ended: false })))
+}
+
+/// The body of an answer that goes on as long as the node sends it (an
+/// event stream), read as it comes.
+pub(crate) struct StreamedBody {
+    connection: Connection,
+    chunked: bool,
+    ended: bool,
+}
+
+/// The largest piece of a streamed body accepted at once: an event is a
+/// few hundred bytes, a value at most 4 KiB.
+const MAX_STREAMED_PIECE: u64 = 1 << 20;
+
+impl StreamedBody {
+    /// The next piece of the body; `None` once it ended.
+    pub(crate) async fn next(&mut self) -> Result<Option<Bytes>, SendError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let piece = if self.chunked { self.next_chunk().await } else { self.next_bytes().await };
+        piece.map_err(|e| match e {
+            Read::Closed => SendError::Broken("the stream was cut off".into()),
+            Read::Io(e) => e.into(),
+            Read::Malformed(what) => SendError::Broken(what),
+            Read::TooLarge => SendError::TooLarge { limit: MAX_STREAMED_PIECE },
+        })
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, Read> {
+        let c = &mut self.connection;
+        let line = c.read_line().await?;
+        let size = line.split(|&b| b == b';').next().unwrap_or_default();
+        let size = std::str::from_utf8(size)
+            .ok()
+            .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
+            .ok_or_else(|| Read::Malformed("bad chunk size".into()))?;
+        if size == 0 {
+            self.ended = true;
+            return Ok(None);
+        }
+        if size > MAX_STREAMED_PIECE {
+            return Err(Read::TooLarge);
+        }
+        let end = size as usize + 2;
+        while c.buffer.len() < end {
+            c.fill().await?;
+        }
+        let piece = c.buffer.split_to(end - 2).freeze();
+        if &c.buffer[..2] != b"\r\n" {
+            return Err(Read::Malformed("chunk not followed by CRLF".into()));
+        }
+        c.buffer.advance(2);
+        Ok(Some(piece))
+    }
+
+    /// A body without chunks runs to the end of the connection.
+    async fn next_bytes(&mut self) -> Result<Option<Bytes>, Read> {
+        let c = &mut self.connection;
+        if c.buffer.is_empty() {
+            match c.fill().await {
+                Err(Read::Closed) => {
+                    self.ended = true;
+                    return Ok(None);
+                }
+                other => other?,
+            }
+        }
+        Ok(Some(c.buffer.split().freeze()))
+    }
+}
+
 /// A node's idle HTTP/1.1 connections, the most recently used last.
 #[derive(Default)]
 pub(super) struct Pool {
@@ -215,6 +312,15 @@ impl Connection {
     /// One answer: its head (informational heads skipped), then its body,
     /// of at most `limit` bytes.
     async fn read_reply(&mut self, limit: u64) -> Result<(Reply, bool), Read> {
+        let (mut reply, framing, keep_alive) = self.read_head().await?;
+        let (body, reusable) = self.read_body(framing?, keep_alive, limit).await?;
+        reply.body = body;
+        Ok((reply, reusable))
+    }
+
+    /// The head of the next final answer (informational ones skipped), how
+    /// its body is framed, and whether the node keeps the connection open.
+    async fn read_head(&mut self) -> Result<(Reply, Result<Framing, Read>, bool), Read> {
         loop {
             let (reply, framing, keep_alive, head_len) = loop {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -235,40 +341,38 @@ impl Connection {
                 }
             };
             self.buffer.advance(head_len);
-            if (100..200).contains(&reply.status) {
-                continue;
+            if !(100..200).contains(&reply.status) {
+                return Ok((reply, framing, keep_alive));
             }
-            let mut reply = reply;
-            let reusable = match framing? {
-                Framing::Length(len) => {
-                    // Refused before a byte is read; within the limit, the
-                    // length fits this machine's memory, so in a usize.
-                    let len = usize::try_from(len).ok().filter(|_| len <= limit).ok_or(Read::TooLarge)?;
-                    while self.buffer.len() < len {
-                        self.fill().await?;
-                    }
-                    reply.body = self.buffer.split_to(len).freeze();
-                    keep_alive
-                }
-                Framing::Chunked => {
-                    reply.body = self.read_chunked(limit).await?;
-                    keep_alive
-                }
-                Framing::UntilClose => {
-                    loop {
-                        match self.fill().await {
-                            Ok(()) if self.buffer.len() as u64 > limit => return Err(Read::TooLarge),
-                            Ok(()) => {}
-                            Err(Read::Closed) => break,
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    reply.body = self.buffer.split().freeze();
-                    false
-                }
-            };
-            return Ok((reply, reusable));
         }
+    }
+
+    /// A whole body framed by `framing`, of at most `limit` bytes, and
+    /// whether the connection may carry another request after it.
+    async fn read_body(&mut self, framing: Framing, keep_alive: bool, limit: u64) -> Result<(Bytes, bool), Read> {
+        Ok(match framing {
+            Framing::Length(len) => {
+                // Refused before a byte is read; within the limit, the
+                // length fits this machine's memory, so in a usize.
+                let len = usize::try_from(len).ok().filter(|_| len <= limit).ok_or(Read::TooLarge)?;
+                while self.buffer.len() < len {
+                    self.fill().await?;
+                }
+                (self.buffer.split_to(len).freeze(), keep_alive)
+            }
+            Framing::Chunked => (self.read_chunked(limit).await?, keep_alive),
+            Framing::UntilClose => {
+                loop {
+                    match self.fill().await {
+                        Ok(()) if self.buffer.len() as u64 > limit => return Err(Read::TooLarge),
+                        Ok(()) => {}
+                        Err(Read::Closed) => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                (self.buffer.split().freeze(), false)
+            }
+        })
     }
 
     /// A `chunked` body of at most `limit` bytes: chunks until the last

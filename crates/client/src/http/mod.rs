@@ -24,6 +24,7 @@ use rustls::pki_types::CertificateDer;
 use self::tls::Tls;
 
 pub use endpoint::{target, Endpoint};
+pub(crate) use h1::StreamedBody;
 pub use reply::{Reply, SendError};
 pub(crate) use tls::parse_pem;
 
@@ -102,6 +103,25 @@ impl Http {
         let node = &self.nodes[node];
         let tls = self.tls.as_ref().map(|t| &t.http2);
         node.http2.send(&node.endpoint, tls, self.authorization.as_deref(), method, target, body).await
+    }
+
+    /// `GET target` to node `node` on a connection of its own, an event
+    /// stream: a 200 answer comes back with its body still to read.
+    pub(crate) async fn open_stream(
+        &self,
+        node: usize,
+        target: &str,
+    ) -> Result<(Reply, Option<StreamedBody>), SendError> {
+        let node = &self.nodes[node];
+        let tls = self.tls.as_ref().map(|t| &t.http1);
+        let request = h1::Request {
+            authorization: self.authorization.as_deref(),
+            method: &Method::GET,
+            target,
+            body: None,
+            limit: MAX_ANSWER_BYTES,
+        };
+        h1::open_stream(&node.endpoint, tls, &request).await
     }
 
     /// Whether a quick request to node `node` should go over HTTP/2: after a

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::election::Election;
 use super::semaphore::Semaphore;
 use super::types::{Delay, Lease, Session, Waiter};
 use super::{LockTable, SessionId, TableImage};
@@ -38,10 +39,12 @@ pub enum Tree {
     /// The shared holders of one lock.
     SharedHolders = 12,
     Semaphores = 13,
+    /// Elections' values.
+    Elections = 14,
 }
 
 impl Tree {
-    pub const ALL: [Tree; 10] = [
+    pub const ALL: [Tree; 11] = [
         Tree::Clock,
         Tree::Leases,
         Tree::Queues,
@@ -52,6 +55,7 @@ impl Tree {
         Tree::Gates,
         Tree::SharedHolders,
         Tree::Semaphores,
+        Tree::Elections,
     ];
 
     pub fn id(self) -> u8 {
@@ -86,6 +90,7 @@ enum Value<'a> {
     Gate(&'a GateState),
     SharedHolders(&'a BTreeMap<String, Lease>),
     Semaphore(&'a Semaphore),
+    Election(&'a Election),
 }
 
 impl Serialize for RowValue<'_> {
@@ -101,6 +106,7 @@ impl Serialize for RowValue<'_> {
             Value::Gate(v) => v.serialize(s),
             Value::SharedHolders(v) => v.serialize(s),
             Value::Semaphore(v) => v.serialize(s),
+            Value::Election(v) => v.serialize(s),
         }
     }
 }
@@ -120,6 +126,7 @@ impl RowValue<'_> {
             Value::Gate(v) => Owned::Gate((*v).clone()),
             Value::SharedHolders(v) => Owned::SharedHolders((*v).clone()),
             Value::Semaphore(v) => Owned::Semaphore((*v).clone()),
+            Value::Election(v) => Owned::Election((*v).clone()),
         })
     }
 }
@@ -140,6 +147,7 @@ enum Owned {
     Gate(GateState),
     SharedHolders(BTreeMap<String, Lease>),
     Semaphore(Semaphore),
+    Election(Election),
 }
 
 impl Serialize for OwnedRowValue {
@@ -155,6 +163,7 @@ impl Serialize for OwnedRowValue {
             Owned::Gate(v) => v.serialize(s),
             Owned::SharedHolders(v) => v.serialize(s),
             Owned::Semaphore(v) => v.serialize(s),
+            Owned::Election(v) => v.serialize(s),
         }
     }
 }
@@ -179,6 +188,7 @@ pub struct Changes {
     gates: Changed<String>,
     shared: Changed<String>,
     semaphores: Changed<String>,
+    elections: Changed<String>,
 }
 
 impl Changes {
@@ -194,6 +204,7 @@ impl Changes {
             + self.gates.len()
             + self.shared.len()
             + self.semaphores.len()
+            + self.elections.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -251,6 +262,7 @@ impl LockTable {
             gates,
             shared: self.shared.take_changed(),
             semaphores: self.semaphores.take_changed(),
+            elections: self.elections.take_changed(),
         }
     }
 
@@ -267,6 +279,7 @@ impl LockTable {
             + gates.len()
             + self.shared.len()
             + self.semaphores.len()
+            + self.elections.len()
     }
 
     fn clock_row(&self) -> Row<'_> {
@@ -343,6 +356,13 @@ impl LockTable {
                 |k| text_key(k),
                 |v| RowValue(Value::Semaphore(v)),
             ))
+            .chain(rows_of(
+                Tree::Elections,
+                &changes.elections,
+                |k| self.elections.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Election(v)),
+            ))
     }
 
     /// Every row of the table, the clock first.
@@ -368,6 +388,7 @@ impl LockTable {
                 |k| text_key(k),
                 |v| RowValue(Value::Semaphore(v)),
             ))
+            .chain(all_rows(Tree::Elections, self.elections.iter(), |k| text_key(k), |v| RowValue(Value::Election(v))))
     }
 }
 
@@ -390,6 +411,7 @@ pub struct TableLoader {
     gates: Vec<(String, GateState)>,
     shared: Vec<(String, BTreeMap<String, Lease>)>,
     semaphores: Vec<(String, Semaphore)>,
+    elections: Vec<(String, Election)>,
 }
 
 impl TableLoader {
@@ -411,6 +433,7 @@ impl TableLoader {
             Tree::Gates => self.gates.push((text()?, GateState::deserialize(value)?)),
             Tree::SharedHolders => self.shared.push((text()?, BTreeMap::deserialize(value)?)),
             Tree::Semaphores => self.semaphores.push((text()?, Semaphore::deserialize(value)?)),
+            Tree::Elections => self.elections.push((text()?, Election::deserialize(value)?)),
         }
         Ok(())
     }
@@ -428,6 +451,7 @@ impl TableLoader {
         by_key(&mut self.gates);
         by_key(&mut self.shared);
         by_key(&mut self.semaphores);
+        by_key(&mut self.elections);
     }
 
     /// The rows of both loaders, `later`'s after `self`'s where a key is in
@@ -447,6 +471,7 @@ impl TableLoader {
             gates: merge(self.gates, later.gates),
             shared: merge(self.shared, later.shared),
             semaphores: merge(self.semaphores, later.semaphores),
+            elections: merge(self.elections, later.elections),
         }
     }
 
@@ -464,6 +489,7 @@ impl TableLoader {
             sessions: BTreeMap::from_iter(self.sessions),
             shared: BTreeMap::from_iter(self.shared),
             semaphores: BTreeMap::from_iter(self.semaphores),
+            elections: BTreeMap::from_iter(self.elections),
         })
     }
 }
@@ -551,7 +577,7 @@ mod tests {
         let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
         let request = format!("req-{}", dice.below(400));
         let request_id = dice.some(request);
-        match dice.below(17) {
+        match dice.below(19) {
             0..=2 => Command::Acquire {
                 name,
                 owner,
@@ -628,6 +654,24 @@ mod tests {
                 let name = format!("sem-{}", dice.below(3));
                 let token = table.permits_of(&name, &owner).map_or(token, |g| g.token);
                 Command::ReleasePermits { name, owner, token, request_id }
+            }
+            15 => Command::Campaign {
+                name,
+                candidate: owner,
+                value: format!("{step}"),
+                ttl_ms: Some(3000),
+                session: None,
+                wait_ms: dice.some(2000),
+                request_id,
+                lock_delay_ms: None,
+                seq: None,
+            },
+            16 => {
+                let candidate = table.holder(&name).map_or(owner, |g| g.owner);
+                match dice.below(2) {
+                    0 => Command::Proclaim { name, candidate, token, value: format!("{step}"), request_id },
+                    _ => Command::Resign { name, candidate, token, request_id },
+                }
             }
             _ => Command::Tick { period_ms: 500 },
         }

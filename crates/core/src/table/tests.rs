@@ -4,6 +4,7 @@ use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
 mod deadlock;
+mod elections;
 mod quotas;
 mod semaphores;
 mod sessions;

@@ -452,6 +452,10 @@ pub enum Outcome {
         limit: u32,
         in_use: u32,
     },
+    /// The leader of an election announced a value.
+    Proclaimed {
+        leader: super::Leader,
+    },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
 }
@@ -618,4 +622,7 @@ pub struct TableImage {
     /// Absent from snapshots taken before semaphores existed.
     #[serde(default)]
     pub(super) semaphores: BTreeMap<String, super::semaphore::Semaphore>,
+    /// Absent from snapshots taken before elections existed.
+    #[serde(default)]
+    pub(super) elections: BTreeMap<String, super::election::Election>,
 }

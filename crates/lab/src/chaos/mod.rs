@@ -9,9 +9,12 @@
 //! - [`workload`] — the clients, a third each: single-lock cycles (acquire → write → read →
 //!   renew → write → release), multi-lock cycles (2–3 names under one token) and session
 //!   cycles (locks under a kept-alive session, released, deleted or abandoned to expire).
+//! - [`election`] — candidates campaigning for one election and observers following it through
+//!   every fault, and the check of their record (one leader per token, no gap, no reordering).
 //! - [`nemesis`] — the faults and their healing.
 //! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
 
+pub mod election;
 pub mod hostile;
 pub mod hosts;
 pub mod nemesis;
@@ -27,6 +30,7 @@ use std::time::{Duration, Instant};
 use crate::history::{
     self, CheckReport, FencedResource, HarnessClock, History, Operation, ResourceMode, ResourceWrite,
 };
+use election::Elections;
 use hosts::Hosts;
 use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
@@ -35,6 +39,9 @@ use nemesis::{FaultKind, FaultRecord, Nemesis};
 use report::{ChaosReport, Linearizability, RunSetup};
 use workload::{Target, Workload};
 
+/// Candidates and observers of the election side.
+const CANDIDATES: usize = 3;
+const OBSERVERS: usize = 2;
 /// Node slots: a 3-node cluster keeps two spare ones for the membership fault.
 const SLOTS: usize = 5;
 const TICK_MS: u64 = 100;
@@ -129,16 +136,22 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     };
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
     let workload = Workload::start(&target, options.clients);
+    let elections = Elections::start(&target.client, clock, CANDIDATES, OBSERVERS);
     tokio::time::sleep(options.quiet).await;
     let records = inject_rounds(&mut nemesis, options, clock).await;
     workload.stop().await;
+    let election_record = elections.stop().await;
     let end_us = clock.now_us();
     nemesis.stop_cluster(Duration::from_secs(5));
     drop(nemesis);
 
     let operations = history.operations();
     let writes = resource.writes();
-    let (check, linearizability) = judge(&operations, &writes);
+    let (mut check, linearizability) = judge(&operations, &writes);
+    let leaderships = election_record.elected.len();
+    let observed: usize = election_record.observers.iter().map(Vec::len).sum();
+    eprintln!("chaos: checking {leaderships} leaderships and {observed} observed leadership events ...");
+    check.violations.extend(election::check(&election_record));
     let setup = RunSetup {
         nodes: options.nodes,
         clients: options.clients,
@@ -155,6 +168,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let saved = serde_json::json!({
         "operations": operations,
         "writes": writes,
+        "elections": election_record,
         "violations": check.violations,
         "not_linearizable": not_linearizable,
     });

@@ -57,10 +57,18 @@ pub enum ViolationKind {
     LostRenew,
     LostRelease,
     OverlappingSections,
+    /// Two candidates were leaders under one token (`chaos::election`).
+    TwoLeaders,
+    /// An observer saw a leader's token go down.
+    LeaderTokenOrder,
+    /// An observer saw an event twice, or out of log order.
+    ObserverOrder,
+    /// An observer missed a leader elected between two it saw.
+    ObserverGap,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 8] = [
+    pub const ALL: [ViolationKind; 12] = [
         ViolationKind::TokenNotIncreasing,
         ViolationKind::TokenRegression,
         ViolationKind::StaleWriteAccepted,
@@ -69,6 +77,10 @@ impl ViolationKind {
         ViolationKind::LostRenew,
         ViolationKind::LostRelease,
         ViolationKind::OverlappingSections,
+        ViolationKind::TwoLeaders,
+        ViolationKind::LeaderTokenOrder,
+        ViolationKind::ObserverOrder,
+        ViolationKind::ObserverGap,
     ];
 }
 

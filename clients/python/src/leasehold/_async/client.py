@@ -33,6 +33,7 @@ from leasehold.errors import LeaseholdError
 from leasehold.types import (
     CheckResult,
     GateResult,
+    Leader,
     Lease,
     Leases,
     LeaseView,
@@ -48,10 +49,12 @@ from leasehold.types import (
 if TYPE_CHECKING:
     from leasehold._watchdog import LostReason
 
+    from .election import AsyncElection
     from .lock import AsyncLock, AsyncReadLock, AsyncWriteLock
     from .multi import AsyncLockSet
     from .semaphore import AsyncSemaphore
     from .session import AsyncSession
+    from .watch import AsyncWatch
 
 T = TypeVar("T")
 
@@ -531,6 +534,76 @@ class AsyncClient:
         from .session import AsyncSession
 
         return AsyncSession(self, owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
+
+    # --- elections -------------------------------------------------------------
+
+    async def campaign(
+        self,
+        name: str,
+        candidate: str,
+        value: Any,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> Leader:
+        """Stands as ``candidate`` in election ``name`` announcing ``value``
+        (JSON, at most 4 KiB), with a leadership of ``ttl`` seconds: the
+        leader once elected, its ``token`` the index of the entry that
+        elected it. Without ``wait``, :class:`~leasehold.errors.HeldByOther`
+        naming the leader when another leads; with ``wait`` (seconds) waits
+        its turn (FIFO) or raises :class:`~leasehold.errors.WaitTimeout`.
+        The leadership is a lease: keep it with :meth:`renew` under its token,
+        or use :meth:`election` for a guard whose watchdog does."""
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        return await self._run(
+            calls.campaign(name, candidate, value, to_ms(ttl, "ttl"), wait_ms, request_id)
+        )
+
+    async def _campaign_ms(
+        self, name: str, candidate: str, value: Any, ttl_ms: int, wait_ms: int
+    ) -> Leader:
+        return await self._run(calls.campaign(name, candidate, value, ttl_ms, wait_ms))
+
+    async def proclaim(self, name: str, candidate: str, token: int, value: Any) -> Leader:
+        """The leader under ``token`` announces ``value``: ``StaleToken`` for
+        any other token."""
+        return await self._run(calls.proclaim(name, candidate, token, value))
+
+    async def resign(self, name: str, candidate: str, token: int) -> Released:
+        """The leader under ``token`` steps down; the next waiting candidate
+        is elected in the same entry."""
+        return await self._run(calls.resign(name, candidate, token))
+
+    async def leader(self, name: str) -> Optional[Leader]:
+        """The leader of election ``name`` (linearizable, with the ``index``
+        the read reflects), ``None`` when nobody leads."""
+        return await self._run(calls.leader(name))
+
+    def election(self, name: str) -> AsyncElection:
+        """The election ``name``: campaign in it (a leadership guard), read
+        or observe its leader."""
+        from .election import AsyncElection
+
+        return AsyncElection(self, name)
+
+    def watch(self, prefix: Optional[str] = None, after: Optional[int] = None) -> AsyncWatch:
+        """Every lock's applied events (those whose names start with
+        ``prefix``), after log index ``after`` (from now on when ``None``),
+        to iterate over; resumes on another node when one fails, and raises
+        :class:`~leasehold.errors.Compacted` when asked for events older than
+        the nodes keep."""
+        from .watch import AsyncWatch
+
+        return AsyncWatch(self, "/v1/events", prefix, None if after is None else str(after))
+
+    def observe(self, name: str, after: Optional[int] = None) -> AsyncWatch:
+        """The leadership changes of election ``name`` (see :meth:`watch`);
+        without ``after`` starting with the current leader."""
+        from .watch import AsyncWatch
+
+        path = calls.observe_path(name)
+        return AsyncWatch(self, path, None, None if after is None else str(after))
 
     # --- fencing ---------------------------------------------------------------
 

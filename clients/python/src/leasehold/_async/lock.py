@@ -76,14 +76,7 @@ class AsyncLock(TaskWatchdog, LockBase):
         if self._token is not None:
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
-        lease = await self._client._acquire_ms(
-            self._name,
-            self._owner,
-            self._ttl_ms,
-            self._wait_ms,
-            lock_delay_ms=self._lock_delay_ms,
-            shared=self._SHARED,
-        )
+        lease = await self._grant()
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
@@ -96,6 +89,17 @@ class AsyncLock(TaskWatchdog, LockBase):
         self._token = lease.token
         self._start_watchdog(timing, anchor)
         return self
+
+    async def _grant(self) -> Lease:
+        """The grant the guard keeps: an acquire of the lock."""
+        return await self._client._acquire_ms(
+            self._name,
+            self._owner,
+            self._ttl_ms,
+            self._wait_ms,
+            lock_delay_ms=self._lock_delay_ms,
+            shared=self._SHARED,
+        )
 
     async def release(self) -> Released:
         """Stops the watchdog, then releases the lock. Raises the cluster's

@@ -35,6 +35,7 @@ from leasehold.errors import LeaseholdError
 from leasehold.types import (
     CheckResult,
     GateResult,
+    Leader,
     Lease,
     Leases,
     LeaseView,
@@ -50,10 +51,12 @@ from leasehold.types import (
 if TYPE_CHECKING:
     from leasehold._watchdog import LostReason
 
+    from .election import Election
     from .lock import Lock, ReadLock, WriteLock
     from .multi import LockSet
     from .semaphore import Semaphore
     from .session import Session
+    from .watch import Watch
 
 T = TypeVar("T")
 
@@ -529,6 +532,76 @@ class Client:
         from .session import Session
 
         return Session(self, owner, ttl=ttl, drift_margin=drift_margin, on_lost=on_lost)
+
+    # --- elections -------------------------------------------------------------
+
+    def campaign(
+        self,
+        name: str,
+        candidate: str,
+        value: Any,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> Leader:
+        """Stands as ``candidate`` in election ``name`` announcing ``value``
+        (JSON, at most 4 KiB), with a leadership of ``ttl`` seconds: the
+        leader once elected, its ``token`` the index of the entry that
+        elected it. Without ``wait``, :class:`~leasehold.errors.HeldByOther`
+        naming the leader when another leads; with ``wait`` (seconds) waits
+        its turn (FIFO) or raises :class:`~leasehold.errors.WaitTimeout`.
+        The leadership is a lease: keep it with :meth:`renew` under its token,
+        or use :meth:`election` for a guard whose watchdog does."""
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        return self._run(
+            calls.campaign(name, candidate, value, to_ms(ttl, "ttl"), wait_ms, request_id)
+        )
+
+    def _campaign_ms(
+        self, name: str, candidate: str, value: Any, ttl_ms: int, wait_ms: int
+    ) -> Leader:
+        return self._run(calls.campaign(name, candidate, value, ttl_ms, wait_ms))
+
+    def proclaim(self, name: str, candidate: str, token: int, value: Any) -> Leader:
+        """The leader under ``token`` announces ``value``: ``StaleToken`` for
+        any other token."""
+        return self._run(calls.proclaim(name, candidate, token, value))
+
+    def resign(self, name: str, candidate: str, token: int) -> Released:
+        """The leader under ``token`` steps down; the next waiting candidate
+        is elected in the same entry."""
+        return self._run(calls.resign(name, candidate, token))
+
+    def leader(self, name: str) -> Optional[Leader]:
+        """The leader of election ``name`` (linearizable, with the ``index``
+        the read reflects), ``None`` when nobody leads."""
+        return self._run(calls.leader(name))
+
+    def election(self, name: str) -> Election:
+        """The election ``name``: campaign in it (a leadership guard), read
+        or observe its leader."""
+        from .election import Election
+
+        return Election(self, name)
+
+    def watch(self, prefix: Optional[str] = None, after: Optional[int] = None) -> Watch:
+        """Every lock's applied events (those whose names start with
+        ``prefix``), after log index ``after`` (from now on when ``None``),
+        to iterate over; resumes on another node when one fails, and raises
+        :class:`~leasehold.errors.Compacted` when asked for events older than
+        the nodes keep."""
+        from .watch import Watch
+
+        return Watch(self, "/v1/events", prefix, None if after is None else str(after))
+
+    def observe(self, name: str, after: Optional[int] = None) -> Watch:
+        """The leadership changes of election ``name`` (see :meth:`watch`);
+        without ``after`` starting with the current leader."""
+        from .watch import Watch
+
+        path = calls.observe_path(name)
+        return Watch(self, path, None, None if after is None else str(after))
 
     # --- fencing ---------------------------------------------------------------
 

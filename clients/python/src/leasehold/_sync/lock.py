@@ -78,14 +78,7 @@ class Lock(ThreadWatchdog, LockBase):
         if self._token is not None:
             raise RuntimeError("the lock is already acquired")
         started = time.monotonic()
-        lease = self._client._acquire_ms(
-            self._name,
-            self._owner,
-            self._ttl_ms,
-            self._wait_ms,
-            lock_delay_ms=self._lock_delay_ms,
-            shared=self._SHARED,
-        )
+        lease = self._grant()
         timing = self._granted(lease)
         anchor = min(started, lease.sent_at)
         if timing.deadline(anchor) < time.monotonic() + timing.interval:
@@ -98,6 +91,17 @@ class Lock(ThreadWatchdog, LockBase):
         self._token = lease.token
         self._start_watchdog(timing, anchor)
         return self
+
+    def _grant(self) -> Lease:
+        """The grant the guard keeps: an acquire of the lock."""
+        return self._client._acquire_ms(
+            self._name,
+            self._owner,
+            self._ttl_ms,
+            self._wait_ms,
+            lock_delay_ms=self._lock_delay_ms,
+            shared=self._SHARED,
+        )
 
     def release(self) -> Released:
         """Stops the watchdog, then releases the lock. Raises the cluster's
