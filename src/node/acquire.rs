@@ -105,6 +105,16 @@ impl Node {
     /// answer replayed for a retry sent without `wait_ms`) it registers now.
     /// Either way the table is read once after registering, so a hand-over
     /// applied before it is not missed.
+    ///
+    /// That read, taken after the queuing entry was applied, is where the
+    /// owner stands as of the last applied entry; only events of later
+    /// entries can change it. The events of entries up to that one, which
+    /// a registration taken before the proposal also received, are about
+    /// what came before: a `Cancelled` or `WaitTimeout` among them ended an
+    /// *earlier* wait of this owner (the abandoned first attempt of a
+    /// retried request, whose `Cancel` forgot the request id, so the retry
+    /// queued anew). Taken for the end of this wait, it answered
+    /// `wait_timeout` to an owner still queued, who was then granted.
     async fn wait_for_turn(
         &self,
         turn: Option<Waiter>,
@@ -115,13 +125,18 @@ impl Node {
         let mut turn = turn.unwrap_or_else(|| self.waiters.watch(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
-            if let Some(settled) = self.standing(name, owner) {
+            let (read_at, standing) = self.standing(name, owner);
+            if let Some(settled) = standing {
                 return Ok(settled.ok_or_else(wait_timeout));
             }
             loop {
                 let Some(event) = turn.next().await else {
                     return Err(NodeError::Unavailable("node shutting down".into()));
                 };
+                if event.index <= read_at {
+                    // Already in the table read above: not about this wait's end.
+                    continue;
+                }
                 match event.kind {
                     EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. } => return Ok(Ok(token)),
                     EventKind::WaitTimeout { .. } | EventKind::Cancelled { .. } => return Ok(Err(wait_timeout())),
@@ -161,14 +176,17 @@ impl Node {
 
     /// Where `owner` stands on `name` according to the applied table: still
     /// waiting (`None`), holder (`Some(Some(token))`), or neither: its wait
-    /// ended (`Some(None)`). Waiting is asked first: an owner may wait for
-    /// `name` in a multi-acquire while it holds `name` under another grant.
-    fn standing(&self, name: &str, owner: &str) -> Option<Option<FencingToken>> {
-        match self.locks().read(|t| (t.is_waiting(name, owner), t.holder(name))) {
+    /// ended (`Some(None)`); with the index of the last entry applied to the
+    /// table read. Waiting is asked first: an owner may wait for `name` in a
+    /// multi-acquire while it holds `name` under another grant.
+    fn standing(&self, name: &str, owner: &str) -> (u64, Option<Option<FencingToken>>) {
+        let (read_at, (waiting, holder)) = self.locks().read_applied(|t| (t.is_waiting(name, owner), t.holder(name)));
+        let standing = match (waiting, holder) {
             (true, _) => None,
             (false, Some(grant)) if grant.owner == owner => Some(Some(grant.token)),
             _ => Some(None),
-        }
+        };
+        (read_at, standing)
     }
 }
 

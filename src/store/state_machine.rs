@@ -111,6 +111,14 @@ impl LockState {
         f(&self.guard().table)
     }
 
+    /// Reads the lock table as of the last applied entry, with that entry's
+    /// index (0 before any): every event of an entry up to it has its
+    /// effect in what `f` reads.
+    pub fn read_applied<T>(&self, f: impl FnOnce(&LockTable) -> T) -> (u64, T) {
+        let state = self.guard();
+        (state.last_applied.map_or(0, |id| id.index), f(&state.table))
+    }
+
     /// Every event applied on this node from now on, in log order. A
     /// subscriber that falls more than 4096 events behind is told it lagged
     /// (and should re-read the table).

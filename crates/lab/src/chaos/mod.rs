@@ -24,7 +24,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::history::{self, CheckReport, FencedResource, HarnessClock, History, Operation, ResourceMode, ResourceWrite};
+use crate::history::{
+    self, CheckReport, FencedResource, HarnessClock, History, Operation, ResourceMode, ResourceWrite,
+};
 use hosts::Hosts;
 use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
