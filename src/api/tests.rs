@@ -525,6 +525,68 @@ async fn dropped_multi_waiter_leaves_every_queue() {
     assert_eq!(status, StatusCode::OK, "b is still reserved: {granted}");
 }
 
+// Ensures a retry of a waiting multi-acquire is answered by its own wait,
+// never by the end of an earlier one: when the Cancel of its abandoned first
+// attempt (what that attempt's `QueuePlace` proposes as its caller goes
+// away) is applied after the retry registered for its turn and before the
+// retry's own entry, the Cancel forgets the request id, so the retry queues
+// anew. Its turn must not take the first wait's `Cancelled` event for its
+// own end: that answered `wait_timeout` and then granted the locks to an
+// owner who had been told it failed (chaos run on bfbd741).
+#[tokio::test]
+async fn a_retried_wait_is_not_ended_by_the_cancel_of_its_first_attempt() {
+    use leasehold_core::{Command, FencingToken, LockError, Outcome};
+    let api = OneNode::start().await;
+    let node = api.node.clone();
+    let (_, held) = api.call("POST", "/v1/locks/b/acquire", Some(json!({"owner": "x", "ttl_ms": 5000}))).await;
+    let b = FencingToken::granted_at(held["token"].as_u64().expect("a token"));
+    let acquire = Command::AcquireMany {
+        names: vec!["a".into(), "b".into()],
+        owner: "m".into(),
+        ttl_ms: Some(5000),
+        session: None,
+        wait_ms: Some(20_000),
+        request_id: Some("retried".into()),
+        lock_delay_ms: None,
+        seq: None,
+    };
+    // The first attempt: applied, queued in both queues.
+    let first = node.propose(acquire.clone()).await.expect("committed");
+    assert!(matches!(first, Ok(Outcome::QueuedMany { .. })), "{first:?}");
+
+    // The abandoned attempt's Cancel reaches the proposer first, the retry
+    // (registered for its turn before it proposes) right after it.
+    let cancel = node.propose(Command::Cancel { name: "a".into(), owner: "m".into() });
+    let retry = node.acquire(acquire);
+    tokio::pin!(retry);
+    let cancelled = tokio::select! {
+        biased;
+        cancelled = cancel => cancelled,
+        answer = &mut retry => panic!("the retry was answered before the Cancel applied: {answer:?}"),
+    };
+    assert!(matches!(cancelled, Ok(Ok(Outcome::Cancelled { removed: true, .. }))), "{cancelled:?}");
+
+    // The retry waits in its new place: no answer while b is held.
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut retry).await;
+    let waiting = node.locks().read(|t| t.is_waiting("a", "m") && t.is_waiting("b", "m"));
+    assert!(early.is_err(), "answered {early:?} while m still waits for a and b: {waiting}");
+
+    // Released, b goes to the retry, with a, and the retry says so.
+    let released =
+        node.propose(Command::Release { name: "b".into(), token: b, request_id: None, session: None, seq: None }).await;
+    assert!(matches!(released, Ok(Ok(Outcome::Released { .. }))), "{released:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(10), retry).await.expect("answered");
+    match answer {
+        Ok(Ok(Outcome::GrantedMany { grants, .. })) => {
+            assert!(grants.iter().all(|g| g.owner == "m" && g.token > b), "{grants:?}")
+        }
+        Ok(Err(LockError::WaitTimeout { .. })) => {
+            panic!("wait_timeout, yet m holds a: {:?}", node.locks().read(|t| t.holder("a")))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 // Ensures the session lifecycle through the router: create (id = entry
 // index), locks under it (single and multi) listed by GET, renew refused,
 // keepalive, list, delete releasing every lock, then 404 everywhere.

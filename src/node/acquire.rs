@@ -118,6 +118,16 @@ impl Node {
     /// answer replayed for a retry sent without `wait_ms`) it registers now.
     /// Either way the table is read once after registering, so a hand-over
     /// applied before it is not missed.
+    ///
+    /// That read, taken after the queuing entry was applied, is where the
+    /// owner stands as of the last applied entry; only events of later
+    /// entries can change it. The events of entries up to that one, which
+    /// a registration taken before the proposal also received, are about
+    /// what came before: a `Cancelled` or `WaitTimeout` among them ended an
+    /// *earlier* wait of this owner (the abandoned first attempt of a
+    /// retried request, whose `Cancel` forgot the request id, so the retry
+    /// queued anew). Taken for the end of this wait, it answered
+    /// `wait_timeout` to an owner still queued, who was then granted.
     async fn wait_for_turn(
         &self,
         registered: Option<Waiter>,
@@ -128,13 +138,18 @@ impl Node {
         let mut registered = registered.unwrap_or_else(|| self.waiters.watch(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
-            if let Some(settled) = self.standing(queue, name, owner) {
+            let (read_at, standing) = self.standing(queue, name, owner);
+            if let Some(settled) = standing {
                 return Ok(settled.ok_or_else(wait_timeout));
             }
             loop {
                 let Some(event) = registered.next().await else {
                     return Err(NodeError::Unavailable("node shutting down".into()));
                 };
+                if event.index <= read_at {
+                    // Already in the table read above: not about this wait's end.
+                    continue;
+                }
                 match (queue, event.kind) {
                     (Queue::Lock, EventKind::Acquired { token, .. } | EventKind::HandedOver { token, .. })
                     | (Queue::Semaphore, EventKind::PermitsGranted { token, .. }) => return Ok(Ok(token)),
@@ -195,21 +210,19 @@ impl Node {
 
     /// Where `owner` stands on `name` in `queue` according to the applied
     /// table: still waiting (`None`), holder (`Some(Some(token))`), or
-    /// neither: its wait ended (`Some(None)`). Waiting is asked first: an
-    /// owner may wait for `name` in a multi-acquire while it holds `name`
-    /// under another grant.
-    fn standing(&self, queue: Queue, name: &str, owner: &str) -> Option<Option<FencingToken>> {
-        let (waiting, held) = self.locks().read(|t| match queue {
+    /// neither: its wait ended (`Some(None)`); with the index of the last
+    /// entry applied to the table read. Waiting is asked first: an owner may
+    /// wait for `name` in a multi-acquire while it holds `name` under
+    /// another grant.
+    fn standing(&self, queue: Queue, name: &str, owner: &str) -> (u64, Option<Option<FencingToken>>) {
+        let (read_at, (waiting, held)) = self.locks().read_at(|t| match queue {
             Queue::Lock => (
                 t.is_waiting(name, owner),
                 t.holder(name).filter(|g| g.owner == owner).or(t.shared_holder(name, owner)).map(|g| g.token),
             ),
             Queue::Semaphore => (t.is_waiting_for_permits(name, owner), t.permits_of(name, owner).map(|g| g.token)),
         });
-        if waiting {
-            return None;
-        }
-        Some(held)
+        (read_at, (!waiting).then_some(held))
     }
 }
 
