@@ -9,7 +9,7 @@
 # node --test), Go (gofmt, go vet, go test -race) and Java (javac
 # -Xlint:all -Werror, JUnit 5) clients' tests against real clusters of the
 # binary just built, the conformance suite that holds all five clients to
-# one behaviour (conformance/), the Debian package built, installed,
+# one behaviour (clients/conformance/), the Debian package built, installed,
 # started and purged (.ci/package-test), and Schemathesis against a live
 # 3-node cluster from its /openapi.json (.ci/schemathesis). Those last
 # suites run side by side (they mostly wait on their processes), each
@@ -80,7 +80,7 @@ clients() {
     step clients/typescript/run-tests.sh
     step clients/go/run-tests.sh
     step clients/java/run-tests.sh
-    step conformance/run-tests.sh
+    step clients/conformance/run-tests.sh
 }
 # cargo-deb, at the version .ci/install-cargo-deb pins, compiles from
 # crates.io first when it is missing, while the other suites wait on their

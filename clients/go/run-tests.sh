@@ -4,7 +4,7 @@
 # Needs Go 1.19 or newer (Debian's golang-go; .ci/install-test-deps installs
 # it) and nothing else: the module uses the standard library only, so it
 # builds offline. Checks gofmt and go vet, builds the conformance driver
-# (build/leasehold-conformance, which conformance/drivers/go runs), then
+# (build/leasehold-conformance, which clients/conformance/drivers/go runs), then
 # runs go test with the race detector (it needs cgo: the C compiler the Rust
 # build links with). The tests start real `leasehold serve` processes from
 # $LEASEHOLD_BIN, else ../../target/debug/leasehold (run `cargo build`

@@ -138,7 +138,7 @@ func (w *watchdog) err() error {
 // once the renewal due at anchor + ttl/3 is half an interval late (an
 // attempt hanging on a node that does not answer). It is false once lost:
 // then Done has closed. The same rule as every leasehold client's
-// (conformance/PROTOCOL.md).
+// (clients/conformance/PROTOCOL.md).
 func (w *watchdog) atRisk() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

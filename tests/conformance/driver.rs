@@ -1,5 +1,5 @@
-//! A driver process (`conformance/drivers/<language>`) and the JSON-lines
-//! protocol of `conformance/PROTOCOL.md`: requests on its stdin, answers,
+//! A driver process (`clients/conformance/drivers/<language>`) and the JSON-lines
+//! protocol of `clients/conformance/PROTOCOL.md`: requests on its stdin, answers,
 //! matched by `id`, from its stdout. The process is killed by its PID when
 //! the [`Driver`] is dropped.
 

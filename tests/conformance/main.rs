@@ -2,8 +2,8 @@
 //!
 //! One real 3-node cluster, a fault-injecting proxy in front of each node
 //! (`proxy.rs`), and, for each language whose driver exists under
-//! `conformance/drivers/<language>`, every scenario of `scenarios.rs` run
-//! through that driver (`driver.rs`, speaking `conformance/PROTOCOL.md`).
+//! `clients/conformance/drivers/<language>`, every scenario of `scenarios.rs` run
+//! through that driver (`driver.rs`, speaking `clients/conformance/PROTOCOL.md`).
 //! Each scenario gets a fresh driver process, bounded in time and killed by
 //! its PID afterwards. The languages run a scenario all at once (each on
 //! locks of its own, with faults on its own paths), except the scenarios
@@ -14,7 +14,7 @@
 //! `LEASEHOLD_CONFORMANCE_DRIVERS=rust,python` runs only those languages;
 //! `LEASEHOLD_CONFORMANCE_SCENARIOS=fifo_waiting,...` only those scenarios.
 //! The drivers must be built first, so a plain `cargo test` leaves the suite
-//! out (`#[ignore]`): `conformance/run-tests.sh` builds them and runs it.
+//! out (`#[ignore]`): `clients/conformance/run-tests.sh` builds them and runs it.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -53,10 +53,10 @@ impl Harness {
 }
 
 fn drivers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join("drivers")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients").join("conformance").join("drivers")
 }
 
-/// The program that starts `language`'s driver: `conformance/drivers/<language>`,
+/// The program that starts `language`'s driver: `clients/conformance/drivers/<language>`,
 /// or `run` inside it when that is a folder.
 fn driver_program(language: &str) -> Option<PathBuf> {
     let path = drivers_dir().join(language);
@@ -70,7 +70,7 @@ fn languages() -> Vec<(String, PathBuf)> {
     let names: Vec<String> = match std::env::var("LEASEHOLD_CONFORMANCE_DRIVERS") {
         Ok(list) if !list.trim().is_empty() => list.split(',').map(|l| l.trim().to_string()).collect(),
         _ => {
-            let entries = std::fs::read_dir(drivers_dir()).expect("conformance/drivers exists");
+            let entries = std::fs::read_dir(drivers_dir()).expect("clients/conformance/drivers exists");
             let mut names: Vec<String> =
                 entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
             names.sort();
@@ -194,7 +194,7 @@ fn requests(proxies: &Proxies, prefix: &str) -> String {
 // Ensures every client whose driver exists behaves as PROTOCOL.md says in
 // every scenario, against a real cluster with injected faults.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the drivers built: run conformance/run-tests.sh"]
+#[ignore = "needs the drivers built: run clients/conformance/run-tests.sh"]
 async fn every_client_passes_every_scenario() {
     let languages = languages();
     assert!(!languages.is_empty(), "no driver under {}", drivers_dir().display());

@@ -1,9 +1,9 @@
-"""The Python client's conformance driver (``conformance/PROTOCOL.md``): JSON
+"""The Python client's conformance driver (``clients/conformance/PROTOCOL.md``): JSON
 lines on stdin, each run through the asyncio client's public API in a task
 of its own, one answer line per request on stdout. It holds no lock logic:
 guards, watchdogs, retries and deadlines are the client's.
 
-Started by ``conformance/drivers/python`` with the interpreter of the
+Started by ``clients/conformance/drivers/python`` with the interpreter of the
 client's test environment (``clients/python/.venv``).
 """
 

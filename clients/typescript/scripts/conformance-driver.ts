@@ -1,11 +1,11 @@
 /**
- * The TypeScript client's conformance driver (`conformance/PROTOCOL.md`):
+ * The TypeScript client's conformance driver (`clients/conformance/PROTOCOL.md`):
  * JSON lines on stdin, each run through the client's public API as it
  * arrives, one answer line per request on stdout. It holds no lock logic:
  * guards, watchdogs, retries and deadlines are the client's.
  *
  * Built by `npm run build:test` into `build/scripts/`, started by
- * `conformance/drivers/typescript`.
+ * `clients/conformance/drivers/typescript`.
  */
 
 import { createInterface } from "node:readline";

@@ -1,10 +1,10 @@
-//! The Rust client's conformance driver (`conformance/PROTOCOL.md`): JSON
+//! The Rust client's conformance driver (`clients/conformance/PROTOCOL.md`): JSON
 //! lines on stdin, each run through the client's public API in a task of
 //! its own, one answer line per request on stdout. It holds no lock logic:
 //! guards, watchdogs, retries and deadlines are the client's.
 //!
 //! Built with `cargo build -p leasehold-client --example conformance_driver`
-//! and started by `conformance/drivers/rust`.
+//! and started by `clients/conformance/drivers/rust`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 // Command leasehold-conformance is the Go client's conformance driver
-// (conformance/PROTOCOL.md): it reads commands as JSON lines on stdin, runs
+// (clients/conformance/PROTOCOL.md): it reads commands as JSON lines on stdin, runs
 // each through the client's public API, concurrently, and writes one JSON
 // line per answer on stdout. It holds no lock logic of its own.
 package main

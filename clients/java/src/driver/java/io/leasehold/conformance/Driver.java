@@ -34,7 +34,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The Java client's conformance driver (conformance/PROTOCOL.md): reads
+ * The Java client's conformance driver (clients/conformance/PROTOCOL.md): reads
  * commands as JSON lines on stdin, runs each through the client's public
  * API, concurrently, and writes one JSON line per answer on stdout. It holds
  * no lock logic of its own.

@@ -98,7 +98,7 @@ final class Watchdog {
      * (Chubby's jeopardy): from the first failed attempt until one succeeds,
      * or once the renewal due at anchor + ttl/3 is half an interval late (an
      * attempt hanging on a node that does not answer). False once lost. The
-     * same rule as every leasehold client's (conformance/PROTOCOL.md).
+     * same rule as every leasehold client's (clients/conformance/PROTOCOL.md).
      */
     synchronized boolean isAtRisk() {
         long now = System.nanoTime();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The conformance suite: builds the driver of every client that has one
-# (conformance/builds/<language>, or conformance/drivers/<language>/build
-# when the driver is a folder, for each conformance/drivers/<language>),
+# (clients/conformance/builds/<language>, or clients/conformance/drivers/<language>/build
+# when the driver is a folder, for each clients/conformance/drivers/<language>),
 # then runs every scenario against each, on a real 3-node cluster behind
 # fault-injecting proxies (tests/conformance), and prints the table of
 # scenario × language.
@@ -10,18 +10,18 @@
 # LEASEHOLD_CONFORMANCE_SCENARIOS=fifo_waiting,session only those scenarios.
 # The cluster runs target/debug/leasehold (cargo builds it for the test).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 if [ -n "${LEASEHOLD_CONFORMANCE_DRIVERS:-}" ]; then
     IFS=, read -r -a languages <<<"$LEASEHOLD_CONFORMANCE_DRIVERS"
 else
     languages=()
-    for driver in conformance/drivers/*; do
+    for driver in clients/conformance/drivers/*; do
         languages+=("$(basename "$driver")")
     done
 fi
 for language in "${languages[@]}"; do
-    for build in "conformance/builds/$language" "conformance/drivers/$language/build"; do
+    for build in "clients/conformance/builds/$language" "clients/conformance/drivers/$language/build"; do
         if [ -f "$build" ] && [ -x "$build" ]; then
             echo "== building the $language driver"
             "$build"
