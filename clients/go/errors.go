@@ -42,6 +42,12 @@ const (
 	CodeOverloaded           ErrorCode = "overloaded"
 	CodeTLSRequired          ErrorCode = "tls_required"
 	CodeFull                 ErrorCode = "full"
+	CodeNoSemaphore          ErrorCode = "no_semaphore"
+	CodeDeadlock             ErrorCode = "deadlock"
+	CodeSemaphoreFull        ErrorCode = "semaphore_full"
+	CodeLimitMismatch        ErrorCode = "limit_mismatch"
+	CodeNoLeader             ErrorCode = "no_leader"
+	CodeCompacted            ErrorCode = "compacted"
 	// CodeUnknown stands for an answer that was not a leasehold error body
 	// (a proxy in between, say); the status is kept.
 	CodeUnknown ErrorCode = "unknown"
@@ -94,6 +100,7 @@ var (
 	ErrSeqReused        = &APIError{Code: CodeSeqReused}
 	ErrRequestIDReused  = &APIError{Code: CodeRequestIDReused}
 	ErrFull             = &APIError{Code: CodeFull}
+	ErrDeadlock         = &APIError{Code: CodeDeadlock}
 )
 
 // UnavailableError: no node gave a usable answer within the retry budget

@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use leasehold_core::{Command, EventKind, Limits, LockEvent, Outcome};
 use leasehold_proto::elections::{CampaignRequest, Leader, LeaderList, ProclaimRequest, ResignRequest, ResignResponse};
-use leasehold_proto::events::EventsQuery;
+use leasehold_proto::events::ResumeQuery;
 use leasehold_proto::locks::ListQuery;
 use leasehold_proto::{ErrorCode, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
@@ -170,13 +170,10 @@ async fn observe(
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
-    ApiQuery(query): ApiQuery<EventsQuery>,
+    ApiQuery(query): ApiQuery<ResumeQuery>,
 ) -> Result<Response, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
-    if query.prefix.is_some() {
-        return Err(ApiError::bad_request("an election's stream has no prefix").with("field", "prefix"));
-    }
-    let (start, first) = match resume_point(&query, &headers)? {
+    let (start, first) = match resume_point(query.after.as_deref(), &headers)? {
         Some(cursor) => (cursor, Vec::new()),
         None => {
             let (index, leader) = node.locks().read_at(|t| t.leader(&name));

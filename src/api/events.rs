@@ -44,7 +44,7 @@ use crate::node::Node;
 use crate::store::{Compacted, Cursor, PublishedEvent};
 use leasehold_core::{Limits, LockEvent};
 use leasehold_proto::cluster::{ClusterStatus, QuotaUse};
-use leasehold_proto::events::{CompactedFrame, EventsQuery};
+use leasehold_proto::events::{CompactedFrame, EventsQuery, ResumeQuery};
 use leasehold_proto::ErrorCode;
 
 /// A comment line sent after this long without an event, so proxies and
@@ -91,15 +91,10 @@ async fn lock_events(
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
-    ApiQuery(query): ApiQuery<EventsQuery>,
+    ApiQuery(query): ApiQuery<ResumeQuery>,
 ) -> Result<Response, ApiError> {
     Limits::DEFAULT.check_name("name", &name)?;
-    if query.prefix.is_some() {
-        return Err(
-            ApiError::bad_request("a lock's stream has no prefix: use /v1/events?prefix=").with("field", "prefix")
-        );
-    }
-    let start = resume_point(&query, &headers)?;
+    let start = resume_point(query.after.as_deref(), &headers)?;
     stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name == name)
 }
 
@@ -114,15 +109,15 @@ async fn all_events(
     if prefix.len() > Limits::DEFAULT.max_name_bytes {
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
     }
-    let start = resume_point(&query, &headers)?;
+    let start = resume_point(query.after.as_deref(), &headers)?;
     stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name.starts_with(&prefix))
 }
 
 /// Where a stream resumes: after `?after=`, else after `Last-Event-ID`,
 /// else (`None`) from now on.
-pub(super) fn resume_point(query: &EventsQuery, headers: &HeaderMap) -> Result<Option<Cursor>, ApiError> {
-    let (text, field) = match (&query.after, headers.get(LAST_EVENT_ID)) {
-        (Some(after), _) => (after.as_str(), "after"),
+pub(super) fn resume_point(after: Option<&str>, headers: &HeaderMap) -> Result<Option<Cursor>, ApiError> {
+    let (text, field) = match (after, headers.get(LAST_EVENT_ID)) {
+        (Some(after), _) => (after, "after"),
         (None, Some(header)) => {
             (header.to_str().map_err(|_| ApiError::bad_request("Last-Event-ID is not text"))?, "last-event-id")
         }

@@ -32,7 +32,7 @@ use leasehold_proto::cluster::{
     Readiness, SnapshotTaken, StatusQuery,
 };
 use leasehold_proto::elections::{CampaignRequest, Leader, LeaderList, ProclaimRequest, ResignRequest, ResignResponse};
-use leasehold_proto::events::EventsQuery;
+use leasehold_proto::events::{EventsQuery, ResumeQuery};
 use leasehold_proto::fence::{
     CheckRequest, CheckResponse, GateRequest, GateResponse, PutRecordRequest, PutRecordResponse, Record,
 };
@@ -115,7 +115,7 @@ const OPERATIONS: &[Operation] = &[
     Operation(Get, "/v1/sessions", "sessions", Some(Client), "listSessions", "Live sessions in id order, without their locks (`after`, `limit` query parameters); linearizable", Body::None, (200, Named("SessionListResponse")), &[BAD]),
     Operation(Post, "/v1/sessions", "sessions", Some(Client), "createSession", "Open a session for `owner` with `ttl_ms`; its id is the index of the entry that created it", Named("CreateSessionRequest"), (200, Named("SessionView")), &[BAD, (409, "request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/sessions/{id}", "sessions", Some(Client), "getSession", "One session with the locks it holds; linearizable", Body::None, (200, Named("SessionView")), &[BAD, NO_SESSION]),
-    Operation(Delete, "/v1/sessions/{id}", "sessions", Some(Client), "deleteSession", "End the session: release every lock it holds (each handed to its first waiter) and take its waiters out of their queues, in one entry", Body::None, (200, Named("DeleteSessionResponse")), &[BAD, NO_SESSION]),
+    Operation(Delete, "/v1/sessions/{id}", "sessions", Some(Client), "deleteSession", "End the session: release every lock it holds (each handed to its first waiter) and take its waiters out of their queues, in one entry", Body::None, (200, Named("DeleteSessionResponse")), &[BAD, NO_SESSION, (409, "request_id_reused")]),
     Operation(Post, "/v1/sessions/{id}/keepalive", "sessions", Some(Client), "keepAliveSession", "Restart the session's deadline (with `ttl_ms`, or its own): one entry, whatever it holds", Named("KeepAliveRequest"), (200, Named("SessionView")), &[BAD, NO_SESSION, (409, "seq_too_old, seq_reused, request_id_reused")]),
     Operation(Get, "/v1/locks/{name}/events", "events", Some(Client), "lockEvents", "The lock's applied events as Server-Sent Events (`data`: a LockEvent; `id`: its place in the log); resumes after `after` or `Last-Event-ID` on any node; served by the node asked", Body::None, (200, Text("text/event-stream")), &[BAD, COMPACTED]),
     Operation(Get, "/v1/events", "events", Some(Client), "allEvents", "Every lock's applied events (or those under `prefix`) as Server-Sent Events (`data`: a LockEvent; `id`: its place in the log); resumes after `after` or `Last-Event-ID` on any node; served by the node asked", Body::None, (200, Text("text/event-stream")), &[BAD, COMPACTED]),
@@ -275,8 +275,10 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
             .schema(Some(schema));
         builder = builder.parameter(parameter);
     }
-    if path.ends_with("events") || path.ends_with("/observe") {
+    if *path == "/v1/events" {
         builder = builder.parameters(Some(EventsQuery::into_params(|| Some(ParameterIn::Query))));
+    } else if path.ends_with("/events") || path.ends_with("/observe") {
+        builder = builder.parameters(Some(ResumeQuery::into_params(|| Some(ParameterIn::Query))));
     }
     if *path == "/v1/locks" || *path == "/v1/semaphores" || (*path == "/v1/elections" && matches!(o.0, Get)) {
         builder = builder.parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))));

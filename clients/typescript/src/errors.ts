@@ -15,7 +15,8 @@ export type ErrorCode =
   | "request_timeout" | "held" | "lock_delayed" | "reserved" | "stale_token" | "wait_timeout"
   | "lock_mismatch" | "held_under_session" | "seq_too_old" | "seq_reused" | "request_id_reused"
   | "already_initialized" | "would_lose_quorum" | "body_too_large" | "unsupported_media_type"
-  | "internal" | "unavailable" | "not_leader" | "overloaded" | "tls_required" | "full";
+  | "internal" | "unavailable" | "not_leader" | "overloaded" | "tls_required" | "full"
+  | "no_semaphore" | "deadlock" | "semaphore_full" | "limit_mismatch" | "no_leader" | "compacted";
 
 /** Every error this client throws. */
 export class LeaseholdError extends Error {
@@ -71,6 +72,18 @@ export class WouldLoseQuorumError extends ApiError { override name = "WouldLoseQ
 export class BodyTooLargeError extends ApiError { override name = "BodyTooLargeError"; }
 export class UnsupportedMediaTypeError extends ApiError { override name = "UnsupportedMediaTypeError"; }
 export class InternalError extends ApiError { override name = "InternalError"; }
+/** No such semaphore (nobody holds or waits for it). */
+export class NoSemaphoreError extends ApiError { override name = "NoSemaphoreError"; }
+/** Waiting would close a cycle of waiters (`details.cycle`): refused at once. */
+export class DeadlockError extends ApiError { override name = "DeadlockError"; }
+/** No permit of the semaphore is free, and the acquire does not wait. */
+export class SemaphoreFullError extends ApiError { override name = "SemaphoreFullError"; }
+/** The semaphore exists with another limit. */
+export class LimitMismatchError extends ApiError { override name = "LimitMismatchError"; }
+/** The election has no leader. */
+export class NoLeaderError extends ApiError { override name = "NoLeaderError"; }
+/** An event stream was asked to resume before the node's history (`details.compacted_before`). */
+export class CompactedError extends ApiError { override name = "CompactedError"; }
 /** A cluster limit is reached (leases, waiters, sessions, records...). */
 export class FullError extends ApiError { override name = "FullError"; }
 /**
@@ -126,6 +139,12 @@ const BY_CODE: Readonly<Record<ErrorCode, ApiErrorClass>> = {
   unavailable: UnavailableError,
   not_leader: NotLeaderError,
   overloaded: OverloadedError,
+  no_semaphore: NoSemaphoreError,
+  deadlock: DeadlockError,
+  semaphore_full: SemaphoreFullError,
+  limit_mismatch: LimitMismatchError,
+  no_leader: NoLeaderError,
+  compacted: CompactedError,
 };
 
 /** The error codes this version knows. */

@@ -10,17 +10,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::FencingToken;
 
-/// The query of every event stream.
+/// The query of `GET /v1/events`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
-    /// `GET /v1/events` only: only events of locks (and elections) whose
-    /// names start with this (session events have no name: they come only
-    /// without a prefix).
+    /// Only events of locks (and elections) whose names start with this
+    /// (session events have no name: they come only without a prefix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// Resume right after this event id (an entry index, or
+    /// `INDEX.ORDINAL`); takes precedence over `Last-Event-ID`. Without
+    /// either, the stream starts with the next entry applied. An id older
+    /// than the node's history is answered `410 compacted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// The query of a stream of one name (`/v1/locks/{name}/events`,
+/// `/v1/elections/{name}/observe`): where it resumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct ResumeQuery {
     /// Resume right after this event id (an entry index, or
     /// `INDEX.ORDINAL`); takes precedence over `Last-Event-ID`. Without
     /// either, the stream starts with the next entry applied. An id older
