@@ -2,9 +2,10 @@
 //!
 //! One real 3-node cluster, a fault-injecting proxy in front of each node
 //! (`proxy.rs`), and, for each language whose driver exists under
-//! `clients/conformance/drivers/<language>`, every scenario of `clients/conformance/scenarios.json` (interpreted by
-//! `scenarios.rs`) run
-//! through that driver (`driver.rs`, speaking `clients/conformance/PROTOCOL.md`).
+//! `clients/conformance/drivers/<language>`, every scenario of
+//! `clients/conformance/scenarios.json` (interpreted by `scenarios.rs`) run
+//! through that driver (`driver.rs`, speaking
+//! `clients/conformance/PROTOCOL.md`).
 //! Each scenario gets a fresh driver process, bounded in time and killed by
 //! its PID afterwards. The languages run a scenario all at once (each on
 //! locks of its own, with faults on its own paths), except the scenarios
