@@ -33,21 +33,6 @@ impl Answer {
         self.body["ok"] == json!(true)
     }
 
-    pub fn field(&self, name: &str) -> &Value {
-        &self.body[name]
-    }
-
-    /// The token field `name`, when it is an integer.
-    pub fn token(&self, name: &str) -> Option<u64> {
-        self.body[name].as_u64()
-    }
-
-    /// `(kind, code)` of a failure.
-    pub fn error(&self) -> Option<(&str, Option<&str>)> {
-        let error = self.body.get("error")?;
-        Some((error["kind"].as_str().unwrap_or("?"), error["code"].as_str()))
-    }
-
     /// This answer if it is a success, else the failure as a message.
     pub fn success(self) -> Result<Answer, String> {
         if self.ok() {
@@ -146,11 +131,6 @@ impl Driver {
     /// Sends one request and waits (bounded) for its answer.
     pub async fn call(&mut self, op: &str, arguments: Value) -> Result<Answer, String> {
         self.send(op, arguments).await?.answer(CALL_BOUND).await
-    }
-
-    /// Like [`call`](Self::call), failing unless the answer is a success.
-    pub async fn ok(&mut self, op: &str, arguments: Value) -> Result<Answer, String> {
-        self.call(op, arguments).await?.success().map_err(|e| format!("{op}: {e}"))
     }
 
     pub fn pid(&self) -> nix::unistd::Pid {

@@ -2,8 +2,10 @@
 //!
 //! One real 3-node cluster, a fault-injecting proxy in front of each node
 //! (`proxy.rs`), and, for each language whose driver exists under
-//! `clients/conformance/drivers/<language>`, every scenario of `scenarios.rs` run
-//! through that driver (`driver.rs`, speaking `clients/conformance/PROTOCOL.md`).
+//! `clients/conformance/drivers/<language>`, every scenario of
+//! `clients/conformance/scenarios.json` (interpreted by `scenarios.rs`) run
+//! through that driver (`driver.rs`, speaking
+//! `clients/conformance/PROTOCOL.md`).
 //! Each scenario gets a fresh driver process, bounded in time and killed by
 //! its PID afterwards. The languages run a scenario all at once (each on
 //! locks of its own, with faults on its own paths), except the scenarios
@@ -88,18 +90,16 @@ fn languages() -> Vec<(String, PathBuf)> {
 }
 
 fn selected_scenarios() -> Vec<Scenario> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients").join("conformance").join("scenarios.json");
+    let all = scenarios::load(&path);
     match std::env::var("LEASEHOLD_CONFORMANCE_SCENARIOS") {
         Ok(list) if !list.trim().is_empty() => list
             .split(',')
             .map(|name| {
-                Scenario::ALL
-                    .iter()
-                    .copied()
-                    .find(|s| s.name() == name.trim())
-                    .unwrap_or_else(|| panic!("no scenario {name:?}"))
+                all.iter().find(|s| s.name == name.trim()).cloned().unwrap_or_else(|| panic!("no scenario {name:?}"))
             })
             .collect(),
-        _ => Scenario::ALL.to_vec(),
+        _ => all,
     }
 }
 
@@ -109,12 +109,12 @@ async fn run_one(
     harness: &Harness,
     language: &str,
     program: &Path,
-    scenario: Scenario,
+    scenario: &Scenario,
     endpoints: &[String],
     run: usize,
 ) -> Result<(), String> {
     let mut driver = Driver::start(program, endpoints, harness.cluster.dir.path(), run).await?;
-    let prefix = format!("{language}-{}", scenario.name());
+    let prefix = format!("{language}-{}", scenario.name);
     let outcome = tokio::time::timeout(SCENARIO_BOUND, scenario.run(harness, &mut driver, &prefix))
         .await
         .unwrap_or_else(|_| Err(format!("still running after {SCENARIO_BOUND:?}")));
@@ -134,11 +134,11 @@ async fn run_one(
 async fn run_scenario(
     harness: &mut Harness,
     languages: &[(String, PathBuf)],
-    scenario: Scenario,
+    scenario: &Scenario,
     runs: &mut usize,
 ) -> Vec<Result<(), String>> {
     let rounds: Vec<&[(String, PathBuf)]> =
-        if scenario.alone() { languages.chunks(1).collect() } else { vec![languages] };
+        if scenario.alone { languages.chunks(1).collect() } else { vec![languages] };
     let mut outcomes = Vec::new();
     for round in rounds {
         let leader = harness.leader().await;
@@ -154,7 +154,7 @@ async fn run_scenario(
             .await;
         for ((language, _), outcome) in round.iter().zip(&round_outcomes) {
             let verdict = if outcome.is_ok() { "pass" } else { "FAIL" };
-            eprintln!("=== {language} {}: {verdict} (round of {:.1?})", scenario.name(), started.elapsed());
+            eprintln!("=== {language} {}: {verdict} (round of {:.1?})", scenario.name, started.elapsed());
             if let Err(e) = outcome {
                 eprintln!("{e}");
             }
@@ -208,7 +208,7 @@ async fn every_client_passes_every_scenario() {
     let mut results: BTreeMap<(usize, String), Result<(), String>> = BTreeMap::new();
     let mut runs = 0;
     for (i, scenario) in scenarios.iter().enumerate() {
-        let outcomes = run_scenario(&mut harness, &languages, *scenario, &mut runs).await;
+        let outcomes = run_scenario(&mut harness, &languages, scenario, &mut runs).await;
         for ((language, _), outcome) in languages.iter().zip(outcomes) {
             results.insert((i, language.clone()), outcome);
         }
@@ -218,7 +218,7 @@ async fn every_client_passes_every_scenario() {
     let failed: Vec<String> = results
         .iter()
         .filter(|(_, outcome)| outcome.is_err())
-        .map(|((i, language), _)| format!("{language}/{}", scenarios[*i].name()))
+        .map(|((i, language), _)| format!("{language}/{}", scenarios[*i].name))
         .collect();
     assert!(failed.is_empty(), "failed: {}\n{}", failed.join(", "), harness.cluster.logs());
 }
@@ -229,14 +229,14 @@ fn table(
     languages: &[(String, PathBuf)],
     results: &BTreeMap<(usize, String), Result<(), String>>,
 ) -> String {
-    let width = scenarios.iter().map(|s| s.name().len()).max().unwrap_or(8).max(8);
+    let width = scenarios.iter().map(|s| s.name.len()).max().unwrap_or(8).max(8);
     let mut out = format!("{:width$}", "scenario");
     for (language, _) in languages {
         out.push_str(&format!(" | {language:>10}"));
     }
     out.push('\n');
     for (i, scenario) in scenarios.iter().enumerate() {
-        out.push_str(&format!("{:width$}", scenario.name()));
+        out.push_str(&format!("{:width$}", scenario.name));
         for (language, _) in languages {
             let cell = match results.get(&(i, language.clone())) {
                 Some(Ok(())) => "pass",

@@ -1,26 +1,26 @@
-//! The scenarios every client must pass, each driven through one driver.
-//! Lock names start with the language and the scenario, so no run sees
-//! another's locks. The harness's own client (straight to the nodes) sets
-//! the stage and checks what the cluster holds; the proxies' log says what
-//! the client sent.
+//! The interpreter of `clients/conformance/scenarios.json`: the scenarios
+//! are data, so every language is held to the same list, order, arguments
+//! and expected answers, and a new scenario needs no Rust. What only the
+//! harness can see (the proxies' log of what a client sent, and when) is
+//! checked by the named checks here, written once. The format is in
+//! `clients/conformance/PROTOCOL.md`, section Scenarios.
+//!
+//! Lock names start with the language and the scenario (`${prefix}`), so no
+//! run sees another's locks. The harness's own client (straight to the
+//! nodes) sets the stage and says what the cluster holds.
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use leasehold_client::AcquireOptions;
-use serde_json::{json, Value};
+use leasehold_client::{AcquireOptions, FencingToken};
+use nix::sys::signal::{kill, Signal};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
 
-use crate::driver::{Answer, Driver};
+use crate::driver::{Answer, Driver, Pending, CALL_BOUND};
 use crate::proxy::{Fault, Seen};
 use crate::Harness;
-
-/// Every lease of the suite: the shortest ttl the cluster accepts, so the
-/// scenarios that wait for a lease to run out stay short.
-const TTL_MS: u64 = 3000;
-/// The drift margin the lock guards are asked for.
-const MARGIN_MS: u64 = 300;
-/// How late, after the safe deadline, the harness may read a `lost` answer:
-/// the pipe and the scheduling of two processes on a busy machine.
-const LATE_ALLOWANCE: Duration = Duration::from_millis(300);
 
 macro_rules! ensure {
     ($condition:expr, $($message:tt)+) => {
@@ -30,408 +30,516 @@ macro_rules! ensure {
     };
 }
 
-#[derive(Debug, Clone, Copy)]
-pub enum Scenario {
-    AcquireRelease,
-    FifoWaiting,
-    RequestIdReusedOnRetry,
-    RetryAfterHonoured,
-    LeaderFollowing,
-    LeaderKilledMidLease,
-    PausedPastTtl,
-    AtRiskThenLost,
-    Session,
-    MultiLock,
-    RecordsAndGates,
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// Whether it acts on the whole cluster (kills the leader, hangs every
+    /// node), so no other language's scenario may run beside it.
+    #[serde(default)]
+    pub alone: bool,
+    #[serde(default, rename = "about")]
+    _about: String,
+    steps: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    #[serde(default, rename = "about")]
+    _about: String,
+    scenarios: Vec<Scenario>,
+}
+
+/// The kinds of step, each with the keys it may have besides its own and
+/// `about`: a misspelt key (`expct`) would otherwise be ignored and weaken
+/// the scenario without anyone noticing.
+const STEP_KINDS: [(&str, &[&str]); 11] = [
+    ("send", &["as", "expect", "background", "timeout_ms"]),
+    ("await", &["expect", "timeout_ms"]),
+    ("cluster", &["as", "expect"]),
+    ("fault", &[]),
+    ("kill", &[]),
+    ("signal_driver", &[]),
+    ("sleep_ms", &[]),
+    ("wait_queued", &[]),
+    ("wait_request", &[]),
+    ("poll", &["every_ms", "within_ms", "until", "seen_before"]),
+    ("leader", &["as"]),
+];
+
+/// The named checks, with their arguments: the ones that need the proxies'
+/// records.
+const CHECKS: [(&str, &[&str]); 4] = [
+    ("request_id_reused", &["path", "at_least"]),
+    ("retry_after_spacing", &["path", "min_gap_ms"]),
+    ("requests_went_to_leader", &["lock", "after_first", "at_least", "leader"]),
+    ("lost_by_safe_deadline", &["answer", "renew_path", "ttl_ms", "drift_margin_ms", "allowance_ms"]),
+];
+
+/// The scenarios of `path`, in order. Panics on a malformed file or step,
+/// so a typo fails the whole suite instead of one language's cell.
+pub fn load(path: &Path) -> Vec<Scenario> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file: ScenarioFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for scenario in &file.scenarios {
+        for (i, step) in scenario.steps.iter().enumerate() {
+            if let Err(e) = validate(step) {
+                panic!("{}: scenario {}, step {}: {e}: {step}", path.display(), scenario.name, i + 1);
+            }
+        }
+    }
+    file.scenarios
+}
+
+fn validate(step: &Value) -> Result<(), String> {
+    let object = step.as_object().ok_or("not an object")?;
+    if let Some(name) = object.get("check") {
+        let (_, arguments) =
+            CHECKS.iter().find(|(check, _)| name == check).ok_or_else(|| format!("no check {name}"))?;
+        let unknown: Vec<&String> =
+            object.keys().filter(|k| *k != "check" && *k != "about" && !arguments.contains(&k.as_str())).collect();
+        ensure!(unknown.is_empty(), "unknown keys {unknown:?}");
+        return Ok(());
+    }
+    let kinds: Vec<&(&str, &[&str])> = STEP_KINDS.iter().filter(|(kind, _)| object.contains_key(*kind)).collect();
+    let [(kind, others)] = kinds[..] else { return Err(format!("{} kinds of step", kinds.len())) };
+    let unknown: Vec<&String> =
+        object.keys().filter(|k| *k != kind && *k != "about" && !others.contains(&k.as_str())).collect();
+    ensure!(unknown.is_empty(), "unknown keys {unknown:?}");
+    ensure!(
+        !(object.contains_key("background") && object.contains_key("expect")),
+        "a background send is checked by its await"
+    );
+    Ok(())
+}
+
+/// What one run of a scenario has seen so far.
+struct Run<'a> {
+    h: &'a Harness,
+    d: &'a mut Driver,
+    prefix: &'a str,
+    /// Answers by their `as` name.
+    answers: HashMap<String, Answer>,
+    /// Requests sent in the background, by their `as` name.
+    pending: HashMap<String, Pending>,
+    /// When each overload fault (by path) ends.
+    overloads: HashMap<String, Instant>,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
-        Scenario::AcquireRelease,
-        Scenario::FifoWaiting,
-        Scenario::RequestIdReusedOnRetry,
-        Scenario::RetryAfterHonoured,
-        Scenario::LeaderFollowing,
-        Scenario::LeaderKilledMidLease,
-        Scenario::PausedPastTtl,
-        Scenario::AtRiskThenLost,
-        Scenario::Session,
-        Scenario::MultiLock,
-        Scenario::RecordsAndGates,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::AcquireRelease => "acquire_release",
-            Scenario::FifoWaiting => "fifo_waiting",
-            Scenario::RequestIdReusedOnRetry => "request_id_reused_on_retry",
-            Scenario::RetryAfterHonoured => "retry_after_honoured",
-            Scenario::LeaderFollowing => "leader_following",
-            Scenario::LeaderKilledMidLease => "leader_killed_mid_lease",
-            Scenario::PausedPastTtl => "paused_past_ttl",
-            Scenario::AtRiskThenLost => "at_risk_then_lost",
-            Scenario::Session => "session",
-            Scenario::MultiLock => "multi_lock",
-            Scenario::RecordsAndGates => "records_and_gates",
+    pub async fn run(&self, h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
+        let mut run = Run { h, d, prefix, answers: HashMap::new(), pending: HashMap::new(), overloads: HashMap::new() };
+        for (i, step) in self.steps.iter().enumerate() {
+            let step = with_prefix(step, prefix);
+            run.step(&step).await.map_err(|e| format!("step {} {step}: {e}", i + 1))?;
         }
+        Ok(())
     }
+}
 
-    /// Whether it acts on the whole cluster (kills the leader, hangs every
-    /// node), so no other language's scenario may run beside it.
-    pub fn alone(self) -> bool {
-        matches!(self, Scenario::LeaderKilledMidLease | Scenario::AtRiskThenLost)
-    }
-
-    pub async fn run(self, h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-        match self {
-            Scenario::AcquireRelease => acquire_release(h, d, prefix).await,
-            Scenario::FifoWaiting => fifo_waiting(h, d, prefix).await,
-            Scenario::RequestIdReusedOnRetry => request_id_reused_on_retry(h, d, prefix).await,
-            Scenario::RetryAfterHonoured => retry_after_honoured(h, d, prefix).await,
-            Scenario::LeaderFollowing => leader_following(h, d, prefix).await,
-            Scenario::LeaderKilledMidLease => leader_killed_mid_lease(h, d, prefix).await,
-            Scenario::PausedPastTtl => paused_past_ttl(h, d, prefix).await,
-            Scenario::AtRiskThenLost => at_risk_then_lost(h, d, prefix).await,
-            Scenario::Session => session(h, d, prefix).await,
-            Scenario::MultiLock => multi_lock(h, d, prefix).await,
-            Scenario::RecordsAndGates => records_and_gates(h, d, prefix).await,
+/// `${prefix}` replaced in every string and key: done first, so a
+/// reference may name a lock (`${set.tokens.${prefix}-m1}`).
+fn with_prefix(value: &Value, prefix: &str) -> Value {
+    match value {
+        Value::String(s) => Value::String(s.replace("${prefix}", prefix)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| with_prefix(v, prefix)).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.replace("${prefix}", prefix), with_prefix(v, prefix))).collect())
         }
+        other => other.clone(),
     }
 }
 
-fn token(answer: &Answer, field: &str) -> Result<u64, String> {
-    answer.token(field).ok_or_else(|| format!("no integer {field:?} in {}", answer.body))
+fn ms(step: &Value, key: &str) -> Result<Duration, String> {
+    step[key].as_u64().map(Duration::from_millis).ok_or_else(|| format!("no integer {key}"))
 }
 
-fn handle(answer: &Answer) -> Result<Value, String> {
-    let handle = answer.field("handle");
-    ensure!(handle.is_string(), "no handle in {}", answer.body);
-    Ok(handle.clone())
+fn text<'v>(step: &'v Value, key: &str) -> Result<&'v str, String> {
+    step[key].as_str().ok_or_else(|| format!("no string {key}"))
 }
 
-/// A guard through the driver: `lock` with the suite's ttl and margin.
-async fn lock(d: &mut Driver, name: &str) -> Result<(Value, u64), String> {
-    lock_for(d, name, TTL_MS).await
+fn number(step: &Value, key: &str) -> Result<u64, String> {
+    step[key].as_u64().ok_or_else(|| format!("no integer {key}"))
 }
 
-async fn lock_for(d: &mut Driver, name: &str, ttl_ms: u64) -> Result<(Value, u64), String> {
-    let answer = d.ok("lock", json!({"name": name, "ttl_ms": ttl_ms, "drift_margin_ms": MARGIN_MS})).await?;
-    Ok((handle(&answer)?, token(&answer, "token")?))
+/// A request's op and the rest of it, the driver's arguments.
+fn split_op(request: Value) -> Result<(String, Value), String> {
+    let Value::Object(mut map) = request else { return Err("the request is not an object".into()) };
+    let op = map.remove("op").and_then(|op| op.as_str().map(str::to_string)).ok_or("the request has no op")?;
+    Ok((op, Value::Object(map)))
 }
 
-fn expect_api_error(answer: &Answer, code: &str) -> Result<(), String> {
-    match answer.error() {
-        Some(("api", Some(c))) if c == code => Ok(()),
-        _ => Err(format!("expected the api error {code}, got {}", answer.body)),
-    }
-}
-
-/// Owner and token of `name` on the cluster.
-async fn held(h: &Harness, name: &str) -> Result<Option<(String, u64)>, String> {
-    let view = h.client.get(name).await.map_err(|e| format!("get {name}: {e}"))?;
-    Ok(view.map(|v| (v.owner, v.token.get())))
-}
-
-/// The requests whose path is `path`, in order of arrival.
-fn requests_to(h: &Harness, path: &str) -> Vec<Seen> {
-    h.proxies.seen().into_iter().filter(|s| s.path == path).collect()
-}
-
-// A guard's grant carries a token; another owner gets `held` at once
-// without a wait; release frees the lock; the next grant's token is higher;
-// raw acquire, renew and release keep one token.
-async fn acquire_release(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-a");
-    let (guard, first) = lock(d, &name).await?;
-    let on_cluster = held(h, &name).await?;
-    ensure!(on_cluster.as_ref().map(|(_, t)| *t) == Some(first), "the cluster holds {on_cluster:?}, not token {first}");
-    let refused = d.call("acquire", json!({"name": name, "owner": "other", "ttl_ms": TTL_MS})).await?;
-    expect_api_error(&refused, "held")?;
-    ensure!(refused.body["error"]["status"] == json!(409), "held is not a 409: {}", refused.body);
-    d.ok("unlock", json!({"handle": guard})).await?;
-    ensure!(held(h, &name).await?.is_none(), "unlock left the lock held");
-    let acquired = d.ok("acquire", json!({"name": name, "owner": "raw", "ttl_ms": TTL_MS})).await?;
-    let second = token(&acquired, "token")?;
-    ensure!(second > first, "token {second} after {first}");
-    let renewed = d.ok("renew", json!({"name": name, "token": second})).await?;
-    ensure!(token(&renewed, "token")? == second, "renew changed the token: {}", renewed.body);
-    d.ok("release", json!({"name": name, "token": second})).await?;
-    let stale = d.call("release", json!({"name": name, "token": second})).await?;
-    ensure!(
-        matches!(stale.error(), Some(("api", Some("not_held" | "stale_token")))),
-        "a second release: {}",
-        stale.body
-    );
-    Ok(())
-}
-
-// Waiters get the lock in the order they asked, each under a higher token.
-async fn fifo_waiting(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-q");
-    let holder = h.client.acquire(&name, "holder", TTL_MS).await.map_err(|e| e.to_string())?;
-    let wait = |owner: &str| json!({"name": name, "owner": owner, "ttl_ms": TTL_MS, "wait_ms": 20_000});
-    let first = d.send("acquire", wait("first")).await?;
-    wait_until_queued(h, &name, 1).await?;
-    let second = d.send("acquire", wait("second")).await?;
-    wait_until_queued(h, &name, 2).await?;
-    h.client.release(&name, holder.token()).await.map_err(|e| e.to_string())?;
-    let first = first.answer(Duration::from_secs(20)).await?.success()?;
-    let first_token = token(&first, "token")?;
-    ensure!(first_token > holder.token().get(), "first waiter's token {first_token} not above {}", holder.token());
-    let owner = held(h, &name).await?;
-    ensure!(matches!(&owner, Some((o, _)) if o == "first"), "after the holder the lock went to {owner:?}");
-    d.ok("release", json!({"name": name, "token": first_token})).await?;
-    let second = second.answer(Duration::from_secs(20)).await?.success()?;
-    let second_token = token(&second, "token")?;
-    ensure!(second_token > first_token, "second waiter's token {second_token} not above {first_token}");
-    d.ok("release", json!({"name": name, "token": second_token})).await.map(|_| ())
-}
-
-/// Waits (bounded) until `count` waiters stand in the queue of `name` on
-/// the cluster, so the next one sent is behind them.
-async fn wait_until_queued(h: &Harness, name: &str, count: usize) -> Result<(), String> {
-    let give_up = Instant::now() + Duration::from_secs(10);
-    loop {
-        let view = h.client.get(name).await.map_err(|e| format!("get {name}: {e}"))?;
-        if view.is_some_and(|v| v.waiters.len() >= count) {
+impl Run<'_> {
+    async fn step(&mut self, step: &Value) -> Result<(), String> {
+        if step.get("check").is_some() {
+            let check = self.resolve(step)?;
+            return self.check(&check);
+        }
+        if let Some(request) = step.get("send") {
+            let (op, arguments) = split_op(self.resolve(request)?)?;
+            let pending = self.d.send(&op, arguments).await?;
+            if step["background"] == json!(true) {
+                self.pending.insert(text(step, "as")?.to_string(), pending);
+                return Ok(());
+            }
+            let bound = ms(step, "timeout_ms").unwrap_or(CALL_BOUND);
+            let answer = pending.answer(bound).await?;
+            return self.expect(step, answer);
+        }
+        if let Some(name) = step["await"].as_str() {
+            let pending = self.pending.remove(name).ok_or_else(|| format!("nothing sent as {name}"))?;
+            let answer = pending.answer(ms(step, "timeout_ms").unwrap_or(CALL_BOUND)).await?;
+            return self.expect(&json!({"as": name, "expect": step.get("expect")}), answer);
+        }
+        if let Some(request) = step.get("cluster") {
+            let request = self.resolve(request)?;
+            let body = self.cluster(&request).await?;
+            return self.expect(step, Answer { at: Instant::now(), body });
+        }
+        if let Some(fault) = step.get("fault") {
+            let fault = self.resolve(fault)?;
+            return self.fault(&fault);
+        }
+        if step.get("kill").is_some() {
+            ensure!(step["kill"] == json!("leader"), "only the leader can be killed");
+            let leader = self.h.leader().await;
+            // kill -9 by PID; the harness reaps and restarts it after the scenario.
+            self.h.cluster.signal(leader, Signal::SIGKILL);
             return Ok(());
         }
-        ensure!(Instant::now() < give_up, "{count} waiters of {name} never queued");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(signal) = step.get("signal_driver") {
+            let signal = match signal.as_str() {
+                Some("stop") => Signal::SIGSTOP,
+                Some("continue") => Signal::SIGCONT,
+                _ => return Err("signal_driver is stop or continue".into()),
+            };
+            return kill(self.d.pid(), signal).map_err(|e| e.to_string());
+        }
+        if step.get("sleep_ms").is_some() {
+            tokio::time::sleep(ms(step, "sleep_ms")?).await;
+            return Ok(());
+        }
+        if let Some(wait) = step.get("wait_queued") {
+            let wait = self.resolve(wait)?;
+            return self.wait_queued(text(&wait, "name")?, number(&wait, "count")?, ms(&wait, "within_ms")?).await;
+        }
+        if let Some(wait) = step.get("wait_request") {
+            let wait = self.resolve(wait)?;
+            let status = number(&wait, "status")?;
+            let give_up = Instant::now() + ms(&wait, "within_ms")?;
+            let path = text(&wait, "path")?;
+            while !self.requests_to(path).iter().any(|s| s.status.map(u64::from) == Some(status)) {
+                ensure!(Instant::now() < give_up, "no request to {path} answered {status}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            return Ok(());
+        }
+        if let Some(request) = step.get("poll") {
+            let request = self.resolve(request)?;
+            return self.poll(step, request).await;
+        }
+        if step.get("leader").is_some() {
+            let node = self.h.leader().await;
+            return self.expect(step, Answer { at: Instant::now(), body: json!({"ok": true, "node": node}) });
+        }
+        Err("no such step".into())
     }
-}
 
-// An acquire whose answer is lost is retried with the same request id, and
-// the cluster grants once: the token answered is the one it holds.
-async fn request_id_reused_on_retry(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-r");
-    let path = format!("/v1/locks/{name}/acquire");
-    h.proxies.add_fault(Fault::DropAnswer { suffix: path.clone(), remaining: 1 });
-    let acquired = d.ok("acquire", json!({"name": name, "owner": "retrier", "ttl_ms": TTL_MS})).await?;
-    let granted = token(&acquired, "token")?;
-    let attempts = requests_to(h, &path);
-    ensure!(attempts.len() >= 2, "the dropped answer was not retried: {attempts:?}");
-    let first_id = attempts[0].request_id.clone();
-    ensure!(first_id.is_some(), "the acquire carried no request id");
-    ensure!(attempts.iter().all(|a| a.request_id == first_id), "the retry changed the request id: {attempts:?}");
-    let on_cluster = held(h, &name).await?;
-    ensure!(
-        on_cluster == Some(("retrier".to_string(), granted)),
-        "answered token {granted}, the cluster holds {on_cluster:?}"
-    );
-    d.ok("release", json!({"name": name, "token": granted})).await.map(|_| ())
-}
+    /// Keeps `answer` under the step's `as` name, then matches it against
+    /// the step's `expect` (a success when there is none), which may refer
+    /// to the answer itself.
+    fn expect(&mut self, step: &Value, answer: Answer) -> Result<(), String> {
+        let body = answer.body.clone();
+        if let Some(name) = step["as"].as_str() {
+            self.answers.insert(name.to_string(), answer);
+        }
+        let expected = match step.get("expect") {
+            Some(expected) if !expected.is_null() => self.resolve(expected)?,
+            _ => json!({"ok": true}),
+        };
+        matches(&expected, &body, "").map_err(|e| format!("{e}; the answer: {body}"))
+    }
 
-// `503 overloaded` with `Retry-After: 1`: no node that said so is asked
-// again before the second is over, the request id stays, and the acquire
-// succeeds once the nodes take requests again.
-async fn retry_after_honoured(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-o");
-    let path = format!("/v1/locks/{name}/acquire");
-    let until = Instant::now() + Duration::from_millis(1500);
-    h.proxies.add_fault(Fault::Overloaded { suffix: path.clone(), until, retry_after_s: 1 });
-    let acquired = d.ok("acquire", json!({"name": name, "owner": "patient", "ttl_ms": TTL_MS})).await?;
-    let attempts = requests_to(h, &path);
-    ensure!(attempts.iter().any(|a| a.status == Some(503)), "no attempt was refused: {attempts:?}");
-    ensure!(attempts.last().map(|a| a.at >= until) == Some(true), "succeeded before the nodes took requests");
-    ensure!(attempts.iter().all(|a| a.request_id == attempts[0].request_id), "the request id changed: {attempts:?}");
-    for (i, refused) in attempts.iter().enumerate().filter(|(_, a)| a.status == Some(503)) {
-        if let Some(next) = attempts[i + 1..].iter().find(|a| a.node == refused.node) {
-            let gap = next.at - refused.at;
-            ensure!(
-                gap >= Duration::from_millis(950),
-                "node {} asked again {gap:?} after its Retry-After: 1",
-                refused.node
-            );
+    /// Repeats `request` until an answer matches `until`; with
+    /// `seen_before`, one of the answers before it must match that.
+    async fn poll(&mut self, step: &Value, request: Value) -> Result<(), String> {
+        let (op, arguments) = split_op(request)?;
+        let until = self.resolve(&step["until"])?;
+        let seen_before = step.get("seen_before").map(|v| self.resolve(v)).transpose()?;
+        let give_up = Instant::now() + ms(step, "within_ms")?;
+        let mut seen = false;
+        loop {
+            let answer = self.d.call(&op, arguments.clone()).await?.success()?;
+            if matches(&until, &answer.body, "").is_ok() {
+                break;
+            }
+            seen |= seen_before.as_ref().is_some_and(|expected| matches(expected, &answer.body, "").is_ok());
+            ensure!(Instant::now() < give_up, "no answer matched {until}; the last: {}", answer.body);
+            tokio::time::sleep(ms(step, "every_ms")?).await;
+        }
+        ensure!(seen || seen_before.is_none(), "no answer before the last matched {}", step["seen_before"]);
+        Ok(())
+    }
+
+    /// References `${name.field.field}` to earlier answers replaced: a string
+    /// that is one reference becomes the value referred to, a reference
+    /// inside a longer string its text.
+    fn resolve(&self, value: &Value) -> Result<Value, String> {
+        Ok(match value {
+            Value::String(s) => match s.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
+                Some(reference) if !reference.contains("${") => self.lookup(reference)?,
+                _ => Value::String(self.interpolate(s)?),
+            },
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.resolve(v)).collect::<Result<_, _>>()?),
+            Value::Object(map) => {
+                let mut resolved = Map::new();
+                for (key, value) in map {
+                    resolved.insert(self.interpolate(key)?, self.resolve(value)?);
+                }
+                Value::Object(resolved)
+            }
+            other => other.clone(),
+        })
+    }
+
+    fn interpolate(&self, s: &str) -> Result<String, String> {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(start) = rest.find("${") {
+            let end = rest[start..].find('}').ok_or_else(|| format!("unclosed reference in {s:?}"))? + start;
+            out.push_str(&rest[..start]);
+            match self.lookup(&rest[start + 2..end])? {
+                Value::String(text) => out.push_str(&text),
+                other => out.push_str(&other.to_string()),
+            }
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn lookup(&self, reference: &str) -> Result<Value, String> {
+        let mut parts = reference.split('.');
+        let name = parts.next().unwrap_or_default();
+        let answer = self.answers.get(name).ok_or_else(|| format!("no answer named {name} for ${{{reference}}}"))?;
+        let value = parts.try_fold(&answer.body, |value, field| value.get(field));
+        match value {
+            Some(value) if !value.is_null() => Ok(value.clone()),
+            _ => Err(format!("${{{reference}}} is not in {}", answer.body)),
         }
     }
-    let granted = token(&acquired, "token")?;
-    d.ok("release", json!({"name": name, "token": granted})).await.map(|_| ())
-}
 
-// The driver's first endpoint is a follower; once the client has an
-// answer naming the leader, its requests go to the leader.
-async fn leader_following(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-l");
-    let leader = h.leader().await;
-    let acquired = d.ok("acquire", json!({"name": name, "owner": "follower", "ttl_ms": TTL_MS})).await?;
-    let granted = token(&acquired, "token")?;
-    d.ok("renew", json!({"name": name, "token": granted})).await?;
-    d.ok("release", json!({"name": name, "token": granted})).await?;
-    let later: Vec<Seen> = h.proxies.seen().into_iter().filter(|s| s.path.contains(&name)).skip(1).collect();
-    ensure!(later.len() >= 2, "expected renew and release, saw {later:?}");
-    ensure!(
-        later.iter().all(|s| s.node == leader),
-        "requests after the first went to {:?}, leader is {leader}",
-        later.iter().map(|s| s.node).collect::<Vec<_>>()
-    );
-    Ok(())
-}
-
-// The leader is killed -9 while a guard holds a lock: the guard renews
-// through the new leader past its ttl, never reports lost, and the lock's
-// next grant has a higher token. The ttl is twice the suite's: the
-// election (0.6 to 1.2 s of silence, then a vote, on a busy machine
-// sometimes over 2 s) must fit in what is left of a lease after a renewal.
-async fn leader_killed_mid_lease(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-k");
-    let ttl_ms = 2 * TTL_MS;
-    let (guard, first) = lock_for(d, &name, ttl_ms).await?;
-    let leader = h.leader().await;
-    // kill -9 by PID; the harness reaps and restarts it after the scenario.
-    h.cluster.signal(leader, nix::sys::signal::Signal::SIGKILL);
-    tokio::time::sleep(Duration::from_millis(ttl_ms + 1000)).await;
-    let state = d.ok("guard", json!({"handle": guard})).await?;
-    ensure!(state.field("lost") == &json!(false), "lost after the leader was killed: {}", state.body);
-    let on_cluster = held(h, &name).await?;
-    ensure!(on_cluster.as_ref().map(|(_, t)| *t) == Some(first), "the cluster holds {on_cluster:?}, not token {first}");
-    d.ok("unlock", json!({"handle": guard})).await?;
-    let (again, second) = lock(d, &name).await?;
-    ensure!(second > first, "token {second} after {first} across the leader kill");
-    d.ok("unlock", json!({"handle": again})).await.map(|_| ())
-}
-
-// The driver is paused (SIGSTOP) past its ttl: another owner gets the lock
-// under a higher token, and once resumed the guard says lost.
-async fn paused_past_ttl(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    use nix::sys::signal::{kill, Signal};
-    let name = format!("{prefix}-p");
-    let (guard, first) = lock(d, &name).await?;
-    kill(d.pid(), Signal::SIGSTOP).map_err(|e| e.to_string())?;
-    let wait = AcquireOptions { wait: Some(Duration::from_secs(15)), request_id: None, lock_delay: None };
-    let next = h.client.acquire_with(&name, "next", TTL_MS, &wait).await;
-    kill(d.pid(), Signal::SIGCONT).map_err(|e| e.to_string())?;
-    let next = next.map_err(|e| format!("the next holder: {e}"))?;
-    ensure!(next.token().get() > first, "next holder's token {} not above {first}", next.token());
-    let state = d.ok("guard", json!({"handle": guard})).await?;
-    ensure!(state.field("lost") == &json!(true), "resumed past its ttl, the guard is not lost: {}", state.body);
-    ensure!(state.field("at_risk") == &json!(false), "lost and at risk at once: {}", state.body);
-    let lost = d.ok("wait_lost", json!({"handle": guard, "timeout_ms": 2000})).await?;
-    ensure!(lost.field("lost") == &json!(true), "wait_lost: {}", lost.body);
-    h.client.release(&name, next.token()).await.map_err(|e| e.to_string())
-}
-
-// Every node hangs: the guard is at risk while its renewals go unanswered,
-// then lost (expired) no later than its safe deadline, counted from the
-// arrival at a proxy of the last renewal that succeeded.
-async fn at_risk_then_lost(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-x");
-    let renew_path = format!("/v1/locks/{name}/renew");
-    let (guard, _) = lock(d, &name).await?;
-    let give_up = Instant::now() + Duration::from_millis(TTL_MS);
-    while !requests_to(h, &renew_path).iter().any(|s| s.status == Some(200)) {
-        ensure!(Instant::now() < give_up, "no renewal within a ttl");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    /// One request of the harness's own client, answered like a driver's.
+    async fn cluster(&self, request: &Value) -> Result<Value, String> {
+        let client = &self.h.client;
+        let name = text(request, "name");
+        let failed = |e: leasehold_client::ClientError| json!({"ok": false, "error": {"message": e.to_string()}});
+        Ok(match text(request, "op")? {
+            "acquire" => {
+                let wait = ms(request, "wait_ms").ok();
+                let options = AcquireOptions { wait, request_id: None, lock_delay: None };
+                match client.acquire_with(name?, text(request, "owner")?, number(request, "ttl_ms")?, &options).await {
+                    Ok(lease) => json!({"ok": true, "token": lease.token().get()}),
+                    Err(e) => failed(e),
+                }
+            }
+            "release" => {
+                let token = FencingToken::granted_at(number(request, "token")?);
+                match client.release(name?, token).await {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => failed(e),
+                }
+            }
+            "get" => match client.get(name?).await {
+                Ok(None) => json!({"ok": true, "lease": null}),
+                Ok(Some(view)) => json!({"ok": true, "lease": {
+                    "owner": view.owner, "token": view.token.get(), "waiters": view.waiters.len()
+                }}),
+                Err(e) => failed(e),
+            },
+            "delete_session" => match client.delete_session(number(request, "session")?).await {
+                Ok(_) => json!({"ok": true}),
+                Err(e) => failed(e),
+            },
+            op => return Err(format!("no cluster op {op}")),
+        })
     }
-    h.proxies.add_fault(Fault::Blackhole);
-    let lost = d.send("wait_lost", json!({"handle": guard, "timeout_ms": TTL_MS + 3000})).await?;
-    let mut at_risk_seen = false;
-    loop {
-        let state = d.ok("guard", json!({"handle": guard})).await?;
-        if state.field("lost") == &json!(true) {
-            break;
+
+    fn fault(&mut self, fault: &Value) -> Result<(), String> {
+        let proxies = &self.h.proxies;
+        match text(fault, "kind")? {
+            "drop_answer" => proxies.add_fault(Fault::DropAnswer {
+                suffix: text(fault, "path")?.to_string(),
+                remaining: number(fault, "count")? as usize,
+            }),
+            "overloaded" => {
+                let path = text(fault, "path")?.to_string();
+                let until = Instant::now() + ms(fault, "for_ms")?;
+                let retry_after_s = number(fault, "retry_after_s")?;
+                self.overloads.insert(path.clone(), until);
+                proxies.add_fault(Fault::Overloaded { suffix: path, until, retry_after_s });
+            }
+            "hold_all" => proxies.add_fault(Fault::Blackhole),
+            // Only this run's faults: the other languages' go on.
+            "clear" => proxies.clear_faults(self.prefix),
+            kind => return Err(format!("no fault {kind}")),
         }
-        at_risk_seen |= state.field("at_risk") == &json!(true);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(())
     }
-    let lost = lost.answer(Duration::from_millis(TTL_MS + 5000)).await?.success()?;
-    ensure!(at_risk_seen, "never at risk before lost");
-    ensure!(
-        lost.field("lost") == &json!(true) && lost.field("reason") == &json!("expired"),
-        "wait_lost: {}",
-        lost.body
-    );
-    let deadline = safe_deadline(&requests_to(h, &renew_path)).ok_or("no successful renewal seen")?;
-    ensure!(lost.at <= deadline + LATE_ALLOWANCE, "lost {:?} after the safe deadline", lost.at - deadline);
-    h.proxies.clear_faults(prefix);
-    // The lease may have run out on the cluster meanwhile: either answer is right.
-    let _ = d.call("unlock", json!({"handle": guard})).await?;
+
+    /// Waits (bounded) until `count` waiters stand in the queue of `name` on
+    /// the cluster, so the next one sent is behind them.
+    async fn wait_queued(&self, name: &str, count: u64, within: Duration) -> Result<(), String> {
+        let give_up = Instant::now() + within;
+        loop {
+            let view = self.h.client.get(name).await.map_err(|e| format!("get {name}: {e}"))?;
+            if view.is_some_and(|v| v.waiters.len() as u64 >= count) {
+                return Ok(());
+            }
+            ensure!(Instant::now() < give_up, "{count} waiters of {name} never queued");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The requests whose path is `path`, in order of arrival.
+    fn requests_to(&self, path: &str) -> Vec<Seen> {
+        self.h.proxies.seen().into_iter().filter(|s| s.path == path).collect()
+    }
+
+    fn check(&self, check: &Value) -> Result<(), String> {
+        match text(check, "check")? {
+            "request_id_reused" => self.request_id_reused(text(check, "path")?, number(check, "at_least")?),
+            "retry_after_spacing" => self.retry_after_spacing(text(check, "path")?, ms(check, "min_gap_ms")?),
+            "requests_went_to_leader" => self.requests_went_to_leader(check),
+            "lost_by_safe_deadline" => self.lost_by_safe_deadline(check),
+            name => Err(format!("no check {name}")),
+        }
+    }
+
+    // An acquire whose answer was lost was sent again (at least `at_least`
+    // attempts), every attempt with the request id of the first.
+    fn request_id_reused(&self, path: &str, at_least: u64) -> Result<(), String> {
+        let attempts = self.requests_to(path);
+        ensure!(attempts.len() as u64 >= at_least, "the dropped answer was not retried: {attempts:?}");
+        let first_id = attempts[0].request_id.clone();
+        ensure!(first_id.is_some(), "the request carried no request id");
+        ensure!(attempts.iter().all(|a| a.request_id == first_id), "the retry changed the request id: {attempts:?}");
+        Ok(())
+    }
+
+    // Under the overload fault on `path`: some attempt was refused, the
+    // last came after the fault ended, the request id stayed, and no node
+    // that answered 503 was asked again within `min_gap` (its Retry-After
+    // less a scheduling allowance).
+    fn retry_after_spacing(&self, path: &str, min_gap: Duration) -> Result<(), String> {
+        let until = *self.overloads.get(path).ok_or_else(|| format!("no overload fault on {path}"))?;
+        let attempts = self.requests_to(path);
+        ensure!(attempts.iter().any(|a| a.status == Some(503)), "no attempt was refused: {attempts:?}");
+        ensure!(attempts.last().map(|a| a.at >= until) == Some(true), "succeeded before the nodes took requests");
+        ensure!(
+            attempts.iter().all(|a| a.request_id == attempts[0].request_id),
+            "the request id changed: {attempts:?}"
+        );
+        for (i, refused) in attempts.iter().enumerate().filter(|(_, a)| a.status == Some(503)) {
+            if let Some(next) = attempts[i + 1..].iter().find(|a| a.node == refused.node) {
+                let gap = next.at - refused.at;
+                ensure!(gap >= min_gap, "node {} asked again {gap:?} after its 503 with Retry-After", refused.node);
+            }
+        }
+        Ok(())
+    }
+
+    // The requests on `lock` after the first `after_first` (at least
+    // `at_least` of them) all went to the node `leader`.
+    fn requests_went_to_leader(&self, check: &Value) -> Result<(), String> {
+        let lock = text(check, "lock")?;
+        let leader = number(check, "leader")?;
+        let later: Vec<Seen> = self
+            .h
+            .proxies
+            .seen()
+            .into_iter()
+            .filter(|s| s.path.contains(lock))
+            .skip(number(check, "after_first")? as usize)
+            .collect();
+        ensure!(later.len() as u64 >= number(check, "at_least")?, "too few requests after the first: {later:?}");
+        ensure!(
+            later.iter().all(|s| s.node == leader),
+            "requests after the first went to {:?}, leader is {leader}",
+            later.iter().map(|s| s.node).collect::<Vec<_>>()
+        );
+        Ok(())
+    }
+
+    // The answer named `answer` (a `wait_lost`) came no later than the safe
+    // deadline of the last successful renewal on `renew_path`: the arrival
+    // at a proxy of its first attempt (the first request with its request
+    // id) + ttl − margin, plus an allowance for the pipe and the scheduling
+    // of two processes on a busy machine.
+    fn lost_by_safe_deadline(&self, check: &Value) -> Result<(), String> {
+        let name = text(check, "answer")?;
+        let lost = self.answers.get(name).ok_or_else(|| format!("no answer named {name}"))?;
+        let renewals = self.requests_to(text(check, "renew_path")?);
+        let last = renewals.iter().rev().find(|s| s.status == Some(200)).ok_or("no successful renewal seen")?;
+        let first_attempt =
+            renewals.iter().find(|s| s.request_id.is_some() && s.request_id == last.request_id).unwrap_or(last);
+        let safe = ms(check, "ttl_ms")?.checked_sub(ms(check, "drift_margin_ms")?).ok_or("margin above ttl")?;
+        let deadline = first_attempt.at + safe;
+        ensure!(
+            lost.at <= deadline + ms(check, "allowance_ms")?,
+            "lost {:?} after the safe deadline",
+            lost.at - deadline
+        );
+        Ok(())
+    }
+}
+
+/// Whether `actual` is what `expected` describes (at `at`, for the message):
+/// an object names some fields of an object, each matched in turn; an
+/// object of `$` operators is a test (`$eq` equal as a whole, `$gt`, `$lt`,
+/// `$in` one of a list, `$type`); anything else must be equal.
+fn matches(expected: &Value, actual: &Value, at: &str) -> Result<(), String> {
+    let Value::Object(map) = expected else {
+        ensure!(expected == actual, "at {at:?}: expected {expected}, got {actual}");
+        return Ok(());
+    };
+    if map.keys().any(|k| k.starts_with('$')) {
+        for (operator, operand) in map {
+            let holds = match operator.as_str() {
+                "$eq" => operand == actual,
+                "$gt" => compare(actual, operand) == Some(std::cmp::Ordering::Greater),
+                "$lt" => compare(actual, operand) == Some(std::cmp::Ordering::Less),
+                "$in" => operand.as_array().ok_or("$in takes a list")?.contains(actual),
+                "$type" => operand.as_str() == Some(type_name(actual)),
+                other => return Err(format!("no operator {other}")),
+            };
+            ensure!(holds, "at {at:?}: expected {operator} {operand}, got {actual}");
+        }
+        return Ok(());
+    }
+    ensure!(actual.is_object(), "at {at:?}: expected an object, got {actual}");
+    for (key, expected) in map {
+        matches(expected, actual.get(key).unwrap_or(&Value::Null), &format!("{at}.{key}"))?;
+    }
     Ok(())
 }
 
-/// The safe deadline of the last successful renewal among `renewals`: the
-/// arrival of its first attempt (the first request with its request id) +
-/// ttl − margin.
-fn safe_deadline(renewals: &[Seen]) -> Option<Instant> {
-    let last = renewals.iter().rev().find(|s| s.status == Some(200))?;
-    let first_attempt =
-        renewals.iter().find(|s| s.request_id.is_some() && s.request_id == last.request_id).unwrap_or(last);
-    Some(first_attempt.at + Duration::from_millis(TTL_MS - MARGIN_MS))
+fn compare(actual: &Value, operand: &Value) -> Option<std::cmp::Ordering> {
+    match (actual.as_u64(), operand.as_u64()) {
+        (Some(a), Some(b)) => Some(a.cmp(&b)),
+        _ => actual.as_f64()?.partial_cmp(&operand.as_f64()?),
+    }
 }
 
-// A session keeps its locks past the ttl; when the cluster ends it, one
-// lost (revoked) covers it, and all its locks are free.
-async fn session(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let names = [format!("{prefix}-s1"), format!("{prefix}-s2")];
-    let opened = d.ok("session_open", json!({"ttl_ms": TTL_MS})).await?;
-    let session = handle(&opened)?;
-    let id = opened.field("session").as_u64().ok_or_else(|| format!("no session id in {}", opened.body))?;
-    for name in &names {
-        d.ok("session_lock", json!({"session": session, "name": name})).await?;
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
-    tokio::time::sleep(Duration::from_millis(TTL_MS + 500)).await;
-    let state = d.ok("guard", json!({"handle": session})).await?;
-    ensure!(state.field("lost") == &json!(false), "session lost past its ttl: {}", state.body);
-    for name in &names {
-        ensure!(held(h, name).await?.is_some(), "{name} not held under the session past its ttl");
-    }
-    h.client.delete_session(id).await.map_err(|e| format!("delete the session: {e}"))?;
-    let lost = d.ok("wait_lost", json!({"handle": session, "timeout_ms": TTL_MS + 2000})).await?;
-    ensure!(lost.field("lost") == &json!(true), "the session's end was not reported: {}", lost.body);
-    ensure!(
-        lost.field("reason") == &json!("revoked") && lost.field("code") == &json!("session_not_found"),
-        "wait_lost: {}",
-        lost.body
-    );
-    for name in &names {
-        ensure!(held(h, name).await?.is_none(), "{name} still held after its session ended");
-    }
-    // Already gone on the cluster: the close may say so.
-    let _ = d.call("session_close", json!({"handle": session})).await?;
-    Ok(())
-}
-
-// Several locks in one grant under one token, or none of them.
-async fn multi_lock(h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let names: Vec<String> = (1..=3).map(|i| format!("{prefix}-m{i}")).collect();
-    let blocker = h.client.acquire(&names[1], "blocker", TTL_MS).await.map_err(|e| e.to_string())?;
-    let refused = d.call("multi_lock", json!({"names": names, "ttl_ms": TTL_MS})).await?;
-    expect_api_error(&refused, "held")?;
-    for name in [&names[0], &names[2]] {
-        ensure!(held(h, name).await?.is_none(), "a refused multi-lock left {name} held");
-    }
-    h.client.release(&names[1], blocker.token()).await.map_err(|e| e.to_string())?;
-    let granted = d.ok("multi_lock", json!({"names": names, "ttl_ms": TTL_MS})).await?;
-    let tokens = granted.field("tokens").as_object().ok_or_else(|| format!("no tokens in {}", granted.body))?.clone();
-    let token = tokens.get(&names[0]).and_then(Value::as_u64).ok_or("no token of the first lock")?;
-    for name in &names {
-        ensure!(tokens.get(name).and_then(Value::as_u64) == Some(token), "tokens differ: {tokens:?}");
-        ensure!(held(h, name).await?.map(|(_, t)| t) == Some(token), "{name} not held under {token}");
-    }
-    d.ok("unlock", json!({"handle": handle(&granted)?})).await?;
-    for name in &names {
-        ensure!(held(h, name).await?.is_none(), "{name} still held after the set's unlock");
-    }
-    Ok(())
-}
-
-// A record and a gate take the current token and refuse an older one.
-async fn records_and_gates(_h: &Harness, d: &mut Driver, prefix: &str) -> Result<(), String> {
-    let name = format!("{prefix}-f");
-    let (key, gate) = (format!("{prefix}-record"), format!("{prefix}-gate"));
-    let (guard, old) = lock(d, &name).await?;
-    let value = json!({"amount": 7, "currency": "EUR"});
-    d.ok("record_write", json!({"key": key, "lock": name, "token": old, "value": value})).await?;
-    let read = d.ok("record_read", json!({"key": key})).await?;
-    ensure!(read.field("value") == &value && token(&read, "token")? == old, "read back {}", read.body);
-    d.ok("gate_pass", json!({"gate": gate, "lock": name, "token": old})).await?;
-    d.ok("unlock", json!({"handle": guard})).await?;
-    let (guard, new) = lock(d, &name).await?;
-    ensure!(new > old, "token {new} after {old}");
-    let stale = d.call("record_write", json!({"key": key, "lock": name, "token": old, "value": 0})).await?;
-    expect_api_error(&stale, "stale_token")?;
-    d.ok("gate_pass", json!({"gate": gate, "lock": name, "token": new})).await?;
-    let stale = d.call("gate_pass", json!({"gate": gate, "lock": name, "token": old})).await?;
-    expect_api_error(&stale, "stale_token")?;
-    d.ok("unlock", json!({"handle": guard})).await.map(|_| ())
 }
