@@ -47,6 +47,9 @@ pub struct Chart {
 /// Height of one lane under the plot, and of its bar.
 const LANE: f64 = 18.0;
 const LANE_BAR: f64 = 12.0;
+/// Edge of a lane's bars (filled like the bands), so that two bars of one
+/// lane that touch stay two.
+const LANE_EDGE: &str = "#b04040";
 
 impl Chart {
     /// The canvas, title, plot-area box and both axis labels.
@@ -153,7 +156,6 @@ impl Chart {
         let (x0, _) = px(0.0, 0.0);
         let (x1, _) = px(1.0, 1.0);
         for (i, (label, spans)) in self.lanes.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
             let top = HEIGHT + LANE * i as f64;
             self.svg.push_str(&format!(
                 "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n\
@@ -168,7 +170,7 @@ impl Chart {
                 let (a, _) = px(fx0.clamp(0.0, 1.0), 0.0);
                 let (b, _) = px(fx1.clamp(0.0, 1.0), 0.0);
                 self.svg.push_str(&format!(
-                    "<rect class=\"lane\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{LANE_BAR:.1}\" fill=\"{color}\"><title>{}</title></rect>\n",
+                    "<rect class=\"lane\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{LANE_BAR:.1}\" fill=\"{BAND_FILL}\" stroke=\"{LANE_EDGE}\"><title>{}</title></rect>\n",
                     top + (LANE - LANE_BAR) / 2.0,
                     (b - a).max(2.0),
                     escape(label)
