@@ -239,8 +239,9 @@ struct BenchArgs {
     #[arg(long, requires = "soak", value_parser = clap::value_parser!(u64).range(100..))]
     soak_snapshot_every: Option<u64>,
     /// Instead of lock cycles: every system under faults (paused holder,
-    /// clock jump, failover, paused leader), counting safety violations
-    /// (safety.json, safety.md, a section of README.md).
+    /// clock jump, failover, paused leader, Kleppmann's Redlock case),
+    /// counting safety violations (safety.json, safety.md, a section of
+    /// README.md).
     #[arg(long, conflicts_with_all = ["bulk", "endpoints"])]
     safety: bool,
     /// The lock ttl of the --safety run, 3s (leasehold's least) to 1m (--safety-ttl-ms: a bare

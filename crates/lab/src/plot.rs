@@ -39,16 +39,26 @@ pub enum LineStyle {
 pub struct Chart {
     svg: String,
     legend: Vec<(String, &'static str)>,
+    /// Lanes under the plot, one row each, drawn by [`Chart::finish`],
+    /// which also makes the canvas taller for them.
+    lanes: Vec<(String, Vec<(f64, f64)>)>,
 }
+
+/// Height of one lane under the plot, and of its bar.
+const LANE: f64 = 18.0;
+const LANE_BAR: f64 = 12.0;
+/// Edge of a lane's bars (filled like the bands), so that two bars of one
+/// lane that touch stay two.
+const LANE_EDGE: &str = "#b04040";
 
 impl Chart {
     /// The canvas, title, plot-area box and both axis labels.
     pub fn new(title: &str, x_label: &str, y_label: &str) -> Chart {
         let (x0, y0) = px(0.0, 0.0);
         let (x1, y1) = px(1.0, 1.0);
+        // The `<svg>` tag is written by `finish`, once the height is known.
         let svg = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+            "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
              <text x=\"{:.0}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n\
              <rect x=\"{x0:.1}\" y=\"{y1:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"black\"/>\n\
              <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n\
@@ -64,7 +74,7 @@ impl Chart {
             (y0 + y1) / 2.0,
             escape(y_label),
         );
-        Chart { svg, legend: Vec::new() }
+        Chart { svg, legend: Vec::new(), lanes: Vec::new() }
     }
 
     /// A vertical grid line at `fx` with its label under the x axis.
@@ -132,8 +142,42 @@ impl Chart {
         self.legend.push((name.to_string(), color));
     }
 
-    /// The legend, one entry per line, and the closing tag.
+    /// A lane under the plot, on the plot's x scale: a bar over each span
+    /// (`fx0`, `fx1`), at least 2 px wide, and `label` right of the plot.
+    /// Each lane has a row of its own, so that spans of different lanes
+    /// that overlap in time stay apart.
+    pub fn lane(&mut self, label: &str, spans: &[(f64, f64)]) {
+        self.lanes.push((label.to_string(), spans.to_vec()));
+    }
+
+    /// The lanes, the legend (one entry per line), and the `<svg>` element
+    /// around them all.
     pub fn finish(mut self) -> String {
+        let (x0, _) = px(0.0, 0.0);
+        let (x1, _) = px(1.0, 1.0);
+        for (i, (label, spans)) in self.lanes.iter().enumerate() {
+            let top = HEIGHT + LANE * i as f64;
+            self.svg.push_str(&format!(
+                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n\
+                 <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}</text>\n",
+                top + LANE / 2.0,
+                top + LANE / 2.0,
+                x1 + 8.0,
+                top + LANE / 2.0 + 3.5,
+                escape(label)
+            ));
+            for &(fx0, fx1) in spans {
+                let (a, _) = px(fx0.clamp(0.0, 1.0), 0.0);
+                let (b, _) = px(fx1.clamp(0.0, 1.0), 0.0);
+                self.svg.push_str(&format!(
+                    "<rect class=\"lane\" x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{LANE_BAR:.1}\" fill=\"{BAND_FILL}\" stroke=\"{LANE_EDGE}\"><title>{}</title></rect>\n",
+                    top + (LANE - LANE_BAR) / 2.0,
+                    (b - a).max(2.0),
+                    escape(label)
+                ));
+            }
+        }
+        let lanes_height = if self.lanes.is_empty() { 0.0 } else { LANE * self.lanes.len() as f64 + 8.0 };
         let (x1, y1) = px(1.0, 1.0);
         for (i, (name, color)) in self.legend.iter().enumerate() {
             let y = y1 + 10.0 + 18.0 * i as f64;
@@ -148,7 +192,11 @@ impl Chart {
             ));
         }
         self.svg.push_str("</svg>\n");
-        self.svg
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n{}",
+            HEIGHT + lanes_height,
+            self.svg
+        )
     }
 }
 

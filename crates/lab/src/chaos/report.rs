@@ -317,38 +317,53 @@ impl ChaosReport {
         out
     }
 
-    /// Grants per second over the run, with every injected fault shaded
-    /// from its start to its heal.
+    /// Grants per second over the run, with one lane per fault kind under
+    /// it ([`timeline_svg`]).
     pub fn timeline_svg(&self, operations: &[Operation]) -> String {
-        let seconds = self.seconds.ceil().max(1.0) as usize;
-        let mut per_second = vec![0usize; seconds + 1];
-        for op in operations.iter().filter(|op| is_grant(op)) {
-            if let Some(slot) = per_second.get_mut((op.received_us / 1_000_000) as usize) {
-                *slot += 1;
-            }
-        }
-        let y_max = per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15;
-        let fx = |us: u64| us as f64 / 1e6 / seconds as f64;
-        let mut chart = Chart::new(
-            "leasehold under faults: grants per second",
-            "seconds since the start (shaded: a fault, from its start to its heal)",
-            "grants/s",
-        );
-        for i in 0..=4 {
-            // Whole seconds, so that each label stands where its second is.
-            let second = seconds * i / 4;
-            chart.tick_x(second as f64 / seconds as f64, &second.to_string());
-            let f = i as f64 / 4.0;
-            chart.tick_y(f, &format!("{:.0}", y_max * f));
-        }
-        for f in self.faults.iter().filter(|f| f.record.injected) {
-            chart.band(fx(f.record.started_us), fx(f.record.healed_us), f.record.kind.label());
-        }
-        let points: Vec<(f64, f64)> =
-            per_second.iter().enumerate().map(|(s, n)| (fx(s as u64 * 1_000_000), *n as f64 / y_max)).collect();
-        chart.line("grants/s", &points, LineStyle::Trace);
-        chart.finish()
+        let faults: Vec<&FaultRecord> = self.faults.iter().map(|f| &f.record).collect();
+        timeline_svg(self.seconds, &faults, operations)
     }
+}
+
+/// Grants per second over `seconds`, and under the chart one lane per
+/// kind of injected fault with a bar from each start to its heal: faults
+/// of different kinds overlap in time (a clock jump during a partition),
+/// and shaded over the chart they would hide each other.
+fn timeline_svg(seconds: f64, faults: &[&FaultRecord], operations: &[Operation]) -> String {
+    let seconds = seconds.ceil().max(1.0) as usize;
+    let mut per_second = vec![0usize; seconds + 1];
+    for op in operations.iter().filter(|op| is_grant(op)) {
+        if let Some(slot) = per_second.get_mut((op.received_us / 1_000_000) as usize) {
+            *slot += 1;
+        }
+    }
+    let y_max = per_second.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.15;
+    let fx = |us: u64| us as f64 / 1e6 / seconds as f64;
+    let mut chart = Chart::new(
+        "leasehold under faults: grants per second",
+        "seconds since the start (lanes below: each fault kind, from its start to its heal)",
+        "grants/s",
+    );
+    for i in 0..=4 {
+        // Whole seconds, so that each label stands where its second is.
+        let second = seconds * i / 4;
+        chart.tick_x(second as f64 / seconds as f64, &second.to_string());
+        let f = i as f64 / 4.0;
+        chart.tick_y(f, &format!("{:.0}", y_max * f));
+    }
+    // In the order of the fault kinds, so a kind has the same lane in
+    // every run that injects it.
+    let mut lanes: BTreeMap<FaultKind, Vec<(f64, f64)>> = BTreeMap::new();
+    for f in faults.iter().filter(|f| f.injected) {
+        lanes.entry(f.kind).or_default().push((fx(f.started_us), fx(f.healed_us)));
+    }
+    for (kind, spans) in &lanes {
+        chart.lane(kind.label(), spans);
+    }
+    let points: Vec<(f64, f64)> =
+        per_second.iter().enumerate().map(|(s, n)| (fx(s as u64 * 1_000_000), *n as f64 / y_max)).collect();
+    chart.line("grants/s", &points, LineStyle::Trace);
+    chart.finish()
 }
 
 impl Linearizability {
@@ -386,5 +401,63 @@ impl Linearizability {
             out.push_str(&lines("\nOperations that could go next, none of which fits:", &w.stuck));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lane bar of the SVG: its label and its box (x, y, width, height).
+    fn lane_bars(svg: &str) -> Vec<(String, [f64; 4])> {
+        svg.lines()
+            .filter(|l| l.starts_with("<rect class=\"lane\""))
+            .map(|l| {
+                let attr = |name: &str| -> f64 {
+                    let from = l.find(&format!(" {name}=\"")).expect("attribute") + name.len() + 3;
+                    l[from..].split('"').next().expect("value").parse().expect("number")
+                };
+                let title = l.split("<title>").nth(1).and_then(|t| t.split("</title>").next()).expect("title");
+                (title.to_string(), [attr("x"), attr("y"), attr("width"), attr("height")])
+            })
+            .collect()
+    }
+
+    fn record(kind: FaultKind, from_s: u64, to_s: u64, injected: bool) -> FaultRecord {
+        FaultRecord { kind, injected, started_us: from_s * 1_000_000, healed_us: to_s * 1_000_000, note: String::new() }
+    }
+
+    // Two kinds overlapping in time get a lane each, whose bars do not
+    // overlap; two faults of one kind share its lane; a skipped fault draws
+    // nothing.
+    #[test]
+    fn each_fault_kind_has_its_own_lane() {
+        let records = [
+            record(FaultKind::KillLeader, 10, 20, true),
+            record(FaultKind::ClockForward, 15, 25, true),
+            record(FaultKind::KillLeader, 40, 45, true),
+            record(FaultKind::PartitionLeader, 30, 35, false),
+        ];
+        let faults: Vec<&FaultRecord> = records.iter().collect();
+        let svg = timeline_svg(60.0, &faults, &[]);
+        let bars = lane_bars(&svg);
+        assert_eq!(bars.len(), 3, "{svg}");
+        let of = |kind: FaultKind| -> Vec<[f64; 4]> {
+            bars.iter().filter(|(label, _)| label == kind.label()).map(|(_, b)| *b).collect()
+        };
+        let (kills, jumps) = (of(FaultKind::KillLeader), of(FaultKind::ClockForward));
+        assert_eq!((kills.len(), jumps.len()), (2, 1), "{bars:?}");
+        assert_eq!(kills[0][1], kills[1][1], "one kind, one lane");
+        let [kill, jump] = [kills[0], jumps[0]];
+        assert!(kill[0] < jump[0] && jump[0] < kill[0] + kill[2], "the two overlap in time");
+        let apart = kill[1] + kill[3] <= jump[1] || jump[1] + jump[3] <= kill[1];
+        assert!(apart, "but not in the drawing: {kill:?} {jump:?}");
+        for kind in [FaultKind::KillLeader, FaultKind::ClockForward] {
+            assert_eq!(svg.matches(&format!(">{}</text>", kind.label())).count(), 1, "one label per lane");
+        }
+        assert!(!svg.contains(FaultKind::PartitionLeader.label()), "skipped faults draw nothing");
+        let height: f64 =
+            svg.split("height=\"").nth(1).and_then(|h| h.split('"').next()).expect("height").parse().expect("number");
+        assert!(bars.iter().all(|(_, b)| b[1] + b[3] <= height), "the canvas grew to hold the lanes");
     }
 }

@@ -103,9 +103,21 @@ pub async fn start_redis_with(
     args: &[&str],
     env: &[(String, String)],
 ) -> Result<ServerProcess, ServerError> {
+    let addr = free_addr().map_err(|source| ServerError::Spawn { what: "redis-server".into(), source })?;
+    start_redis_at(addr, dir, binary, args, env).await
+}
+
+/// [`start_redis_with`] on a given address: a restarted instance comes back
+/// where its clients know it.
+pub async fn start_redis_at(
+    addr: SocketAddr,
+    dir: &Path,
+    binary: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+) -> Result<ServerProcess, ServerError> {
     let spawn_error = |source| ServerError::Spawn { what: "redis-server".into(), source };
     std::fs::create_dir_all(dir).map_err(spawn_error)?;
-    let addr = free_addr().map_err(spawn_error)?;
     let mut command = Command::new(binary);
     command
         .args(["--bind", "127.0.0.1", "--port", &addr.port().to_string(), "--daemonize", "no"])

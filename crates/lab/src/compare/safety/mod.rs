@@ -21,6 +21,14 @@
 //!   grant.
 //! - [`FaultKind::PauseLeader`] — leasehold's leader SIGSTOPped for longer
 //!   than the election timeout while A holds the lock, then resumed.
+//! - [`FaultKind::KillFollower`] — Kleppmann's Redlock case ("How to do
+//!   distributed locking", 2016): A reaches only Redis A, B, C of the five
+//!   (D and E are black holes on its side of a partition) and gets the lock
+//!   on that majority; C is killed -9 and restarted without persistence
+//!   (`--save "" --appendonly no`) while A holds; B then asks all five and
+//!   gets C, D, E — a majority too. For leasehold the same shape: a node of
+//!   the majority that committed A's grant (a follower) is killed -9 and
+//!   restarted while A holds, then B asks.
 //!
 //! The faults are the lab's one vocabulary ([`FaultKind`]), the same the
 //! fault suite injects. The counts all come from the history checker:
@@ -47,8 +55,13 @@ use leasehold_local::LocalClusterError;
 
 /// The faults of the safety run, from the lab's one fault vocabulary, in
 /// the report's order.
-pub const FAULTS: [FaultKind; 4] =
-    [FaultKind::PausedClient, FaultKind::ClockForward, FaultKind::KillLeader, FaultKind::PauseLeader];
+pub const FAULTS: [FaultKind; 5] = [
+    FaultKind::PausedClient,
+    FaultKind::ClockForward,
+    FaultKind::KillLeader,
+    FaultKind::PauseLeader,
+    FaultKind::KillFollower,
+];
 
 /// What a fault does in the safety run: the report's heading for it.
 pub fn title(fault: FaultKind) -> &'static str {
@@ -57,6 +70,9 @@ pub fn title(fault: FaultKind) -> &'static str {
         FaultKind::ClockForward => "(b) wall clock jumps 1 h forward",
         FaultKind::KillLeader => "(c) kill -9 of the master / leader right after an acknowledged grant",
         FaultKind::PauseLeader => "(d) leader paused (SIGSTOP) longer than the election timeout",
+        FaultKind::KillFollower => {
+            "(e) Kleppmann's Redlock case: a member of A's majority restarts while A holds (Redis: without persistence)"
+        }
         other => other.label(),
     }
 }
@@ -68,6 +84,9 @@ pub fn applies(fault: FaultKind, kind: SystemKind) -> bool {
         FaultKind::ClockForward => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis | SystemKind::Redlock),
         FaultKind::KillLeader => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis),
         FaultKind::PauseLeader => matches!(kind, SystemKind::Leasehold(_)),
+        // The case is about a majority of independent instances: the
+        // single Redis and etcd have no shape to match it.
+        FaultKind::KillFollower => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redlock),
         _ => false,
     }
 }

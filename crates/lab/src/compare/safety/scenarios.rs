@@ -27,6 +27,8 @@ use leasehold_local::{LocalCluster, NodeLogs};
 /// How long leasehold's leader stays paused: past its election timeout
 /// (600–1200 ms) several times over.
 const LEADER_PAUSE: Duration = Duration::from_secs(3);
+/// Redis without persistence: what a restart loses is all it had.
+const VOLATILE: [&str; 4] = ["--save", "", "--appendonly", "no"];
 /// The forward jump of the wall clock.
 const JUMP: &str = "+3600";
 
@@ -110,6 +112,11 @@ struct Stage {
     fake_clock: Option<FakeClock>,
     /// Redis failover: the replica B acquires on once promoted.
     replica: Option<usize>,
+    /// Kleppmann's case on Redlock: the listeners that stand in for D and
+    /// E on A's side of the partition. They accept A's connections and
+    /// never answer, as a network that drops its packets; held until the
+    /// scenario ends.
+    _black_holes: Vec<std::net::TcpListener>,
 }
 
 impl Scenario<'_> {
@@ -138,6 +145,11 @@ impl Scenario<'_> {
         let note = self.strike(stage, &launch).await?;
         let operations = history.operations();
         Ok(self.judge(&operations, &fenced.writes(), &unfenced.writes(), note))
+    }
+
+    /// Kleppmann's Redlock case, on Redlock itself.
+    fn kleppmann(&self) -> bool {
+        self.fault == FaultKind::KillFollower && self.kind == SystemKind::Redlock
     }
 
     fn fault_slug(&self) -> String {
@@ -169,7 +181,7 @@ impl Scenario<'_> {
         let faked_env = fake_clock.as_ref().map(FakeClock::env).unwrap_or_default();
         let mut servers = Servers::default();
         let mut replica = None;
-        let volatile = ["--save", "", "--appendonly", "no"];
+        let mut black_holes = Vec::new();
         let spec = match self.kind {
             SystemKind::Leasehold(nodes) => {
                 if jump && !Path::new(LIBFAKETIME).exists() {
@@ -203,18 +215,26 @@ impl Scenario<'_> {
                         _ => (debian.clone(), Vec::new()),
                     };
                     let dir = self.dir.join(format!("redis{}", i + 1));
-                    servers.redis.push(servers::start_redis_with(&dir, &binary, &volatile, &env).await?);
+                    servers.redis.push(servers::start_redis_with(&dir, &binary, &VOLATILE, &env).await?);
                 }
                 if self.fault == FaultKind::KillLeader {
                     let master = servers.redis[0].addr();
                     let port = master.port().to_string();
-                    let replicaof = [&volatile[..], &["--replicaof", "127.0.0.1", &port]].concat();
+                    let replicaof = [&VOLATILE[..], &["--replicaof", "127.0.0.1", &port]].concat();
                     let dir = self.dir.join("replica");
                     servers.redis.push(servers::start_redis_with(&dir, &debian, &replicaof, &[]).await?);
                     cut_replication(&servers.redis[0], &servers.redis[1]).await?;
                     replica = Some(1);
                 }
-                let addrs: Vec<SocketAddr> = servers.redis[..count].iter().map(ServerProcess::addr).collect();
+                let mut addrs: Vec<SocketAddr> = servers.redis[..count].iter().map(ServerProcess::addr).collect();
+                if self.kleppmann() {
+                    // A sees D and E (the last two) only as black holes.
+                    for addr in &mut addrs[3..] {
+                        let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+                        *addr = listener.local_addr()?;
+                        black_holes.push(listener);
+                    }
+                }
                 match self.kind {
                     SystemKind::Redlock => SystemSpec::Redlock(addrs),
                     _ => SystemSpec::Redis(addrs[0]),
@@ -227,7 +247,7 @@ impl Scenario<'_> {
                 SystemSpec::Etcd(url)
             }
         };
-        Ok(Ok(Stage { servers, spec, fake_clock, replica }))
+        Ok(Ok(Stage { servers, spec, fake_clock, replica, _black_holes: black_holes }))
     }
 
     /// Holder A acquires and enters its section; the fault strikes; holder
@@ -275,6 +295,7 @@ impl Scenario<'_> {
                 cluster.signal(leader, Signal::SIGSTOP);
                 (stage.spec.clone(), format!("leader {leader} stopped for {LEADER_PAUSE:?}, then resumed"))
             }
+            FaultKind::KillFollower => self.restart_member(&mut stage).await?,
             // `run` injects only the faults `applies` names.
             other => return Err(SafetyError::NotASafetyFault(other)),
         };
@@ -300,6 +321,33 @@ impl Scenario<'_> {
         a.finish(bound).await;
         b.finish(bound).await;
         Ok(note)
+    }
+
+    /// Kleppmann's case: restarts a member of the majority that granted A
+    /// its lock, and returns where B asks and what was done.
+    async fn restart_member(&self, stage: &mut Stage) -> Result<(SystemSpec, String), SafetyError> {
+        if let Some(cluster) = stage.servers.cluster.as_mut() {
+            let leader = cluster.wait_for_leader(servers::START_BOUND).await?;
+            let follower = cluster.ids().into_iter().find(|id| *id != leader).expect("a cluster of several nodes");
+            cluster.kill(follower);
+            cluster.start(follower)?;
+            let note = format!("follower {follower} killed -9 and restarted from its data while A held the lock");
+            return Ok((stage.spec.clone(), note));
+        }
+        // Redis C (the third): dropping its process kills it with SIGKILL,
+        // and it comes back on its port with nothing of A's key.
+        let c = 2;
+        let addr = stage.servers.redis[c].addr();
+        let debian = find_binary("redis-server", "redis-server")?;
+        let dir = self.dir.join("redis3-restarted");
+        drop(stage.servers.redis.remove(c));
+        let restarted = servers::start_redis_at(addr, &dir, &debian, &VOLATILE, &[]).await?;
+        stage.servers.redis.insert(c, restarted);
+        let all = stage.servers.redis.iter().map(ServerProcess::addr).collect();
+        let note =
+            "A got A, B, C (D, E cut off from A); C killed -9 and restarted without persistence; B asked all five"
+                .to_string();
+        Ok((SystemSpec::Redlock(all), note))
     }
 
     fn judge(
