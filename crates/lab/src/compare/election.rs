@@ -486,3 +486,38 @@ impl ElectionReport {
         chart.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &str, round: usize, failover_ms: f64) -> RoundRow {
+        RoundRow { system: system.into(), round, ttl_ms: 3000, failover_ms, old_token: 1, new_token: 2 }
+    }
+
+    // The summary is the median and the max over rounds per system, beside
+    // the ttl, and the plot has a line per system and the ttl's.
+    #[test]
+    fn summary_has_median_and_max_per_system() {
+        let report = ElectionReport {
+            command: "leasehold-lab bench --workloads election".into(),
+            machine: Machine::probe(),
+            ttl_ms: 3000,
+            rounds: 3,
+            rows: vec![
+                row("leasehold-3", 1, 2800.0),
+                row("etcd", 1, 2600.0),
+                row("leasehold-3", 2, 3100.0),
+                row("etcd", 2, 2700.0),
+                row("leasehold-3", 3, 2900.0),
+                row("etcd", 3, 2500.0),
+            ],
+            failures: Vec::new(),
+        };
+        let markdown = report.markdown();
+        assert!(markdown.contains("| leasehold-3 | 3000 | 3 | 2900 | 3100 | 2800 | -100 |"), "{markdown}");
+        assert!(markdown.contains("| etcd | 3000 | 3 | 2600 | 2700 | 2500 | -400 |"), "{markdown}");
+        let svg = report.plot();
+        assert_eq!(svg.matches("<polyline").count(), 3, "{svg}");
+    }
+}
