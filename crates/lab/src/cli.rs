@@ -16,6 +16,7 @@ use leasehold_cli::logging::LogFormatArg;
 use leasehold_cli::{duration, CredentialFiles};
 use leasehold_client::Credentials;
 use leasehold_lab::chaos::{self, ChaosOptions};
+use leasehold_lab::compare::election::{self, CandidateOptions, ElectionOptions};
 use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
 use leasehold_lab::compare::safety::{self, SafetyOptions};
 use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
@@ -76,6 +77,9 @@ enum LabCmd {
     /// One lock holder of `bench --safety`, a process the harness can SIGSTOP.
     #[command(hide = true)]
     SafetyHolder(HolderArgs),
+    /// One candidate of `bench --workloads election`, a process the harness kills -9.
+    #[command(hide = true)]
+    ElectionCandidate(CandidateArgs),
     /// Demonstrations: `demo payments` (fencing tokens vs. a paused worker).
     Demo {
         #[command(subcommand)]
@@ -193,7 +197,10 @@ struct BenchArgs {
     /// distinct: a lock per client; hot: all clients on one lock; herd: hot
     /// with many waiters spread over the nodes (term and server memory
     /// reported); flood: distinct while --flood-connections idle connections
-    /// are held open against the leader (or the one server).
+    /// are held open against the leader (or the one server); election:
+    /// --rounds of leader-candidate kill -9 → the next leader's first fenced
+    /// write, leasehold-3 vs etcd, with --ttl as both leases (election.json,
+    /// election.svg, README.md).
     #[arg(long, value_delimiter = ',', default_value = "distinct,hot", value_parser = workload_parser())]
     workloads: Vec<Workload>,
     /// Measured time per (system, workload, clients, run) (--duration-secs: a bare number is seconds).
@@ -204,6 +211,9 @@ struct BenchArgs {
     warmup: Duration,
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
+    /// Rounds of the election workload (a leader crash each, per system).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
     /// Lock ttl, 1s to 10m (--ttl-ms: a bare number is milliseconds).
     #[arg(long, alias = "ttl-ms", default_value = "10s", value_parser = duration::or_bare(Duration::from_millis, Duration::from_secs(1)..=Duration::from_secs(600)))]
     ttl: Duration,
@@ -248,6 +258,26 @@ struct BenchArgs {
     /// number is milliseconds).
     #[arg(long, alias = "safety-ttl-ms", default_value = "3s", value_parser = duration::or_bare(Duration::from_millis, Duration::from_secs(3)..=Duration::from_secs(60)))]
     safety_ttl: Duration,
+}
+
+/// `leasehold-lab election-candidate`: campaign, then write to the fenced
+/// resource under the leader's token until killed.
+#[derive(Args)]
+struct CandidateArgs {
+    /// KIND=ADDRESSES: leasehold=URL,... or etcd=URL.
+    #[arg(long)]
+    system: SystemSpec,
+    #[arg(long)]
+    election: String,
+    #[arg(long)]
+    candidate: String,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ttl_ms: u64,
+    /// Base URL of the fenced resource.
+    #[arg(long)]
+    fenced: String,
+    #[arg(long, default_value_t = 10)]
+    every_ms: u64,
 }
 
 /// `leasehold-lab safety-holder`: acquire → write to both resources → hold →
@@ -337,6 +367,18 @@ impl LabCmd {
                 }
             },
             LabCmd::SafetyHolder(args) => run_holder(args).await.map(|()| 0),
+            LabCmd::ElectionCandidate(args) => {
+                let options = CandidateOptions {
+                    system: args.system,
+                    election: args.election,
+                    candidate: args.candidate,
+                    ttl: Duration::from_millis(args.ttl_ms),
+                    fenced_url: args.fenced,
+                    every: Duration::from_millis(args.every_ms),
+                };
+                election::candidate(&options).await;
+                Ok(0)
+            }
             LabCmd::Demo { demo: DemoCmd::Payments(args) } => Ok(payments::run(&args.into()).await),
             LabCmd::Demo { demo: DemoCmd::PaymentsWorker(args) } => Ok(worker::run(&args.into()).await),
         }
@@ -452,6 +494,38 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         }
         return Ok(0);
     }
+    let mut workloads = args.workloads.clone();
+    if workloads.contains(&Workload::Election) {
+        workloads.retain(|w| *w != Workload::Election);
+        let options = ElectionOptions {
+            // Only leasehold-N and etcd have an election API; the others in --systems are left out.
+            systems: match args.systems.is_empty() && args.nodes.is_none() {
+                true => election::SYSTEMS.to_vec(),
+                false => systems
+                    .iter()
+                    .map(|s| if *s == SystemKind::EtcdSession { SystemKind::Etcd } else { *s })
+                    .filter(|s| matches!(s, SystemKind::Leasehold(_) | SystemKind::Etcd))
+                    .fold(Vec::new(), |mut kept, s| {
+                        // etcd and etcd-session are the same servers here: measured once.
+                        if !kept.contains(&s) {
+                            kept.push(s);
+                        }
+                        kept
+                    }),
+            },
+            rounds: args.rounds as usize,
+            ttl: args.ttl,
+            binary: leasehold_lab::leasehold_binary()?,
+            candidate_binary: std::env::current_exe().context("locating the leasehold-lab binary")?,
+            out: args.out.clone(),
+            command: command_line(),
+        };
+        let report = election::run(&options).await?;
+        println!("{}", report.markdown());
+        if workloads.is_empty() {
+            return Ok(if report.rows.is_empty() { 2 } else { 0 });
+        }
+    }
     // A herd of clients needs a socket each (Redlock five).
     leasehold_cli::raise_fd_limit();
     // Loaded only for an existing cluster: a token in the environment must
@@ -462,7 +536,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         endpoints: args.endpoints,
         credentials,
         binary: leasehold_lab::leasehold_binary()?,
-        workloads: args.workloads,
+        workloads,
         clients: args.clients,
         hot_clients: args.hot_clients,
         herd_clients: args.herd_clients,

@@ -69,18 +69,18 @@ impl LockSystem for EtcdSystem {
 /// through the same lean client the leasehold adapter uses, so both
 /// systems' clients cost alike per request.
 #[derive(Clone)]
-struct Gateway {
+pub(super) struct Gateway {
     http: Arc<JsonClient>,
 }
 
 impl Gateway {
-    fn new(url: &str) -> Result<Gateway, AdapterError> {
+    pub(super) fn new(url: &str) -> Result<Gateway, AdapterError> {
         let http = JsonClient::new(url).ok_or_else(|| AdapterError::Etcd(format!("not an http endpoint: {url}")))?;
         Ok(Gateway { http: Arc::new(http) })
     }
 
     /// POSTs `body` to `path`; a non-2xx answer is an error with etcd's message.
-    async fn call(&self, path: &str, body: Value, wait: Duration) -> Result<Value, AdapterError> {
+    pub(super) async fn call(&self, path: &str, body: Value, wait: Duration) -> Result<Value, AdapterError> {
         let failed = |e: &dyn std::fmt::Display| AdapterError::Etcd(format!("{path}: {e}"));
         let body = serde_json::to_vec(&body).map_err(|e| failed(&e))?;
         let reply = tokio::time::timeout(REQUEST_TIMEOUT + wait, self.http.post(path, &body))
@@ -108,7 +108,7 @@ impl Gateway {
 }
 
 /// etcd's JSON gateway writes int64 fields as strings.
-fn int64(field: &Value) -> Result<i64, AdapterError> {
+pub(super) fn int64(field: &Value) -> Result<i64, AdapterError> {
     field
         .as_str()
         .and_then(|s| s.parse().ok())
@@ -118,15 +118,15 @@ fn int64(field: &Value) -> Result<i64, AdapterError> {
 
 /// A session's lease and the send time of the request that last restarted
 /// it (grant or keep-alive): the anchor of every lock held under it.
-struct SessionLease {
-    id: i64,
-    ttl: Duration,
+pub(super) struct SessionLease {
+    pub(super) id: i64,
+    pub(super) ttl: Duration,
     anchor: Arc<Mutex<Instant>>,
     keepalive: tokio::task::JoinHandle<()>,
 }
 
 impl SessionLease {
-    async fn start(gateway: Gateway, ttl: Duration) -> Result<SessionLease, AdapterError> {
+    pub(super) async fn start(gateway: Gateway, ttl: Duration) -> Result<SessionLease, AdapterError> {
         let sent = Instant::now();
         let (id, ttl) = gateway.grant(ttl).await?;
         let anchor = Arc::new(Mutex::new(sent));

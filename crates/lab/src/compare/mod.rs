@@ -27,6 +27,7 @@
 //!   process (`leasehold-lab safety-holder`) it starts and SIGSTOPs.
 
 pub mod cpu;
+pub mod election;
 mod etcd;
 mod flood;
 pub mod holder;
@@ -414,6 +415,8 @@ fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
             Workload::Hot => &options.hot_clients,
             Workload::Herd => &options.herd_clients,
             Workload::Flood => &options.flood_clients,
+            // Measured in rounds by `election::run`, not by cycling clients.
+            Workload::Election => continue,
         };
         pairs.extend(clients.iter().map(|&c| (workload, c)));
     }

@@ -37,10 +37,14 @@ pub enum Workload {
     /// Two names per client, taken and released together: a transfer
     /// between two accounts, without contention.
     Pair,
+    /// Not a lock cycle: rounds of leader crash → next leader's first
+    /// fenced write, run by [`super::election`] rather than by clients here.
+    Election,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair];
+    pub const ALL: [Workload; 6] =
+        [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair, Workload::Election];
 
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {
@@ -55,6 +59,7 @@ impl Workload {
             Workload::Herd => "herd",
             Workload::Flood => "flood",
             Workload::Pair => "pair",
+            Workload::Election => "election",
         }
     }
 
@@ -65,6 +70,7 @@ impl Workload {
             Workload::Herd => "herd-handoff",
             Workload::Flood => "cycle-distinct-flooded",
             Workload::Pair => "cycle-pair",
+            Workload::Election => "election-failover",
         }
     }
 }
@@ -103,6 +109,7 @@ impl Plan {
             Workload::Hot => vec![format!("bench/hot/{run}/{clients}")],
             Workload::Herd => vec![format!("bench/herd/{run}/{clients}")],
             Workload::Pair => ["from", "to"].map(|end| format!("bench/pair/{run}/{clients}/{client}/{end}")).into(),
+            Workload::Election => vec![format!("bench/election/{run}")],
         }
     }
 }

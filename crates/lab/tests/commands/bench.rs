@@ -1,7 +1,13 @@
 //! `leasehold-lab bench --endpoints` against an existing cluster with auth
-//! on: the binary's flags, credentials and report end to end.
+//! on: the binary's flags, credentials and report end to end; and a smoke
+//! run of the election workload.
 
 use std::path::Path;
+use std::time::Duration;
+
+use leasehold_lab::compare::election::{self, ElectionOptions};
+use leasehold_lab::compare::servers::find_binary;
+use leasehold_lab::compare::SystemKind;
 
 use serde_json::Value;
 
@@ -51,4 +57,50 @@ async fn bench_measures_a_token_secured_cluster() {
         assert_eq!(rows[0]["errors"], 0, "{}", rows[0]);
     })
     .await;
+}
+
+/// Upper bound on the election smoke run: two clusters started and one
+/// round each (a 3 s lease to run out), on a loaded machine.
+const ELECTION_SMOKE_BOUND: Duration = Duration::from_secs(120);
+
+// Ensures the election workload cannot rot: one round per installed system
+// (real nodes, real etcd, candidate processes of `leasehold-lab` of which
+// the leader is killed -9 by PID) measures a failover, the next leader's
+// token is higher, and the report files are written. The times are
+// reported, not asserted, beyond being at most a few ttls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_workload_measures_a_failover_per_system() {
+    let _alone = crate::exclusive().await;
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut systems = vec![SystemKind::Leasehold(3)];
+    // etcd is measured where Debian's etcd-server is installed, as in the bench itself.
+    if find_binary("etcd", "etcd-server").is_ok() {
+        systems.push(SystemKind::Etcd);
+    }
+    let ttl = Duration::from_secs(3);
+    let options = ElectionOptions {
+        systems: systems.clone(),
+        rounds: 1,
+        ttl,
+        binary: crate::common::leasehold_binary(),
+        candidate_binary: env!("CARGO_BIN_EXE_leasehold-lab").into(),
+        out: out.path().to_path_buf(),
+        command: "crates/lab/tests/commands/bench.rs election smoke".into(),
+    };
+    step("election smoke run, one round");
+    let report = tokio::time::timeout(ELECTION_SMOKE_BOUND, election::run(&options))
+        .await
+        .expect("election smoke run exceeded its time bound")
+        .expect("election smoke run");
+
+    step("a failover per system, to a higher token, within a few ttls");
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.rows.len(), systems.len(), "{:?}", report.rows);
+    for row in &report.rows {
+        assert!(row.new_token > row.old_token, "{row:?}");
+        assert!(row.failover_ms > 0.0 && row.failover_ms < 4.0 * ttl.as_millis() as f64, "{row:?}");
+    }
+    for file in ["election.json", "election.svg", "README.md"] {
+        assert!(out.path().join(file).is_file(), "{file} not written");
+    }
 }

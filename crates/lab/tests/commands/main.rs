@@ -6,7 +6,8 @@
 //! - `safety` — the smoke run of `bench --safety`, whose holders are
 //!   `leasehold-lab safety-holder` processes.
 //! - `payments` — `leasehold-lab demo payments` with and without fencing.
-//! - `bench` — `leasehold-lab bench --endpoints` against a secured cluster.
+//! - `bench` — `leasehold-lab bench --endpoints` against a secured cluster,
+//!   and a smoke run of the election workload (candidate processes).
 //!
 //! Each loads the machine on its own (the safety run would see another
 //! test's load as faults), so they run one at a time ([`exclusive`]).
