@@ -2,8 +2,8 @@
 //! while the nemesis injects faults.
 //!
 //! - **Semaphore clients** take 1–2 permits of one semaphore of limit
-//!   [`LIMIT`] (ttl 2 s, waiting up to 1 s), work for 0.3–2.5 s renewing
-//!   every 0.8 s, then release (three in four) or abandon the permits to
+//!   [`LIMIT`] (ttl 3 s, waiting up to 1 s), work for 0.3–2.5 s renewing
+//!   every second, then release (three in four) or abandon the permits to
 //!   expire (one in four).
 //! - **Readers** take a shared lock and **writers** an exclusive one, on one
 //!   of two names, the same way.
@@ -39,9 +39,10 @@ pub const SEMAPHORE: &str = "chaos-semaphore";
 pub const LIMIT: u32 = 2;
 /// The locks readers and writers share.
 pub const RW_LOCKS: [&str; 2] = ["chaos-rw-0", "chaos-rw-1"];
-const TTL_MS: u64 = 2_000;
+/// The cluster's shortest ttl: the renewals and abandons come around soonest.
+const TTL_MS: u64 = 3_000;
 const WAIT: Duration = Duration::from_secs(1);
-const RENEW_EVERY: Duration = Duration::from_millis(800);
+const RENEW_EVERY: Duration = Duration::from_secs(1);
 
 /// What a hold is: permits of a semaphore, or a shared or exclusive lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
