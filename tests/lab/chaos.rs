@@ -51,6 +51,9 @@ async fn one_round_of_every_fault_has_no_violations() {
         }
     }
     assert_eq!(report.faults.len(), FaultKind::ALL.len());
+    // The sharing side's checks judged something: its clients got grants.
+    let sharing = report.sharing.as_ref().expect("the sharing side ran");
+    assert!(sharing.grants > 0, "no semaphore or read/write grant: {sharing:?}");
     for file in ["chaos.md", "chaos.json", "timeline.svg", "history.json"] {
         assert!(out.path().join(file).exists(), "{file} written");
     }

@@ -11,6 +11,8 @@
 //!   cycles (locks under a kept-alive session, released, deleted or abandoned to expire).
 //! - [`election`] — candidates campaigning for one election and observers following it through
 //!   every fault, and the check of their record (one leader per token, no gap, no reordering).
+//! - [`sharing`] — semaphore clients, readers and writers through every fault, and the check
+//!   of their record (permits within the limit, exclusion, token order).
 //! - [`nemesis`] — the faults and their healing.
 //! - [`report`] — the table per fault (Markdown, JSON) and the timeline (SVG).
 
@@ -19,6 +21,7 @@ pub mod hostile;
 pub mod hosts;
 pub mod nemesis;
 pub mod report;
+pub mod sharing;
 pub mod workload;
 
 use std::collections::BTreeSet;
@@ -36,12 +39,25 @@ use leasehold_client::Client;
 use leasehold_local::{LocalCluster, NodeLogs};
 use leasehold_proto::NodeId;
 use nemesis::{FaultKind, FaultRecord, Nemesis};
-use report::{ChaosReport, Linearizability, RunSetup};
+use report::{ChaosReport, Linearizability, RunSetup, SharingTotals};
+use sharing::{Role, Sharing};
 use workload::{Target, Workload};
 
 /// Candidates and observers of the election side.
 const CANDIDATES: usize = 3;
 const OBSERVERS: usize = 2;
+/// The sharing side: three clients on a semaphore of limit 2 (so that it
+/// is often full), and readers outnumbering writers on two locks.
+const SHARING: [Role; 8] = [
+    Role::Semaphore,
+    Role::Semaphore,
+    Role::Semaphore,
+    Role::Reader,
+    Role::Reader,
+    Role::Reader,
+    Role::Writer,
+    Role::Writer,
+];
 /// Node slots: a 3-node cluster keeps two spare ones for the membership fault.
 const SLOTS: usize = 5;
 const TICK_MS: u64 = 100;
@@ -137,10 +153,12 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
     let workload = Workload::start(&target, options.clients);
     let elections = Elections::start(&target.client, clock, CANDIDATES, OBSERVERS);
+    let sharing = Sharing::start(&target.client, clock, &SHARING);
     tokio::time::sleep(options.quiet).await;
     let records = inject_rounds(&mut nemesis, options, clock).await;
     workload.stop().await;
     let election_record = elections.stop().await;
+    let sharing_record = sharing.stop().await;
     let end_us = clock.now_us();
     nemesis.stop_cluster(Duration::from_secs(5));
     drop(nemesis);
@@ -152,6 +170,12 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     let observed: usize = election_record.observers.iter().map(Vec::len).sum();
     eprintln!("chaos: checking {leaderships} leaderships and {observed} observed leadership events ...");
     check.violations.extend(election::check(&election_record));
+    eprintln!("chaos: checking {} semaphore and read/write operations ...", sharing_record.operations.len());
+    let sharing_violations = sharing::check(&sharing_record);
+    for v in sharing_violations.iter().take(3) {
+        eprintln!("chaos: violation: {:?} on {}: {}", v.kind, v.lock, v.detail);
+    }
+    check.violations.extend(sharing_violations);
     let setup = RunSetup {
         nodes: options.nodes,
         clients: options.clients,
@@ -161,6 +185,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     };
     let mut report = ChaosReport::build(setup, &operations, &writes, &records, &check);
     report.linearizability = Some(linearizability);
+    report.sharing = Some(SharingTotals::of(&sharing_record, &check.violations));
     std::fs::write(options.out.join("chaos.md"), report.markdown())?;
     std::fs::write(options.out.join("chaos.json"), serde_json::to_vec_pretty(&report).expect("report serializes"))?;
     std::fs::write(options.out.join("timeline.svg"), report.timeline_svg(&operations))?;
@@ -169,6 +194,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         "operations": operations,
         "writes": writes,
         "elections": election_record,
+        "sharing": sharing_record,
         "violations": check.violations,
         "not_linearizable": not_linearizable,
     });
@@ -196,6 +222,9 @@ fn judge(operations: &[Operation], writes: &[ResourceWrite]) -> (CheckReport, Li
 struct SavedHistory {
     operations: Vec<Operation>,
     writes: Vec<ResourceWrite>,
+    /// Absent from runs before the sharing side.
+    #[serde(default)]
+    sharing: sharing::SharingRecord,
 }
 
 /// Judges the `history.json` of an earlier run again, with this build's
@@ -205,10 +234,11 @@ pub fn recheck(path: &std::path::Path) -> Result<usize, ChaosError> {
     let saved: SavedHistory = serde_json::from_slice(&std::fs::read(path)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
     let (check, linearizability) = judge(&saved.operations, &saved.writes);
+    let sharing_violations = sharing::check(&saved.sharing).len();
     if linearizability.report.verdict != history::Verdict::Linearizable {
         eprintln!("{}", linearizability.markdown());
     }
-    Ok(check.violations.len() + linearizability.report.violations.len())
+    Ok(check.violations.len() + sharing_violations + linearizability.report.violations.len())
 }
 
 /// Faults in rounds until the duration has passed, one full round at least.

@@ -86,6 +86,27 @@ pub struct ChaosReport {
     pub violation_examples: Vec<String>,
     /// The linearizability check of the whole history, once it has run.
     pub linearizability: Option<Linearizability>,
+    /// The semaphore and read/write clients' side, once checked.
+    pub sharing: Option<SharingTotals>,
+}
+
+/// The semaphore and read/write clients' operations and what their check found.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharingTotals {
+    pub operations: usize,
+    pub grants: usize,
+    pub violations: usize,
+}
+
+impl SharingTotals {
+    pub fn of(record: &super::sharing::SharingRecord, violations: &[crate::history::Violation]) -> SharingTotals {
+        use crate::history::ViolationKind::{GrantTokenOrder, PermitsOverLimit, SharedExclusion};
+        let violations = violations
+            .iter()
+            .filter(|v| matches!(v.kind, PermitsOverLimit | SharedExclusion | GrantTokenOrder))
+            .count();
+        SharingTotals { operations: record.operations.len(), grants: record.grants(), violations }
+    }
 }
 
 /// The linearizability check's verdict, with how long it took.
@@ -250,6 +271,7 @@ impl ChaosReport {
             violation_counts: check.counts().into_iter().map(|(k, n)| (format!("{k:?}"), n)).collect(),
             violation_examples: check.examples(3),
             linearizability: None,
+            sharing: None,
         }
     }
 
@@ -310,6 +332,12 @@ impl ChaosReport {
         ));
         for example in &self.violation_examples {
             out.push_str(&format!("- {example}\n"));
+        }
+        if let Some(s) = &self.sharing {
+            out.push_str(&format!(
+                "\nSemaphore and read/write clients: {} operations, {} grants, {} violations (limit, exclusion, token order).\n",
+                s.operations, s.grants, s.violations
+            ));
         }
         if let Some(l) = &self.linearizability {
             out.push_str(&l.markdown());

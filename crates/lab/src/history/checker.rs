@@ -65,10 +65,16 @@ pub enum ViolationKind {
     ObserverOrder,
     /// An observer missed a leader elected between two it saw.
     ObserverGap,
+    /// More semaphore permits surely held at once than its limit (`chaos::sharing`).
+    PermitsOverLimit,
+    /// An exclusive holder of a lock overlapped another holder, shared or exclusive.
+    SharedExclusion,
+    /// A grant's token was not above that of a grant of its name answered before it was asked.
+    GrantTokenOrder,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 12] = [
+    pub const ALL: [ViolationKind; 15] = [
         ViolationKind::TokenNotIncreasing,
         ViolationKind::TokenRegression,
         ViolationKind::StaleWriteAccepted,
@@ -81,6 +87,9 @@ impl ViolationKind {
         ViolationKind::LeaderTokenOrder,
         ViolationKind::ObserverOrder,
         ViolationKind::ObserverGap,
+        ViolationKind::PermitsOverLimit,
+        ViolationKind::SharedExclusion,
+        ViolationKind::GrantTokenOrder,
     ];
 }
 
