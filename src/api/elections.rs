@@ -21,12 +21,12 @@ use leasehold_core::{Command, EventKind, Limits, LockEvent, Outcome};
 use leasehold_proto::elections::{CampaignRequest, Leader, LeaderList, ProclaimRequest, ResignRequest, ResignResponse};
 use leasehold_proto::events::ResumeQuery;
 use leasehold_proto::locks::ListQuery;
-use leasehold_proto::{ErrorCode, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use leasehold_proto::ErrorCode;
 
 use super::events::{resume_point, sse_frame_at, stream, Subscribers};
 use super::limits::RequestSlot;
 use super::locks::park_for_wait;
-use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
+use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::admission::Caller;
 use crate::node::Node;
 use crate::store::Cursor;
@@ -147,12 +147,7 @@ async fn list(
     State(node): State<Arc<Node>>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<LeaderList>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(
-            ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
-        );
-    }
+    let limit = list_limit(&query)?;
     let leaders = node.read(|t| t.leaders(&query.prefix, limit)).await?;
     Ok(Json(LeaderList { elections: leaders.into_iter().map(Leader::from_core).collect() }))
 }

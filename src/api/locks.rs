@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::limits::RequestSlot;
-use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
+use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::{Node, WAIT_SLACK};
 use leasehold_core::{Command, FencingToken, Limits, LockError, Outcome};
 use leasehold_proto::locks::{
@@ -20,7 +20,6 @@ use leasehold_proto::locks::{
     MultiLeaseResponse, MultiReleaseRequest, MultiReleaseResponse, ReleaseRequest, ReleaseResponse, RenewRequest,
     SharedHoldersResponse, SharedLockView,
 };
-use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
 /// Time to propose the acquire before the wait and to answer after it.
 const QUEUE_ANSWER_SLACK: Duration = Duration::from_secs(10);
@@ -289,15 +288,7 @@ async fn list(
     State(node): State<Arc<Node>>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ListResponse>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(
-            ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
-        );
-    }
-    if query.prefix.len() > Limits::DEFAULT.max_name_bytes {
-        return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
-    }
+    let limit = list_limit(&query)?;
     let (locks, shared) =
         node.read(|table| (table.list(&query.prefix, limit), table.list_shared(&query.prefix, limit))).await?;
     let shared = shared

@@ -33,7 +33,8 @@ use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Extension, FromRequest, FromRequestParts};
 use axum::{middleware, Router};
-use leasehold_proto::ErrorCode;
+use leasehold_proto::locks::ListQuery;
+use leasehold_proto::{ErrorCode, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
 pub use error::ApiError;
 
@@ -129,6 +130,21 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     api.fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(ErrorCode::MethodNotAllowed, "method not allowed here") })
         .with_state(node)
+}
+
+/// The `limit` of a list query (its default when absent), once the limit
+/// and the `prefix` are checked: one rule for every list of names.
+fn list_limit(query: &ListQuery) -> Result<usize, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+        return Err(
+            ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
+        );
+    }
+    if query.prefix.len() > Limits::DEFAULT.max_name_bytes {
+        return Err(ApiError::bad_request("prefix is longer than a name can be").with("field", "prefix"));
+    }
+    Ok(limit)
 }
 
 /// Validates `command`, proposes it, and turns a refusal into its ApiError.

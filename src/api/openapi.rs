@@ -52,7 +52,7 @@ use leasehold_proto::sessions::{
 use leasehold_proto::{schema, ErrorBody, Limits, LockEvent, LEADER_ADDR_HEADER, LEADER_HEADER};
 
 pub fn routes() -> Router<Arc<Node>> {
-    Router::new().route("/openapi.json", get(|| async { Json(document()) }))
+    Router::new().route("/openapi.json", get(|| async { Json(document_json()) }))
 }
 
 /// A request or response body: a named schema, or JSON of any shape.
@@ -242,10 +242,56 @@ pub fn document() -> OpenApi {
         .build()
 }
 
+/// The document as JSON, with the rules between two fields of a request
+/// that the Rust types cannot state added to its schema as JSON Schema
+/// `not`s, so that a request the schema calls valid is one the server takes:
+/// a lease has a `ttl_ms` or a `session`, one of them, not both; a lock's renew or release
+/// names an `owner` in mode `shared` only, and must in that mode; a shared
+/// acquire takes no session; a `seq` is counted within a `session`.
+pub fn document_json() -> serde_json::Value {
+    let mut doc = serde_json::to_value(document()).expect("the document serializes");
+    let both = |a: &str, a_schema: serde_json::Value, b: &str, b_schema: serde_json::Value| serde_json::json!({ "not": { "required": [a, b], "properties": { a: a_schema, b: b_schema } } });
+    let integer = || serde_json::json!({ "type": "integer" });
+    let ttl_and_session = || both("ttl_ms", integer(), "session", integer());
+    let ttl_or_session = || {
+        let given = |field: &str| serde_json::json!({ "required": [field], "properties": { field: integer() } });
+        serde_json::json!({ "anyOf": [given("ttl_ms"), given("session")] })
+    };
+    // Without `mode` the `mode` property holds vacuously: an owner alone is refused too.
+    let owner_unshared = serde_json::json!({ "not": {
+        "required": ["owner"],
+        "properties": { "owner": { "type": "string" }, "mode": { "not": { "const": "shared" } } },
+    } });
+    // `if` this field is an integer, `then` that one must be one too.
+    let needs = |field: &str, kind: &str, then: &str, then_kind: serde_json::Value| {
+        serde_json::json!({
+            "if": { "required": [field], "properties": { field: { "type": kind } } },
+            "then": { "required": [then], "properties": { then: then_kind } },
+        })
+    };
+    let seq_needs_session = || needs("seq", "integer", "session", integer());
+    let shared_needs_owner = serde_json::json!({
+        "if": { "required": ["mode"], "properties": { "mode": { "const": "shared" } } },
+        "then": { "required": ["owner"], "properties": { "owner": { "type": "string" } } },
+    });
+    let shared_session = both("mode", serde_json::json!({ "const": "shared" }), "session", integer());
+    let rules = [
+        ("AcquireRequest", vec![ttl_or_session(), ttl_and_session(), shared_session, seq_needs_session()]),
+        ("MultiAcquireRequest", vec![ttl_or_session(), ttl_and_session(), seq_needs_session()]),
+        ("CampaignRequest", vec![ttl_or_session(), ttl_and_session(), seq_needs_session()]),
+        ("RenewRequest", vec![owner_unshared.clone(), shared_needs_owner.clone()]),
+        ("ReleaseRequest", vec![owner_unshared, shared_needs_owner, seq_needs_session()]),
+    ];
+    for (name, rules) in rules {
+        doc["components"]["schemas"][name]["allOf"] = serde_json::Value::Array(rules);
+    }
+    doc
+}
+
 /// The document as `docs/openapi.json` holds it: pretty-printed, keys in
 /// a stable order, ending in a newline.
 pub fn document_text() -> String {
-    let mut text = serde_json::to_string_pretty(&document()).expect("the document serializes");
+    let mut text = serde_json::to_string_pretty(&document_json()).expect("the document serializes");
     text.push('\n');
     text
 }
@@ -422,7 +468,7 @@ mod tests {
         for o in OPERATIONS.iter().filter(|o| !untyped.contains(&o.4)) {
             assert!(!matches!(o.6, AnyJson) && !matches!(o.7 .1, AnyJson), "{}: a body without a schema", o.4);
         }
-        let doc = serde_json::to_value(document()).unwrap();
+        let doc = document_json();
         for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
             assert!(schema.as_object().is_some_and(|s| !s.is_empty()), "schema {name} is {{}}");
         }

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 
 use super::limits::RequestSlot;
 use super::locks::park_for_wait;
-use super::{propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
+use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::node::Node;
 use leasehold_core::{Command, Limits, LockError, Outcome};
 use leasehold_proto::locks::ListQuery;
@@ -20,7 +20,6 @@ use leasehold_proto::semaphores::{
     PermitResponse, SemaphoreAcquireRequest, SemaphoreLimitRequest, SemaphoreLimitResponse, SemaphoreListResponse,
     SemaphoreReleaseRequest, SemaphoreReleaseResponse, SemaphoreRenewRequest, SemaphoreView,
 };
-use leasehold_proto::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
@@ -142,12 +141,7 @@ async fn list(
     State(node): State<Arc<Node>>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<SemaphoreListResponse>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
-        return Err(
-            ApiError::bad_request(format!("limit must be between 1 and {MAX_LIST_LIMIT}")).with("field", "limit")
-        );
-    }
+    let limit = list_limit(&query)?;
     let semaphores = node.read(|table| table.list_semaphores(&query.prefix, limit)).await?;
     Ok(Json(SemaphoreListResponse { semaphores: semaphores.into_iter().map(Into::into).collect() }))
 }

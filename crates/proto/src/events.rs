@@ -25,6 +25,7 @@ pub struct EventsQuery {
     /// either, the stream starts with the next entry applied. An id older
     /// than the node's history is answered `410 compacted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^[0-9]+(\.[0-9]+)?$"))]
     pub after: Option<String>,
 }
 
@@ -40,6 +41,7 @@ pub struct ResumeQuery {
     /// either, the stream starts with the next entry applied. An id older
     /// than the node's history is answered `410 compacted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^[0-9]+(\.[0-9]+)?$"))]
     pub after: Option<String>,
 }
 

@@ -73,6 +73,23 @@ pub fn option_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
     d.deserialize_option(Opt)
 }
 
+/// `#[serde(deserialize_with = "crate::int::u32")]`: a count (a semaphore's
+/// limit or permits), at most `u32::MAX`.
+pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = u64(d)?;
+    u32::try_from(n).map_err(|_| D::Error::invalid_value(Unexpected::Unsigned(n), &"a count below 2^32"))
+}
+
+/// `#[serde(default, deserialize_with = "crate::int::option_u32")]`: `null` is `None`.
+pub fn option_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match option_u64(d)? {
+        Some(n) => u32::try_from(n)
+            .map(Some)
+            .map_err(|_| D::Error::invalid_value(Unexpected::Unsigned(n), &"a count below 2^32")),
+        None => Ok(None),
+    }
+}
+
 /// `#[serde(default, deserialize_with = "crate::int::option_token")]`: a
 /// log index (token or session id) at most [`MAX_TOKEN`](crate::MAX_TOKEN), or `null`.
 pub fn option_token<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -163,6 +163,7 @@ pub struct RenewRequest {
     pub mode: Option<LockMode>,
     /// The shared holder; with `mode: "shared"` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::shared_owner))]
     pub owner: Option<String>,
 }
 
@@ -190,6 +191,7 @@ pub struct ReleaseRequest {
     pub mode: Option<LockMode>,
     /// The shared holder; with `mode: "shared"` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::shared_owner))]
     pub owner: Option<String>,
 }
 

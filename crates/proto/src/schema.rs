@@ -72,6 +72,11 @@ pub fn lock_names() -> Array {
         .build()
 }
 
+/// The shared holder a renew or release names (`mode: "shared"` only).
+pub fn shared_owner() -> Object {
+    text(Limits::DEFAULT.max_owner_bytes, true, "The shared holder; with `mode: \"shared\"` only.")
+}
+
 pub fn owner() -> Object {
     text(
         Limits::DEFAULT.max_owner_bytes,

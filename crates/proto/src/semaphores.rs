@@ -14,9 +14,10 @@ pub struct SemaphoreAcquireRequest {
     /// Who takes the permits; an acquire by a holder returns its own grant again.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::owner))]
     pub owner: String,
+    #[serde(deserialize_with = "crate::int::u32")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::semaphore_limit))]
     pub limit: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u32")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::permits))]
     pub permits: Option<u32>,
     #[serde(deserialize_with = "crate::int::u64")]
@@ -68,6 +69,7 @@ pub struct SemaphoreReleaseRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SemaphoreLimitRequest {
+    #[serde(deserialize_with = "crate::int::u32")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::semaphore_limit))]
     pub limit: u32,
 }
