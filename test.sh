@@ -13,9 +13,9 @@
 # started and purged (.ci/package-test), and Schemathesis against a live
 # 3-node cluster from its /openapi.json (.ci/schemathesis). Those last
 # suites run side by side (they mostly wait on their processes), each
-# logging to target/test-logs/. Last, the crash-point test: nodes built with
-# failpoints (a feature the product never enables) killed at each crash
-# point of the storage and Raft paths.
+# logging to target/test-logs/. The Rust tests include the crash-point test
+# (nodes built with the failpoints feature, which the product never enables,
+# killed at each crash point of the storage and Raft paths).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -68,9 +68,13 @@ step cargo fmt --check
 # feature), so their code is linted too.
 step cargo clippy --all-targets --features failpoints -- -D warnings
 step .ci/check-boundaries
-step cargo test --no-run
+# One build for every test, with the crash points compiled in (feature
+# `failpoints`, which the product build never enables; without FAILPOINTS in
+# a node's environment they do nothing), so tests/failpoints.rs runs beside
+# the rest instead of after a second build of the server.
+step cargo test --features failpoints --no-run
 
-rust_tests() { cargo test; }
+rust_tests() { cargo test --features failpoints; }
 # The clients' own suites, then the conformance suite, which builds every
 # driver in the places those suites use (the Python venv, node_modules, the
 # Go and Java build folders): one after the other, beside the rest.
@@ -91,7 +95,3 @@ package() {
 }
 schemathesis() { .ci/schemathesis; }
 side_by_side rust_tests clients package schemathesis
-# The crash points (tests/failpoints.rs) need the binary built with them:
-# last, since that build replaces target/debug/leasehold, which the suites
-# above run.
-step cargo test --features failpoints --test failpoints
