@@ -72,9 +72,13 @@ step .ci/check-boundaries
 # `failpoints`, which the product build never enables; without FAILPOINTS in
 # a node's environment they do nothing), so tests/failpoints.rs runs beside
 # the rest instead of after a second build of the server.
-step cargo test --features failpoints --no-run
+# The conformance suite's own cargo call takes the same features
+# (LEASEHOLD_TEST_FEATURES): with others, cargo would rebuild
+# target/debug/leasehold under the suites that run it.
+export LEASEHOLD_TEST_FEATURES=failpoints
+step cargo test --features "$LEASEHOLD_TEST_FEATURES" --no-run
 
-rust_tests() { cargo test --features failpoints; }
+rust_tests() { cargo test --features "$LEASEHOLD_TEST_FEATURES"; }
 # The clients' own suites, then the conformance suite, which builds every
 # driver in the places those suites use (the Python venv, node_modules, the
 # Go and Java build folders): one after the other, beside the rest.

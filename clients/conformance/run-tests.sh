@@ -33,4 +33,6 @@ LEASEHOLD_CONFORMANCE_DRIVERS=$(IFS=,; echo "${languages[*]}")
 echo "== the suite: $LEASEHOLD_CONFORMANCE_DRIVERS"
 # --ignored: a plain `cargo test` leaves the suite out, since it needs the
 # drivers built first.
-cargo test --quiet --test conformance -- --ignored --nocapture
+# With the features of the build beside it (test.sh sets them), so that
+# cargo does not rebuild target/debug/leasehold under the suites running it.
+cargo test --quiet ${LEASEHOLD_TEST_FEATURES:+--features "$LEASEHOLD_TEST_FEATURES"} --test conformance -- --ignored --nocapture
