@@ -913,6 +913,17 @@ async fn event_streams_are_bounded_per_client() {
     assert!(text.contains("leasehold_quota_used{quota=\"subscribers\"} 2"), "{text}");
 }
 
+/// Polls `path` until `ready` holds of its body (10 s at most).
+async fn until(api: &OneNode, path: &str, ready: impl Fn(&Value) -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !ready(&api.call("GET", path, None).await.1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{path} never got there"));
+}
+
 // Ensures an election through the router: campaign elects with a token and
 // the value, a second candidate is refused naming the leader or waits and
 // is elected on resign, proclaim needs the current token, and the leader
@@ -941,7 +952,11 @@ async fn election_through_the_router() {
             async move { api.call("POST", "/v1/elections/primary/campaign", Some(campaign("b", 30_000))).await },
         )
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // b waits in the election's queue (an election is the lock of its name).
+    until(&api, "/v1/locks/primary", |lock| {
+        lock["waiters"].as_array().is_some_and(|waiters| waiters.iter().any(|w| w["owner"] == "b"))
+    })
+    .await;
     let (status, stale) = api
         .call("POST", "/v1/elections/primary/proclaim", Some(json!({"candidate": "a", "token": first + 1, "value": 1})))
         .await;

@@ -312,30 +312,10 @@ async fn a_node_rebuilt_from_a_snapshot_refuses_older_resumes() {
     bounded(async {
         let mut cluster = start_cluster_with(3, &["--snapshot-every", "100"]).await;
         let leader = cluster.wait_for_leader(Duration::from_secs(20)).await.unwrap();
-        let lagging = cluster.follower_of(leader);
         let client = cluster.client();
         let start = client.acquire("before", "w", 10_000).await.unwrap().token();
-
-        step(&format!("node {lagging} goes down; 150 cycles pass it by and are snapshotted"));
-        cluster.kill(lagging);
-        let mut tokens = Vec::new();
-        for _ in 0..150 {
-            let lease = client.acquire("snap/x", "w", 10_000).await.unwrap();
-            tokens.push(lease.token());
-            client.release("snap/x", lease.token()).await.unwrap();
-        }
-        step(&format!("node {lagging} restarts and catches up by snapshot"));
-        cluster.start(lagging).unwrap();
-        let give_up = Instant::now() + Duration::from_secs(30);
-        loop {
-            let statuses = cluster.statuses().await;
-            let target = statuses[&leader].applied_index;
-            if statuses.get(&lagging).is_some_and(|s| s.snapshot_index.is_some() && s.applied_index >= target) {
-                break;
-            }
-            assert!(Instant::now() < give_up, "node {lagging} never caught up\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let (lagging, tokens) =
+            crate::snapshots::lag_one_follower_past_a_snapshot(&mut cluster, leader, "snap/x").await;
 
         let rebuilt = Arc::new(Client::new(&[cluster.endpoint(lagging)]).unwrap().with_retry_budget(Duration::ZERO));
         let error = rebuilt.watch(Some("snap/"), Some(start.get())).next().await.expect_err("compacted");

@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 
 use crate::common::{bounded, start_cluster, step, EventStream};
 use leasehold_client::{AcquireOptions, Client, ErrorCode, LockOptions};
+use leasehold_proto::events::EventKind;
 
 const TTL: Duration = Duration::from_secs(3);
 
@@ -142,6 +143,12 @@ async fn a_killed_holder_keeps_its_permit_until_its_lease_ends() {
 }
 
 /// A client of node `id` only.
+/// The kind of the next event of `events`, within 20 s.
+async fn next_event(events: &mut leasehold_client::Watch) -> EventKind {
+    let next = tokio::time::timeout(Duration::from_secs(20), events.next()).await;
+    next.expect("an event in time").expect("the stream goes on").event.kind
+}
+
 fn client_of(cluster: &crate::common::TestCluster, id: u64) -> Arc<Client> {
     Arc::new(Client::new(&[cluster.endpoint(id)]).expect("a client"))
 }
@@ -180,12 +187,18 @@ async fn readers_and_a_writer_through_different_nodes() {
         }
 
         step("a later reader waits behind the writer");
+        // The lock's own events say who was queued and who was granted, in
+        // log order: no pause has to stand in for "still waiting".
+        let mut events = one.watch_lock("doc", None);
         let late = {
             let two = two.clone();
             tokio::spawn(async move { two.read_lock("doc", options("late").with_wait(Duration::from_secs(30))).await })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!late.is_finished() && !writer.is_finished(), "nobody is granted while the readers hold");
+        assert!(
+            matches!(next_event(&mut events).await, EventKind::Queued { owner, .. } if owner == "late"),
+            "the late reader is queued, not granted, while the readers hold"
+        );
+        assert!(!writer.is_finished(), "the writer waits while the readers hold");
 
         step("the readers leave: the writer is handed the lock, then the late reader");
         let r2_token = r2.token();
@@ -194,12 +207,23 @@ async fn readers_and_a_writer_through_different_nodes() {
         let w = tokio::time::timeout(Duration::from_secs(20), writer).await.expect("answered").unwrap().unwrap();
         assert!(w.token() > r2_token);
         assert!(!w.is_lost());
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!late.is_finished(), "the late reader waits for the writer");
         let w_token = w.token();
         w.release().await.unwrap();
         let late = tokio::time::timeout(Duration::from_secs(20), late).await.expect("answered").unwrap().unwrap();
         assert!(late.token() > w_token);
+        // In log order: the writer's grant and release both come before the
+        // late reader's grant.
+        let mut order = Vec::new();
+        while !matches!(order.last(), Some(EventKind::HandedOver { owner, .. } | EventKind::Acquired { owner, .. }) if owner == "late") {
+            order.push(next_event(&mut events).await);
+        }
+        let at = |wanted: &dyn Fn(&EventKind) -> bool| order.iter().position(wanted);
+        let w_granted = at(&|k| matches!(k, EventKind::HandedOver { owner, .. } | EventKind::Acquired { owner, .. } if owner == "w"));
+        let w_released = at(&|k| matches!(k, EventKind::Released { owner, .. } if owner == "w"));
+        assert!(
+            w_granted.is_some() && w_granted < w_released && w_released < Some(order.len() - 1),
+            "the late reader was granted only after the writer released: {order:?}"
+        );
         late.release().await.unwrap();
     })
     .await;

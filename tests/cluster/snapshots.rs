@@ -27,7 +27,8 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
         let kept = client.acquire("kept", "holder", LONG_TTL_MS).await.unwrap();
         let record = client.acquire("ledger", "writer", LONG_TTL_MS).await.unwrap();
         client.put_record("balance", "ledger", record.token(), &json!(42)).await.unwrap();
-        let last = lag_one_follower_past_a_snapshot(&mut cluster, leader, "churn").await;
+        let (_, churned) = lag_one_follower_past_a_snapshot(&mut cluster, leader, "churn").await;
+        let last = *churned.last().expect("150 grants");
 
         step("kill -9 every node, start them all again");
         for id in cluster.ids() {
@@ -57,23 +58,24 @@ async fn lagging_follower_installs_snapshot_and_all_restart_from_it() {
 /// Takes a follower of `leader` down, runs 150 acquire/release cycles of
 /// `name` past it (the cluster snapshots every 100 entries, and purges its
 /// log behind), starts it again and waits until it has caught up by
-/// installing a snapshot. Returns the last token granted.
+/// installing a snapshot. Returns the follower's id and the tokens of the
+/// 150 grants, in order.
 pub async fn lag_one_follower_past_a_snapshot(
     cluster: &mut crate::common::TestCluster,
     leader: u64,
     name: &str,
-) -> FencingToken {
+) -> (u64, Vec<FencingToken>) {
     let client = cluster.client();
     let lagging = cluster.follower_of(leader);
     let behind = cluster.statuses().await[&lagging].last_log_index.unwrap_or(0);
     step(&format!("node {lagging} goes down; 150 acquire/release cycles pass it by"));
     cluster.kill(lagging);
-    let mut last = FencingToken::default();
+    let mut tokens: Vec<FencingToken> = Vec::with_capacity(150);
     for i in 0..150 {
         let lease = client.acquire(name, &format!("w{i}"), LONG_TTL_MS).await.unwrap();
-        assert!(lease.token() > last);
-        last = lease.token();
-        client.release(name, last).await.unwrap();
+        assert!(tokens.last().is_none_or(|last| lease.token() > *last));
+        tokens.push(lease.token());
+        client.release(name, lease.token()).await.unwrap();
     }
     let purged = cluster.statuses().await[&leader].purged_index.unwrap_or(0);
     assert!(purged > behind, "the leader purged its log past node {lagging} (purged {purged}, it has {behind})");
@@ -85,11 +87,13 @@ pub async fn lag_one_follower_past_a_snapshot(
         let statuses = cluster.statuses().await;
         let (target, caught) = (&statuses[&leader], statuses.get(&lagging));
         if let Some(s) = caught {
-            if s.snapshot_index.is_some()
+            // A snapshot past the purge point: the leader's, installed (the
+            // log it missed is gone).
+            if s.snapshot_index >= Some(purged)
                 && s.applied_index >= target.applied_index
                 && s.locks_held == target.locks_held
             {
-                return last;
+                return (lagging, tokens);
             }
         }
         assert!(Instant::now() < give_up, "node {lagging} never caught up: {caught:?}\n{}", cluster.logs());

@@ -2,17 +2,6 @@
 
 use super::*;
 
-/// Polls `path` until `ready` holds of its body (10 s at most).
-async fn until(api: &OneNode, path: &str, ready: impl Fn(&Value) -> bool) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while !ready(&api.call("GET", path, None).await.1) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{path} never got there"));
-}
-
 // Ensures a semaphore through the router: permits up to the limit, each
 // with its own token; 409 `semaphore_full` with the holders and 409
 // `limit_mismatch`; a waiter granted when a permit returns; renew and
