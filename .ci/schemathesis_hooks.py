@@ -16,7 +16,7 @@ Four changes to generated cases, and why:
    the generated value was valid. Such values are skipped (a "%" alone is
    still sent, as %25).
 
-2. An acquire with `wait_ms` on a lock another owner holds
+2. An acquire or campaign with `wait_ms` on a lock another owner holds
 waits, by design, until the lock passes to it or the wait runs out - up to
 an hour, the documented bound. Fuzzing generates such waits (names like "0"
 repeat), and a run must finish in minutes. So a *valid* wait longer than two
@@ -83,7 +83,8 @@ def filter_path_parameters(context, path_parameters):
 
 @schemathesis.hook
 def map_case(context, case):
-    if case.operation.path.endswith("/acquire") and isinstance(case.body, dict):
+    # Every waiting request: acquires (locks, multi, semaphores) and campaigns.
+    if isinstance(case.body, dict):
         wait = case.body.get("wait_ms")
         # An integer, also spelt as a float (7.0): JSON Schema's integers.
         integral = type(wait) is int or (type(wait) is float and wait.is_integer())
