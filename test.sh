@@ -73,8 +73,8 @@ step .ci/check-boundaries
 # a node's environment they do nothing), so tests/failpoints.rs runs beside
 # the rest instead of after a second build of the server.
 # The conformance suite's own cargo call takes the same features
-# (LEASEHOLD_TEST_FEATURES): with others, cargo would rebuild
-# target/debug/leasehold under the suites that run it.
+# (LEASEHOLD_TEST_FEATURES), and so does the package test's: with others,
+# cargo would relink target/debug/leasehold under the suites that run it.
 export LEASEHOLD_TEST_FEATURES=failpoints
 step cargo test --features "$LEASEHOLD_TEST_FEATURES" --no-run
 

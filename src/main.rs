@@ -16,6 +16,12 @@ fn main() {
     // The crash points' actions, from `FAILPOINTS`, for the whole process.
     #[cfg(feature = "failpoints")]
     let _failpoints = fail::FailScenario::setup();
+    // A test that sets crash points on a binary built without them would
+    // otherwise wait for a crash that cannot come.
+    #[cfg(not(feature = "failpoints"))]
+    if std::env::var_os("FAILPOINTS").is_some() {
+        eprintln!("leasehold: FAILPOINTS is set, but this binary was built without the `failpoints` feature: no crash point will fire");
+    }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // `bench`, `chaos`, `demo`: a usage error that names the binary they moved to.
     if let Some(moved) = cli::moved_to_lab(&args) {
