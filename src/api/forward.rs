@@ -1,7 +1,10 @@
 //! Leader forwarding: a follower sends client requests to the leader itself
-//! and relays the answer, so clients may talk to any node. Every answer names
-//! the leader in the `x-leasehold-leader` (id) and `x-leasehold-leader-addr`
-//! headers.
+//! and relays the answer, so clients may talk to any node. Every answer the
+//! leader gave names it in the `x-leasehold-leader` (id) and
+//! `x-leasehold-leader-addr` headers. During an election, or when the leader
+//! this node knows has died, a request is held for the next leader (up to
+//! the election bound) instead of being refused: a failover costs a client
+//! of a survivor the election, not the election plus its back-off.
 //!
 //! Relayed requests travel on one HTTP/2 connection per leader, opened as a
 //! peer connection ([`crate::peer::relay`]): the leader serves it outside its
@@ -19,7 +22,9 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use tokio::time::Instant;
+
+use axum::body::{Body, Bytes};
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
@@ -28,8 +33,8 @@ use axum::response::{IntoResponse, Response};
 use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
-use crate::peer::relay::{Relay, Relayed};
-use crate::raft::{Member as RaftMember, NodeId};
+use crate::peer::relay::{Relay, RelayError, Relayed};
+use crate::raft::{Leadership, Member as RaftMember, NodeId, ELECTION_BOUND};
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
 /// Marks a request a node forwarded, so it is never forwarded twice (two
@@ -57,7 +62,13 @@ impl Forwarding {
     }
 }
 
-/// Middleware: run the handler on the leader, forward elsewhere.
+/// Middleware: run the handler on the leader, forward elsewhere. While
+/// there is no leader, or the one this node knows cannot be reached (it
+/// died: its followers learn so only when they elect another), the request
+/// is held for the next leader, up to [`ELECTION_BOUND`], rather than
+/// answered `unavailable` at once: a client that asked a survivor is then
+/// answered as soon as the cluster can write again, instead of after its
+/// own back-off.
 pub async fn to_leader(
     State(forwarding): State<Arc<Forwarding>>,
     slot: Option<Extension<RequestSlot>>,
@@ -65,27 +76,95 @@ pub async fn to_leader(
     next: Next,
 ) -> Response {
     let node = &forwarding.node;
-    let Some((leader, member)) = node.leader() else {
+    let slot = slot.map(|Extension(s)| s);
+    let give_up = Instant::now() + ELECTION_BOUND;
+    let mut seen = node.leadership();
+    if seen.leader.is_none() {
+        seen = match wait_for_leader(node, slot.as_ref(), &seen, give_up).await {
+            Ok(next) => next,
+            Err(e) => return e.into_response(),
+        };
+    }
+    let Some((leader, member)) = seen.leader.clone() else {
         return ApiError::unavailable("no leader elected; retry").into_response();
     };
-    let mut response = if leader == node.id() {
-        next.run(request).await
-    } else if request.headers().contains_key(FORWARDED_HEADER) {
-        ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response()
-    } else {
-        match forward(&forwarding, &member, request, slot.map(|Extension(s)| s)).await {
-            Ok(r) => {
-                node.metrics().forwarded("relayed");
-                r
-            }
-            Err(e) => {
-                node.metrics().forwarded(e.code.as_str());
-                e.into_response()
-            }
-        }
+    if leader == node.id() {
+        return run_here(next, request, leader, &member.addr).await;
+    }
+    if request.headers().contains_key(FORWARDED_HEADER) {
+        return ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(_) => return refused(node, ApiError::new(ErrorCode::BodyTooLarge, "request body too large")),
     };
-    name_leader(response.headers_mut(), leader, &member.addr);
+    // The whole request is here; from now on the leader bounds it (and
+    // counts it in flight), this node only waits for the answer.
+    if let Some(slot) = &slot {
+        if let Err(e) = slot.park(FORWARD_TIMEOUT) {
+            return refused(node, e);
+        }
+    }
+    let (mut leader, mut member) = (leader, member);
+    loop {
+        match forward(&forwarding, &member, &parts, body.clone()).await {
+            Ok(mut response) => {
+                node.metrics().forwarded("relayed");
+                name_leader(response.headers_mut(), leader, &member.addr);
+                return response;
+            }
+            // Never sent: the leader is gone. Safe to send again, to the next one.
+            Err(Forwarded::NotSent(e)) if Instant::now() < give_up => {
+                node.metrics().forwarded("held");
+                tracing::debug!(error = %e, leader, "leader unreachable; holding the request for the next leader");
+                seen = match wait_for_leader(node, None, &seen, give_up).await {
+                    Ok(next) => next,
+                    Err(_) => return refused(node, ApiError::unavailable(e.to_string())),
+                };
+                let Some((next_leader, next_member)) = seen.leader.clone() else {
+                    return refused(node, ApiError::unavailable(e.to_string()));
+                };
+                if next_leader == node.id() {
+                    let request = Request::from_parts(parts, Body::from(body));
+                    return run_here(next, request, next_leader, &next_member.addr).await;
+                }
+                (leader, member) = (next_leader, next_member);
+            }
+            // Named no leader: the one this node knows is gone or not answering.
+            Err(Forwarded::NotSent(e)) => return refused(node, ApiError::unavailable(e.to_string())),
+            Err(Forwarded::Failed(e)) => return refused(node, e),
+        }
+    }
+}
+
+/// The handler, on this node, the leader.
+async fn run_here(next: Next, request: Request, leader: NodeId, addr: &str) -> Response {
+    let mut response = next.run(request).await;
+    name_leader(response.headers_mut(), leader, addr);
     response
+}
+
+/// Holds a request (parked, if it counts in flight) until this node knows a
+/// leader other than the one `seen` named, or `unavailable` at `give_up`.
+async fn wait_for_leader(
+    node: &Node,
+    slot: Option<&RequestSlot>,
+    seen: &Leadership,
+    give_up: Instant,
+) -> Result<Leadership, ApiError> {
+    if let Some(slot) = slot {
+        slot.park(ELECTION_BOUND)?;
+    }
+    node.next_leadership(seen, give_up).await.ok_or_else(|| {
+        ApiError::unavailable(format!("no leader elected within {} ms; retry", ELECTION_BOUND.as_millis()))
+    })
+}
+
+/// A request this follower could not relay, counted by its error code.
+fn refused(node: &Node, e: ApiError) -> Response {
+    node.metrics().forwarded(e.code.as_str());
+    e.into_response()
 }
 
 fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
@@ -95,42 +174,44 @@ fn name_leader(headers: &mut HeaderMap, leader: NodeId, addr: &str) {
     }
 }
 
+/// Why a request was not relayed.
+enum Forwarded {
+    /// It never left this node: it may be sent again.
+    NotSent(RelayError),
+    /// It may have reached the leader, or cannot be relayed at all.
+    Failed(ApiError),
+}
+
 async fn forward(
     forwarding: &Forwarding,
     leader: &RaftMember,
-    request: Request,
-    slot: Option<RequestSlot>,
-) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| ApiError::new(ErrorCode::BodyTooLarge, "request body too large"))?;
-    // The whole request is here; from now on the leader bounds it (and
-    // counts it in flight), this node only waits for the answer.
-    if let Some(slot) = slot {
-        slot.park(FORWARD_TIMEOUT)?;
-    }
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+) -> Result<Response, Forwarded> {
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = forwarding.node.url_of(&leader.addr, path);
     let mut outbound =
-        hyper::Request::builder().method(parts.method).uri(&url).header(FORWARDED_HEADER, forwarding.node.id());
+        hyper::Request::builder().method(parts.method.clone()).uri(&url).header(FORWARDED_HEADER, forwarding.node.id());
     for name in [axum::http::header::CONTENT_TYPE, axum::http::header::AUTHORIZATION] {
         if let Some(value) = parts.headers.get(&name) {
             outbound = outbound.header(name, value);
         }
     }
-    let outbound = outbound.body(Body::from(body)).map_err(|e| ApiError::bad_request(format!("cannot relay: {e}")))?;
+    let outbound = outbound
+        .body(Body::from(body))
+        .map_err(|e| Forwarded::Failed(ApiError::bad_request(format!("cannot relay: {e}"))))?;
     let relayed = async {
         match &forwarding.relay {
-            Some(relay) => {
-                relay.send(leader.peer_dial_addr(), outbound).await.map_err(|e| ApiError::unavailable(e.to_string()))
-            }
+            Some(relay) => relay.send(leader.peer_dial_addr(), outbound).await.map_err(|e| match e {
+                RelayError::NotSent(_) => Forwarded::NotSent(e),
+                RelayError::Lost(_) => Forwarded::Failed(ApiError::unavailable(e.to_string())),
+            }),
             None => relay_over_https(&forwarding.node, outbound).await,
         }
     };
     let (status, headers, bytes) = tokio::time::timeout(FORWARD_TIMEOUT, relayed)
         .await
-        .map_err(|_| ApiError::unavailable("leader did not answer in time"))??;
+        .map_err(|_| Forwarded::Failed(ApiError::unavailable("leader did not answer in time")))??;
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
     for name in [axum::http::header::CONTENT_TYPE, axum::http::header::RETRY_AFTER] {
@@ -142,9 +223,10 @@ async fn forward(
 }
 
 /// Relays `request` as an ordinary https request (see the module comment).
-async fn relay_over_https(node: &Node, request: hyper::Request<Body>) -> Result<Relayed, ApiError> {
+async fn relay_over_https(node: &Node, request: hyper::Request<Body>) -> Result<Relayed, Forwarded> {
     let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(ApiError::internal)?;
+    let body =
+        axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| Forwarded::Failed(ApiError::internal(e)))?;
     let reply = node
         .http()
         .request(parts.method, parts.uri.to_string())
@@ -153,9 +235,16 @@ async fn relay_over_https(node: &Node, request: hyper::Request<Body>) -> Result<
         .body(body)
         .send()
         .await
-        .map_err(|e| ApiError::unavailable(format!("leader unreachable: {e}")))?;
+        .map_err(|e| {
+            if e.is_connect() {
+                Forwarded::NotSent(RelayError::NotSent(e.to_string()))
+            } else {
+                Forwarded::Failed(ApiError::unavailable(format!("leader unreachable: {e}")))
+            }
+        })?;
     let status = reply.status();
     let headers = reply.headers().clone();
-    let bytes = reply.bytes().await.map_err(|e| ApiError::unavailable(format!("leader reply lost: {e}")))?;
+    let bytes =
+        reply.bytes().await.map_err(|e| Forwarded::Failed(ApiError::unavailable(format!("leader reply lost: {e}"))))?;
     Ok((status, headers, bytes))
 }

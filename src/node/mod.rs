@@ -23,7 +23,8 @@ use crate::metrics::Metrics;
 use crate::peer::Dialer;
 use crate::raft::Member as RaftMember;
 use crate::raft::{
-    Consensus, ConsensusError, LockResult, MembershipChange, Network, NodeId, RaftSettings, ELECTION_TIMEOUT_MIN_MS,
+    Consensus, ConsensusError, Leadership, LockResult, MembershipChange, Network, NodeId, RaftSettings,
+    LEADER_SILENCE_MS,
 };
 use crate::store::{self, LockState, StateStore};
 use leasehold_core::{Command, LockError, LockTable, Quotas, MAX_GATES, MAX_RECORDS, MAX_SESSIONS};
@@ -337,6 +338,17 @@ impl Node {
     /// The leader this node knows of, with its addresses.
     pub fn leader(&self) -> Option<(NodeId, RaftMember)> {
         self.raft.leader()
+    }
+
+    /// The term and the leader this node knows of now.
+    pub fn leadership(&self) -> Leadership {
+        self.raft.leadership()
+    }
+
+    /// Waits, until `until` at most, for a leader other than the one
+    /// `seen` named: the next one elected, once this node hears of it.
+    pub async fn next_leadership(&self, seen: &Leadership, until: tokio::time::Instant) -> Option<Leadership> {
+        self.raft.next_leadership(seen, until).await
     }
 
     /// Proposes `command` (in an entry shared with other commands proposed

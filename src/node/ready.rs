@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Node, ELECTION_TIMEOUT_MIN_MS};
+use super::{Node, LEADER_SILENCE_MS};
 use leasehold_proto::cluster::Readiness;
 
 /// How long a node that is behind may take to apply what it knows committed
@@ -18,9 +18,9 @@ const APPLY_WAIT: Duration = Duration::from_secs(1);
 pub enum NotReady {
     #[error("no leader known")]
     NoLeader,
-    #[error("this node leads but has not heard from a quorum {} (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)", since(.0))]
+    #[error("this node leads but has not heard from a quorum {} (followers campaign after {LEADER_SILENCE_MS} ms of silence)", since(.0))]
     NoQuorum(Option<u64>),
-    #[error("leader {leader} not heard from {} (the election timeout is {ELECTION_TIMEOUT_MIN_MS} ms)", since(.millis))]
+    #[error("leader {leader} not heard from {} (followers campaign after {LEADER_SILENCE_MS} ms of silence)", since(.millis))]
     LeaderUnheard { leader: u64, millis: Option<u64> },
     #[error("applied index {} is behind the commit index {}", index(.applied), index(.committed))]
     CatchingUp { applied: Option<u64>, committed: Option<u64> },
@@ -60,7 +60,7 @@ impl Node {
     pub async fn readiness(&self) -> Result<Readiness, NotReady> {
         let view = self.raft.view();
         let leader = view.leader.ok_or(NotReady::NoLeader)?;
-        let window = ELECTION_TIMEOUT_MIN_MS;
+        let window = LEADER_SILENCE_MS;
         let heard = self.raft.heard().await.map_err(|e| NotReady::Stopped(e.to_string()))?;
         let (committed, leader_heard) = (heard.committed_index, heard.millis_since_leader);
         let heard = if leader == self.id {

@@ -25,12 +25,23 @@ pub type Relayed = (StatusCode, HeaderMap, axum::body::Bytes);
 
 /// Why a request could not be relayed (the client is told to retry).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct RelayError(pub String);
+pub enum RelayError {
+    /// No channel to the leader could be opened: the request never left.
+    #[error("leader unreachable: {0}")]
+    NotSent(String),
+    /// The channel broke with the request on it: the leader may have
+    /// taken it.
+    #[error("leader reply lost: {0}")]
+    Lost(String),
+}
 
 impl RelayError {
-    fn unreachable(e: impl std::fmt::Display) -> RelayError {
-        RelayError(format!("leader unreachable: {e}"))
+    fn not_sent(e: impl std::fmt::Display) -> RelayError {
+        RelayError::NotSent(e.to_string())
+    }
+
+    fn lost(e: impl std::fmt::Display) -> RelayError {
+        RelayError::Lost(e.to_string())
     }
 }
 
@@ -51,13 +62,16 @@ impl Relay {
         };
         if sender.ready().await.is_err() {
             sender = self.dial(addr).await?;
-            sender.ready().await.map_err(RelayError::unreachable)?;
+            sender.ready().await.map_err(RelayError::not_sent)?;
         }
-        let reply = sender.send_request(request).await.map_err(RelayError::unreachable)?;
+        // hyper hands an unsent request back when the connection closed
+        // before any of it was written: then it never reached the leader.
+        let reply = sender.try_send_request(request).await.map_err(|mut e| match e.take_message() {
+            Some(_) => RelayError::not_sent(e.error()),
+            None => RelayError::lost(e.error()),
+        })?;
         let (parts, body) = reply.into_parts();
-        let bytes = axum::body::to_bytes(Body::new(body), usize::MAX)
-            .await
-            .map_err(|e| RelayError(format!("leader reply lost: {e}")))?;
+        let bytes = axum::body::to_bytes(Body::new(body), usize::MAX).await.map_err(RelayError::lost)?;
         Ok((parts.status, parts.headers, bytes))
     }
 
@@ -67,13 +81,13 @@ impl Relay {
     }
 
     async fn dial(&self, addr: &str) -> Result<http2::SendRequest<Body>, RelayError> {
-        let stream = self.dialer.dial(addr, Channel::Forward).await.map_err(RelayError::unreachable)?;
+        let stream = self.dialer.dial(addr, Channel::Forward).await.map_err(RelayError::not_sent)?;
         let (sender, connection) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(CHANNEL_KEEPALIVE)
             .handshake(TokioIo::new(stream))
             .await
-            .map_err(RelayError::unreachable)?;
+            .map_err(RelayError::not_sent)?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "forwarding channel closed");

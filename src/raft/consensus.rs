@@ -28,12 +28,36 @@ use crate::metrics::Metrics;
 use crate::store::{LockState, LogStore, StateMachineStore};
 use leasehold_core::{Command, Quotas};
 
-/// Raft heartbeat period. Election timeouts are several of these.
-const HEARTBEAT_MS: u64 = 100;
-/// The shortest election timeout: how long a follower waits for a leader
-/// before it campaigns, and how recent a leader's quorum must be to tick.
-pub const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
-const ELECTION_TIMEOUT_MAX_MS: u64 = 1200;
+/// Raft heartbeat period: a follower hears from a live leader this often
+/// even when no client writes.
+const HEARTBEAT_MS: u64 = 50;
+/// openraft's election timeout bounds. A follower that stops hearing from
+/// its leader first waits out the leader's lease (openraft makes it
+/// `election_timeout_max`: until then voters refuse to elect anyone else),
+/// then its own timeout drawn from these bounds, and only then campaigns:
+/// a dead leader is replaced 700–900 ms after its last heartbeat, the
+/// first of two survivors to time out campaigning. At 600–1200 ms that was
+/// 1.8–2.4 s, the whole of a failover's write gap.
+const ELECTION_TIMEOUT_MIN_MS: u64 = 250;
+const ELECTION_TIMEOUT_MAX_MS: u64 = 450;
+/// The shortest silence after which a follower campaigns (the lease plus
+/// the least timeout): how recent a leader's quorum must be for it to
+/// tick, or for a node to call itself ready. Fourteen heartbeats, so a
+/// busy moment on a loaded machine does not unseat a live leader.
+pub const LEADER_SILENCE_MS: u64 = ELECTION_TIMEOUT_MAX_MS + ELECTION_TIMEOUT_MIN_MS;
+/// How long an election may take when a vote splits once: a follower
+/// holds a client's request this long for a new leader, and a new leader
+/// a write for its first quorum, before answering `unavailable` (well
+/// inside the clients' six-second attempt timeout).
+pub const ELECTION_BOUND: Duration = Duration::from_millis(2 * (ELECTION_TIMEOUT_MAX_MS + ELECTION_TIMEOUT_MAX_MS));
+
+/// Who leads, as this node knows it: the term and, once elected and heard
+/// from, the leader with its addresses.
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    pub term: u64,
+    pub leader: Option<(NodeId, Member)>,
+}
 
 /// How a node's Raft runs: its identity, the leader's tick period, how
 /// often it checkpoints, and the quotas it stamps on the entries it
@@ -179,7 +203,7 @@ impl Consensus {
             .await
             .map_err(|e| ConsensusError::Stopped(e.to_string()))?;
         tokio::spawn(checkpoint_when_due(raft.clone(), log_size, locks.clone()));
-        let quorum_window = Duration::from_millis(ELECTION_TIMEOUT_MIN_MS);
+        let quorum_window = Duration::from_millis(LEADER_SILENCE_MS);
         let ticker = Ticker::new(raft.clone(), locks, settings.tick, quorum_window, metrics.clone());
         let ticker = tokio::spawn(ticker.run());
         tokio::spawn(count_leader_changes(raft.clone(), metrics.clone()));
@@ -190,7 +214,32 @@ impl Consensus {
     /// Proposes `command` (in an entry shared with other commands proposed
     /// at the same time) and waits until it is committed and applied here.
     pub async fn propose(&self, command: Command) -> Result<LockResult, ConsensusError> {
+        self.until_first_quorum().await;
         self.proposer.propose(command).await.map_err(|e| self.write_error(e))
+    }
+
+    /// A leader just elected takes no write until a quorum has answered it:
+    /// openraft starts the leader's lease at its first quorum
+    /// acknowledgement and until then refuses writes as if it did not lead
+    /// (`ForwardToLeader`, naming nobody), for the few milliseconds of one
+    /// round trip after the election. A write that comes in that window
+    /// waits for the acknowledgement (up to [`ELECTION_BOUND`]) instead of
+    /// sending its client away to retry.
+    async fn until_first_quorum(&self) {
+        let mut metrics = self.raft.metrics();
+        let until = tokio::time::Instant::now() + ELECTION_BOUND;
+        loop {
+            {
+                let m = metrics.borrow_watched();
+                let alone = m.membership_config.membership().voter_ids().count() <= 1;
+                if m.state != ServerState::Leader || m.last_quorum_acked.is_some() || alone {
+                    return;
+                }
+            }
+            if !matches!(tokio::time::timeout_at(until, metrics.changed()).await, Ok(Ok(()))) {
+                return;
+            }
+        }
     }
 
     /// Returns once this node has confirmed with a quorum that it still
@@ -216,8 +265,32 @@ impl Consensus {
 
     /// The leader this node knows of, with its addresses.
     pub fn leader(&self) -> Option<(NodeId, Member)> {
-        let id = self.raft.metrics().borrow_watched().current_leader?;
-        Some((id, self.member(id)?))
+        self.leadership().leader
+    }
+
+    /// The term and leader this node knows of now.
+    pub fn leadership(&self) -> Leadership {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
+        let leader =
+            m.current_leader.and_then(|id| Some((id, m.membership_config.membership().get_node(&id)?.clone())));
+        Leadership { term: m.current_term, leader }
+    }
+
+    /// Waits until this node knows a leader other than the one `seen`
+    /// named (a later term's: the same node may be elected again), or
+    /// until `until`; `None` then.
+    pub async fn next_leadership(&self, seen: &Leadership, until: tokio::time::Instant) -> Option<Leadership> {
+        let mut metrics = self.raft.metrics();
+        let seen_leader = seen.leader.as_ref().map(|(id, _)| *id);
+        loop {
+            let now = self.leadership();
+            let leader = now.leader.as_ref().map(|(id, _)| *id);
+            if leader.is_some() && (now.term, leader) != (seen.term, seen_leader) {
+                return Some(now);
+            }
+            tokio::time::timeout_at(until, metrics.changed()).await.ok()?.ok()?;
+        }
     }
 
     /// The addresses of member `id`.

@@ -21,7 +21,8 @@ mod ticker;
 pub mod types;
 
 pub use consensus::{
-    Consensus, ConsensusError, Heard, MembershipChange, RaftSettings, RaftView, Role, ELECTION_TIMEOUT_MIN_MS,
+    Consensus, ConsensusError, Heard, Leadership, MembershipChange, RaftSettings, RaftView, Role, ELECTION_BOUND,
+    LEADER_SILENCE_MS,
 };
 pub use inbound::{AppendRpc, Inbound, JsonAnswer, PeerRequest, PeerResponse, VoteRpc};
 pub use network::{Network, SnapshotHead, APPEND_PATH, MAX_SNAPSHOT_BYTES, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};

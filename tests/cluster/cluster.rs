@@ -132,6 +132,40 @@ async fn leader_kill_keeps_locks_and_token_order() {
     .await;
 }
 
+// Ensures a survivor holds a request sent right after the leader's kill -9
+// until the next leader is elected, and answers it then: a client that tries
+// once (no retry budget) is granted, not told `unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survivors_hold_requests_through_a_failover() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let old = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let survivors: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != old).collect();
+        let once: Vec<Client> = survivors
+            .iter()
+            .map(|id| Client::new(&[cluster.endpoint(*id)]).unwrap().with_retry_budget(Duration::ZERO))
+            .collect();
+        step("warm each survivor's channel to the leader");
+        for (client, id) in once.iter().zip(&survivors) {
+            client.acquire(&format!("before/{id}"), "w", LONG_TTL_MS).await.unwrap();
+        }
+        step(&format!("kill -9 the leader (node {old}), then one try through each survivor"));
+        cluster.kill(old);
+        let tries = once
+            .iter()
+            .zip(&survivors)
+            .map(|(client, id)| async move { (id, client.acquire(&format!("after/{id}"), "w", LONG_TTL_MS).await) });
+        for (id, granted) in futures_util::future::join_all(tries).await {
+            let lease =
+                granted.unwrap_or_else(|e| panic!("node {id} refused during the failover: {e}\n{}", cluster.logs()));
+            assert!(lease.token().get() > 0);
+        }
+        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        assert_ne!(new, old);
+    })
+    .await;
+}
+
 // Ensures stopping all three nodes (kill -9) and starting them again on the
 // same data keeps locks and token order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,8 +22,8 @@
 //!   sleeps before the first write).
 //! - **No Tick without a quorum** (`Ticker::lead`, `millis_since_quorum_ack`)
 //!   is left out: leaders here may tick whenever the other rules allow,
-//!   which only adds behaviours. The code's window (`ELECTION_TIMEOUT_MIN_MS`,
-//!   six periods) is longer than the horizon checked, and a Tick that no
+//!   which only adds behaviours. The code's window (`LEADER_SILENCE_MS`,
+//!   seven periods) is longer than the horizon checked, and a Tick that no
 //!   majority accepts never commits, so the always-properties do not rest on
 //!   it.
 //! - **Deadlines in ticks**: a grant or renewal committed when `now_tick` is
