@@ -164,8 +164,11 @@ struct WorkerArgs {
 /// `README.md` and SVG plots into `--out`.
 #[derive(Args)]
 struct BenchArgs {
-    /// Systems to compare: leasehold-N (a local N-node cluster), redis,
-    /// redis-aof, redlock, etcd, etcd-session. Default: all of them, or
+    /// Systems to compare: leasehold-N (a local N-node cluster, each client
+    /// following the leader), leasehold-N-spread (the same cluster, each
+    /// client pinned to one node in turn as behind a load balancer, so
+    /// followers forward most requests), redis, redis-aof, redlock, etcd,
+    /// etcd-session. Default: all of them but the -spread ones, or
     /// leasehold-<--nodes> alone when only --nodes is given.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<SystemKind>,
@@ -195,9 +198,11 @@ struct BenchArgs {
     #[arg(long, default_value_t = 10_000)]
     flood_connections: usize,
     /// distinct: a lock per client; hot: all clients on one lock; herd: hot
-    /// with many waiters spread over the nodes (term and server memory
-    /// reported); flood: distinct while --flood-connections idle connections
-    /// are held open against the leader (or the one server); election:
+    /// with many waiters spread over the nodes (server memory reported);
+    /// flood: distinct while --flood-connections idle connections are held
+    /// open against the leader (or the one server); pair: two locks per
+    /// client taken together. Each of these reports the elections (Raft term
+    /// moves) during its measurements. election:
     /// --rounds of leader-candidate kill -9 → the next leader's first fenced
     /// write, leasehold-3 vs etcd, with --ttl as both leases (election.json,
     /// election.svg, README.md).
@@ -471,7 +476,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
     }
     let systems = match (args.systems.is_empty(), args.nodes) {
         (false, _) => args.systems.clone(),
-        (true, Some(nodes)) => vec![SystemKind::Leasehold(nodes as usize)],
+        (true, Some(nodes)) => vec![SystemKind::Leasehold { nodes: nodes as usize, spread: false }],
         (true, None) => SystemKind::ALL.to_vec(),
     };
     if args.safety {
@@ -503,10 +508,14 @@ async fn bench(args: BenchArgs) -> Result<i32> {
                 true => election::SYSTEMS.to_vec(),
                 false => systems
                     .iter()
-                    .map(|s| if *s == SystemKind::EtcdSession { SystemKind::Etcd } else { *s })
-                    .filter(|s| matches!(s, SystemKind::Leasehold(_) | SystemKind::Etcd))
+                    .map(|s| match *s {
+                        // The same servers here, whatever way clients reach them: measured once.
+                        SystemKind::EtcdSession => SystemKind::Etcd,
+                        SystemKind::Leasehold { nodes, .. } => SystemKind::Leasehold { nodes, spread: false },
+                        other => other,
+                    })
+                    .filter(|s| matches!(s, SystemKind::Leasehold { .. } | SystemKind::Etcd))
                     .fold(Vec::new(), |mut kept, s| {
-                        // etcd and etcd-session are the same servers here: measured once.
                         if !kept.contains(&s) {
                             kept.push(s);
                         }

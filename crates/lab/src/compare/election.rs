@@ -40,7 +40,7 @@ use crate::bench::median;
 use crate::history::{FencedResource, HarnessClock, Phase, ResourceError, ResourceMode, WriteRequest};
 use crate::plot::{Chart, LineStyle};
 use leasehold_client::{Client, LockOptions};
-use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_local::{LocalCluster, LocalClusterError};
 
 /// How long a candidate may wait in a campaign: longer than any round.
 const CAMPAIGN_WAIT: Duration = Duration::from_secs(600);
@@ -54,7 +54,7 @@ const BUILD: &str = if cfg!(debug_assertions) {
 };
 
 /// The systems the workload compares (the others have no election API).
-pub const SYSTEMS: [SystemKind; 2] = [SystemKind::Leasehold(3), SystemKind::Etcd];
+pub const SYSTEMS: [SystemKind; 2] = [SystemKind::Leasehold { nodes: 3, spread: false }, SystemKind::Etcd];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ElectionError {
@@ -213,11 +213,8 @@ impl Contender {
     async fn start(kind: SystemKind, options: &ElectionOptions) -> Result<Contender, ElectionError> {
         let dir = options.out.join("servers").join(kind.to_string());
         match kind {
-            SystemKind::Leasehold(nodes) => {
-                let addrs = LocalCluster::free_addrs(nodes)?;
-                let mut cluster = LocalCluster::new(&options.binary, &dir, &addrs, 100, NodeLogs::Files);
-                cluster.start_all()?;
-                cluster.wait_for_leader(servers::START_BOUND).await?;
+            SystemKind::Leasehold { nodes, .. } => {
+                let cluster = servers::start_leasehold(&options.binary, &dir, nodes).await?;
                 let spec = SystemSpec::Leasehold(cluster.endpoints());
                 Ok(Contender { kind, spec, _cluster: Some(cluster), _etcd: None })
             }

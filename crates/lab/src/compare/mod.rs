@@ -57,7 +57,7 @@ pub use workload::Workload;
 
 use crate::bench::BenchRow;
 use leasehold_client::{ClientError, Credentials};
-use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_local::{LocalCluster, LocalClusterError};
 use report::{Placement, Report};
 use resp::RespError;
 use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
@@ -250,8 +250,11 @@ fn random_value() -> String {
 /// A system `leasehold-lab bench` can start and measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SystemKind {
-    /// A local leasehold cluster of this many nodes (durable).
-    Leasehold(usize),
+    /// A local leasehold cluster of this many nodes (durable). Each client
+    /// knows every node and follows the leader (`leasehold-N`), or, with
+    /// `spread`, is pinned to one node in turn as behind a load balancer, so
+    /// most requests reach a follower that forwards them (`leasehold-N-spread`).
+    Leasehold { nodes: usize, spread: bool },
     /// One Redis, no persistence (`--save "" --appendonly no`).
     Redis,
     /// One Redis, `--appendonly yes --appendfsync always`.
@@ -267,8 +270,8 @@ pub enum SystemKind {
 impl SystemKind {
     /// Every system, in the order the report lists them.
     pub const ALL: [SystemKind; 7] = [
-        SystemKind::Leasehold(3),
-        SystemKind::Leasehold(5),
+        SystemKind::Leasehold { nodes: 3, spread: false },
+        SystemKind::Leasehold { nodes: 5, spread: false },
         SystemKind::Redis,
         SystemKind::RedisAof,
         SystemKind::Redlock,
@@ -280,7 +283,8 @@ impl SystemKind {
 impl fmt::Display for SystemKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SystemKind::Leasehold(nodes) => write!(f, "leasehold-{nodes}"),
+            SystemKind::Leasehold { nodes, spread: false } => write!(f, "leasehold-{nodes}"),
+            SystemKind::Leasehold { nodes, spread: true } => write!(f, "leasehold-{nodes}-spread"),
             SystemKind::Redis => f.write_str("redis"),
             SystemKind::RedisAof => f.write_str("redis-aof"),
             SystemKind::Redlock => f.write_str("redlock"),
@@ -294,14 +298,20 @@ impl FromStr for SystemKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(nodes) = s.strip_prefix("leasehold-") {
+        if let Some(rest) = s.strip_prefix("leasehold-") {
+            let (nodes, spread) = match rest.strip_suffix("-spread") {
+                Some(nodes) => (nodes, true),
+                None => (rest, false),
+            };
             return match nodes.parse::<usize>() {
-                Ok(n @ 1..=7) => Ok(SystemKind::Leasehold(n)),
-                _ => Err(format!("{s:?}: leasehold-N takes 1 to 7 nodes")),
+                Ok(nodes @ 1..=7) => Ok(SystemKind::Leasehold { nodes, spread }),
+                _ => Err(format!("{s:?}: leasehold-N and leasehold-N-spread take 1 to 7 nodes")),
             };
         }
         SystemKind::ALL.into_iter().find(|k| k.to_string() == s).ok_or_else(|| {
-            format!("unknown system {s:?}; one of leasehold-N, redis, redis-aof, redlock, etcd, etcd-session")
+            format!(
+                "unknown system {s:?}; one of leasehold-N, leasehold-N-spread, redis, redis-aof, redlock, etcd, etcd-session"
+            )
         })
     }
 }
@@ -525,7 +535,7 @@ async fn start_contenders(
         let dir = server_dir.join(&name);
         eprintln!("bench: starting {name}");
         let started = match kind {
-            SystemKind::Leasehold(nodes) => start_leasehold(options, &dir, nodes, fleet).await,
+            SystemKind::Leasehold { nodes, spread } => start_leasehold(options, server_dir, nodes, spread, fleet).await,
             SystemKind::Redis | SystemKind::RedisAof => {
                 let durability = if kind == SystemKind::Redis { Durability::Volatile } else { Durability::FsyncAlways };
                 start_redis_set(&dir, 1, durability, fleet)
@@ -561,19 +571,27 @@ fn pids_of(fleet: &Fleet, n: usize) -> Vec<u32> {
     fleet.processes[fleet.processes.len() - n..].iter().map(|p| p.pid()).collect()
 }
 
+/// Starts a local cluster of `nodes` once (`leasehold-N` and
+/// `leasehold-N-spread` are the same servers reached two ways, as etcd and
+/// etcd-session are); returns the system its clients see and the nodes' PIDs.
 async fn start_leasehold(
     options: &CompareOptions,
-    dir: &std::path::Path,
+    server_dir: &std::path::Path,
     nodes: usize,
+    spread: bool,
     fleet: &mut Fleet,
 ) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
-    let addrs = LocalCluster::free_addrs(nodes)?;
-    let mut cluster = LocalCluster::new(&options.binary, dir, &addrs, 100, NodeLogs::Files);
-    cluster.start_all()?;
-    cluster.wait_for_leader(servers::START_BOUND).await?;
+    let cluster = match fleet.clusters.iter().position(|c| c.ids().len() == nodes) {
+        Some(started) => &fleet.clusters[started],
+        None => {
+            let dir = server_dir.join(format!("leasehold-{nodes}"));
+            fleet.clusters.push(servers::start_leasehold(&options.binary, &dir, nodes).await?);
+            fleet.clusters.last().expect("pushed just above")
+        }
+    };
     let system = LeaseholdSystem::new(&cluster.endpoints())?;
+    let system = if spread { system.spread_over_nodes() } else { system };
     let pids = cluster.ids().iter().filter_map(|id| cluster.pid(*id)).collect();
-    fleet.clusters.push(cluster);
     Ok((Box::new(system), pids))
 }
 
@@ -601,4 +619,22 @@ async fn start_etcd(dir: &std::path::Path, fleet: &mut Fleet) -> Result<(String,
     }
     let etcd = fleet.etcd.as_ref().expect("started just above");
     Ok((etcd.leader_url().await?, etcd.pids()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Every system's name parses back to it, the spread mode included, and
+    // a node count out of range is refused with a message, not a panic.
+    #[test]
+    fn system_names_round_trip() {
+        let spread = SystemKind::Leasehold { nodes: 3, spread: true };
+        for kind in SystemKind::ALL.into_iter().chain([spread]) {
+            assert_eq!(kind.to_string().parse::<SystemKind>(), Ok(kind));
+        }
+        assert_eq!(spread.to_string(), "leasehold-3-spread");
+        assert!("leasehold-0-spread".parse::<SystemKind>().is_err());
+        assert!("leasehold-x".parse::<SystemKind>().is_err());
+    }
 }

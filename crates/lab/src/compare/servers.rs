@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use super::resp::{Reply, RespConnection};
-use leasehold_local::LocalCluster;
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 
 /// How long a server or cluster may take to start serving.
 pub const START_BOUND: Duration = Duration::from_secs(30);
@@ -146,6 +146,16 @@ pub async fn start_redis_at(
 
 fn free_addr() -> std::io::Result<SocketAddr> {
     Ok(LocalCluster::free_addrs(1)?[0])
+}
+
+/// Starts a local leasehold cluster of `nodes` durable nodes (tick 100 ms,
+/// logs in files under `dir`) and waits until it has a leader that serves.
+pub async fn start_leasehold(binary: &Path, dir: &Path, nodes: usize) -> Result<LocalCluster, LocalClusterError> {
+    let addrs = LocalCluster::free_addrs(nodes)?;
+    let mut cluster = LocalCluster::new(binary, dir, &addrs, 100, NodeLogs::Files);
+    cluster.start_all()?;
+    cluster.wait_for_leader(START_BOUND).await?;
+    Ok(cluster)
 }
 
 /// A local etcd cluster (Debian's etcd-server), each member with its own

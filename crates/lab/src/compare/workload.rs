@@ -99,17 +99,21 @@ pub struct Plan {
 
 impl Plan {
     /// The names one client's cycle takes. They are new for every
-    /// measurement, so nothing left by an earlier one (a lease whose
-    /// release failed) is in the way.
+    /// measurement, and name the system (two systems can share servers:
+    /// etcd and etcd-session, leasehold-N and leasehold-N-spread), so
+    /// nothing left by an earlier one (a lease whose release failed) is in
+    /// the way.
     fn lock_names(&self, client: usize) -> Vec<String> {
-        let (run, clients) = (self.run, self.clients);
+        let (system, run, clients) = (&self.system, self.run, self.clients);
         match self.workload {
-            Workload::Distinct => vec![format!("bench/{run}/{clients}/{client}")],
-            Workload::Flood => vec![format!("bench/flooded/{run}/{clients}/{client}")],
-            Workload::Hot => vec![format!("bench/hot/{run}/{clients}")],
-            Workload::Herd => vec![format!("bench/herd/{run}/{clients}")],
-            Workload::Pair => ["from", "to"].map(|end| format!("bench/pair/{run}/{clients}/{client}/{end}")).into(),
-            Workload::Election => vec![format!("bench/election/{run}")],
+            Workload::Distinct => vec![format!("bench/{system}/{run}/{clients}/{client}")],
+            Workload::Flood => vec![format!("bench/{system}/flooded/{run}/{clients}/{client}")],
+            Workload::Hot => vec![format!("bench/{system}/hot/{run}/{clients}")],
+            Workload::Herd => vec![format!("bench/{system}/herd/{run}/{clients}")],
+            Workload::Pair => {
+                ["from", "to"].map(|end| format!("bench/{system}/pair/{run}/{clients}/{client}/{end}")).into()
+            }
+            Workload::Election => vec![format!("bench/{system}/election/{run}")],
         }
     }
 }
