@@ -15,7 +15,8 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names, on one hot name, and
 //!   by a herd of waiters on one name, and on distinct names under a flood
-//!   of idle connections (`flood.rs`).
+//!   of idle connections (`flood.rs`). Every measurement reads the Raft
+//!   term before and after it, so the report counts elections under load.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
@@ -469,7 +470,10 @@ async fn measure(
                 let herd = workload == Workload::Herd;
                 let watched = herd || workload == Workload::Flood;
                 let sessions = connect(contender, clients, herd).await?;
-                let term_before = if watched { contender.system.term().await } else { None };
+                // Every measurement watches the term: an election under
+                // load (a missed heartbeat on a busy node) is a finding.
+                let term_before = contender.system.term().await;
+                let watch_began = Instant::now();
                 let flood = match workload {
                     Workload::Flood => match contender.system.flood_target().await {
                         Some(target) => Some(flood::Flood::start(target, options.flood_connections).await),
@@ -481,18 +485,20 @@ async fn measure(
                 if watched {
                     row.idle_connections = flood.as_ref().map(flood::Flood::open_now);
                     drop(flood);
-                    let term_after = contender.system.term().await;
-                    row.leader_changes = term_before.zip(term_after).map(|(b, a)| a.saturating_sub(b));
                     row.server_rss_mib = cpu::rss_mib_of(&contender.pids);
                 }
+                let term_after = contender.system.term().await;
+                row.leader_changes = term_before.zip(term_after).map(|(b, a)| a.saturating_sub(b));
+                row.term_watched_ms = row.leader_changes.map(|_| watch_began.elapsed().as_millis() as u64);
                 let per_cycle = |cpu: Option<f64>| cpu.map_or("–".to_string(), |us| format!("{us:.0}"));
                 eprintln!(
-                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, errors {}{}",
+                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, elections {}, errors {}{}",
                     row.ops_per_sec,
                     row.p50_us,
                     row.p99_us,
                     per_cycle(row.server_cpu_us_per_cycle),
                     per_cycle(row.client_cpu_us_per_cycle),
+                    row.leader_changes.map_or("–".to_string(), |n| n.to_string()),
                     row.errors,
                     row.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
                 );

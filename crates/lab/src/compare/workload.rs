@@ -244,6 +244,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         server_cpu_us_per_cycle: per_cycle(server_cpu),
         client_cpu_us_per_cycle: per_cycle(client_cpu),
         leader_changes: None,
+        term_watched_ms: None,
         server_rss_mib: None,
         idle_connections: None,
     }
