@@ -17,6 +17,10 @@
 //!   by a herd of waiters on one name, and on distinct names under a flood
 //!   of idle connections (`flood.rs`). Every measurement reads the Raft
 //!   term before and after it, so the report counts elections under load.
+//! - `election.rs`, `failover.rs` — rounds of a leader crash: the next
+//!   leader's first fenced write, and the gap in a stream of writes through
+//!   a surviving node; `rounds.rs` — the clusters they start and their
+//!   per-round summary and plot.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
@@ -30,6 +34,7 @@
 pub mod cpu;
 pub mod election;
 mod etcd;
+pub mod failover;
 mod flood;
 pub mod holder;
 mod leasehold;
@@ -38,6 +43,7 @@ mod redis;
 mod redlock;
 pub mod report;
 pub mod resp;
+pub mod rounds;
 pub mod safety;
 pub mod servers;
 pub mod workload;
@@ -426,8 +432,9 @@ fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
             Workload::Hot => &options.hot_clients,
             Workload::Herd => &options.herd_clients,
             Workload::Flood => &options.flood_clients,
-            // Measured in rounds by `election::run`, not by cycling clients.
-            Workload::Election => continue,
+            // Measured in rounds by `election::run` and `failover::run`,
+            // not by cycling clients.
+            Workload::Election | Workload::Failover => continue,
         };
         pairs.extend(clients.iter().map(|&c| (workload, c)));
     }

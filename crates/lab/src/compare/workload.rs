@@ -40,11 +40,22 @@ pub enum Workload {
     /// Not a lock cycle: rounds of leader crash → next leader's first
     /// fenced write, run by [`super::election`] rather than by clients here.
     Election,
+    /// Not a lock cycle: rounds of leader crash during a stream of writes
+    /// through a surviving node, the gap in acknowledged writes measured by
+    /// [`super::failover`].
+    Failover,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] =
-        [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair, Workload::Election];
+    pub const ALL: [Workload; 7] = [
+        Workload::Distinct,
+        Workload::Hot,
+        Workload::Herd,
+        Workload::Flood,
+        Workload::Pair,
+        Workload::Election,
+        Workload::Failover,
+    ];
 
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {
@@ -60,6 +71,7 @@ impl Workload {
             Workload::Flood => "flood",
             Workload::Pair => "pair",
             Workload::Election => "election",
+            Workload::Failover => "failover",
         }
     }
 
@@ -71,6 +83,7 @@ impl Workload {
             Workload::Flood => "cycle-distinct-flooded",
             Workload::Pair => "cycle-pair",
             Workload::Election => "election-failover",
+            Workload::Failover => "failover-write-gap",
         }
     }
 }
@@ -113,7 +126,7 @@ impl Plan {
             Workload::Pair => {
                 ["from", "to"].map(|end| format!("bench/{system}/pair/{run}/{clients}/{client}/{end}")).into()
             }
-            Workload::Election => vec![format!("bench/{system}/election/{run}")],
+            Workload::Election | Workload::Failover => vec![format!("bench/{system}/{}/{run}", self.workload.name())],
         }
     }
 }
