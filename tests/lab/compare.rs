@@ -48,7 +48,7 @@ async fn every_installed_system_completes_cycles_and_the_report_is_written() {
     let expected: Vec<String> = SystemKind::ALL
         .iter()
         .filter(|k| match k {
-            SystemKind::Leasehold(_) => true,
+            SystemKind::Leasehold { .. } => true,
             SystemKind::Redis | SystemKind::RedisAof | SystemKind::Redlock => installed("redis-server", "redis-server"),
             SystemKind::Etcd | SystemKind::EtcdSession => installed("etcd", "etcd-server"),
         })

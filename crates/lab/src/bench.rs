@@ -40,10 +40,15 @@ pub struct BenchRow {
     pub server_cpu_us_per_cycle: Option<f64>,
     /// The same for the harness process, which runs every client.
     pub client_cpu_us_per_cycle: Option<f64>,
-    /// Herds and floods: how many times the Raft term moved during the measurement
-    /// (0: the leader held), where the system reports its term.
+    /// How far the Raft term moved from before the clients' first cycle to
+    /// after their last (0: the leader held; each election a candidate
+    /// starts moves it by one), where the system reports its term.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_changes: Option<u64>,
+    /// How long that term was watched, warm-up and drain included: the time
+    /// elections per hour are counted over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub term_watched_ms: Option<u64>,
     /// Herds and floods: the servers' resident memory at the end, summed, in MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_rss_mib: Option<f64>,

@@ -17,9 +17,10 @@ use leasehold_cli::{duration, CredentialFiles};
 use leasehold_client::Credentials;
 use leasehold_lab::chaos::{self, ChaosOptions};
 use leasehold_lab::compare::election::{self, CandidateOptions, ElectionOptions};
+use leasehold_lab::compare::failover::{self, FailoverOptions};
 use leasehold_lab::compare::holder::{self, HolderOptions, SystemSpec};
 use leasehold_lab::compare::safety::{self, SafetyOptions};
-use leasehold_lab::compare::{self, CompareOptions, SystemKind, Workload};
+use leasehold_lab::compare::{self, rounds, CompareOptions, SystemKind, Workload};
 use leasehold_lab::demo::{payments, worker, PaymentsOptions, WorkerOptions};
 use leasehold_lab::fault::FaultKind;
 use leasehold_lab::scale::{self, Holders, ScaleOptions};
@@ -164,8 +165,11 @@ struct WorkerArgs {
 /// `README.md` and SVG plots into `--out`.
 #[derive(Args)]
 struct BenchArgs {
-    /// Systems to compare: leasehold-N (a local N-node cluster), redis,
-    /// redis-aof, redlock, etcd, etcd-session. Default: all of them, or
+    /// Systems to compare: leasehold-N (a local N-node cluster, each client
+    /// following the leader), leasehold-N-spread (the same cluster, each
+    /// client pinned to one node in turn as behind a load balancer, so
+    /// followers forward most requests), redis, redis-aof, redlock, etcd,
+    /// etcd-session. Default: all of them but the -spread ones, or
     /// leasehold-<--nodes> alone when only --nodes is given.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<SystemKind>,
@@ -195,12 +199,19 @@ struct BenchArgs {
     #[arg(long, default_value_t = 10_000)]
     flood_connections: usize,
     /// distinct: a lock per client; hot: all clients on one lock; herd: hot
-    /// with many waiters spread over the nodes (term and server memory
-    /// reported); flood: distinct while --flood-connections idle connections
-    /// are held open against the leader (or the one server); election:
-    /// --rounds of leader-candidate kill -9 → the next leader's first fenced
-    /// write, leasehold-3 vs etcd, with --ttl as both leases (election.json,
-    /// election.svg, README.md).
+    /// with many waiters spread over the nodes (server memory reported);
+    /// flood: distinct while --flood-connections idle connections are held
+    /// open against the leader (or the one server); pair: two locks per
+    /// client taken together. Each of these reports the elections (Raft term
+    /// moves) during its measurements. election: --rounds of
+    /// leader-candidate kill -9 → the next leader's first fenced write,
+    /// leasehold-3 vs etcd, with --ttl as both leases (election.json,
+    /// election.svg, README.md). failover: --rounds of the leader's process
+    /// killed -9 during a write every 10 ms through a surviving node, the
+    /// gap in acknowledged writes measured, the member restarted and caught
+    /// up, leasehold-3 vs etcd (failover.json, failover.svg, README.md).
+    /// election, failover and the lock cycles each write README.md: give
+    /// each its own --out.
     #[arg(long, value_delimiter = ',', default_value = "distinct,hot", value_parser = workload_parser())]
     workloads: Vec<Workload>,
     /// Measured time per (system, workload, clients, run) (--duration-secs: a bare number is seconds).
@@ -211,7 +222,7 @@ struct BenchArgs {
     warmup: Duration,
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     runs: u64,
-    /// Rounds of the election workload (a leader crash each, per system).
+    /// Rounds of the election and failover workloads (a leader crash each, per system).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
     /// Lock ttl, 1s to 10m (--ttl-ms: a bare number is milliseconds).
@@ -471,7 +482,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
     }
     let systems = match (args.systems.is_empty(), args.nodes) {
         (false, _) => args.systems.clone(),
-        (true, Some(nodes)) => vec![SystemKind::Leasehold(nodes as usize)],
+        (true, Some(nodes)) => vec![SystemKind::Leasehold { nodes: nodes as usize, spread: false }],
         (true, None) => SystemKind::ALL.to_vec(),
     };
     if args.safety {
@@ -495,24 +506,31 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         return Ok(0);
     }
     let mut workloads = args.workloads.clone();
+    // Only leasehold-N and etcd have an election API and a leader to crash;
+    // the others in --systems are left out.
+    let round_systems = match args.systems.is_empty() && args.nodes.is_none() {
+        true => rounds::SYSTEMS.to_vec(),
+        false => systems
+            .iter()
+            .map(|s| match *s {
+                // The same servers here, whatever way clients reach them: measured once.
+                SystemKind::EtcdSession => SystemKind::Etcd,
+                SystemKind::Leasehold { nodes, .. } => SystemKind::Leasehold { nodes, spread: false },
+                other => other,
+            })
+            .filter(|s| matches!(s, SystemKind::Leasehold { .. } | SystemKind::Etcd))
+            .fold(Vec::new(), |mut kept, s| {
+                if !kept.contains(&s) {
+                    kept.push(s);
+                }
+                kept
+            }),
+    };
+    let mut measured_rounds = false;
     if workloads.contains(&Workload::Election) {
         workloads.retain(|w| *w != Workload::Election);
         let options = ElectionOptions {
-            // Only leasehold-N and etcd have an election API; the others in --systems are left out.
-            systems: match args.systems.is_empty() && args.nodes.is_none() {
-                true => election::SYSTEMS.to_vec(),
-                false => systems
-                    .iter()
-                    .map(|s| if *s == SystemKind::EtcdSession { SystemKind::Etcd } else { *s })
-                    .filter(|s| matches!(s, SystemKind::Leasehold(_) | SystemKind::Etcd))
-                    .fold(Vec::new(), |mut kept, s| {
-                        // etcd and etcd-session are the same servers here: measured once.
-                        if !kept.contains(&s) {
-                            kept.push(s);
-                        }
-                        kept
-                    }),
-            },
+            systems: round_systems.clone(),
             rounds: args.rounds as usize,
             ttl: args.ttl,
             binary: leasehold_lab::leasehold_binary()?,
@@ -522,9 +540,24 @@ async fn bench(args: BenchArgs) -> Result<i32> {
         };
         let report = election::run(&options).await?;
         println!("{}", report.markdown());
-        if workloads.is_empty() {
-            return Ok(if report.rows.is_empty() { 2 } else { 0 });
-        }
+        measured_rounds |= !report.rows.is_empty();
+    }
+    if workloads.contains(&Workload::Failover) {
+        workloads.retain(|w| *w != Workload::Failover);
+        let options = FailoverOptions {
+            systems: round_systems,
+            rounds: args.rounds as usize,
+            binary: leasehold_lab::leasehold_binary()?,
+            out: args.out.clone(),
+            command: command_line(),
+        };
+        let report = failover::run(&options).await?;
+        println!("{}", report.markdown());
+        eprintln!("bench: results in {}", options.out.display());
+        measured_rounds |= !report.rows.is_empty();
+    }
+    if workloads.is_empty() {
+        return Ok(if measured_rounds { 0 } else { 2 });
     }
     // A herd of clients needs a socket each (Redlock five).
     leasehold_cli::raise_fd_limit();

@@ -17,7 +17,7 @@
 //! refuses a token below the highest it accepted.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,27 +34,15 @@ use tokio::sync::mpsc;
 use super::etcd::{int64, Gateway, SessionLease};
 use super::holder::SystemSpec;
 use super::report::Machine;
-use super::servers::{self, EtcdCluster, ServerError};
+use super::rounds::{self, per_round_chart, RoundCluster, RoundStats, SystemRound};
+use super::servers::{self, ServerError};
 use super::{AdapterError, SystemKind};
-use crate::bench::median;
 use crate::history::{FencedResource, HarnessClock, Phase, ResourceError, ResourceMode, WriteRequest};
-use crate::plot::{Chart, LineStyle};
 use leasehold_client::{Client, LockOptions};
-use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_local::LocalClusterError;
 
 /// How long a candidate may wait in a campaign: longer than any round.
 const CAMPAIGN_WAIT: Duration = Duration::from_secs(600);
-
-/// Which build measured: a debug build's leasehold is slower everywhere, so
-/// only the ratio to etcd (a release binary from Debian) is then the point.
-const BUILD: &str = if cfg!(debug_assertions) {
-    "debug (unoptimized) leasehold and harness; etcd is Debian's release binary"
-} else {
-    "release"
-};
-
-/// The systems the workload compares (the others have no election API).
-pub const SYSTEMS: [SystemKind; 2] = [SystemKind::Leasehold(3), SystemKind::Etcd];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ElectionError {
@@ -205,28 +193,18 @@ struct Contender {
     kind: SystemKind,
     spec: SystemSpec,
     // Held so the servers live as long as the contender; killed by PID on drop.
-    _cluster: Option<LocalCluster>,
-    _etcd: Option<EtcdCluster>,
+    _servers: RoundCluster,
 }
 
 impl Contender {
     async fn start(kind: SystemKind, options: &ElectionOptions) -> Result<Contender, ElectionError> {
         let dir = options.out.join("servers").join(kind.to_string());
-        match kind {
-            SystemKind::Leasehold(nodes) => {
-                let addrs = LocalCluster::free_addrs(nodes)?;
-                let mut cluster = LocalCluster::new(&options.binary, &dir, &addrs, 100, NodeLogs::Files);
-                cluster.start_all()?;
-                cluster.wait_for_leader(servers::START_BOUND).await?;
-                let spec = SystemSpec::Leasehold(cluster.endpoints());
-                Ok(Contender { kind, spec, _cluster: Some(cluster), _etcd: None })
-            }
-            _ => {
-                let etcd = EtcdCluster::start(&dir, 3).await?;
-                let spec = SystemSpec::Etcd(etcd.leader_url().await?);
-                Ok(Contender { kind, spec, _cluster: None, _etcd: Some(etcd) })
-            }
-        }
+        let servers = RoundCluster::start::<ElectionError>(kind, &options.binary, &dir).await?;
+        let spec = match &servers {
+            RoundCluster::Leasehold(cluster) => SystemSpec::Leasehold(cluster.endpoints()),
+            RoundCluster::Etcd(etcd) => SystemSpec::Etcd(etcd.leader_url().await?),
+        };
+        Ok(Contender { kind, spec, _servers: servers })
     }
 }
 
@@ -381,68 +359,45 @@ pub async fn run(options: &ElectionOptions) -> Result<ElectionReport, ElectionEr
         }
     }
     drop(contenders);
-    let servers = options.out.join("servers");
-    if servers.exists() {
-        std::fs::remove_dir_all(servers)?;
-    }
-    report.machine.load_at_end = Machine::probe().load_at_start;
-    report.write(&options.out)?;
+    rounds::clean_up(&options.out, &mut report.machine)?;
+    rounds::write_report(&options.out, "election", &report, report.plot(), report.markdown())?;
     Ok(report)
 }
 
+impl SystemRound for RoundRow {
+    fn system(&self) -> &str {
+        &self.system
+    }
+
+    fn round(&self) -> usize {
+        self.round
+    }
+}
+
 impl ElectionReport {
-    fn write(&self, out: &Path) -> std::io::Result<()> {
-        std::fs::write(out.join("election.json"), serde_json::to_vec_pretty(self).expect("report serializes"))?;
-        std::fs::write(out.join("election.svg"), self.plot())?;
-        std::fs::write(out.join("README.md"), self.markdown())
-    }
-
-    fn systems(&self) -> Vec<String> {
-        let mut systems: Vec<String> = Vec::new();
-        for row in &self.rows {
-            if !systems.contains(&row.system) {
-                systems.push(row.system.clone());
-            }
-        }
-        systems
-    }
-
-    fn of<'a>(&'a self, system: &'a str) -> impl Iterator<Item = &'a RoundRow> + 'a {
-        self.rows.iter().filter(move |r| r.system == system)
-    }
-
     pub fn markdown(&self) -> String {
-        let m = &self.machine;
-        let mut out = format!(
-            "# leasehold bench, election: leader crash → next leader's first fenced write\n\n\
-             Command: `{}`\n\n\
-             Machine: {} ({} CPUs usable, kernel {}); load {} → {}. Build: {}.\n\n\
-             Each round, per system: candidate `a` is elected, `b` campaigns and waits, `a` writes to a \
+        let title = "leasehold bench, election: leader crash → next leader's first fenced write";
+        let mut out = rounds::preamble(title, &self.command, &self.machine);
+        out.push_str(&format!(
+            "Each round, per system: candidate `a` is elected, `b` campaigns and waits, `a` writes to a \
              fenced resource under its token every 10 ms; `a`'s process is killed -9 and the time runs \
              until the resource accepts `b`'s first write. Requested ttl {} ms for both (etcd grants whole \
              seconds). Fences: leasehold's election token; etcd's leader key create revision. A failover can \
              come in under the ttl: the dead leader's lease runs from its last renewal (every ttl/3), which \
              came before the crash.\n\n\
              ## Summary (ms)\n\n| system | ttl ms | rounds | median | max | min | median − ttl |\n|---|---:|---:|---:|---:|---:|---:|\n",
-            self.command,
-            m.cpu_model,
-            m.available_parallelism,
-            m.kernel,
-            m.load_at_start,
-            m.load_at_end,
-            BUILD,
             self.ttl_ms
-        );
-        for system in self.systems() {
-            let times: Vec<f64> = self.of(&system).map(|r| r.failover_ms).collect();
-            let ttl = self.of(&system).map(|r| r.ttl_ms).max().unwrap_or(0);
-            let max = times.iter().copied().fold(f64::MIN, f64::max);
-            let min = times.iter().copied().fold(f64::MAX, f64::min);
-            let mid = median(times.clone());
+        ));
+        for system in rounds::systems(&self.rows) {
+            let s = RoundStats::of(rounds::of(&self.rows, &system).map(|r| r.failover_ms).collect());
+            let ttl = rounds::of(&self.rows, &system).map(|r| r.ttl_ms).max().unwrap_or(0);
             out.push_str(&format!(
-                "| {system} | {ttl} | {} | {mid:.0} | {max:.0} | {min:.0} | {:.0} |\n",
-                times.len(),
-                mid - ttl as f64
+                "| {system} | {ttl} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+                s.rounds,
+                s.median,
+                s.max,
+                s.min,
+                s.median - ttl as f64
             ));
         }
         out.push_str("\n![failover time per round](election.svg)\n\n## Every round\n\n");
@@ -465,25 +420,10 @@ impl ElectionReport {
     }
 
     fn plot(&self) -> String {
-        let ttl = self.ttl_ms as f64;
-        let top = self.rows.iter().map(|r| r.failover_ms).fold(ttl, f64::max) * 1.1;
-        let last = self.rounds.max(2) as f64;
-        let mut chart = Chart::new("leader crash → next leader's first fenced write", "round", "ms");
-        for round in 1..=self.rounds {
-            chart.tick_x((round as f64 - 1.0) / (last - 1.0), &round.to_string());
-        }
-        for i in 0..=4 {
-            let ms = top * f64::from(i) / 4.0;
-            chart.tick_y(ms / top, &format!("{ms:.0}"));
-        }
-        for system in self.systems() {
-            let points: Vec<(f64, f64)> =
-                self.of(&system).map(|r| ((r.round as f64 - 1.0) / (last - 1.0), r.failover_ms / top)).collect();
-            chart.line(&system, &points, LineStyle::Points);
-        }
         // The floor both systems share: the dead leader's lease must run out.
-        chart.line("ttl", &[(0.0, ttl / top), (1.0, ttl / top)], LineStyle::Trace);
-        chart.finish()
+        let floor = Some(("ttl", self.ttl_ms as f64));
+        let title = "leader crash → next leader's first fenced write";
+        per_round_chart(title, self.rounds, &self.rows, |r| r.failover_ms, floor)
     }
 }
 

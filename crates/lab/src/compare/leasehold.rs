@@ -1,9 +1,14 @@
 //! leasehold through its own Rust [`Client`]: acquire (waiting in the lock's
 //! queue when asked) and release by token. The grant's token is the fencing
 //! token; its anchor is the client's send time of the acquire.
+//!
+//! A session's Client knows every node and follows the leader, so nearly
+//! every request goes straight to it; spread over the nodes
+//! ([`LeaseholdSystem::spread_over_nodes`]), each session knows one node, as
+//! behind a load balancer, and a follower forwards its requests.
 
 use leasehold_client::ErrorCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
@@ -16,6 +21,10 @@ pub struct LeaseholdSystem {
     endpoints: Vec<String>,
     credentials: Credentials,
     sessions: AtomicU64,
+    /// Sessions pinned to one node each, in turn, instead of following the leader.
+    spread: bool,
+    /// The node the next spread session is pinned to.
+    next_node: AtomicUsize,
 }
 
 impl LeaseholdSystem {
@@ -28,7 +37,21 @@ impl LeaseholdSystem {
     pub fn with_credentials(endpoints: &[String], credentials: Credentials) -> Result<Self, ClientError> {
         // Refuse bad endpoints here rather than at the first session.
         Client::with_credentials(endpoints, &credentials)?;
-        Ok(LeaseholdSystem { endpoints: endpoints.to_vec(), credentials, sessions: AtomicU64::new(0) })
+        Ok(LeaseholdSystem {
+            endpoints: endpoints.to_vec(),
+            credentials,
+            sessions: AtomicU64::new(0),
+            spread: false,
+            next_node: AtomicUsize::new(0),
+        })
+    }
+
+    /// Every session [`connect`](LockSystem::connect) opens from now on is
+    /// pinned to one node, the nodes in turn: with N nodes, N − 1 requests in
+    /// N reach a follower, which forwards them to the leader.
+    pub fn spread_over_nodes(mut self) -> Self {
+        self.spread = true;
+        self
     }
 }
 
@@ -49,7 +72,10 @@ impl LeaseholdSystem {
 
 impl LockSystem for LeaseholdSystem {
     fn connect(&self) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
-        Box::pin(async move { self.session(&self.endpoints) })
+        match self.spread {
+            true => self.connect_pinned(self.next_node.fetch_add(1, Ordering::Relaxed)),
+            false => Box::pin(async move { self.session(&self.endpoints) }),
+        }
     }
 
     /// Only the `nth` node in turn: followers relay to the leader.

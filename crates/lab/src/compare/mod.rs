@@ -15,7 +15,12 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names, on one hot name, and
 //!   by a herd of waiters on one name, and on distinct names under a flood
-//!   of idle connections (`flood.rs`).
+//!   of idle connections (`flood.rs`). Every measurement reads the Raft
+//!   term before and after it, so the report counts elections under load.
+//! - `election.rs`, `failover.rs` — rounds of a leader crash: the next
+//!   leader's first fenced write, and the gap in a stream of writes through
+//!   a surviving node; `rounds.rs` — the clusters they start and their
+//!   per-round summary and plot.
 //! - `report.rs` — machine, CPU placement, fsync probe; JSON and Markdown.
 //! - `cpu.rs` — servers' and clients' CPU time from `/proc`, per cycle.
 //! - `plots.rs` — latency CDFs and throughput vs clients, drawn with [`crate::plot`].
@@ -29,6 +34,7 @@
 pub mod cpu;
 pub mod election;
 mod etcd;
+pub mod failover;
 mod flood;
 pub mod holder;
 mod leasehold;
@@ -37,6 +43,7 @@ mod redis;
 mod redlock;
 pub mod report;
 pub mod resp;
+pub mod rounds;
 pub mod safety;
 pub mod servers;
 pub mod workload;
@@ -57,7 +64,7 @@ pub use workload::Workload;
 
 use crate::bench::BenchRow;
 use leasehold_client::{ClientError, Credentials};
-use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_local::{LocalCluster, LocalClusterError};
 use report::{Placement, Report};
 use resp::RespError;
 use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
@@ -250,8 +257,11 @@ fn random_value() -> String {
 /// A system `leasehold-lab bench` can start and measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SystemKind {
-    /// A local leasehold cluster of this many nodes (durable).
-    Leasehold(usize),
+    /// A local leasehold cluster of this many nodes (durable). Each client
+    /// knows every node and follows the leader (`leasehold-N`), or, with
+    /// `spread`, is pinned to one node in turn as behind a load balancer, so
+    /// most requests reach a follower that forwards them (`leasehold-N-spread`).
+    Leasehold { nodes: usize, spread: bool },
     /// One Redis, no persistence (`--save "" --appendonly no`).
     Redis,
     /// One Redis, `--appendonly yes --appendfsync always`.
@@ -267,8 +277,8 @@ pub enum SystemKind {
 impl SystemKind {
     /// Every system, in the order the report lists them.
     pub const ALL: [SystemKind; 7] = [
-        SystemKind::Leasehold(3),
-        SystemKind::Leasehold(5),
+        SystemKind::Leasehold { nodes: 3, spread: false },
+        SystemKind::Leasehold { nodes: 5, spread: false },
         SystemKind::Redis,
         SystemKind::RedisAof,
         SystemKind::Redlock,
@@ -280,7 +290,8 @@ impl SystemKind {
 impl fmt::Display for SystemKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SystemKind::Leasehold(nodes) => write!(f, "leasehold-{nodes}"),
+            SystemKind::Leasehold { nodes, spread: false } => write!(f, "leasehold-{nodes}"),
+            SystemKind::Leasehold { nodes, spread: true } => write!(f, "leasehold-{nodes}-spread"),
             SystemKind::Redis => f.write_str("redis"),
             SystemKind::RedisAof => f.write_str("redis-aof"),
             SystemKind::Redlock => f.write_str("redlock"),
@@ -294,14 +305,20 @@ impl FromStr for SystemKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(nodes) = s.strip_prefix("leasehold-") {
+        if let Some(rest) = s.strip_prefix("leasehold-") {
+            let (nodes, spread) = match rest.strip_suffix("-spread") {
+                Some(nodes) => (nodes, true),
+                None => (rest, false),
+            };
             return match nodes.parse::<usize>() {
-                Ok(n @ 1..=7) => Ok(SystemKind::Leasehold(n)),
-                _ => Err(format!("{s:?}: leasehold-N takes 1 to 7 nodes")),
+                Ok(nodes @ 1..=7) => Ok(SystemKind::Leasehold { nodes, spread }),
+                _ => Err(format!("{s:?}: leasehold-N and leasehold-N-spread take 1 to 7 nodes")),
             };
         }
         SystemKind::ALL.into_iter().find(|k| k.to_string() == s).ok_or_else(|| {
-            format!("unknown system {s:?}; one of leasehold-N, redis, redis-aof, redlock, etcd, etcd-session")
+            format!(
+                "unknown system {s:?}; one of leasehold-N, leasehold-N-spread, redis, redis-aof, redlock, etcd, etcd-session"
+            )
         })
     }
 }
@@ -415,8 +432,9 @@ fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
             Workload::Hot => &options.hot_clients,
             Workload::Herd => &options.herd_clients,
             Workload::Flood => &options.flood_clients,
-            // Measured in rounds by `election::run`, not by cycling clients.
-            Workload::Election => continue,
+            // Measured in rounds by `election::run` and `failover::run`,
+            // not by cycling clients.
+            Workload::Election | Workload::Failover => continue,
         };
         pairs.extend(clients.iter().map(|&c| (workload, c)));
     }
@@ -459,7 +477,10 @@ async fn measure(
                 let herd = workload == Workload::Herd;
                 let watched = herd || workload == Workload::Flood;
                 let sessions = connect(contender, clients, herd).await?;
-                let term_before = if watched { contender.system.term().await } else { None };
+                // Every measurement watches the term: an election under
+                // load (a missed heartbeat on a busy node) is a finding.
+                let term_before = contender.system.term().await;
+                let watch_began = Instant::now();
                 let flood = match workload {
                     Workload::Flood => match contender.system.flood_target().await {
                         Some(target) => Some(flood::Flood::start(target, options.flood_connections).await),
@@ -471,18 +492,20 @@ async fn measure(
                 if watched {
                     row.idle_connections = flood.as_ref().map(flood::Flood::open_now);
                     drop(flood);
-                    let term_after = contender.system.term().await;
-                    row.leader_changes = term_before.zip(term_after).map(|(b, a)| a.saturating_sub(b));
                     row.server_rss_mib = cpu::rss_mib_of(&contender.pids);
                 }
+                let term_after = contender.system.term().await;
+                row.leader_changes = term_before.zip(term_after).map(|(b, a)| a.saturating_sub(b));
+                row.term_watched_ms = row.leader_changes.map(|_| watch_began.elapsed().as_millis() as u64);
                 let per_cycle = |cpu: Option<f64>| cpu.map_or("–".to_string(), |us| format!("{us:.0}"));
                 eprintln!(
-                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, errors {}{}",
+                    "bench:   {:.0} cycles/s, p50 {} µs, p99 {} µs, CPU µs/cycle servers {} + clients {}, elections {}, errors {}{}",
                     row.ops_per_sec,
                     row.p50_us,
                     row.p99_us,
                     per_cycle(row.server_cpu_us_per_cycle),
                     per_cycle(row.client_cpu_us_per_cycle),
+                    row.leader_changes.map_or("–".to_string(), |n| n.to_string()),
                     row.errors,
                     row.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
                 );
@@ -525,7 +548,7 @@ async fn start_contenders(
         let dir = server_dir.join(&name);
         eprintln!("bench: starting {name}");
         let started = match kind {
-            SystemKind::Leasehold(nodes) => start_leasehold(options, &dir, nodes, fleet).await,
+            SystemKind::Leasehold { nodes, spread } => start_leasehold(options, server_dir, nodes, spread, fleet).await,
             SystemKind::Redis | SystemKind::RedisAof => {
                 let durability = if kind == SystemKind::Redis { Durability::Volatile } else { Durability::FsyncAlways };
                 start_redis_set(&dir, 1, durability, fleet)
@@ -561,19 +584,27 @@ fn pids_of(fleet: &Fleet, n: usize) -> Vec<u32> {
     fleet.processes[fleet.processes.len() - n..].iter().map(|p| p.pid()).collect()
 }
 
+/// Starts a local cluster of `nodes` once (`leasehold-N` and
+/// `leasehold-N-spread` are the same servers reached two ways, as etcd and
+/// etcd-session are); returns the system its clients see and the nodes' PIDs.
 async fn start_leasehold(
     options: &CompareOptions,
-    dir: &std::path::Path,
+    server_dir: &std::path::Path,
     nodes: usize,
+    spread: bool,
     fleet: &mut Fleet,
 ) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
-    let addrs = LocalCluster::free_addrs(nodes)?;
-    let mut cluster = LocalCluster::new(&options.binary, dir, &addrs, 100, NodeLogs::Files);
-    cluster.start_all()?;
-    cluster.wait_for_leader(servers::START_BOUND).await?;
+    let cluster = match fleet.clusters.iter().position(|c| c.ids().len() == nodes) {
+        Some(started) => &fleet.clusters[started],
+        None => {
+            let dir = server_dir.join(format!("leasehold-{nodes}"));
+            fleet.clusters.push(servers::start_leasehold(&options.binary, &dir, nodes).await?);
+            fleet.clusters.last().expect("pushed just above")
+        }
+    };
     let system = LeaseholdSystem::new(&cluster.endpoints())?;
+    let system = if spread { system.spread_over_nodes() } else { system };
     let pids = cluster.ids().iter().filter_map(|id| cluster.pid(*id)).collect();
-    fleet.clusters.push(cluster);
     Ok((Box::new(system), pids))
 }
 
@@ -601,4 +632,22 @@ async fn start_etcd(dir: &std::path::Path, fleet: &mut Fleet) -> Result<(String,
     }
     let etcd = fleet.etcd.as_ref().expect("started just above");
     Ok((etcd.leader_url().await?, etcd.pids()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Every system's name parses back to it, the spread mode included, and
+    // a node count out of range is refused with a message, not a panic.
+    #[test]
+    fn system_names_round_trip() {
+        let spread = SystemKind::Leasehold { nodes: 3, spread: true };
+        for kind in SystemKind::ALL.into_iter().chain([spread]) {
+            assert_eq!(kind.to_string().parse::<SystemKind>(), Ok(kind));
+        }
+        assert_eq!(spread.to_string(), "leasehold-3-spread");
+        assert!("leasehold-0-spread".parse::<SystemKind>().is_err());
+        assert!("leasehold-x".parse::<SystemKind>().is_err());
+    }
 }

@@ -214,6 +214,7 @@ impl Report {
         }
         out.push_str(&herd_table(&self.rows));
         out.push_str(&flood_table(&self.rows));
+        out.push_str(&elections_table(&self.rows));
         out.push_str(&format!(
             "\n## Medians\n\n\
              `× {BASELINE}` is the system's cycles/s divided by {BASELINE}'s in the same run (median over runs). \
@@ -316,6 +317,86 @@ fn flood_table(rows: &[BenchRow]) -> String {
         ));
     }
     out
+}
+
+/// Elections under load: per (workload, clients, system) that reports a
+/// Raft term, how far the term moved over all runs and how long it was
+/// watched, and that as elections per hour. Empty when no system has a term.
+fn elections_table(rows: &[BenchRow]) -> String {
+    let mut keys: Vec<(&str, usize, &str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.leader_changes.is_some()) {
+        let key = (r.workload.as_str(), r.clients, r.system.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    keys.sort();
+    let mut out = String::from(
+        "\n## Elections during the measurements\n\n\
+         How far the Raft term moved from before a measurement's first cycle to after its last (warm-up \
+         and drain included), summed over runs: each election a candidate starts moves it by one, so 0 \
+         means the leader held under the load.\n\n\
+         | workload | clients | system | runs | minutes watched | elections | elections per hour |\n\
+         |---|---:|---|---:|---:|---:|---:|\n",
+    );
+    for (workload, clients, system) in keys {
+        let runs = point(rows, workload, clients, system);
+        let watched = Elections::of(&runs);
+        out.push_str(&format!(
+            "| {workload} | {clients} | {system} | {} | {:.1} | {} | {:.1} |\n",
+            runs.len(),
+            watched.hours * 60.0,
+            watched.elections,
+            watched.per_hour(),
+        ));
+    }
+    out
+}
+
+/// The elections counted over some measurements, and the time watched.
+struct Elections {
+    elections: u64,
+    hours: f64,
+}
+
+impl Elections {
+    /// Over the runs that report a term.
+    fn of(runs: &[&BenchRow]) -> Elections {
+        let watched = runs.iter().filter(|r| r.leader_changes.is_some());
+        Elections {
+            elections: watched.clone().filter_map(|r| r.leader_changes).sum(),
+            hours: watched.filter_map(|r| r.term_watched_ms).sum::<u64>() as f64 / 3_600_000.0,
+        }
+    }
+
+    fn per_hour(&self) -> f64 {
+        if self.hours > 0.0 {
+            self.elections as f64 / self.hours
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The clients of the elections-under-load target.
+const ELECTION_CLIENTS: usize = 64;
+
+/// No election while [`ELECTION_CLIENTS`] clients cycle on distinct names:
+/// a busy leader still heartbeats in time.
+fn election_target(rows: &[BenchRow]) -> Option<Target> {
+    let runs = point(rows, "cycle-distinct", ELECTION_CLIENTS, BASELINE);
+    let watched = Elections::of(&runs);
+    (watched.hours > 0.0).then(|| Target {
+        goal: format!(
+            "{BASELINE} elections during cycle-distinct at {ELECTION_CLIENTS} clients ({:.1} minutes watched) = 0",
+            watched.hours * 60.0
+        ),
+        measured: watched.elections as f64,
+        met: watched.elections == 0,
+    })
 }
 
 /// The flood workload's label in the rows.
@@ -526,6 +607,7 @@ fn targets(rows: &[BenchRow]) -> Vec<Target> {
     targets.extend(herd_targets(rows));
     targets.extend(flood_targets(rows));
     targets.extend(pair_target(rows));
+    targets.extend(election_target(rows));
     targets
 }
 
@@ -543,4 +625,50 @@ fn pair_target(rows: &[BenchRow]) -> Option<Target> {
         measured,
         met: measured <= 1.3,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(system: &str, run: usize, elections: Option<u64>) -> BenchRow {
+        BenchRow {
+            system: system.into(),
+            workload: "cycle-distinct".into(),
+            clients: 64,
+            run,
+            cycles: 1000,
+            errors: 0,
+            first_error: None,
+            ops_per_sec: 100.0,
+            handoffs_per_sec: None,
+            p50_us: 1,
+            p99_us: 1,
+            p999_us: 1,
+            acquire_p50_us: 1,
+            acquire_p99_us: 1,
+            acquire_p999_us: 1,
+            cycle_cdf_us: Vec::new(),
+            server_cpu_us_per_cycle: None,
+            client_cpu_us_per_cycle: None,
+            leader_changes: elections,
+            term_watched_ms: elections.map(|_| 600_000),
+            server_rss_mib: None,
+            idle_connections: None,
+        }
+    }
+
+    // Elections are summed over runs and counted per hour watched; a
+    // system without a term has no row, and one election misses the target.
+    #[test]
+    fn elections_per_hour_over_the_runs() {
+        let rows =
+            [row(BASELINE, 1, Some(0)), row(BASELINE, 2, Some(1)), row(BASELINE, 3, Some(0)), row("redis", 1, None)];
+        let table = elections_table(&rows);
+        assert!(table.contains("| cycle-distinct | 64 | leasehold-3 | 3 | 30.0 | 1 | 2.0 |"), "{table}");
+        assert!(!table.contains("redis"), "{table}");
+        let target = election_target(&rows).expect("leasehold-3 was watched");
+        assert_eq!((target.measured, target.met), (1.0, false));
+        assert_eq!(elections_table(&[row("redis", 1, None)]), "");
+    }
 }

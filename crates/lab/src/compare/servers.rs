@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use super::resp::{Reply, RespConnection};
-use leasehold_local::LocalCluster;
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
 
 /// How long a server or cluster may take to start serving.
 pub const START_BOUND: Duration = Duration::from_secs(30);
@@ -47,8 +47,18 @@ impl ServerProcess {
     }
 
     fn spawn(what: &str, command: &mut Command, log: &Path, addr: SocketAddr) -> Result<Self, ServerError> {
+        let log = std::fs::File::create(log).map_err(|source| ServerError::Spawn { what: what.to_string(), source })?;
+        ServerProcess::spawn_logging(what, command, log, addr)
+    }
+
+    /// [`spawn`](Self::spawn) with stdout and stderr to `log`, already open.
+    fn spawn_logging(
+        what: &str,
+        command: &mut Command,
+        log: std::fs::File,
+        addr: SocketAddr,
+    ) -> Result<Self, ServerError> {
         let spawn_error = |source| ServerError::Spawn { what: what.to_string(), source };
-        let log = std::fs::File::create(log).map_err(spawn_error)?;
         let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(spawn_error)?)
@@ -148,55 +158,131 @@ fn free_addr() -> std::io::Result<SocketAddr> {
     Ok(LocalCluster::free_addrs(1)?[0])
 }
 
+/// Starts a local leasehold cluster of `nodes` durable nodes (tick 100 ms,
+/// logs in files under `dir`) and waits until it has a leader that serves.
+pub async fn start_leasehold(binary: &Path, dir: &Path, nodes: usize) -> Result<LocalCluster, LocalClusterError> {
+    let addrs = LocalCluster::free_addrs(nodes)?;
+    let mut cluster = LocalCluster::new(binary, dir, &addrs, 100, NodeLogs::Files);
+    cluster.start_all()?;
+    cluster.wait_for_leader(START_BOUND).await?;
+    Ok(cluster)
+}
+
 /// A local etcd cluster (Debian's etcd-server), each member with its own
 /// data folder, client and peer port. Clients use the v3 JSON gateway.
 pub struct EtcdCluster {
-    members: Vec<ServerProcess>,
+    binary: PathBuf,
+    dir: PathBuf,
+    /// `--initial-cluster`: every member's name and peer URL.
+    initial_cluster: String,
+    token: String,
+    members: Vec<EtcdMember>,
     http: reqwest::Client,
+}
+
+/// One member: its name and ports, and its process while it runs.
+struct EtcdMember {
+    name: String,
+    client: SocketAddr,
+    peer: SocketAddr,
+    process: Option<ServerProcess>,
+}
+
+impl EtcdMember {
+    fn url(&self) -> String {
+        format!("http://{}", self.client)
+    }
 }
 
 impl EtcdCluster {
     /// Starts `n` members and waits until every one reports healthy.
     pub async fn start(dir: &Path, n: usize) -> Result<EtcdCluster, ServerError> {
         let binary = find_binary("etcd", "etcd-server")?;
-        let spawn_error = |source| ServerError::Spawn { what: "etcd".into(), source };
-        std::fs::create_dir_all(dir).map_err(spawn_error)?;
-        let ports = LocalCluster::free_addrs(2 * n).map_err(spawn_error)?;
+        std::fs::create_dir_all(dir).map_err(etcd_spawn_error)?;
+        let ports = LocalCluster::free_addrs(2 * n).map_err(etcd_spawn_error)?;
         let (clients, peers) = ports.split_at(n);
+        let members: Vec<EtcdMember> = clients
+            .iter()
+            .zip(peers)
+            .enumerate()
+            .map(|(i, (client, peer))| EtcdMember {
+                name: format!("e{}", i + 1),
+                client: *client,
+                peer: *peer,
+                process: None,
+            })
+            .collect();
         let initial_cluster =
-            peers.iter().enumerate().map(|(i, p)| format!("e{}=http://{p}", i + 1)).collect::<Vec<_>>().join(",");
-        let token = format!("leasehold-bench-{}", std::process::id());
-        let mut members = Vec::with_capacity(n);
-        for (i, (client, peer)) in clients.iter().zip(peers).enumerate() {
-            let name = format!("e{}", i + 1);
-            let mut command = Command::new(&binary);
-            command
-                .args(["--name", &name])
-                .arg("--data-dir")
-                .arg(dir.join(&name))
-                .args(["--listen-client-urls", &format!("http://{client}")])
-                .args(["--advertise-client-urls", &format!("http://{client}")])
-                .args(["--listen-peer-urls", &format!("http://{peer}")])
-                .args(["--initial-advertise-peer-urls", &format!("http://{peer}")])
-                .args(["--initial-cluster", &initial_cluster])
-                .args(["--initial-cluster-state", "new", "--initial-cluster-token", &token]);
-            let log = dir.join(format!("{name}.log"));
-            members.push(ServerProcess::spawn(&format!("etcd {name}"), &mut command, &log, *client)?);
+            members.iter().map(|m| format!("{}=http://{}", m.name, m.peer)).collect::<Vec<_>>().join(",");
+        let mut cluster = EtcdCluster {
+            binary,
+            dir: dir.to_owned(),
+            initial_cluster,
+            token: format!("leasehold-bench-{}", std::process::id()),
+            members,
+            http: crate::http_client(),
+        };
+        for member in 0..n {
+            cluster.spawn(member)?;
         }
-        let cluster = EtcdCluster { members, http: crate::http_client() };
-        cluster.wait_healthy(dir).await?;
+        cluster.wait_healthy().await?;
         Ok(cluster)
     }
 
-    pub fn pids(&self) -> Vec<u32> {
-        self.members.iter().map(|m| m.pid()).collect()
+    /// Starts member `member`'s process. On a restart its data folder holds
+    /// its WAL, and etcd then ignores the initial-cluster flags and rejoins.
+    fn spawn(&mut self, member: usize) -> Result<(), ServerError> {
+        let m = &self.members[member];
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(self.dir.join(&m.name))
+            .args(["--listen-client-urls", &m.url()])
+            .args(["--advertise-client-urls", &m.url()])
+            .args(["--listen-peer-urls", &format!("http://{}", m.peer)])
+            .args(["--initial-advertise-peer-urls", &format!("http://{}", m.peer)])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", "new", "--initial-cluster-token", &self.token]);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{}.log", m.name)))
+            .map_err(etcd_spawn_error)?;
+        let process = ServerProcess::spawn_logging(&format!("etcd {}", m.name), &mut command, log, m.client)?;
+        self.members[member].process = Some(process);
+        Ok(())
     }
 
-    async fn wait_healthy(&self, dir: &Path) -> Result<(), ServerError> {
+    /// PIDs of the running members.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().filter_map(|m| m.process.as_ref().map(ServerProcess::pid)).collect()
+    }
+
+    /// Every member's client URL, running or not, in member order.
+    pub fn urls(&self) -> Vec<String> {
+        self.members.iter().map(EtcdMember::url).collect()
+    }
+
+    /// kill -9 member `member` (an index into [`urls`](Self::urls)) and reap it.
+    pub fn kill(&mut self, member: usize) {
+        // Dropping the process kills it by PID.
+        self.members[member].process = None;
+    }
+
+    /// Starts a killed member again, on its ports and data folder.
+    pub fn restart(&mut self, member: usize) -> Result<(), ServerError> {
+        match self.members[member].process {
+            Some(_) => Ok(()),
+            None => self.spawn(member),
+        }
+    }
+
+    async fn wait_healthy(&self) -> Result<(), ServerError> {
         let give_up = Instant::now() + START_BOUND;
         for member in &self.members {
             loop {
-                let reply = self.http.get(format!("http://{}/health", member.addr())).send().await;
+                let reply = self.http.get(format!("{}/health", member.url())).send().await;
                 let healthy = match reply {
                     Ok(r) => r.json::<Value>().await.is_ok_and(|v| v["health"] == "true"),
                     Err(_) => false,
@@ -206,9 +292,9 @@ impl EtcdCluster {
                 }
                 if Instant::now() > give_up {
                     return Err(ServerError::NotReady {
-                        what: format!("etcd member {}", member.addr()),
+                        what: format!("etcd member {}", member.client),
                         bound: START_BOUND,
-                        log: dir.display().to_string(),
+                        log: self.dir.display().to_string(),
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -217,25 +303,76 @@ impl EtcdCluster {
         Ok(())
     }
 
-    /// The client URL of the current leader: the benchmark sends every etcd
-    /// client there, sparing etcd the forwarding hop a follower would add.
-    pub async fn leader_url(&self) -> Result<String, ServerError> {
-        for member in &self.members {
-            let url = format!("http://{}", member.addr());
-            let status: Value = self
-                .http
-                .post(format!("{url}/v3/maintenance/status"))
-                .json(&json!({}))
-                .send()
-                .await
-                .map_err(|e| ServerError::Etcd(e.to_string()))?
-                .json()
-                .await
-                .map_err(|e| ServerError::Etcd(e.to_string()))?;
-            if status["leader"].is_string() && status["leader"] == status["header"]["member_id"] {
-                return Ok(url);
+    /// Member `member`'s own view (`/v3/maintenance/status`).
+    async fn status(&self, member: usize) -> Result<Value, ServerError> {
+        let failed = |e: reqwest::Error| ServerError::Etcd(e.to_string());
+        let url = self.members[member].url();
+        self.http
+            .post(format!("{url}/v3/maintenance/status"))
+            .json(&json!({}))
+            .send()
+            .await
+            .map_err(failed)?
+            .json()
+            .await
+            .map_err(failed)
+    }
+
+    /// The member that says it leads (an index into [`urls`](Self::urls));
+    /// members that do not answer (killed ones) are passed over.
+    pub async fn leader(&self) -> Result<usize, ServerError> {
+        for member in 0..self.members.len() {
+            if let Ok(status) = self.status(member).await {
+                if status["leader"].is_string() && status["leader"] == status["header"]["member_id"] {
+                    return Ok(member);
+                }
             }
         }
         Err(ServerError::Etcd("no member says it leads".into()))
     }
+
+    /// The client URL of the current leader: the benchmark sends every etcd
+    /// client there, sparing etcd the forwarding hop a follower would add.
+    pub async fn leader_url(&self) -> Result<String, ServerError> {
+        Ok(self.members[self.leader().await?].url())
+    }
+
+    /// Whether, within `bound`, every member answers, one leads, and every
+    /// member has applied the leader's log as it was once the leader was
+    /// found: the cluster is whole again after a member's restart.
+    pub async fn wait_caught_up(&self, bound: Duration) -> bool {
+        let give_up = Instant::now() + bound;
+        let mut target = None;
+        loop {
+            if target.is_none() {
+                if let Ok(leader) = self.leader().await {
+                    target = self.status(leader).await.ok().and_then(|s| raft_index(&s, "raftIndex"));
+                }
+            }
+            if let Some(index) = target {
+                let mut applied = Vec::with_capacity(self.members.len());
+                for member in 0..self.members.len() {
+                    applied.push(self.status(member).await.ok().and_then(|s| raft_index(&s, "raftAppliedIndex")));
+                }
+                if applied.iter().all(|a| a.is_some_and(|a| a >= index)) {
+                    return true;
+                }
+            }
+            if Instant::now() > give_up {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A raft index of a status answer. etcd 3.4's gateway names these fields
+/// in camelCase (its header's in snake_case) and writes a uint64 as a string.
+fn raft_index(status: &Value, name: &str) -> Option<u64> {
+    let field = &status[name];
+    field.as_str().and_then(|s| s.parse().ok()).or_else(|| field.as_u64())
+}
+
+fn etcd_spawn_error(source: std::io::Error) -> ServerError {
+    ServerError::Spawn { what: "etcd".into(), source }
 }

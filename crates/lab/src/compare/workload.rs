@@ -40,11 +40,22 @@ pub enum Workload {
     /// Not a lock cycle: rounds of leader crash → next leader's first
     /// fenced write, run by [`super::election`] rather than by clients here.
     Election,
+    /// Not a lock cycle: rounds of leader crash during a stream of writes
+    /// through a surviving node, the gap in acknowledged writes measured by
+    /// [`super::failover`].
+    Failover,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] =
-        [Workload::Distinct, Workload::Hot, Workload::Herd, Workload::Flood, Workload::Pair, Workload::Election];
+    pub const ALL: [Workload; 7] = [
+        Workload::Distinct,
+        Workload::Hot,
+        Workload::Herd,
+        Workload::Flood,
+        Workload::Pair,
+        Workload::Election,
+        Workload::Failover,
+    ];
 
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {
@@ -60,6 +71,7 @@ impl Workload {
             Workload::Flood => "flood",
             Workload::Pair => "pair",
             Workload::Election => "election",
+            Workload::Failover => "failover",
         }
     }
 
@@ -71,6 +83,7 @@ impl Workload {
             Workload::Flood => "cycle-distinct-flooded",
             Workload::Pair => "cycle-pair",
             Workload::Election => "election-failover",
+            Workload::Failover => "failover-write-gap",
         }
     }
 }
@@ -99,17 +112,21 @@ pub struct Plan {
 
 impl Plan {
     /// The names one client's cycle takes. They are new for every
-    /// measurement, so nothing left by an earlier one (a lease whose
-    /// release failed) is in the way.
+    /// measurement, and name the system (two systems can share servers:
+    /// etcd and etcd-session, leasehold-N and leasehold-N-spread), so
+    /// nothing left by an earlier one (a lease whose release failed) is in
+    /// the way.
     fn lock_names(&self, client: usize) -> Vec<String> {
-        let (run, clients) = (self.run, self.clients);
+        let (system, run, clients) = (&self.system, self.run, self.clients);
         match self.workload {
-            Workload::Distinct => vec![format!("bench/{run}/{clients}/{client}")],
-            Workload::Flood => vec![format!("bench/flooded/{run}/{clients}/{client}")],
-            Workload::Hot => vec![format!("bench/hot/{run}/{clients}")],
-            Workload::Herd => vec![format!("bench/herd/{run}/{clients}")],
-            Workload::Pair => ["from", "to"].map(|end| format!("bench/pair/{run}/{clients}/{client}/{end}")).into(),
-            Workload::Election => vec![format!("bench/election/{run}")],
+            Workload::Distinct => vec![format!("bench/{system}/{run}/{clients}/{client}")],
+            Workload::Flood => vec![format!("bench/{system}/flooded/{run}/{clients}/{client}")],
+            Workload::Hot => vec![format!("bench/{system}/hot/{run}/{clients}")],
+            Workload::Herd => vec![format!("bench/{system}/herd/{run}/{clients}")],
+            Workload::Pair => {
+                ["from", "to"].map(|end| format!("bench/{system}/pair/{run}/{clients}/{client}/{end}")).into()
+            }
+            Workload::Election | Workload::Failover => vec![format!("bench/{system}/{}/{run}", self.workload.name())],
         }
     }
 }
@@ -240,6 +257,7 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         server_cpu_us_per_cycle: per_cycle(server_cpu),
         client_cpu_us_per_cycle: per_cycle(client_cpu),
         leader_changes: None,
+        term_watched_ms: None,
         server_rss_mib: None,
         idle_connections: None,
     }

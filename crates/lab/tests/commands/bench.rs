@@ -72,7 +72,7 @@ const ELECTION_SMOKE_BOUND: Duration = Duration::from_secs(120);
 async fn election_workload_measures_a_failover_per_system() {
     let _alone = crate::exclusive().await;
     let out = tempfile::tempdir().expect("temp dir");
-    let mut systems = vec![SystemKind::Leasehold(3)];
+    let mut systems = vec![SystemKind::Leasehold { nodes: 3, spread: false }];
     // etcd is measured where Debian's etcd-server is installed, as in the bench itself.
     if find_binary("etcd", "etcd-server").is_ok() {
         systems.push(SystemKind::Etcd);

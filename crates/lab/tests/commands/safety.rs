@@ -24,7 +24,12 @@ const SMOKE_BOUND: Duration = Duration::from_secs(360);
 async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
     let _alone = crate::exclusive().await;
     let out = tempfile::tempdir().expect("temp dir");
-    let systems = vec![SystemKind::Leasehold(3), SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
+    let systems = vec![
+        SystemKind::Leasehold { nodes: 3, spread: false },
+        SystemKind::Redis,
+        SystemKind::Redlock,
+        SystemKind::Etcd,
+    ];
     let options = SafetyOptions {
         systems: systems.clone(),
         binary: crate::common::leasehold_binary(),
@@ -41,7 +46,7 @@ async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
 
     crate::common::step("every installed system ran its faults");
     let installed = |kind: &SystemKind| match kind {
-        SystemKind::Leasehold(_) => true,
+        SystemKind::Leasehold { .. } => true,
         SystemKind::Etcd => find_binary("etcd", "etcd-server").is_ok(),
         _ => find_binary("redis-server", "redis-server").is_ok(),
     };
@@ -57,7 +62,7 @@ async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
                 .iter()
                 .find(|r| r.system == system && r.fault == fault)
                 .unwrap_or_else(|| panic!("no row for {system} under {fault:?}"));
-            let may_skip = fault == FaultKind::ClockForward && !matches!(kind, SystemKind::Leasehold(_));
+            let may_skip = fault == FaultKind::ClockForward && !matches!(kind, SystemKind::Leasehold { .. });
             if row.skipped {
                 assert!(may_skip, "{system} skipped {fault:?}: {}", row.note);
                 assert!(row.note.contains("install"), "the skip says how to install what is missing: {}", row.note);

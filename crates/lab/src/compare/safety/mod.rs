@@ -81,12 +81,14 @@ pub fn title(fault: FaultKind) -> &'static str {
 pub fn applies(fault: FaultKind, kind: SystemKind) -> bool {
     match fault {
         FaultKind::PausedClient => true,
-        FaultKind::ClockForward => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis | SystemKind::Redlock),
-        FaultKind::KillLeader => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redis),
-        FaultKind::PauseLeader => matches!(kind, SystemKind::Leasehold(_)),
+        FaultKind::ClockForward => {
+            matches!(kind, SystemKind::Leasehold { .. } | SystemKind::Redis | SystemKind::Redlock)
+        }
+        FaultKind::KillLeader => matches!(kind, SystemKind::Leasehold { .. } | SystemKind::Redis),
+        FaultKind::PauseLeader => matches!(kind, SystemKind::Leasehold { .. }),
         // The case is about a majority of independent instances: the
         // single Redis and etcd have no shape to match it.
-        FaultKind::KillFollower => matches!(kind, SystemKind::Leasehold(_) | SystemKind::Redlock),
+        FaultKind::KillFollower => matches!(kind, SystemKind::Leasehold { .. } | SystemKind::Redlock),
         _ => false,
     }
 }
@@ -132,7 +134,7 @@ pub struct SafetyOptions {
 /// What `bench --safety` runs without `--systems`: one of each kind of
 /// server.
 pub const DEFAULT_SYSTEMS: [SystemKind; 4] =
-    [SystemKind::Leasehold(3), SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
+    [SystemKind::Leasehold { nodes: 3, spread: false }, SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
 
 /// Bound on one (system, fault): server start and the holders' waits,
 /// pauses and holds, all a few ttls at most.
@@ -205,7 +207,7 @@ pub async fn run(options: &SafetyOptions) -> Result<SafetyReport, SafetyError> {
 /// Ok when `kind`'s server is installed, else why not and how to fix it.
 fn installed(kind: SystemKind) -> Result<(), String> {
     let found = match kind {
-        SystemKind::Leasehold(_) => Ok(PathBuf::new()),
+        SystemKind::Leasehold { .. } => Ok(PathBuf::new()),
         SystemKind::Etcd | SystemKind::EtcdSession => find_binary("etcd", "etcd-server"),
         _ => find_binary("redis-server", "redis-server"),
     };

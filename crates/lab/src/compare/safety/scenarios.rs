@@ -183,7 +183,7 @@ impl Scenario<'_> {
         let mut replica = None;
         let mut black_holes = Vec::new();
         let spec = match self.kind {
-            SystemKind::Leasehold(nodes) => {
+            SystemKind::Leasehold { nodes, .. } => {
                 if jump && !Path::new(LIBFAKETIME).exists() {
                     return Ok(Err("libfaketime not found; install it with `apt-get install faketime`".into()));
                 }
