@@ -42,7 +42,9 @@ async fn line_of(path: &Path, bound: Duration) -> String {
 
 /// `leasehold run --semaphore pool:3` as `owner`, running `script` (which
 /// writes its own PID first).
-fn run_with_permit(endpoints: &[String], owner: &str, script: &str) -> tokio::process::Child {
+/// Its standard error goes to `<dir>/<owner>.stderr` (see [`said`]).
+fn run_with_permit(endpoints: &[String], dir: &Path, owner: &str, script: &str) -> tokio::process::Child {
+    let stderr = std::fs::File::create(dir.join(format!("{owner}.stderr"))).expect("a stderr file");
     let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
     run.arg("run")
         .args(["--endpoints", &endpoints.join(",")])
@@ -50,9 +52,14 @@ fn run_with_permit(endpoints: &[String], owner: &str, script: &str) -> tokio::pr
         .args(["--", "sh", "-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .kill_on_drop(true);
     run.spawn().expect("leasehold run starts")
+}
+
+/// What the `leasehold run` of `owner` wrote to its standard error.
+fn said(dir: &Path, owner: &str) -> String {
+    std::fs::read_to_string(dir.join(format!("{owner}.stderr"))).unwrap_or_default()
 }
 
 // Ensures a semaphore of 3 shared by 10 processes never has more than 3
@@ -72,7 +79,7 @@ async fn a_killed_holder_keeps_its_permit_until_its_lease_ends() {
         step("the victim takes a permit and runs a long command");
         let victim_pid_file = dir.join("victim.pid");
         let script = format!("echo $$ > {}; exec sleep 600", victim_pid_file.display());
-        let victim = run_with_permit(&endpoints, "victim", &script);
+        let victim = run_with_permit(&endpoints, &dir, "victim", &script);
         let mut pids = Pids(vec![victim.id().expect("a pid") as i32]);
         pids.0.push(line_of(&victim_pid_file, Duration::from_secs(20)).await.parse().expect("a pid"));
 
@@ -81,9 +88,10 @@ async fn a_killed_holder_keeps_its_permit_until_its_lease_ends() {
         for i in 0..9 {
             let pid_file = dir.join(format!("c{i}.pid"));
             let script = format!("echo $$ > {}; exec sleep 1", pid_file.display());
-            let child = run_with_permit(&endpoints, &format!("c{i}"), &script);
+            let owner = format!("c{i}");
+            let child = run_with_permit(&endpoints, &dir, &owner, &script);
             pids.0.push(child.id().expect("a pid") as i32);
-            others.push(child);
+            others.push((owner, child));
         }
         // Let two of them hold and the rest queue before the victim dies.
         let client = cluster.client();
@@ -133,9 +141,9 @@ async fn a_killed_holder_keeps_its_permit_until_its_lease_ends() {
         assert!(expired_after >= TTL * 2 / 3 - Duration::from_millis(500), "returned {expired_after:?} after the kill");
 
         step("every other process ran its command under a permit and exited 0");
-        for mut child in others {
+        for (owner, mut child) in others {
             let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.expect("exits").unwrap();
-            assert!(status.success(), "{status}");
+            assert!(status.success(), "{owner}: {status}: {}\n{}", said(&dir, &owner), cluster.logs());
         }
         assert!(client.semaphore_view("pool").await.unwrap().is_none(), "nobody holds or waits any more");
     })
