@@ -552,9 +552,10 @@ pub enum LockError {
     /// No live session has this id (never created, expired or deleted).
     #[error("session {session} does not exist (it expired, was deleted, or never existed)")]
     SessionNotFound { session: SessionId },
-    /// A renew of a lock held under a session: the session's keepalive
-    /// keeps it, it has no lease of its own to restart.
-    #[error("lock {name:?} is held under session {session}: keep the session alive instead of renewing the lock")]
+    /// A renew of a lock (shared or not) or of permits held under a
+    /// session: the session's keepalive keeps it, it has no lease of its
+    /// own to restart.
+    #[error("{name:?} is held under session {session}: keep the session alive instead of renewing it")]
     HeldUnderSession { name: String, session: SessionId },
     /// A sequence number of `session` older than those it remembers: its
     /// answer is forgotten, and applying it again could apply it twice.
