@@ -26,6 +26,17 @@ def until(ready: Callable[[], object], bound: float = 20.0) -> None:
         time.sleep(0.02)
 
 
+def someone_waits_for(client: leasehold.Client, name: str) -> bool:
+    """Whether anyone waits for lock ``name``: a shared try-acquire is then
+    refused (``Reserved``), so that no waiting writer starves."""
+    try:
+        late = client.acquire(name, "late", TTL, shared=True)
+    except leasehold.Reserved:
+        return True
+    client.release(name, late.token, shared_owner="late")
+    return False
+
+
 def test_semaphore_guards_share_the_limit(shared_cluster, unique):
     client = shared_cluster.client()
     name = unique()
@@ -81,16 +92,8 @@ def test_readers_share_and_a_writer_waits_for_them(shared_cluster, unique):
         thread = threading.Thread(target=writer.acquire)
         thread.start()
 
-        def late_reader_refused() -> bool:
-            # A reader behind the waiting writer is refused: no writer starvation.
-            try:
-                late = client.acquire(name, "late", TTL, shared=True)
-            except leasehold.Reserved:
-                return True
-            client.release(name, late.token, shared_owner="late")
-            return False
-
-        until(late_reader_refused)
+        # A reader behind the waiting writer is refused: no writer starvation.
+        until(lambda: someone_waits_for(client, name))
         newest = r2.token
     thread.join(30)
     assert not thread.is_alive()
@@ -161,16 +164,7 @@ def test_a_sessions_permit_and_read_lock_go_to_waiters_when_it_ends(shared_clust
         waiter.start()
     until(lambda: (client.get_semaphore(pool) or {}).get("waiters"))
 
-    def writer_queued() -> bool:
-        # A shared try-acquire is refused once anyone waits for the lock.
-        try:
-            late = client.acquire(doc, "late", TTL, shared=True)
-        except leasehold.Reserved:
-            return True
-        client.release(doc, late.token, shared_owner="late")
-        return False
-
-    until(writer_queued)
+    until(lambda: someone_waits_for(client, doc))
     assert sorted(session.close().released) == sorted([pool, doc])
     for waiter in waiters:
         waiter.join(30)

@@ -748,37 +748,16 @@ mod tests {
     // read, as acquires with that ttl.
     #[test]
     fn acquires_with_a_plain_ttl_still_read() {
-        let (name, owner, limit, ttl, wait) = ([1, b'r'], [1, b'o'], 3, [0x88, 0x27], [1, 10]);
-        let mut shared = vec![VERSION, 0, 2, ACQUIRE_SHARED_WITH_TTL];
-        shared.extend([&name[..], &owner, &ttl, &wait, &[0]].concat());
-        shared.push(ACQUIRE_PERMITS_WITH_TTL);
-        shared.extend([&name[..], &owner, &[limit, 1, 2], &ttl, &[0], &[0]].concat());
-        let (commands, _) = decode(&shared).unwrap();
-        assert_eq!(
-            commands,
-            [
-                Command::AcquireShared {
-                    name: "r".into(),
-                    owner: "o".into(),
-                    ttl_ms: Some(5000),
-                    session: None,
-                    wait_ms: Some(10),
-                    request_id: None,
-                    seq: None,
-                },
-                Command::AcquirePermits {
-                    name: "r".into(),
-                    owner: "o".into(),
-                    limit: 3,
-                    permits: Some(2),
-                    ttl_ms: Some(5000),
-                    session: None,
-                    wait_ms: None,
-                    request_id: None,
-                    seq: None,
-                },
-            ]
-        );
+        let (owner, ttl) = ([1, b'o'], [0x88, 0x27]);
+        let mut bytes = vec![VERSION, 0, 2, ACQUIRE_SHARED_WITH_TTL];
+        bytes.extend([&[1, b'r'][..], &owner, &ttl, &[1, 10], &[0]].concat());
+        bytes.push(ACQUIRE_PERMITS_WITH_TTL);
+        bytes.extend([&[1, b's'][..], &owner, &[3, 1, 2], &ttl, &[0], &[1, 1, b'p']].concat());
+        let with_ttl = |c: &Command| {
+            matches!(c, Command::AcquireShared { session: None, .. } | Command::AcquirePermits { session: None, .. })
+        };
+        let expected: Vec<Command> = every_command().into_iter().filter(with_ttl).collect();
+        assert_eq!(decode(&bytes), Ok((expected, None)));
     }
 
     // Ensures every cut, every flipped byte and a few hostile headers are

@@ -43,20 +43,6 @@ fn read(name: &str, owner: &str, (ttl_ms, session): By, wait_ms: Option<u64>) ->
     }
 }
 
-/// An exclusive acquire of lock `name` for `owner` with a ttl, waiting.
-fn write_waiting(name: &str, owner: &str) -> Command {
-    Command::Acquire {
-        name: name.into(),
-        owner: owner.into(),
-        ttl_ms: Some(3000),
-        session: None,
-        wait_ms: Some(60_000),
-        request_id: None,
-        lock_delay_ms: None,
-        seq: None,
-    }
-}
-
 impl Log {
     fn open_session(&mut self, owner: &str, ttl_ms: u64) -> SessionId {
         match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None }) {
@@ -122,7 +108,7 @@ fn session_expiry_hands_permits_and_shared_locks_to_waiters() {
     let permits = log.permit_grant(permit("sem", "s", 1, by_session(session), None)).token;
     let shared = log.read_grant(read("r", "s", by_session(session), None)).token;
     log.apply(permit("sem", "w", 1, ttl(3000), Some(60_000))).unwrap();
-    log.apply(write_waiting("r", "x")).unwrap();
+    log.wait("r", "x", 60_000, None).result.unwrap();
     assert!(log.ticks(30).is_empty(), "expired before the session's deadline");
 
     let applied = log.apply_with_events(Command::Tick { period_ms: TICK });
@@ -156,7 +142,7 @@ fn session_delete_releases_permits_and_shared_locks() {
     let permits = log.permit_grant(permit("sem", "s", 1, by_session(session), None)).token;
     let shared = log.read_grant(read("r", "s", by_session(session), None)).token;
     log.apply(permit("sem", "w", 1, ttl(3000), Some(60_000))).unwrap();
-    log.apply(write_waiting("r", "x")).unwrap();
+    log.wait("r", "x", 60_000, None).result.unwrap();
     log.apply(read("r", "y", ttl(3000), Some(60_000))).unwrap();
 
     let applied = log.apply_with_events(Command::DeleteSession { session, request_id: None });
