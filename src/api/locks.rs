@@ -77,20 +77,22 @@ async fn grant_or_queue(
             seq: req.seq,
         },
         LockMode::Shared => {
-            for (field, given) in [
-                ("session", req.session.is_some()),
-                ("lock_delay_ms", req.lock_delay_ms.is_some()),
-                ("seq", req.seq.is_some()),
-            ] {
-                if given {
-                    return Err(
-                        ApiError::bad_request(format!("{field} is not taken in shared mode")).with("field", field)
-                    );
-                }
+            // A lock delay protects the next holder from a paused
+            // exclusive one; shared holders write nothing to protect.
+            if req.lock_delay_ms.is_some() {
+                return Err(
+                    ApiError::bad_request("lock_delay_ms is not taken in shared mode").with("field", "lock_delay_ms")
+                );
             }
-            let ttl_ms =
-                req.ttl_ms.ok_or_else(|| ApiError::bad_request("shared mode needs ttl_ms").with("field", "ttl_ms"))?;
-            Command::AcquireShared { name, owner: req.owner, ttl_ms, wait_ms, request_id: req.request_id }
+            Command::AcquireShared {
+                name,
+                owner: req.owner,
+                ttl_ms: req.ttl_ms,
+                session: req.session,
+                wait_ms,
+                request_id: req.request_id,
+                seq: req.seq,
+            }
         }
     };
     match node.acquire(command).await?? {
@@ -190,7 +192,8 @@ fn result_label<T>(answer: &Result<T, ApiError>, ok: &'static str) -> &'static s
 }
 
 /// `POST /v1/locks/{name}/renew`: 200 with the lease; 409 `stale_token`;
-/// 404 `not_held`.
+/// 409 `held_under_session` for a lease (shared or not) held under a
+/// session, which its keepalives keep; 404 `not_held`.
 async fn renew(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,
@@ -224,7 +227,10 @@ async fn release(
         Some(owner) if req.session.is_none() && req.seq.is_none() => {
             Command::ReleaseShared { name, owner, token: req.token, request_id: req.request_id }
         }
-        Some(_) => return Err(ApiError::bad_request("session is not taken in shared mode").with("field", "session")),
+        // A shared lease is named by its owner and token, under a session or not.
+        Some(_) => {
+            return Err(ApiError::bad_request("session is not taken by a shared release").with("field", "session"))
+        }
     };
     let answer = match propose(&node, command).await {
         Ok(Outcome::Released { name, token }) => Ok(Json(ReleaseResponse { name, token, released: true })),

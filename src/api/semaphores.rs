@@ -40,7 +40,9 @@ pub fn admin_routes() -> Router<Arc<Node>> {
 /// others wait first), 409 `limit_mismatch` when the semaphore lives with
 /// another limit; with `wait_ms`, waits in the semaphore's FIFO queue and
 /// answers 200 when its permits are granted, 409 `wait_timeout`, or at once
-/// 409 `deadlock` when waiting would close a cycle; 400 on invalid input.
+/// 409 `deadlock` when waiting would close a cycle; 400 on invalid input
+/// (exactly one of `ttl_ms` and `session`); 404 `session_not_found` for a
+/// session that has ended (also when it ends while this acquire waits).
 async fn acquire(
     State(node): State<Arc<Node>>,
     slot: Option<Extension<RequestSlot>>,
@@ -53,8 +55,10 @@ async fn acquire(
         limit: req.limit,
         permits: req.permits,
         ttl_ms: req.ttl_ms,
+        session: req.session,
         wait_ms: park_for_wait(slot, req.wait_ms)?,
         request_id: req.request_id,
+        seq: req.seq,
     };
     let answer = match node.acquire(command).await? {
         Ok(Outcome::PermitsGranted { grant, reacquired }) => {
@@ -68,7 +72,9 @@ async fn acquire(
 }
 
 /// `POST /v1/semaphores/{name}/renew`: 200 with the permits' lease
-/// restarted; 409 `stale_token`; 404 `not_held` or `no_semaphore`.
+/// restarted; 409 `stale_token`; 409 `held_under_session` for permits
+/// held under a session, which its keepalives keep; 404 `not_held` or
+/// `no_semaphore`.
 async fn renew(
     State(node): State<Arc<Node>>,
     ApiPath(name): ApiPath<String>,

@@ -24,7 +24,7 @@
 //! - `cli` — the command line: quiet logs, credentials, exit codes, output, completions.
 //! - `client_guard` — the Lock watchdog, `lost`, and `leasehold run`.
 //! - `semaphores` — a semaphore of 3 shared by 10 processes, one killed -9; `run --shared`; readers and a writer
-//!   through different nodes; crossing owners refused a deadlock.
+//!   through different nodes; crossing owners refused a deadlock; a session's permit and read lock handed on at its end.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -26,6 +26,17 @@ def until(ready: Callable[[], object], bound: float = 20.0) -> None:
         time.sleep(0.02)
 
 
+def someone_waits_for(client: leasehold.Client, name: str) -> bool:
+    """Whether anyone waits for lock ``name``: a shared try-acquire is then
+    refused (``Reserved``), so that no waiting writer starves."""
+    try:
+        late = client.acquire(name, "late", TTL, shared=True)
+    except leasehold.Reserved:
+        return True
+    client.release(name, late.token, shared_owner="late")
+    return False
+
+
 def test_semaphore_guards_share_the_limit(shared_cluster, unique):
     client = shared_cluster.client()
     name = unique()
@@ -81,16 +92,8 @@ def test_readers_share_and_a_writer_waits_for_them(shared_cluster, unique):
         thread = threading.Thread(target=writer.acquire)
         thread.start()
 
-        def late_reader_refused() -> bool:
-            # A reader behind the waiting writer is refused: no writer starvation.
-            try:
-                late = client.acquire(name, "late", TTL, shared=True)
-            except leasehold.Reserved:
-                return True
-            client.release(name, late.token, shared_owner="late")
-            return False
-
-        until(late_reader_refused)
+        # A reader behind the waiting writer is refused: no writer starvation.
+        until(lambda: someone_waits_for(client, name))
         newest = r2.token
     thread.join(30)
     assert not thread.is_alive()
@@ -131,5 +134,71 @@ def test_async_semaphore_and_read_lock(make_cluster):
                 await asyncio.sleep(TTL)  # past a renewal
                 assert not read.is_lost()
             assert await client.get_semaphore("pool") is None
+
+    asyncio.run(body())
+
+
+def test_a_sessions_permit_and_read_lock_go_to_waiters_when_it_ends(shared_cluster, unique):
+    # Held under a session: no lease of their own (renew is refused), and
+    # both handed on in the entry that deletes the session.
+    client, other = shared_cluster.client(), shared_cluster.client()
+    pool, doc = unique("pool"), unique("doc")
+    session = client.session("s", ttl=TTL).open()
+    permit = session.acquire_permits(pool, 1)
+    read = session.read_lock(doc)
+    assert (permit.ttl_ms, read.ttl_ms) == (3000, 3000), "they live by the session's ttl"
+    with pytest.raises(leasehold.HeldUnderSession):
+        client.renew_permits(pool, "s", permit.token)
+    with pytest.raises(leasehold.HeldUnderSession):
+        client.renew(doc, read.token, shared_owner="s")
+
+    permits: list[leasehold.Permits] = []
+    leases: list[leasehold.Lease] = []
+    waiters = [
+        threading.Thread(
+            target=lambda: permits.append(other.acquire_permits(pool, "w", 1, TTL, wait=30))
+        ),
+        threading.Thread(target=lambda: leases.append(other.acquire(doc, "x", TTL, wait=30))),
+    ]
+    for waiter in waiters:
+        waiter.start()
+    until(lambda: (client.get_semaphore(pool) or {}).get("waiters"))
+
+    until(lambda: someone_waits_for(client, doc))
+    assert sorted(session.close().released) == sorted([pool, doc])
+    for waiter in waiters:
+        waiter.join(30)
+        assert not waiter.is_alive()
+    assert permits[0].token > permit.token
+    assert leases[0].token > read.token
+    assert permits[0].token == leases[0].token, "both granted in the delete's entry"
+    client.release_permits(pool, "w", permits[0].token)
+    client.release(doc, leases[0].token)
+
+
+def test_a_permit_under_an_ended_session_is_refused_and_sets_lost(shared_cluster, unique):
+    client = shared_cluster.client()
+    session = client.session("s", ttl=TTL).open()
+    client.delete_session(session.id)
+    with pytest.raises(leasehold.SessionNotFound):
+        session.acquire_permits(unique(), 2)
+    assert session.lost.is_set()
+    assert client.get_semaphore(unique()) is None
+
+
+def test_async_session_takes_a_permit_and_a_read_lock(make_cluster):
+    cluster = make_cluster()
+
+    async def body() -> None:
+        async with cluster.async_client() as client:
+            async with client.session("s", ttl=TTL) as session:
+                permit = await session.acquire_permits("pool", 2, permits=2)
+                read = await session.read_lock("doc")
+                assert (permit.permits, permit.owner, read.owner) == (2, "s", "s")
+                await asyncio.sleep(TTL)  # past the session's first ttl: its keepalives keep both
+                view = await client.get_semaphore("pool")
+                assert view is not None
+                assert view["holders"][0]["token"] == permit.token
+            assert await client.get_semaphore("pool") is None, "closing the session returned them"
 
     asyncio.run(body())

@@ -41,19 +41,7 @@ impl Client {
         lifetime: Lifetime,
         options: &AcquireOptions,
     ) -> Result<Lease, ClientError> {
-        let wait = options.wait.unwrap_or_default();
-        let (ttl_ms, session, seq) = lifetime.fields();
-        let body = AcquireRequest {
-            owner: owner.to_owned(),
-            ttl_ms,
-            session,
-            seq,
-            wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
-            request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
-            lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
-            mode: None,
-        };
-        self.send_acquire(name, &body).await
+        self.send_acquire(name, owner, lifetime, options, None).await
     }
 
     /// Acquires `name` in shared mode (a read lock) for `owner` with a
@@ -68,25 +56,45 @@ impl Client {
         ttl_ms: u64,
         options: &AcquireOptions,
     ) -> Result<Lease, ClientError> {
+        self.acquire_shared_for(name, owner, Lifetime::Ttl(ttl_ms), options).await
+    }
+
+    /// The shared acquire of `name` with a lease that lives by `lifetime`.
+    /// Errors as [`acquire_shared`](Self::acquire_shared), and
+    /// `session_not_found` for a session that has ended.
+    pub async fn acquire_shared_for(
+        &self,
+        name: &str,
+        owner: &str,
+        lifetime: Lifetime,
+        options: &AcquireOptions,
+    ) -> Result<Lease, ClientError> {
+        self.send_acquire(name, owner, lifetime, options, Some(LockMode::Shared)).await
+    }
+
+    /// Sends an acquire of `name` in `mode`, waiting as long as `options.wait`.
+    async fn send_acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        lifetime: Lifetime,
+        options: &AcquireOptions,
+        mode: Option<LockMode>,
+    ) -> Result<Lease, ClientError> {
         let wait = options.wait.unwrap_or_default();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = AcquireRequest {
             owner: owner.to_owned(),
-            ttl_ms: Some(ttl_ms),
-            session: None,
-            seq: None,
+            ttl_ms,
+            session,
+            seq,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(options.request_id.clone().unwrap_or_else(new_request_id)),
             lock_delay_ms: options.lock_delay.map(|d| d.as_millis() as u64),
-            mode: Some(LockMode::Shared),
+            mode,
         };
-        self.send_acquire(name, &body).await
-    }
-
-    /// Sends an acquire of `name`, waiting as long as its `wait_ms`.
-    async fn send_acquire(&self, name: &str, body: &AcquireRequest) -> Result<Lease, ClientError> {
-        let wait = Duration::from_millis(body.wait_ms.unwrap_or_default());
         let path = ["v1", "locks", name, "acquire"];
-        let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(body), wait).await?;
+        let (reply, sent_at): (LeaseResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;
         Ok(Lease { grant: reply.grant, sent_at })
     }
 

@@ -7,6 +7,12 @@
 //! later readers. Every grant's token is above every earlier grant's of the
 //! lock; only a writer's token should fence writes (docs/fencing.md,
 //! "Shared holders").
+//!
+//! Both guards keep a lease of their own; to hold either side as long as
+//! a session lives instead, take it with [`Session::read_lock`] or
+//! [`Session::lock`](crate::Session::lock).
+//!
+//! [`Session::read_lock`]: crate::Session::read_lock
 
 use std::ops::Deref;
 use std::sync::Arc;

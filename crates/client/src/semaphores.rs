@@ -12,7 +12,7 @@ use leasehold_proto::semaphores::{
 use leasehold_proto::{ErrorCode, FencingToken};
 
 use crate::client::NO_BODY;
-use crate::{new_request_id, Client, ClientError};
+use crate::{new_request_id, Client, ClientError, Lifetime};
 
 /// Permits the client holds, with the instant their request was sent (the
 /// anchor of their lease, as for a [`Lease`](crate::Lease)).
@@ -23,7 +23,7 @@ pub struct Permits {
 }
 
 /// What a semaphore acquire asks for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct PermitRequest {
     /// The semaphore's limit: the acquire that creates it sets it; another
     /// one while it lives is `409 limit_mismatch`.
@@ -45,14 +45,34 @@ impl Client {
         owner: &str,
         asked: &PermitRequest,
     ) -> Result<Permits, ClientError> {
-        let wait = asked.wait.unwrap_or_default();
+        let PermitRequest { limit, permits, ttl_ms, wait } = *asked;
+        self.acquire_permits_for(name, owner, limit, permits, Lifetime::Ttl(ttl_ms), wait).await
+    }
+
+    /// Takes `permits` of semaphore `name` (of `limit`) for `owner` with a
+    /// lease that lives by `lifetime`, waiting up to `wait`. Errors as
+    /// [`acquire_permits`](Self::acquire_permits), and `session_not_found`
+    /// for a session that has ended.
+    pub async fn acquire_permits_for(
+        &self,
+        name: &str,
+        owner: &str,
+        limit: u32,
+        permits: u32,
+        lifetime: Lifetime,
+        wait: Option<Duration>,
+    ) -> Result<Permits, ClientError> {
+        let wait = wait.unwrap_or_default();
+        let (ttl_ms, session, seq) = lifetime.fields();
         let body = SemaphoreAcquireRequest {
             owner: owner.to_owned(),
-            limit: asked.limit,
-            permits: Some(asked.permits),
-            ttl_ms: asked.ttl_ms,
+            limit,
+            permits: Some(permits),
+            ttl_ms,
+            session,
             wait_ms: (!wait.is_zero()).then_some(wait.as_millis() as u64),
             request_id: Some(new_request_id()),
+            seq,
         };
         let path = ["v1", "semaphores", name, "acquire"];
         let (reply, sent_at): (PermitResponse, _) = self.call(Method::POST, &path, &[], Some(&body), wait).await?;

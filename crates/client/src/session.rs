@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::proto::semaphores::PermitGrant;
 use crate::watchdog::{ended_by, whole_ms, LostReason, Renewal, Timing, Watched};
 use crate::{AcquireOptions, Client, ClientError, ErrorCode, Grant, Lifetime, SessionId};
 
@@ -54,7 +55,9 @@ impl Client {
 }
 
 /// A live session, kept alive by a watchdog task, under which locks are
-/// taken with [`lock`](Self::lock) and [`lock_many`](Self::lock_many).
+/// taken with [`lock`](Self::lock) and [`lock_many`](Self::lock_many),
+/// shared (read) locks with [`read_lock`](Self::read_lock) and semaphore
+/// permits with [`acquire_permits`](Self::acquire_permits).
 ///
 /// Stop acting under any of its locks when [`lost`](Self::lost) fires (or
 /// check [`is_lost`](Self::is_lost) / [`valid_until`](Self::valid_until));
@@ -152,6 +155,35 @@ impl Session {
         let lifetime = Lifetime::Session { id: self.id, seq: next(&self.seq) };
         let lease = self.client.acquire_for(name, &self.owner, lifetime, &options).await?;
         Ok(lease.grant)
+    }
+
+    /// Acquires `name` in shared mode (a read lock) under this session,
+    /// waiting in its queue up to `wait`: the shared lease lives as long as
+    /// the session. (The writer's side is [`lock`](Self::lock).) Errors as
+    /// [`Client::acquire_shared`], and `session_not_found` once the session
+    /// has ended.
+    pub async fn read_lock(&self, name: &str, wait: Option<Duration>) -> Result<Grant, ClientError> {
+        let options = AcquireOptions { wait, request_id: None, lock_delay: None };
+        let lifetime = Lifetime::Session { id: self.id, seq: next(&self.seq) };
+        let lease = self.client.acquire_shared_for(name, &self.owner, lifetime, &options).await?;
+        Ok(lease.grant)
+    }
+
+    /// Takes `permits` of semaphore `name` (of `limit`) under this session,
+    /// waiting in its queue up to `wait`: they return when the session
+    /// ends. Release them early with [`Client::release_permits`]. Errors
+    /// as [`Client::acquire_permits`], and `session_not_found` once the
+    /// session has ended.
+    pub async fn acquire_permits(
+        &self,
+        name: &str,
+        limit: u32,
+        permits: u32,
+        wait: Option<Duration>,
+    ) -> Result<PermitGrant, ClientError> {
+        let lifetime = Lifetime::Session { id: self.id, seq: next(&self.seq) };
+        let held = self.client.acquire_permits_for(name, &self.owner, limit, permits, lifetime, wait).await?;
+        Ok(held.grant)
     }
 
     /// Acquires every lock of `names` under this session in one log entry,

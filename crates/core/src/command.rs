@@ -226,7 +226,8 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
-    /// Take lock `name` in shared mode (a read lock) for `owner` for `ttl_ms`.
+    /// Take lock `name` in shared mode (a read lock) for `owner` for
+    /// `ttl_ms`, or under `session`.
     ///
     /// Shared holders coexist; an exclusive holder (an `Acquire`) excludes
     /// them all, and they exclude it. The lock's one FIFO queue holds both
@@ -248,18 +249,30 @@ pub enum Command {
     ///   of owners waiting for each other: `Deadlock`.
     ///
     /// Fenced records and gates admit the exclusive holder's token only.
+    ///
+    /// `ttl_ms` or `session` (and `seq`) as for `Acquire`: a shared lease
+    /// under a session lives as long as the session and ends with it (on
+    /// its expiry as an expiry, on its delete as a release), handing the
+    /// lock on in that entry; `RenewShared` refuses it (`HeldUnderSession`).
+    /// A re-acquire by a shared holder must name what its grant lives by.
     AcquireShared {
         name: String,
         owner: String,
-        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Restart the shared lease of `owner` on lock `name` held under
     /// `token` (several shared holders granted in one entry share a token,
-    /// so the owner names the lease). Errors: `NotHeld`, `StaleToken`.
+    /// so the owner names the lease). Errors: `NotHeld`, `StaleToken`,
+    /// `HeldUnderSession`.
     RenewShared {
         name: String,
         owner: String,
@@ -280,7 +293,7 @@ pub enum Command {
         request_id: Option<String>,
     },
     /// Take `permits` (default 1) permits of counting semaphore `name` for
-    /// `owner` for `ttl_ms`, all at once or none.
+    /// `owner` for `ttl_ms` (or under `session`), all at once or none.
     ///
     /// A semaphore exists while anyone holds or waits for a permit; the
     /// acquire that creates it sets its `limit`, and a later acquire that
@@ -297,20 +310,31 @@ pub enum Command {
     ///   a waiter, even one that would fit); a waiter is granted in the
     ///   entry that frees enough permits while it is first. Waiting that
     ///   would close a cycle of owners waiting for each other: `Deadlock`.
+    ///
+    /// `ttl_ms` or `session` (and `seq`) as for `Acquire`: permits under a
+    /// session return when the session ends (expiry or delete), granted on
+    /// to the waiters that then fit in that entry; `RenewPermits` refuses
+    /// them (`HeldUnderSession`).
     AcquirePermits {
         name: String,
         owner: String,
         limit: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         permits: Option<u32>,
-        ttl_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wait_ms: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// Restart the permits lease of `owner` on semaphore `name` held under
-    /// `token`. Errors: `SemaphoreNotFound`, `NotHeld`, `StaleToken`.
+    /// `token`. Errors: `SemaphoreNotFound`, `NotHeld`, `StaleToken`,
+    /// `HeldUnderSession`.
     RenewPermits {
         name: String,
         owner: String,
@@ -410,8 +434,8 @@ impl fmt::Display for Command {
             Command::CreateSession { owner, ttl_ms, .. } => write!(f, "create_session(owner={owner}, ttl={ttl_ms}ms)"),
             Command::KeepAlive { session, .. } => write!(f, "keepalive(session={session})"),
             Command::DeleteSession { session, .. } => write!(f, "delete_session(session={session})"),
-            Command::AcquireShared { name, owner, ttl_ms, .. } => {
-                write!(f, "acquire_shared({name}, owner={owner}, ttl={ttl_ms}ms)")
+            Command::AcquireShared { name, owner, ttl_ms, session, .. } => {
+                write!(f, "acquire_shared({name}, owner={owner}, {})", Lifetime(*ttl_ms, *session))
             }
             Command::RenewShared { name, owner, token, .. } => {
                 write!(f, "renew_shared({name}, owner={owner}, token={token})")
@@ -419,10 +443,11 @@ impl fmt::Display for Command {
             Command::ReleaseShared { name, owner, token, .. } => {
                 write!(f, "release_shared({name}, owner={owner}, token={token})")
             }
-            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, .. } => write!(
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, .. } => write!(
                 f,
-                "acquire_permits({name}, owner={owner}, permits={}, limit={limit}, ttl={ttl_ms}ms)",
-                permits.unwrap_or(1)
+                "acquire_permits({name}, owner={owner}, permits={}, limit={limit}, {})",
+                permits.unwrap_or(1),
+                Lifetime(*ttl_ms, *session)
             ),
             Command::RenewPermits { name, owner, token, .. } => {
                 write!(f, "renew_permits({name}, owner={owner}, token={token})")
@@ -529,26 +554,26 @@ impl Command {
             | Command::AcquireMany { session, seq, .. }
             | Command::Release { session, seq, .. }
             | Command::ReleaseMany { session, seq, .. }
+            | Command::AcquireShared { session, seq, .. }
+            | Command::AcquirePermits { session, seq, .. }
             | Command::Campaign { session, seq, .. } => Some(((*session)?, (*seq)?)),
             Command::KeepAlive { session, seq, .. } => Some((*session, (*seq)?)),
             _ => None,
         }
     }
 
-    /// For an `Acquire`, `AcquireMany`, `AcquireShared` or `AcquirePermits`:
-    /// the locks (or the semaphore) it asks for, in order, its owner,
-    /// session and `wait_ms`; `None` for any other command.
+    /// For an `Acquire`, `AcquireMany`, `AcquireShared`, `AcquirePermits`
+    /// or `Campaign`: the locks (or the semaphore) it asks for, in order,
+    /// its owner, session and `wait_ms`; `None` for any other command.
     pub fn acquire_parts(&self) -> Option<AcquireParts<'_>> {
         match self {
-            Command::Acquire { name, owner, session, wait_ms, .. } => {
+            Command::Acquire { name, owner, session, wait_ms, .. }
+            | Command::AcquireShared { name, owner, session, wait_ms, .. }
+            | Command::AcquirePermits { name, owner, session, wait_ms, .. } => {
                 Some(AcquireParts { names: std::slice::from_ref(name), owner, session: *session, wait_ms: *wait_ms })
             }
             Command::AcquireMany { names, owner, session, wait_ms, .. } => {
                 Some(AcquireParts { names, owner, session: *session, wait_ms: *wait_ms })
-            }
-            Command::AcquireShared { name, owner, wait_ms, .. }
-            | Command::AcquirePermits { name, owner, wait_ms, .. } => {
-                Some(AcquireParts { names: std::slice::from_ref(name), owner, session: None, wait_ms: *wait_ms })
             }
             Command::Campaign { name, candidate, session, wait_ms, .. } => Some(AcquireParts {
                 names: std::slice::from_ref(name),
@@ -621,12 +646,13 @@ impl Command {
                 ttl_ms.map_or(Ok(()), |ttl| check_ttl(ttl, limits))
             }
             Command::DeleteSession { request_id, .. } => check_request_id(request_id, limits),
-            Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+            Command::AcquireShared { name, owner, ttl_ms, session, wait_ms, request_id, seq } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
                 check_at_most("wait_ms", *wait_ms, limits.max_wait_ms)?;
-                check_ttl(*ttl_ms, limits)
+                check_lifetime(*ttl_ms, *session, limits)
             }
             Command::RenewShared { name, owner, ttl_ms, request_id, .. }
             | Command::RenewPermits { name, owner, ttl_ms, request_id, .. } => {
@@ -641,7 +667,8 @@ impl Command {
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)
             }
-            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id, seq } => {
+                check_seq(*session, *seq)?;
                 check_name(name, limits)?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
@@ -655,7 +682,7 @@ impl Command {
                         ));
                     }
                 }
-                check_ttl(*ttl_ms, limits)
+                check_lifetime(*ttl_ms, *session, limits)
             }
             Command::CancelPermits { name, owner } => {
                 check_name(name, limits)?;

@@ -89,14 +89,19 @@ const PROCLAIM: u8 = 21;
 const RESIGN: u8 = 22;
 // Shared locks and semaphores start at 32, clear of the tags other new
 // commands take from 13.
-const ACQUIRE_SHARED: u8 = 32;
 const RENEW_SHARED: u8 = 33;
 const RELEASE_SHARED: u8 = 34;
-const ACQUIRE_PERMITS: u8 = 35;
 const RENEW_PERMITS: u8 = 36;
 const RELEASE_PERMITS: u8 = 37;
 const CANCEL_PERMITS: u8 = 38;
 const SET_SEMAPHORE_LIMIT: u8 = 39;
+// A shared acquire and a permits acquire with a ttl or a session (and its
+// seq). Their layouts before they took a session, a plain ttl, are still
+// read under their old tags: the logs of earlier versions hold them.
+const ACQUIRE_SHARED: u8 = 40;
+const ACQUIRE_PERMITS: u8 = 41;
+const ACQUIRE_SHARED_WITH_TTL: u8 = 32;
+const ACQUIRE_PERMITS_WITH_TTL: u8 = 35;
 
 fn encode_command(command: &Command, out: &mut Vec<u8>) {
     match command {
@@ -183,13 +188,15 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_u64(out, *session);
             put_opt_str(out, request_id);
         }
-        Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+        Command::AcquireShared { name, owner, ttl_ms, session, wait_ms, request_id, seq } => {
             out.push(ACQUIRE_SHARED);
             put_str(out, name);
             put_str(out, owner);
-            put_u64(out, *ttl_ms);
+            put_opt_u64(out, *ttl_ms);
+            put_opt_u64(out, *session);
             put_opt_u64(out, *wait_ms);
             put_opt_str(out, request_id);
+            put_opt_u64(out, *seq);
         }
         Command::RenewShared { name, owner, token, ttl_ms, request_id } => {
             out.push(RENEW_SHARED);
@@ -202,15 +209,17 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_holder(out, name, owner, *token);
             put_opt_str(out, request_id);
         }
-        Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
+        Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id, seq } => {
             out.push(ACQUIRE_PERMITS);
             put_str(out, name);
             put_str(out, owner);
             put_u64(out, u64::from(*limit));
             put_opt_u64(out, permits.map(u64::from));
-            put_u64(out, *ttl_ms);
+            put_opt_u64(out, *ttl_ms);
+            put_opt_u64(out, *session);
             put_opt_u64(out, *wait_ms);
             put_opt_str(out, request_id);
+            put_opt_u64(out, *seq);
         }
         Command::RenewPermits { name, owner, token, ttl_ms, request_id } => {
             out.push(RENEW_PERMITS);
@@ -328,9 +337,20 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         ACQUIRE_SHARED => Command::AcquireShared {
             name: r.string()?,
             owner: r.string()?,
-            ttl_ms: r.u64()?,
+            ttl_ms: r.opt_u64()?,
+            session: r.opt_u64()?,
             wait_ms: r.opt_u64()?,
             request_id: r.opt_string()?,
+            seq: r.opt_u64()?,
+        },
+        ACQUIRE_SHARED_WITH_TTL => Command::AcquireShared {
+            name: r.string()?,
+            owner: r.string()?,
+            ttl_ms: Some(r.u64()?),
+            session: None,
+            wait_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+            seq: None,
         },
         RENEW_SHARED => Command::RenewShared {
             name: r.string()?,
@@ -350,9 +370,22 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             owner: r.string()?,
             limit: r.u32()?,
             permits: r.opt_u64()?.map(narrow).transpose()?,
-            ttl_ms: r.u64()?,
+            ttl_ms: r.opt_u64()?,
+            session: r.opt_u64()?,
             wait_ms: r.opt_u64()?,
             request_id: r.opt_string()?,
+            seq: r.opt_u64()?,
+        },
+        ACQUIRE_PERMITS_WITH_TTL => Command::AcquirePermits {
+            name: r.string()?,
+            owner: r.string()?,
+            limit: r.u32()?,
+            permits: r.opt_u64()?.map(narrow).transpose()?,
+            ttl_ms: Some(r.u64()?),
+            session: None,
+            wait_ms: r.opt_u64()?,
+            request_id: r.opt_string()?,
+            seq: None,
         },
         RENEW_PERMITS => Command::RenewPermits {
             name: r.string()?,
@@ -593,9 +626,20 @@ mod tests {
             Command::AcquireShared {
                 name: "r".into(),
                 owner: "o".into(),
-                ttl_ms: 5000,
+                ttl_ms: Some(5000),
+                session: None,
                 wait_ms: Some(10),
                 request_id: None,
+                seq: None,
+            },
+            Command::AcquireShared {
+                name: "r".into(),
+                owner: "o".into(),
+                ttl_ms: None,
+                session: Some(6),
+                wait_ms: None,
+                request_id: id(),
+                seq: Some(2),
             },
             Command::RenewShared {
                 name: "r".into(),
@@ -615,9 +659,22 @@ mod tests {
                 owner: "o".into(),
                 limit: 3,
                 permits: Some(2),
-                ttl_ms: 5000,
+                ttl_ms: Some(5000),
+                session: None,
                 wait_ms: None,
                 request_id: Some("p".into()),
+                seq: None,
+            },
+            Command::AcquirePermits {
+                name: "s".into(),
+                owner: "o".into(),
+                limit: 3,
+                permits: None,
+                ttl_ms: None,
+                session: Some(6),
+                wait_ms: Some(9),
+                request_id: None,
+                seq: Some(3),
             },
             Command::RenewPermits {
                 name: "s".into(),
@@ -684,6 +741,23 @@ mod tests {
         assert_eq!(bytes.remove(1), 0);
         bytes[0] = VERSION_WITHOUT_QUOTAS;
         assert_eq!(decode(&bytes), Ok((every_command(), None)));
+    }
+
+    // Ensures a shared acquire and a permits acquire as logs of earlier
+    // versions hold them (a plain ttl, before they took a session) still
+    // read, as acquires with that ttl.
+    #[test]
+    fn acquires_with_a_plain_ttl_still_read() {
+        let (owner, ttl) = ([1, b'o'], [0x88, 0x27]);
+        let mut bytes = vec![VERSION, 0, 2, ACQUIRE_SHARED_WITH_TTL];
+        bytes.extend([&[1, b'r'][..], &owner, &ttl, &[1, 10], &[0]].concat());
+        bytes.push(ACQUIRE_PERMITS_WITH_TTL);
+        bytes.extend([&[1, b's'][..], &owner, &[3, 1, 2], &ttl, &[0], &[1, 1, b'p']].concat());
+        let with_ttl = |c: &Command| {
+            matches!(c, Command::AcquireShared { session: None, .. } | Command::AcquirePermits { session: None, .. })
+        };
+        let expected: Vec<Command> = every_command().into_iter().filter(with_ttl).collect();
+        assert_eq!(decode(&bytes), Ok((expected, None)));
     }
 
     // Ensures every cut, every flipped byte and a few hostile headers are

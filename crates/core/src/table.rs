@@ -31,7 +31,6 @@ use super::{Command, InvalidCommand, Limits, Quotas};
 use self::deadlock::{Resource, WaitFor};
 use self::election::Election;
 use self::semaphore::{PermitAcquire, Semaphore};
-use self::shared::SharedAcquire;
 pub use self::types::{
     Applied, Blocker, Conflict, FencingToken, Grant, LeaseView, LockError, Outcome, PermitGrant, PermitHolder,
     PermitWaiterView, SemaphoreView, SessionId, SessionLock, SessionView, TableImage, WaiterView,
@@ -86,10 +85,10 @@ pub struct LockTable {
     fences: Fences,
     /// Shared holders of each lock held in shared mode, by owner.
     shared: Tracked<String, BTreeMap<String, Lease>>,
-    /// `(deadline, name, owner)` of every shared lease.
+    /// `(deadline, name, owner)` of every shared lease with its own ttl.
     by_shared_deadline: BTreeSet<(u64, String, String)>,
     semaphores: Tracked<String, Semaphore>,
-    /// `(deadline, name, owner)` of every holder of permits.
+    /// `(deadline, name, owner)` of every holder of permits with their own ttl.
     by_permit_deadline: BTreeSet<(u64, String, String)>,
     /// `(wait_deadline, name, owner)` of every waiter for permits.
     by_permit_wait_deadline: BTreeSet<(u64, String, String)>,
@@ -130,9 +129,15 @@ impl From<TableImage> for LockTable {
         let answer_order = answers().map(|(id, seq, a)| (a.index, id, seq)).collect();
         let answer_weight = answers().map(|(_, _, a)| a.weight()).sum();
         let shared_leases = || image.shared.iter().flat_map(|(n, h)| h.iter().map(move |(o, l)| (n, o, l)));
-        let by_shared_deadline = shared_leases().map(|(n, o, l)| (l.deadline, n.clone(), o.clone())).collect();
+        let by_shared_deadline = shared_leases()
+            .filter(|(_, _, l)| l.session().is_none())
+            .map(|(n, o, l)| (l.deadline, n.clone(), o.clone()))
+            .collect();
         let permits = || image.semaphores.iter().flat_map(|(n, s)| s.holders.iter().map(move |(o, p)| (n, o, p)));
-        let by_permit_deadline = permits().map(|(n, o, p)| (p.deadline, n.clone(), o.clone())).collect();
+        let by_permit_deadline = permits()
+            .filter(|(_, _, p)| p.session.is_none())
+            .map(|(n, o, p)| (p.deadline, n.clone(), o.clone()))
+            .collect();
         let permit_waits = || image.semaphores.iter().flat_map(|(n, s)| s.queue.iter().map(move |w| (n, w)));
         let by_permit_wait_deadline =
             permit_waits().map(|(n, w)| (w.wait_deadline, n.clone(), w.owner.clone())).collect();
@@ -312,10 +317,10 @@ impl LockTable {
                 |t| t.delete_session(*session, index, events),
             ),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
-            Command::AcquireShared { name, owner, ttl_ms, wait_ms, request_id } => {
+            Command::AcquireShared { name, owner, ttl_ms, session, wait_ms, request_id, .. } => {
                 self.once(command, index, lock_key(name), request_id, RequestKind::AcquireShared, |t| {
-                    let asked = SharedAcquire { name, owner, ttl_ms: *ttl_ms, wait_ms: *wait_ms, request_id };
-                    t.acquire_shared(asked, quotas, index, events)
+                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, None, index)?;
+                    t.acquire_shared(name, lease, *wait_ms, quotas, index, events)
                 })
             }
             Command::RenewShared { name, owner, token, ttl_ms, request_id } => {
@@ -328,8 +333,8 @@ impl LockTable {
                     t.release_shared(name, owner, *token, index, events)
                 })
             }
-            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, wait_ms, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::AcquirePermits, |t| {
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id, .. } => self
+                .once(command, index, lock_key(name), request_id, RequestKind::AcquirePermits, |t| {
                     let permits = permits.unwrap_or(1);
                     let asked = PermitAcquire {
                         name,
@@ -337,12 +342,12 @@ impl LockTable {
                         limit: *limit,
                         permits,
                         ttl_ms: *ttl_ms,
+                        session: *session,
                         wait_ms: *wait_ms,
                         request_id,
                     };
                     t.acquire_permits(asked, quotas, index, events)
-                })
-            }
+                }),
             Command::RenewPermits { name, owner, token, ttl_ms, request_id } => {
                 self.once(command, index, lock_key(name), request_id, RequestKind::RenewPermits, |t| {
                     t.renew_permits(name, owner, *token, *ttl_ms, index, events)
@@ -428,9 +433,7 @@ impl LockTable {
         lock_delay_ms: Option<u64>,
         index: u64,
     ) -> Result<Lease, LockError> {
-        if let Some(id) = session {
-            self.session_of(id, owner)?;
-        }
+        self.check_session(session, owner)?;
         Ok(Lease {
             owner: owner.into(),
             token: FencingToken::granted_at(index),
@@ -501,7 +504,7 @@ impl LockTable {
     /// lock delay, or a queue (free with a queue: reserved for its first).
     fn blocker(&self, name: &str) -> Option<Blocker> {
         if let Some(l) = self.leases.get(name) {
-            let expires_in_ms = self.expires_in_ms(self.lifetime(l).1);
+            let expires_in_ms = self.expires_in_ms(self.lifetime(l.session(), l.ttl_ms, l.deadline).1);
             return Some(Blocker::Held { holder: l.owner.to_string(), token: l.token, expires_in_ms });
         }
         if let Some(holders) = self.shared.get(name) {
@@ -809,11 +812,12 @@ impl LockTable {
         EventKind::Released { owner: lease.owner.to_string(), token: lease.token, held_ticks: self.held_ticks(lease) }
     }
 
-    /// The ttl and deadline a lease lives by: its own, or its session's.
-    fn lifetime(&self, l: &Lease) -> (u64, u64) {
-        match l.session().and_then(|id| self.sessions.get(&id)) {
+    /// The ttl and deadline a lease (of a lock, shared or not, or of
+    /// permits) lives by: those of its `session`, or else its own.
+    fn lifetime(&self, session: Option<SessionId>, ttl_ms: u64, deadline: u64) -> (u64, u64) {
+        match session.and_then(|id| self.sessions.get(&id)) {
             Some(session) => (session.ttl_ms, session.deadline),
-            None => (l.ttl_ms, l.deadline),
+            None => (ttl_ms, deadline),
         }
     }
 
@@ -832,7 +836,7 @@ impl LockTable {
     }
 
     fn grant_of(&self, name: &str, l: &Lease) -> Grant {
-        let (ttl_ms, deadline) = self.lifetime(l);
+        let (ttl_ms, deadline) = self.lifetime(l.session(), l.ttl_ms, l.deadline);
         Grant {
             name: name.to_owned(),
             owner: l.owner.to_string(),
@@ -847,7 +851,7 @@ impl LockTable {
         let waiters = self.queues.get(name).map_or_else(Vec::new, |q| {
             q.iter().enumerate().map(|(i, w)| WaiterView { owner: w.owner.clone(), position: i + 1 }).collect()
         });
-        let (ttl_ms, deadline) = self.lifetime(l);
+        let (ttl_ms, deadline) = self.lifetime(l.session(), l.ttl_ms, l.deadline);
         LeaseView {
             name: name.to_owned(),
             owner: l.owner.to_string(),
@@ -882,13 +886,14 @@ fn waits_elsewhere(name: &str) -> LockError {
     })
 }
 
-/// A re-acquire by the holder that names another session (or none) than
-/// its grant lives by.
+/// A re-acquire by the holder (or a waiter) that names another session (or
+/// none) than its grant (or wait) lives by: one lease never changes what it
+/// lives by.
 fn other_lifetime(name: &str, held: Option<SessionId>) -> LockError {
     let how = held.map_or_else(|| "with its own ttl_ms".to_owned(), |id| format!("under session {id}"));
     LockError::Invalid(InvalidCommand {
         field: "session".into(),
-        reason: format!("this owner holds lock {name:?} {how}; acquire it again the same way"),
+        reason: format!("this owner holds or waits for {name:?} {how}; acquire it again the same way"),
     })
 }
 

@@ -42,8 +42,8 @@ pub struct AcquireRequest {
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
     pub seq: Option<u64>,
     /// `exclusive` (the default) or `shared`: shared holders coexist, an
-    /// exclusive holder excludes all. Shared mode takes `ttl_ms` (no
-    /// session, lock delay or seq).
+    /// exclusive holder excludes all. Shared mode takes `ttl_ms` or
+    /// `session` (and `seq`), but no lock delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<LockMode>,
 }

@@ -93,11 +93,6 @@ pub fn request_id() -> Object {
     )
 }
 
-pub fn ttl_ms() -> Object {
-    let l = Limits::DEFAULT;
-    uint(l.min_ttl_ms, l.max_ttl_ms, false, "The lease's time to live, in ms.")
-}
-
 pub fn acquire_ttl_ms() -> Object {
     let l = Limits::DEFAULT;
     uint(l.min_ttl_ms, l.max_ttl_ms, true, "The lease's time to live, in ms; exactly one of `ttl_ms` and `session`.")
@@ -108,7 +103,8 @@ pub fn acquire_session() -> Object {
         0,
         crate::MAX_TOKEN,
         true,
-        "Hold the lock as long as this session lives (its keepalives keep it; renew refuses it) instead of a ttl; \
+        "Hold the lock (or the permits) as long as this session lives (its keepalives keep it; renew refuses it) \
+         instead of a ttl; \
          `owner` must be the session's owner. Exactly one of `ttl_ms` and `session`.",
     )
 }

@@ -20,15 +20,24 @@ pub struct SemaphoreAcquireRequest {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u32")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::permits))]
     pub permits: Option<u32>,
-    #[serde(deserialize_with = "crate::int::u64")]
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::ttl_ms))]
-    pub ttl_ms: u64,
+    /// The permits' ttl; exactly one of `ttl_ms` and `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_ttl_ms))]
+    pub ttl_ms: Option<u64>,
+    /// Hold the permits as long as this session lives, instead of a ttl.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::acquire_session))]
+    pub session: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_u64")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::semaphore_wait_ms))]
     pub wait_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::request_id))]
     pub request_id: Option<String>,
+    /// With `session`: this request's sequence number in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::int::option_token")]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::seq))]
+    pub seq: Option<u64>,
 }
 
 /// `POST /v1/semaphores/{name}/renew`.

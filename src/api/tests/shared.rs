@@ -116,3 +116,92 @@ async fn crossing_waits_are_refused_as_a_deadlock() {
     assert_eq!(refused["error"]["cycle"], json!(["b", "a"]));
     first.abort();
 }
+
+// Ensures permits and a shared lock taken under a session through the
+// router live by the session (its ttl; renew answers 409
+// `held_under_session`, as for a plain lock), and that deleting the session
+// hands both to their waiters, each under a token above the session's.
+#[tokio::test]
+async fn permits_and_shared_locks_under_a_session_through_the_router() {
+    let api = Arc::new(OneNode::start().await);
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 6000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let permit = json!({"owner": "s", "limit": 1, "session": id, "seq": 1});
+    let (status, held) = api.call("POST", "/v1/semaphores/pool/acquire", Some(permit)).await;
+    assert_eq!((status, held["ttl_ms"].as_u64()), (StatusCode::OK, Some(6000)), "{held}");
+    let read = json!({"owner": "s", "session": id, "mode": "shared", "seq": 2});
+    let (status, shared) = api.call("POST", "/v1/locks/doc/acquire", Some(read)).await;
+    assert_eq!((status, shared["ttl_ms"].as_u64()), (StatusCode::OK, Some(6000)), "{shared}");
+
+    let renews = [
+        ("/v1/semaphores/pool/renew", json!({"owner": "s", "token": held["token"]})),
+        ("/v1/locks/doc/renew", json!({"owner": "s", "token": shared["token"], "mode": "shared"})),
+    ];
+    for (path, body) in renews {
+        let (status, refused) = api.call("POST", path, Some(body)).await;
+        assert_eq!(
+            (status, &refused["error"]["code"], &refused["error"]["session"]),
+            (StatusCode::CONFLICT, &json!("held_under_session"), &json!(id)),
+            "{refused}"
+        );
+    }
+
+    let waiting = |path: &'static str, body: Value| {
+        let api = api.clone();
+        tokio::spawn(async move { api.call("POST", path, Some(body)).await })
+    };
+    let permit_waiter =
+        waiting("/v1/semaphores/pool/acquire", json!({"owner": "w", "limit": 1, "ttl_ms": 5000, "wait_ms": 20000}));
+    let writer = waiting("/v1/locks/doc/acquire", json!({"owner": "x", "ttl_ms": 5000, "wait_ms": 20000}));
+    until(&api, "/v1/semaphores/pool", |v| v["waiters"].as_array().is_some_and(|w| w.len() == 1)).await;
+    until(&api, "/v1/locks/doc/shared", |v| v["shared"].as_array().is_some_and(|s| s.len() == 1)).await;
+    let (status, deleted) = api.call("DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{deleted}");
+
+    for (waiter, owner, session_token) in [(permit_waiter, "w", &held["token"]), (writer, "x", &shared["token"])] {
+        let (status, granted) = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("answered").unwrap();
+        assert_eq!((status, &granted["owner"]), (StatusCode::OK, &json!(owner)), "{granted}");
+        assert!(granted["token"].as_u64() > session_token.as_u64(), "{granted}");
+    }
+}
+
+// Ensures bad lifetimes on a semaphore or shared acquire get their JSON
+// error, with the status and code of a plain lock's, and change nothing.
+#[tokio::test]
+async fn bad_session_input_on_permits_and_shared_locks_changes_nothing() {
+    let api = OneNode::start().await;
+    let (_, created) = api.call("POST", "/v1/sessions", Some(json!({"owner": "s", "ttl_ms": 6000}))).await;
+    let id = created["session"].as_u64().expect("a session id");
+    let unknown = id + 1000;
+    let cases = [
+        (json!({"ttl_ms": 5000, "session": id}), StatusCode::BAD_REQUEST, "invalid_argument", "session"),
+        (json!({}), StatusCode::BAD_REQUEST, "invalid_argument", "ttl_ms"),
+        (json!({"ttl_ms": 5000, "seq": 1}), StatusCode::BAD_REQUEST, "invalid_argument", "seq"),
+        (json!({"session": id, "owner": "mallory"}), StatusCode::BAD_REQUEST, "invalid_argument", "owner"),
+        (json!({"session": "x"}), StatusCode::BAD_REQUEST, "invalid_argument", ""),
+        (json!({"session": unknown}), StatusCode::NOT_FOUND, "session_not_found", ""),
+    ];
+    for (extra, status, code, field) in cases {
+        for (path, mut body) in [
+            ("/v1/semaphores/pool/acquire", json!({"owner": "s", "limit": 2})),
+            ("/v1/locks/doc/acquire", json!({"owner": "s", "mode": "shared"})),
+        ] {
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let (got, error) = api.call("POST", path, Some(body.clone())).await;
+            assert_eq!((got, &error["error"]["code"]), (status, &json!(code)), "{path} {body}: {error}");
+            if !field.is_empty() {
+                assert_eq!(error["error"]["field"], json!(field), "{path} {body}: {error}");
+            }
+        }
+    }
+    let delayed = json!({"owner": "s", "session": id, "mode": "shared", "lock_delay_ms": 1000});
+    let (status, error) = api.call("POST", "/v1/locks/doc/acquire", Some(delayed)).await;
+    assert_eq!((status, &error["error"]["field"]), (StatusCode::BAD_REQUEST, &json!("lock_delay_ms")), "{error}");
+
+    let (status, _) = api.call("GET", "/v1/semaphores/pool", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, holders) = api.call("GET", "/v1/locks/doc/shared", None).await;
+    assert_eq!(holders["shared"], json!([]), "{holders}");
+    let (_, session) = api.call("GET", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(session["lock_count"], json!(0), "{session}");
+}

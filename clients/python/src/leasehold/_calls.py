@@ -181,17 +181,20 @@ def acquire_permits(
     owner: str,
     limit: int,
     permits: int,
-    ttl_ms: int,
+    ttl_ms: Optional[int],
     wait_ms: int = 0,
     request_id: Optional[str] = None,
+    *,
+    session: Optional[int] = None,
+    seq: Optional[int] = None,
 ) -> Call[Permits]:
     body: dict[str, Any] = {
         "owner": owner,
         "limit": limit,
         "permits": permits,
-        "ttl_ms": ttl_ms,
         "request_id": request_id or new_request_id(),
     }
+    _add_lifetime(body, ttl_ms, session, seq)
     if wait_ms:
         body["wait_ms"] = wait_ms
     path = path_of("v1", "semaphores", name, "acquire")

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from . import _calls as calls
 from ._core import default_owner, to_ms
@@ -31,6 +31,9 @@ from .errors import (
 from .types import Lease, Leases, Permits, ReleasedMany, SessionView, SqlFence, fence_sql
 
 log = logging.getLogger("leasehold")
+
+#: What a session holds: a lease of a lock, or permits of a semaphore.
+Held = TypeVar("Held", Lease, Permits)
 
 
 class LockBase(Kept):
@@ -235,10 +238,20 @@ class SessionBase(Kept):
         timing = Timing(min(requested, view.ttl_ms / 1000), self._ttl_ms, self._margin)
         return timing, min(started, view.sent_at)
 
-    def _lock_call(self, name: str, wait: Optional[float]) -> calls.Call[Lease]:
+    def _lock_call(
+        self, name: str, wait: Optional[float], *, shared: bool = False
+    ) -> calls.Call[Lease]:
         wait_ms = calls.seconds_to_ms(wait, "wait")
         return calls.acquire(
-            name, self._owner, None, wait_ms, session=self.id, seq=self._next_seq()
+            name, self._owner, None, wait_ms, session=self.id, seq=self._next_seq(), shared=shared
+        )  # fmt: skip
+
+    def _permits_call(
+        self, name: str, limit: int, permits: int, wait: Optional[float]
+    ) -> calls.Call[Permits]:
+        wait_ms = calls.seconds_to_ms(wait, "wait")
+        return calls.acquire_permits(
+            name, self._owner, limit, permits, None, wait_ms, session=self.id, seq=self._next_seq()
         )  # fmt: skip
 
     def _lock_many_call(self, names: Sequence[str], wait: Optional[float]) -> calls.Call[Leases]:
@@ -247,11 +260,12 @@ class SessionBase(Kept):
             names, self._owner, None, wait_ms, session=self.id, seq=self._next_seq()
         )  # fmt: skip
 
-    def _held_under_it(self, lease: Lease) -> Lease:
-        """``lease``, granted under the session, anchored where the session
-        is: an acquire restarts no deadline, so the lease lasts exactly as
-        long as the session, whose last successful keepalive (or its create)
-        anchors it, not the acquire's own send."""
+    def _held_under_it(self, lease: Held) -> Held:
+        """``lease`` (of a lock, or permits), granted under the session,
+        anchored where the session is: an acquire restarts no deadline, so
+        the lease lasts exactly as long as the session, whose last
+        successful keepalive (or its create) anchors it, not the acquire's
+        own send."""
         with self._mutex:
             anchor = self._anchor
         if anchor is None:

@@ -81,7 +81,7 @@ impl LockTable {
     pub fn leader(&self, name: &str) -> Option<Leader> {
         let lease = self.leases.get(name)?;
         let announced = self.elections.get(name)?.leader.as_ref().filter(|p| p.token == lease.token)?;
-        let (ttl_ms, deadline) = self.lifetime(lease);
+        let (ttl_ms, deadline) = self.lifetime(lease.session(), lease.ttl_ms, lease.deadline);
         Some(Leader {
             name: name.to_owned(),
             candidate: lease.owner.to_string(),

@@ -577,6 +577,12 @@ mod tests {
         let session = table.sessions.keys().nth(dice.below(3) as usize).copied();
         let request = format!("req-{}", dice.below(400));
         let request_id = dice.some(request);
+        // A shared lease's or permits' lifetime: a ttl, or a live session
+        // taken as its owner (so that its rows are written too).
+        let lifetime = |dice: &mut Dice, owner: String| match (dice.below(2), session) {
+            (0, _) | (_, None) => (Some(3000 + dice.below(4000)), None, owner),
+            (_, Some(id)) => (None, Some(id), table.sessions[&id].owner.clone()),
+        };
         match dice.below(19) {
             0..=2 => Command::Acquire {
                 name,
@@ -630,26 +636,28 @@ mod tests {
                 _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
             },
             10 => Command::Cancel { name, owner },
-            11 => Command::AcquireShared {
-                name,
-                owner,
-                ttl_ms: 3000 + dice.below(4000),
-                wait_ms: dice.some(1000),
-                request_id,
-            },
+            11 => {
+                let (ttl_ms, session, owner) = lifetime(dice, owner);
+                Command::AcquireShared { name, owner, ttl_ms, session, wait_ms: dice.some(1000), request_id, seq: None }
+            }
             12 => {
                 let token = table.shared_holder(&name, &owner).map_or(token, |g| g.token);
                 Command::ReleaseShared { name, owner, token, request_id }
             }
-            13 => Command::AcquirePermits {
-                name: format!("sem-{}", dice.below(3)),
-                owner,
-                limit: 2,
-                permits: Some(1 + dice.below(2) as u32),
-                ttl_ms: 3000 + dice.below(4000),
-                wait_ms: dice.some(1000),
-                request_id,
-            },
+            13 => {
+                let (ttl_ms, session, owner) = lifetime(dice, owner);
+                Command::AcquirePermits {
+                    name: format!("sem-{}", dice.below(3)),
+                    owner,
+                    limit: 2,
+                    permits: Some(1 + dice.below(2) as u32),
+                    ttl_ms,
+                    session,
+                    wait_ms: dice.some(1000),
+                    request_id,
+                    seq: None,
+                }
+            }
             14 => {
                 let name = format!("sem-{}", dice.below(3));
                 let token = table.permits_of(&name, &owner).map_or(token, |g| g.token);

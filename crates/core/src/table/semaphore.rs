@@ -1,7 +1,8 @@
 //! Counting semaphores: up to `limit` permits of one name in use at once,
-//! each holder's permits a lease of their own with their own ttl and token
-//! (the index of the entry that granted them), a FIFO queue of waiters
-//! granted all their permits at once or none, and expiry on Ticks.
+//! each holder's permits a lease of their own with their own ttl (or
+//! session) and token (the index of the entry that granted them), a FIFO
+//! queue of waiters granted all their permits at once or none, and expiry
+//! on Ticks.
 //!
 //! A semaphore lives while anyone holds or waits for a permit: the acquire
 //! that creates it sets its limit, and it is forgotten, limit included,
@@ -15,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use super::super::event::{EventKind, LockEvent};
 use super::deadlock::Resource;
 use super::{
-    event, not_granted_before, FencingToken, LockError, LockTable, Outcome, PermitGrant, PermitHolder,
-    PermitWaiterView, Quotas, SemaphoreView,
+    event, not_granted_before, other_lifetime, FencingToken, LockError, LockTable, Outcome, PermitGrant, PermitHolder,
+    PermitWaiterView, Quotas, SemaphoreView, SessionId,
 };
 
 /// One semaphore: its limit, holders by owner, and queue.
@@ -49,6 +50,11 @@ pub(crate) struct Permits {
     /// They return when a Tick makes `now_tick >= deadline`.
     pub(super) deadline: u64,
     pub(super) granted_tick: u64,
+    /// The session they live by: then, as for a [`Lease`](super::Lease),
+    /// `ttl_ms` and `deadline` are unused (not in the deadline index) and
+    /// they return when the session ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) session: Option<SessionId>,
 }
 
 /// One owner waiting for permits.
@@ -60,6 +66,9 @@ pub(crate) struct PermitWaiter {
     pub(super) wait_deadline: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) request_id: Option<String>,
+    /// The session its permits will live by (`ttl_ms` is then unused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) session: Option<SessionId>,
 }
 
 /// What an `AcquirePermits` asks for.
@@ -68,7 +77,8 @@ pub(super) struct PermitAcquire<'a> {
     pub(super) owner: &'a str,
     pub(super) limit: u32,
     pub(super) permits: u32,
-    pub(super) ttl_ms: u64,
+    pub(super) ttl_ms: Option<u64>,
+    pub(super) session: Option<SessionId>,
     pub(super) wait_ms: Option<u64>,
     pub(super) request_id: &'a Option<String>,
 }
@@ -114,7 +124,8 @@ impl LockTable {
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let PermitAcquire { name, owner, limit, permits, ttl_ms, wait_ms, request_id } = asked;
+        let PermitAcquire { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id } = asked;
+        self.check_session(session, owner)?;
         if let Some(semaphore) = self.semaphores.get(name) {
             if semaphore.limit != limit {
                 return Err(LockError::LimitMismatch { name: name.to_owned(), limit: semaphore.limit, given: limit });
@@ -123,14 +134,21 @@ impl LockTable {
                 if held.permits != permits {
                     return Err(other_count(name, held.permits));
                 }
+                if held.session != session {
+                    return Err(other_lifetime(name, held.session));
+                }
                 let token = held.token;
-                let grant = self.restart_permits(name, owner, Some(ttl_ms));
+                let grant = self.restart_permits(name, owner, ttl_ms);
                 events.push(event(index, name, EventKind::PermitsRenewed { owner: owner.to_owned(), token }));
                 return Ok(Outcome::PermitsGranted { grant, reacquired: true });
             }
             if let Some(i) = semaphore.queue.iter().position(|w| w.owner == owner) {
-                if semaphore.queue[i].permits != permits {
-                    return Err(other_count(name, semaphore.queue[i].permits));
+                let waiter = &semaphore.queue[i];
+                if waiter.permits != permits {
+                    return Err(other_count(name, waiter.permits));
+                }
+                if waiter.session != session {
+                    return Err(other_lifetime(name, waiter.session));
                 }
                 return Ok(Outcome::PermitsQueued { name: name.to_owned(), owner: owner.to_owned(), position: i + 1 });
             }
@@ -141,9 +159,10 @@ impl LockTable {
             let held = Permits {
                 token: FencingToken::granted_at(index),
                 permits,
-                ttl_ms,
+                ttl_ms: ttl_ms.unwrap_or_default(),
                 deadline: 0,
                 granted_tick: self.now_tick,
+                session,
             };
             let grant = self.insert_permits(name, limit, owner, held);
             events.push(event(
@@ -163,12 +182,16 @@ impl LockTable {
         let waiter = PermitWaiter {
             owner: owner.to_owned(),
             permits,
-            ttl_ms,
+            ttl_ms: ttl_ms.unwrap_or_default(),
             wait_deadline: self.now_tick + wait_ms.div_ceil(self.tick_ms()),
             request_id: request_id.clone(),
+            session,
         };
         self.by_permit_wait_deadline.insert((waiter.wait_deadline, name.to_owned(), owner.to_owned()));
         self.wait_for.wait(owner, Resource::Semaphore(name.to_owned()));
+        if let Some(session) = session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.permit_waits.insert(name.to_owned());
+        }
         let semaphore = self.semaphores.get_mut(name).expect("a full semaphore is live");
         semaphore.queue.push_back(waiter);
         let position = semaphore.queue.len();
@@ -187,6 +210,9 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         self.check_permits(name, owner, token, index)?;
+        if let Some(session) = self.semaphores[name].holders[owner].session {
+            return Err(LockError::HeldUnderSession { name: name.to_owned(), session });
+        }
         let grant = self.restart_permits(name, owner, ttl_ms);
         events.push(event(index, name, EventKind::PermitsRenewed { owner: owner.to_owned(), token }));
         Ok(Outcome::PermitsRenewed { grant })
@@ -222,6 +248,7 @@ impl LockTable {
                 if let Some(id) = &waiter.request_id {
                     self.requests.forget(id);
                 }
+                self.grant_waiting_permits(name, index, events);
                 true
             }
             None => false,
@@ -274,6 +301,7 @@ impl LockTable {
             }
             let (_, name, owner) = self.by_permit_wait_deadline.first().cloned().expect("first() was Some");
             let waiter = self.leave_permit_queue(&name, &owner, true, index, events).expect("wait index matches");
+            self.grant_waiting_permits(&name, index, events);
             if let Some(id) = &waiter.request_id {
                 self.requests.resolve(id, Err(LockError::WaitTimeout { name }));
             }
@@ -281,8 +309,10 @@ impl LockTable {
     }
 
     /// Takes `owner` out of the queue of semaphore `name` (`timed_out` or
-    /// cancelled) and grants whoever now fits at its front.
-    fn leave_permit_queue(
+    /// cancelled, or its session ended); the caller then grants whoever
+    /// now fits at its front, once nothing else in its entry is still to
+    /// leave (see `end_sessions`).
+    pub(super) fn leave_permit_queue(
         &mut self,
         name: &str,
         owner: &str,
@@ -294,18 +324,26 @@ impl LockTable {
         let at = semaphore.queue.iter().position(|w| w.owner == owner)?;
         let semaphore = self.semaphores.get_mut(name).expect("looked up above");
         let waiter = semaphore.queue.remove(at).expect("position found above");
-        self.by_permit_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), owner.to_owned()));
-        self.wait_for.unwait(owner, Resource::Semaphore(name.to_owned()));
+        self.unindex_permit_waiter(name, &waiter);
         events.push(event(index, name, EventKind::PermitWaitEnded { owner: owner.to_owned(), timed_out }));
-        self.grant_waiting_permits(name, index, events);
         Some(waiter)
+    }
+
+    /// Forgets `waiter`, out of the queue of semaphore `name`, in the
+    /// indexes of waits: its wait deadline, the wait-for graph, its session.
+    fn unindex_permit_waiter(&mut self, name: &str, waiter: &PermitWaiter) {
+        self.by_permit_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), waiter.owner.clone()));
+        self.wait_for.unwait(&waiter.owner, Resource::Semaphore(name.to_owned()));
+        if let Some(session) = waiter.session.and_then(|id| self.sessions.get_mut(&id)) {
+            session.permit_waits.remove(name);
+        }
     }
 
     /// Grants the waiters at the front of the queue of semaphore `name`
     /// while the first one's permits fit (FIFO: a waiter that would fit
     /// behind one that does not waits too), under `index`; forgets the
     /// semaphore once nobody holds or waits.
-    fn grant_waiting_permits(&mut self, name: &str, index: u64, events: &mut Vec<LockEvent>) {
+    pub(super) fn grant_waiting_permits(&mut self, name: &str, index: u64, events: &mut Vec<LockEvent>) {
         let Some(semaphore) = self.semaphores.get(name) else { return };
         let limit = semaphore.limit;
         if semaphore.first_fits() {
@@ -313,14 +351,14 @@ impl LockTable {
             while self.semaphores.get(name).is_some_and(Semaphore::first_fits) {
                 let semaphore = self.semaphores.get_mut(name).expect("checked above");
                 let waiter = semaphore.queue.pop_front().expect("first_fits found one");
-                self.by_permit_wait_deadline.remove(&(waiter.wait_deadline, name.to_owned(), waiter.owner.clone()));
-                self.wait_for.unwait(&waiter.owner, Resource::Semaphore(name.to_owned()));
+                self.unindex_permit_waiter(name, &waiter);
                 let held = Permits {
                     token,
                     permits: waiter.permits,
                     ttl_ms: waiter.ttl_ms,
                     deadline: 0,
                     granted_tick: self.now_tick,
+                    session: waiter.session,
                 };
                 let grant = self.insert_permits(name, limit, &waiter.owner, held);
                 let kind = EventKind::PermitsGranted { owner: waiter.owner.clone(), token, permits: waiter.permits };
@@ -358,10 +396,19 @@ impl LockTable {
     }
 
     /// Stores `owner`'s permits on `name` (creating the semaphore with
-    /// `limit`) with a fresh deadline.
+    /// `limit`): with a fresh deadline, or among the permits of their
+    /// session, which must be alive.
     fn insert_permits(&mut self, name: &str, limit: u32, owner: &str, mut held: Permits) -> PermitGrant {
-        held.deadline = self.deadline_for(held.ttl_ms);
-        self.by_permit_deadline.insert((held.deadline, name.to_owned(), owner.to_owned()));
+        match held.session {
+            Some(id) => {
+                let session = self.sessions.get_mut(&id).expect("acquires and waiters name live sessions only");
+                session.permits.insert(name.to_owned());
+            }
+            None => {
+                held.deadline = self.deadline_for(held.ttl_ms);
+                self.by_permit_deadline.insert((held.deadline, name.to_owned(), owner.to_owned()));
+            }
+        }
         self.wait_for.hold(owner);
         let grant = self.permit_grant(name, owner, limit, &held);
         let semaphore = self.semaphores.get_or_insert_with(name.to_owned(), || Semaphore {
@@ -375,23 +422,31 @@ impl LockTable {
 
     /// Removes `owner`'s permits on `name`; the semaphore stays (the caller
     /// grants waiters, then forgets it if it is empty).
-    fn take_permits(&mut self, name: &str, owner: &str) -> Option<Permits> {
+    pub(super) fn take_permits(&mut self, name: &str, owner: &str) -> Option<Permits> {
         let held = self.semaphores.get_mut(name)?.holders.remove(owner)?;
-        self.by_permit_deadline.remove(&(held.deadline, name.to_owned(), owner.to_owned()));
+        match held.session.and_then(|id| self.sessions.get_mut(&id)) {
+            Some(session) => {
+                session.permits.remove(name);
+            }
+            None => {
+                self.by_permit_deadline.remove(&(held.deadline, name.to_owned(), owner.to_owned()));
+            }
+        }
         self.wait_for.unhold(owner);
         Some(held)
     }
 
     fn permit_grant(&self, name: &str, owner: &str, limit: u32, p: &Permits) -> PermitGrant {
+        let (ttl_ms, deadline) = self.lifetime(p.session, p.ttl_ms, p.deadline);
         PermitGrant {
             name: name.to_owned(),
             owner: owner.to_owned(),
             token: p.token,
             permits: p.permits,
             limit,
-            ttl_ms: p.ttl_ms,
-            expires_in_ms: self.expires_in_ms(p.deadline),
-            deadline_tick: p.deadline,
+            ttl_ms,
+            expires_in_ms: self.expires_in_ms(deadline),
+            deadline_tick: deadline,
         }
     }
 
@@ -404,7 +459,7 @@ impl LockTable {
                 owner: owner.clone(),
                 token: p.token,
                 permits: p.permits,
-                expires_in_ms: self.expires_in_ms(p.deadline),
+                expires_in_ms: self.expires_in_ms(self.lifetime(p.session, p.ttl_ms, p.deadline).1),
             })
             .collect();
         holders.sort_by(|a, b| (a.token, &a.owner).cmp(&(b.token, &b.owner)));

@@ -10,7 +10,7 @@ use super::super::event::{EventKind, LockEvent};
 use super::super::requests::RequestKind;
 use super::super::InvalidCommand;
 use super::types::{Answer, Asked};
-use super::{event, FencingToken, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
+use super::{event, FencingToken, Lease, LockError, LockTable, Outcome, Session, SessionId, SessionLock, SessionView};
 
 /// Answers a session remembers for retries by sequence number, at most.
 pub const MAX_SESSION_ANSWERS: usize = 64;
@@ -64,8 +64,10 @@ impl LockTable {
         self.sessions.range(after.saturating_add(1)..).take(limit).map(|(id, s)| self.session_view(*id, s)).collect()
     }
 
-    /// Live session `id`, which `owner` must own.
-    pub(super) fn session_of(&self, id: SessionId, owner: &str) -> Result<&Session, LockError> {
+    /// With `session`, that it is alive and `owner` owns it: what an
+    /// acquire under a session asks (`None`: a ttl lease, no condition).
+    pub(super) fn check_session(&self, session: Option<SessionId>, owner: &str) -> Result<(), LockError> {
+        let Some(id) = session else { return Ok(()) };
         let session = self.sessions.get(&id).ok_or(LockError::SessionNotFound { session: id })?;
         if session.owner != owner {
             return Err(LockError::Invalid(InvalidCommand {
@@ -73,7 +75,7 @@ impl LockTable {
                 reason: format!("session {id} belongs to {:?}; acquire under it as that owner", session.owner),
             }));
         }
-        Ok(session)
+        Ok(())
     }
 
     /// The answer to replay for `seq` of `session`, asked for a request of
@@ -180,6 +182,9 @@ impl LockTable {
             deadline,
             locks: BTreeSet::new(),
             waits: BTreeSet::new(),
+            shared: BTreeSet::new(),
+            permits: BTreeSet::new(),
+            permit_waits: BTreeSet::new(),
             answers: BTreeMap::new(),
             forgotten_below: 0,
         };
@@ -240,10 +245,13 @@ impl LockTable {
     }
 
     /// Ends the live sessions `ids` at once: first their waiters leave their
-    /// queues, then every lease they hold ends (`why` says how), and only
-    /// then is each lock passed to its first waiter. Handing nothing over
-    /// before all of them are done is what keeps a lock from being granted
-    /// to one of them and freed again in the same entry, and lets a
+    /// queues (of locks and of semaphores), then every lease they hold ends
+    /// (`why` says how): exclusive and shared holds of locks, permits; and
+    /// only then is each lock passed to its first waiter(s) and each
+    /// semaphore's freed permits granted to the waiters that fit. Handing
+    /// nothing over before all of them are done is what keeps a lock or a
+    /// permit from being granted to one of them and freed again in the same
+    /// entry (or granted under a session already gone), and lets a
     /// multi-acquire waiting for several of their locks be granted them
     /// together. Returns the leases they held.
     fn end_sessions(
@@ -264,36 +272,54 @@ impl LockTable {
             ended.push((*id, session));
         }
         let mut left = Vec::new();
+        let mut semaphores = Vec::new();
         for (id, session) in &ended {
+            let ended_wait = Err(LockError::SessionNotFound { session: *id });
             for name in &session.waits {
                 let cancelled = |owner: String| EventKind::Cancelled { owner };
                 // None: it left with an earlier lock of its multi-acquire.
                 if let Some((waiter, names)) = self.leave_queues(name, &session.owner, cancelled, index, events) {
                     if let Some(request_id) = &waiter.request_id {
-                        self.requests.resolve(request_id, Err(LockError::SessionNotFound { session: *id }));
+                        self.requests.resolve(request_id, ended_wait.clone());
                     }
                     left.extend(names);
                 }
             }
+            for name in &session.permit_waits {
+                let waiter = self.leave_permit_queue(name, &session.owner, false, index, events);
+                if let Some(request_id) = waiter.and_then(|w| w.request_id) {
+                    self.requests.resolve(&request_id, ended_wait.clone());
+                }
+                semaphores.push(name.clone());
+            }
         }
-        let mut freed = Vec::new();
+        let (mut freed, mut returned) = (Vec::new(), Vec::new());
         for (id, session) in ended {
+            let owner = session.owner;
             for name in session.locks {
                 let lease = self.leases.remove(name.as_str()).expect("session locks match leases");
                 self.wait_for.unhold(&lease.owner);
+                let kind = self.lease_end(why, &name, &lease);
+                events.push(event(index, &name, kind));
+                freed.push((name, owner.clone(), lease.token));
+            }
+            for name in session.shared {
+                let lease = self.take_shared(&name, &owner).expect("session shared locks match holders");
+                // Shared leases take no lock delay.
+                let kind = self.lease_end(why, &name, &lease);
+                events.push(event(index, &name, kind));
+                freed.push((name, owner.clone(), lease.token));
+            }
+            for name in session.permits {
+                let held = self.take_permits(&name, &owner).expect("session permits match holders");
+                let (owner, token, permits) = (owner.clone(), held.token, held.permits);
                 let kind = match why {
-                    SessionEnd::Expired => EventKind::Expired {
-                        owner: lease.owner.to_string(),
-                        token: lease.token,
-                        delayed_until_tick: self.delay_after_expiry(&name, &lease),
-                        held_ticks: self.held_ticks(&lease),
-                    },
-                    SessionEnd::Deleted => self.released(&lease),
+                    SessionEnd::Expired => EventKind::PermitsExpired { owner, token, permits },
+                    SessionEnd::Deleted => EventKind::PermitsReleased { owner, token, permits },
                 };
                 events.push(event(index, &name, kind));
-                freed.push((name, session.owner.clone(), lease.token));
+                returned.push((name, token));
             }
-            let owner = session.owner;
             let kind = match why {
                 SessionEnd::Expired => EventKind::SessionExpired { owner, session: id },
                 SessionEnd::Deleted => EventKind::SessionDeleted { owner, session: id },
@@ -307,7 +333,24 @@ impl LockTable {
         for name in &left {
             self.hand_over(name, None, index, events);
         }
-        freed.into_iter().map(|(name, _, token)| (name, token)).collect()
+        for name in semaphores.iter().chain(returned.iter().map(|(name, _)| name)) {
+            self.grant_waiting_permits(name, index, events);
+        }
+        freed.into_iter().map(|(name, _, token)| (name, token)).chain(returned).collect()
+    }
+
+    /// The event of the end of `lease` on lock `name` with its session
+    /// (`why`): an expiry (its lock delay starts) or a release.
+    fn lease_end(&mut self, why: SessionEnd, name: &str, lease: &Lease) -> EventKind {
+        match why {
+            SessionEnd::Expired => EventKind::Expired {
+                owner: lease.owner.to_string(),
+                token: lease.token,
+                delayed_until_tick: self.delay_after_expiry(name, lease),
+                held_ticks: self.held_ticks(lease),
+            },
+            SessionEnd::Deleted => self.released(lease),
+        }
     }
 
     fn session_view(&self, id: SessionId, s: &Session) -> SessionView {

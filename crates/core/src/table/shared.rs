@@ -1,27 +1,19 @@
 //! Shared (read) mode of a lock: any number of shared holders, each a lease
-//! of its own with its own ttl and token, excluded by an exclusive holder
+//! of its own with its own ttl (or session) and token, excluded by an exclusive holder
 //! and excluding it. Shared and exclusive acquires wait in the lock's one
 //! FIFO queue; [`hand_over`](LockTable::hand_over) grants the shared
 //! waiters at its front together, up to the first exclusive one, so a
 //! waiting exclusive acquire is never overtaken by later shared ones.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 
 use super::super::event::{EventKind, LockEvent};
 use super::deadlock::Resource;
 use super::{
-    event, not_granted_before, refusal, waits_elsewhere, Blocker, FencingToken, Grant, Lease, LockError, LockTable,
-    Outcome, Quotas,
+    event, not_granted_before, other_lifetime, refusal, waits_elsewhere, Blocker, FencingToken, Grant, Lease,
+    LockError, LockTable, Outcome, Quotas,
 };
-
-/// What an `AcquireShared` asks for.
-pub(super) struct SharedAcquire<'a> {
-    pub(super) name: &'a str,
-    pub(super) owner: &'a str,
-    pub(super) ttl_ms: u64,
-    pub(super) wait_ms: Option<u64>,
-    pub(super) request_id: &'a Option<String>,
-}
 
 impl LockTable {
     /// The shared holders of lock `name`, oldest grant first.
@@ -59,17 +51,25 @@ impl LockTable {
         self.shared.iter().take(limit).map(|(n, h)| (n.clone(), h.len())).collect()
     }
 
-    /// The AcquireShared command, in the entry at `index`.
+    /// The AcquireShared command, in the entry at `index`: `wanted` is the
+    /// lease it would get (token = `index`).
     pub(super) fn acquire_shared(
         &mut self,
-        asked: SharedAcquire<'_>,
+        name: &str,
+        wanted: Lease,
+        wait_ms: Option<u64>,
         quotas: &Quotas,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        let SharedAcquire { name, owner, ttl_ms, wait_ms, request_id } = asked;
-        if let Some(mut lease) = self.take_shared(name, owner) {
-            lease.ttl_ms = ttl_ms;
+        let owner = wanted.owner.to_string();
+        let owner = owner.as_str();
+        if let Some(held) = self.shared.get(name).and_then(|h| h.get(owner)) {
+            if held.session() != wanted.session() {
+                return Err(other_lifetime(name, held.session()));
+            }
+            let mut lease = self.take_shared(name, owner).expect("holder checked above");
+            lease.ttl_ms = wanted.ttl_ms;
             let token = lease.token;
             let grant = self.insert_shared(name, lease);
             events.push(event(index, name, EventKind::Renewed { owner: owner.to_owned(), token }));
@@ -82,25 +82,15 @@ impl LockTable {
             }));
         }
         if let Some((position, waiter)) = self.place(name, owner) {
-            if !waiter.shared {
+            if !waiter.shared || waiter.session != wanted.session() {
                 return Err(waits_elsewhere(name));
             }
             return Ok(Outcome::Queued { name: name.to_owned(), owner: owner.to_owned(), position });
         }
-        let lease = Lease {
-            owner: owner.into(),
-            token: FencingToken::granted_at(index),
-            ttl_ms,
-            deadline: 0,
-            granted_tick: self.now_tick,
-            request_id: request_id.as_deref().map(Into::into),
-            lock_delay_ms: None,
-            session: None,
-        };
         match (self.shared_blocker(name), wait_ms.filter(|w| *w > 0)) {
             (None, _) => {
                 quotas.room_for_leases(self.holdings(), 1)?;
-                let grant = self.insert_shared(name, lease);
+                let grant = self.insert_shared(name, wanted);
                 events.push(event(index, name, EventKind::Acquired { owner: owner.to_owned(), token: grant.token }));
                 Ok(Outcome::Granted { grant, reacquired: false })
             }
@@ -108,7 +98,7 @@ impl LockTable {
             (Some(_), Some(wait_ms)) => {
                 self.refuse_deadlock(owner, &[Resource::Lock(name.to_owned())], true)?;
                 quotas.room_for_waiters(self.waiting(), 1)?;
-                let mut waiter = self.waiter(lease, wait_ms, Vec::new());
+                let mut waiter = self.waiter(wanted, wait_ms, Vec::new());
                 waiter.shared = true;
                 let position = self.enqueue(name, waiter, index, events);
                 Ok(Outcome::Queued { name: name.to_owned(), owner: owner.to_owned(), position })
@@ -140,6 +130,9 @@ impl LockTable {
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
         self.check_shared(name, owner, token, index)?;
+        if let Some(session) = self.shared[name][owner].session() {
+            return Err(LockError::HeldUnderSession { name: name.to_owned(), session });
+        }
         let mut lease = self.take_shared(name, owner).expect("checked above");
         lease.ttl_ms = ttl_ms.unwrap_or(lease.ttl_ms);
         let grant = self.insert_shared(name, lease);
@@ -198,7 +191,7 @@ impl LockTable {
                 granted_tick: self.now_tick,
                 request_id: waiter.request_id.as_deref().map(Into::into),
                 lock_delay_ms: None,
-                session: None,
+                session: waiter.session.and_then(NonZeroU64::new),
             };
             let grant = self.insert_shared(name, lease);
             let kind = match &previous {
@@ -236,11 +229,20 @@ impl LockTable {
         }
     }
 
-    /// Stores the shared `lease` of lock `name` with a fresh deadline.
+    /// Stores the shared `lease` of lock `name`: with a fresh deadline, or
+    /// among the shared locks of its session, which must be alive.
     fn insert_shared(&mut self, name: &str, mut lease: Lease) -> Grant {
-        lease.deadline = self.deadline_for(lease.ttl_ms);
         let owner = lease.owner.to_string();
-        self.by_shared_deadline.insert((lease.deadline, name.to_owned(), owner.clone()));
+        match lease.session() {
+            Some(id) => {
+                let session = self.sessions.get_mut(&id).expect("acquires and waiters name live sessions only");
+                session.shared.insert(name.to_owned());
+            }
+            None => {
+                lease.deadline = self.deadline_for(lease.ttl_ms);
+                self.by_shared_deadline.insert((lease.deadline, name.to_owned(), owner.clone()));
+            }
+        }
         self.wait_for.hold(&owner);
         let grant = self.shared_grant(name, &owner, &lease);
         self.shared.get_or_insert_with(name.to_owned(), BTreeMap::new).insert(owner, lease);
@@ -248,25 +250,25 @@ impl LockTable {
     }
 
     /// Removes the shared lease of `owner` on `name`, if it holds one.
-    fn take_shared(&mut self, name: &str, owner: &str) -> Option<Lease> {
+    pub(super) fn take_shared(&mut self, name: &str, owner: &str) -> Option<Lease> {
         let holders = self.shared.get_mut(name)?;
         let lease = holders.remove(owner)?;
         if holders.is_empty() {
             self.shared.remove(name);
         }
-        self.by_shared_deadline.remove(&(lease.deadline, name.to_owned(), owner.to_owned()));
+        match lease.session().and_then(|id| self.sessions.get_mut(&id)) {
+            Some(session) => {
+                session.shared.remove(name);
+            }
+            None => {
+                self.by_shared_deadline.remove(&(lease.deadline, name.to_owned(), owner.to_owned()));
+            }
+        }
         self.wait_for.unhold(owner);
         Some(lease)
     }
 
     fn shared_grant(&self, name: &str, owner: &str, l: &Lease) -> Grant {
-        Grant {
-            name: name.to_owned(),
-            owner: owner.to_owned(),
-            token: l.token,
-            ttl_ms: l.ttl_ms,
-            expires_in_ms: self.expires_in_ms(l.deadline),
-            deadline_tick: l.deadline,
-        }
+        Grant { owner: owner.to_owned(), ..self.grant_of(name, l) }
     }
 }

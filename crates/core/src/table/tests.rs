@@ -7,6 +7,7 @@ mod deadlock;
 mod elections;
 mod quotas;
 mod semaphores;
+mod session_holds;
 mod sessions;
 mod shared;
 

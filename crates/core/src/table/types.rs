@@ -117,12 +117,22 @@ pub(super) struct Session {
     /// The session expires when a Tick makes `now_tick >= deadline` (the
     /// rule of lease deadlines).
     pub(super) deadline: u64,
-    /// Locks held under the session.
+    /// Locks held (exclusively) under the session.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(super) locks: BTreeSet<String>,
-    /// Locks in whose queue a waiter of the session stands.
+    /// Locks in whose queue a waiter of the session stands (shared or
+    /// exclusive).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(super) waits: BTreeSet<String>,
+    /// Locks held in shared mode under the session.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) shared: BTreeSet<String>,
+    /// Semaphores whose permits are held under the session.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) permits: BTreeSet<String>,
+    /// Semaphores in whose queue a waiter of the session stands.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) permit_waits: BTreeSet<String>,
     /// The answers to the session's last sequence numbers (at most
     /// [`MAX_SESSION_ANSWERS`](super::MAX_SESSION_ANSWERS), and fewer when
     /// the table's [`MAX_REMEMBERED_NAMES`](super::MAX_REMEMBERED_NAMES)
@@ -542,9 +552,10 @@ pub enum LockError {
     /// No live session has this id (never created, expired or deleted).
     #[error("session {session} does not exist (it expired, was deleted, or never existed)")]
     SessionNotFound { session: SessionId },
-    /// A renew of a lock held under a session: the session's keepalive
-    /// keeps it, it has no lease of its own to restart.
-    #[error("lock {name:?} is held under session {session}: keep the session alive instead of renewing the lock")]
+    /// A renew of a lock (shared or not) or of permits held under a
+    /// session: the session's keepalive keeps it, it has no lease of its
+    /// own to restart.
+    #[error("{name:?} is held under session {session}: keep the session alive instead of renewing it")]
     HeldUnderSession { name: String, session: SessionId },
     /// A sequence number of `session` older than those it remembers: its
     /// answer is forgotten, and applying it again could apply it twice.

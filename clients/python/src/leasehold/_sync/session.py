@@ -10,20 +10,24 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
+from leasehold import _calls as calls
 from leasehold._guards import SessionBase, session_ended
 from leasehold._watchdog import LostReason, ThreadWatchdog, Timing
 from leasehold.errors import LeaseholdError, SessionNotFound
-from leasehold.types import Lease, Leases, SessionDeleted, SessionView
+from leasehold.types import Lease, Leases, Permits, SessionDeleted, SessionView
 
 if TYPE_CHECKING:
     from .client import Client
 
+Answer = TypeVar("Answer")
+
 
 class Session(ThreadWatchdog, SessionBase):
     """A session of a client, kept alive by a watchdog, under which locks are
-    taken with :meth:`lock` and :meth:`lock_many`: a
+    taken with :meth:`lock` and :meth:`lock_many`, read locks with
+    :meth:`read_lock` and semaphore permits with :meth:`acquire_permits`: a
     :class:`~leasehold.session.Session` (from a :class:`~leasehold.Client`)
     has a watchdog thread, an :class:`~leasehold.session.AsyncSession` (from
     an :class:`~leasehold.AsyncClient`) an asyncio task.
@@ -67,21 +71,41 @@ class Session(ThreadWatchdog, SessionBase):
         where the session is, not at the acquire. Errors as :meth:`Client.acquire`;
         ``SessionNotFound`` once the session has ended, which sets
         :attr:`lost`. Release it early with :meth:`Client.release`, or let
-        :meth:`close` release it."""
-        try:
-            lease = self._client._run(self._lock_call(name, wait))
-            return self._held_under_it(lease)
-        except SessionNotFound as e:
-            self._fire(session_ended(e))
-            raise
+        :meth:`close` release it. This is also the writer's side of a
+        read/write lock (see :meth:`read_lock`)."""
+        return self._held_under_it(self._under_it(self._lock_call(name, wait)))
+
+    def read_lock(self, name: str, wait: Optional[float] = None) -> Lease:
+        """Acquires ``name`` in shared mode (a read lock) under the session,
+        as :meth:`lock` takes it exclusively: readers hold it together, a
+        writer excludes them. Release it early with :meth:`Client.release`
+        and ``shared_owner`` set to :attr:`owner`."""
+        call = self._lock_call(name, wait, shared=True)
+        return self._held_under_it(self._under_it(call))
+
+    def acquire_permits(
+        self, name: str, limit: int, *, permits: int = 1, wait: Optional[float] = None
+    ) -> Permits:
+        """Takes ``permits`` of semaphore ``name`` (all or none) under the
+        session, waiting in its queue up to ``wait`` seconds: they return
+        when the session ends, and are anchored where the session is, as
+        :meth:`lock`'s lease. Errors as :meth:`Client.acquire_permits`, and
+        as :meth:`lock`. Return them early with :meth:`Client.release_permits`."""
+        call = self._permits_call(name, limit, permits, wait)
+        return self._held_under_it(self._under_it(call))
 
     def lock_many(self, names: Sequence[str], wait: Optional[float] = None) -> Leases:
         """Acquires every lock of ``names`` under the session in one log
         entry, under one token, or none of them; as :meth:`Client.acquire_many`
         and :meth:`lock`."""
+        return self._all_held_under_it(self._under_it(self._lock_many_call(names, wait)))
+
+    def _under_it(self, call: calls.Call[Answer]) -> Answer:
+        """Runs ``call``, a request made under the session: a
+        ``SessionNotFound`` answer means the session has ended, which sets
+        :attr:`lost` before it is raised."""
         try:
-            leases = self._client._run(self._lock_many_call(names, wait))
-            return self._all_held_under_it(leases)
+            return self._client._run(call)
         except SessionNotFound as e:
             self._fire(session_ended(e))
             raise

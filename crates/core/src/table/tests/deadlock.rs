@@ -101,9 +101,11 @@ fn semaphores_and_shared_holders_are_part_of_the_graph() {
         owner: "b".into(),
         limit: 1,
         permits: None,
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: None,
         request_id: None,
+        seq: None,
     })
     .unwrap();
     let wait_permit = Command::AcquirePermits {
@@ -111,13 +113,22 @@ fn semaphores_and_shared_holders_are_part_of_the_graph() {
         owner: "a".into(),
         limit: 1,
         permits: None,
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: Some(60_000),
         request_id: None,
+        seq: None,
     };
     assert!(matches!(log.apply(wait_permit), Ok(Outcome::PermitsQueued { .. })));
-    let read =
-        Command::AcquireShared { name: "r".into(), owner: "b".into(), ttl_ms: 3000, wait_ms: None, request_id: None };
+    let read = Command::AcquireShared {
+        name: "r".into(),
+        owner: "b".into(),
+        ttl_ms: Some(3000),
+        session: None,
+        wait_ms: None,
+        request_id: None,
+        seq: None,
+    };
     log.apply(read).unwrap();
     assert_eq!(log.apply(wait_for("x", "b")), deadlock(&["b", "a"]));
     // c waits (exclusive) behind reader b; b cannot wait for c's lock.
@@ -230,17 +241,25 @@ fn random_waits_agree_with_a_brute_force_cycle_finder() {
                     seq: None,
                 }
             }
-            3 => {
-                Command::AcquireShared { name: lock, owner, ttl_ms: 3000 + 1000 * below(10), wait_ms, request_id: None }
-            }
+            3 => Command::AcquireShared {
+                name: lock,
+                owner,
+                ttl_ms: Some(3000 + 1000 * below(10)),
+                session: None,
+                wait_ms,
+                request_id: None,
+                seq: None,
+            },
             4 => Command::AcquirePermits {
                 name: format!("s{}", below(2)),
                 owner,
                 limit: 2,
                 permits: Some(1 + below(2) as u32),
-                ttl_ms: 3000 + 1000 * below(10),
+                ttl_ms: Some(3000 + 1000 * below(10)),
+                session: None,
                 wait_ms,
                 request_id: None,
+                seq: None,
             },
             5 => match log.table.holder(&lock).filter(|g| g.owner == owner) {
                 Some(g) => Command::Release { name: lock, token: g.token, request_id: None, session: None, seq: None },

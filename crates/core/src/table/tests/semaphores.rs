@@ -18,9 +18,11 @@ impl Log {
             owner: owner.into(),
             limit,
             permits: Some(permits),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: None,
+            seq: None,
         })
     }
     fn permit_token(&mut self, name: &str, owner: &str, limit: u32) -> FencingToken {
@@ -157,9 +159,11 @@ fn waits_run_out_or_are_cancelled() {
         owner: "b".into(),
         limit: 1,
         permits: None,
-        ttl_ms: 3000,
+        ttl_ms: Some(3000),
+        session: None,
         wait_ms: Some(500),
         request_id: Some("rb".into()),
+        seq: None,
     };
     log.apply(asked.clone()).unwrap();
     log.ticks(5);
@@ -217,9 +221,11 @@ fn random_runs_never_exceed_the_limit() {
                 owner: owner.clone(),
                 limit: 3,
                 permits: Some(1 + below(3) as u32),
-                ttl_ms: 3000 + 100 * below(20),
+                ttl_ms: Some(3000 + 100 * below(20)),
+                session: None,
                 wait_ms: Some(below(2) * 3000),
                 request_id: None,
+                seq: None,
             },
             2 => {
                 let token = log.table.permits_of("s", &owner).map_or(t(1), |g| g.token);

@@ -9,9 +9,11 @@ impl Log {
         self.apply(Command::AcquireShared {
             name: name.into(),
             owner: owner.into(),
-            ttl_ms: 3000,
+            ttl_ms: Some(3000),
+            session: None,
             wait_ms,
             request_id: None,
+            seq: None,
         })
     }
     fn shared_token(&mut self, name: &str, owner: &str) -> FencingToken {
@@ -186,9 +188,11 @@ fn random_runs_keep_exclusion_and_token_order() {
             0 | 1 => Command::AcquireShared {
                 name: "a".into(),
                 owner: owner.clone(),
-                ttl_ms: 3000,
+                ttl_ms: Some(3000),
+                session: None,
                 wait_ms: Some(below(2) * 2000),
                 request_id: None,
+                seq: None,
             },
             2 => Command::Acquire {
                 name: "a".into(),
