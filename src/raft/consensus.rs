@@ -193,6 +193,8 @@ impl Consensus {
             // that term), and Raft's up-to-date check in the election picks
             // a log that has every committed entry.
             enable_leader_restore: Some(false),
+            // See `Network::pre_vote`.
+            enable_pre_vote: Some(true),
             ..Default::default()
         }
         .validate()

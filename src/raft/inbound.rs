@@ -50,6 +50,11 @@ pub struct SnapshotAnswer(pub Result<SnapshotResponse<TypeConfig>, String>);
 pub enum PeerRequest {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<TypeConfig>),
+    /// Would the target vote for this candidate? Answered as a `Vote`,
+    /// changing nothing on the target (last, so earlier variants keep their
+    /// encoding; a node of an earlier version closes the connection on it,
+    /// which the candidate counts as no grant).
+    PreVote(VoteRequest<TypeConfig>),
 }
 
 /// What a peer answers: the target's own Raft answer or error.
@@ -124,6 +129,7 @@ impl Inbound {
             let response = match request {
                 PeerRequest::Append(rpc) => PeerResponse::Append(self.raft.append_entries(rpc).await),
                 PeerRequest::Vote(rpc) => PeerResponse::Vote(self.raft.vote(rpc).await),
+                PeerRequest::PreVote(rpc) => PeerResponse::Vote(self.raft.pre_vote(rpc).await),
             };
             if let Err(e) = write_frame(&mut io, &response).await {
                 tracing::debug!(error = %e, "peer connection ended");

@@ -361,6 +361,27 @@ impl RaftNetworkV2<TypeConfig> for Connection {
         }
     }
 
+    /// Pre-Vote: a follower whose election timer fired asks first whether
+    /// a quorum would elect it, and campaigns (raising its term) only if
+    /// so. A follower that merely fell behind on a loaded machine, or was
+    /// cut off and comes back, then cannot unseat a leader the others
+    /// still hear from. Over the peer transport only: without it (TLS
+    /// without a CA file) openraft's default grants, and elections run as
+    /// they would without Pre-Vote.
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RpcError> {
+        let Some(dialer) = self.dialer.clone() else {
+            return Ok(VoteResponse::new(rpc.vote, None, true));
+        };
+        match self.exchange(&dialer, &PeerRequest::PreVote(rpc), option.hard_ttl()).await? {
+            PeerResponse::Vote(answer) => self.remote(answer),
+            PeerResponse::Append(_) => Err(self.mismatched()),
+        }
+    }
+
     /// Replication to this peer, pipelined over a connection of its own
     /// ([`peer::Channel::RaftStream`]): each request is sent as openraft
     /// produces it, without waiting for the previous one's answer, so

@@ -166,6 +166,50 @@ async fn survivors_hold_requests_through_a_failover() {
     .await;
 }
 
+// Ensures a follower paused (SIGSTOP) well past the silence after which
+// followers campaign, then continued, does not unseat the leader: its
+// election timer fires as it wakes, but its Pre-Vote finds no voter that
+// would elect it (they still hear from the leader), so it never raises the
+// term. Without Pre-Vote its higher term would make the leader step down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_back_from_a_pause_does_not_unseat_the_leader() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let client = cluster.client();
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        client.acquire("before-pause", "w", LONG_TTL_MS).await.unwrap();
+        let term = |statuses: &BTreeMap<u64, leasehold_client::proto::cluster::ClusterStatus>| {
+            statuses.get(&leader).map(|s| (s.term, s.leader))
+        };
+        let before = term(&cluster.statuses().await).expect("the leader answers");
+        let paused = cluster.follower_of(leader);
+        step(&format!("SIGSTOP follower {paused} for 3 s, then SIGCONT"));
+        cluster.signal(paused, nix::sys::signal::Signal::SIGSTOP);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        cluster.signal(paused, nix::sys::signal::Signal::SIGCONT);
+        step("the follower catches up under the same leader and term");
+        let caught_up = async {
+            loop {
+                let statuses = cluster.statuses().await;
+                let applied: Vec<_> = statuses.values().map(|s| s.applied_index).collect();
+                if applied.len() == 3 && applied.windows(2).all(|w| w[0] == w[1]) {
+                    return statuses;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let statuses = tokio::time::timeout(Duration::from_secs(20), caught_up).await.expect("the follower catches up");
+        assert_eq!(
+            term(&statuses),
+            Some(before),
+            "the leader lost its term to the paused follower\n{}",
+            cluster.logs()
+        );
+        client.acquire("after-pause", "w", LONG_TTL_MS).await.unwrap();
+    })
+    .await;
+}
+
 // Ensures stopping all three nodes (kill -9) and starting them again on the
 // same data keeps locks and token order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
