@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
 # CPU profile of one leasehold bench measurement, by component: runs
 # `leasehold-lab bench` (target/release/leasehold-lab) on a 3-node cluster of
-# BINARY (64 clients on distinct names, or on the hot name), attaches
+# BINARY (64 clients on distinct names, or on the hot name; following the
+# leader, or with SYSTEM leasehold-3-spread each client on one node in turn,
+# so two requests in three are forwarded), attaches
 # `perf record` to the three nodes and the harness while the measurement
 # runs, and writes a breakdown to OUT/profile.md (self time per component,
 # from symbol names). Needs perf (linux-perf) and a release build.
 #
-#   benches/profile.sh [BINARY] [OUT] [WORKLOAD]
-#       (defaults: target/release/leasehold, benches/results, distinct;
-#        WORKLOAD hot writes OUT/profile-hot.md; KEEP=1 keeps the perf data
-#        and reports in the temporary folder it names)
+#   benches/profile.sh [BINARY] [OUT] [WORKLOAD] [SYSTEM]
+#       (defaults: target/release/leasehold, benches/results, distinct,
+#        leasehold-3; WORKLOAD hot writes OUT/profile-hot.md, SYSTEM
+#        leasehold-3-spread OUT/profile-spread.md (or profile-hot-spread.md);
+#        KEEP=1 keeps the perf data and reports in the temporary folder it
+#        names)
 set -euo pipefail
 binary=${1:-target/release/leasehold}
 lab="$(dirname "$0")/../target/release/leasehold-lab"
 out=${2:-benches/results}
 workload=${3:-distinct}
+system=${4:-leasehold-3}
 case $workload in
-    distinct) file=profile.md title="distinct names" ;;
-    hot) file=profile-hot.md title="one hot name (hand-offs through the queue)" ;;
+    distinct) file=profile title="distinct names" ;;
+    hot) file=profile-hot title="one hot name (hand-offs through the queue)" ;;
     *) echo "profile.sh: WORKLOAD is distinct or hot" >&2; exit 2 ;;
+esac
+case $system in
+    leasehold-3) file=$file.md ;;
+    leasehold-3-spread) file=$file-spread.md title="$title, clients spread over the nodes" ;;
+    *) echo "profile.sh: SYSTEM is leasehold-3 or leasehold-3-spread" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && echo "profile.sh: perf data kept in $work" >&2 || rm -rf "$work"' EXIT
 seconds=15
-LEASEHOLD_BIN="$binary" "$lab" bench --systems leasehold-3 --workloads "$workload" --clients 64 --duration-secs "$seconds" \
+LEASEHOLD_BIN="$binary" "$lab" bench --systems "$system" --workloads "$workload" --clients 64 --duration-secs "$seconds" \
     --warmup-ms 3000 --runs 1 --out "$work/bench" >"$work/bench.log" 2>&1 &
 bench=$!
 # The nodes are the bench's children; wait until all three run and the warm-up is under way.
