@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 use leasehold_cli::logging::LogFormatArg;
 use leasehold_cli::{duration, CredentialFiles};
+use leasehold_client::signals::Signals;
 use leasehold_client::Credentials;
 use leasehold_lab::chaos::{self, ChaosOptions};
 use leasehold_lab::compare::election::{self, CandidateOptions, ElectionOptions};
@@ -364,12 +365,29 @@ fn workload_parser() -> impl TypedValueParser<Value = Workload> {
         .map(|name| Workload::ALL.into_iter().find(|w| w.name() == name).expect("a listed workload name"))
 }
 
+/// Runs `command` (a bench or a chaos run) until it ends or a stop signal
+/// (SIGINT, SIGTERM, SIGHUP) comes. Then the command is dropped, so the
+/// servers, clusters and network namespaces it started are stopped and
+/// removed by their owners' `Drop` (by PID) before the process exits with
+/// 128 + the signal's number, as a shell reports it. (Without this, Ctrl-C
+/// left every server of a bench running.)
+async fn until_stopped(command: impl std::future::Future<Output = Result<i32>>) -> Result<i32> {
+    let mut signals = Signals::new().context("installing signal handlers")?;
+    tokio::select! {
+        code = command => code,
+        signal = signals.recv() => {
+            eprintln!("leasehold-lab: {signal}: stopping what this run started");
+            Ok(128 + signal as i32)
+        }
+    }
+}
+
 impl LabCmd {
     /// Runs the command; `Ok` carries the exit status.
     async fn run(self) -> Result<i32> {
         match self {
-            LabCmd::Bench(args) => bench(*args).await,
-            LabCmd::Chaos(args) => run_chaos(args).await,
+            LabCmd::Bench(args) => until_stopped(bench(*args)).await,
+            LabCmd::Chaos(args) => until_stopped(run_chaos(args)).await,
             LabCmd::Recheck { history } => match chaos::recheck(&history)? {
                 0 => Ok(0),
                 violations => {
