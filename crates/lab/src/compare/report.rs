@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::rounds::BUILD;
 use super::{plots, CompareOptions};
 use crate::bench::{cpu_cell, histogram, median, rows_table, BenchRow, SemaphoreCount, Summary};
 
@@ -127,6 +128,8 @@ pub struct Report {
     pub duration_ms: u64,
     pub ttl_ms: u64,
     pub machine: Machine,
+    /// Debug or release: the harness's and leasehold's build.
+    pub build: String,
     pub fsync: FsyncProbe,
     pub placement: Vec<Placement>,
     /// Systems not measured, and why.
@@ -148,6 +151,7 @@ impl Report {
             duration_ms: options.duration.as_millis() as u64,
             ttl_ms: options.ttl.as_millis() as u64,
             machine: Machine::probe(),
+            build: BUILD.into(),
             fsync,
             placement: vec![Placement::of("harness (all clients)", &[])],
             skipped: Vec::new(),
@@ -180,6 +184,7 @@ impl Report {
              ## Machine\n\n\
              - CPU: {} — {} CPUs usable by the harness, online: {}\n\
              - kernel {}\n\
+             - build: {}\n\
              - load average at start: {}; at end: {}\n\
              - fsync probe of the results disk ({} appends of 4 KiB + fsync): p50 {} µs, p99 {} µs, max {} µs\n\n\
              ### CPU placement\n\n\
@@ -195,6 +200,7 @@ impl Report {
             m.available_parallelism,
             m.cpus_online,
             m.kernel,
+            self.build,
             m.load_at_start,
             m.load_at_end,
             self.fsync.samples,
