@@ -55,6 +55,22 @@ pub struct BenchRow {
     /// Floods: idle connections open against the server at the end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_connections: Option<usize>,
+    /// Semaphores: the harness's count of holders.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semaphore: Option<SemaphoreCount>,
+}
+
+/// The holders of a semaphore the harness counted at each grant of one
+/// measurement, warm-up and drain included (see `holders_at_grants` in
+/// `compare/workload.rs`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SemaphoreCount {
+    pub limit: u32,
+    /// The most clients certainly holding a permit at one grant.
+    pub most_holders: u64,
+    /// Grants at which more than `limit` clients certainly held one: each
+    /// a violation.
+    pub over_limit: u64,
 }
 
 /// The quantiles `cycle_cdf_us` samples.

@@ -184,7 +184,8 @@ struct BenchArgs {
     /// Nodes of the local leasehold cluster, when --systems is not given.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=7))]
     nodes: Option<u64>,
-    /// Concurrent clients on distinct names, comma-separated.
+    /// Concurrent clients on distinct names (and of the pair and semaphore
+    /// workloads), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     clients: Vec<usize>,
     /// Concurrent clients on the one hot name, comma-separated.
@@ -203,8 +204,12 @@ struct BenchArgs {
     /// with many waiters spread over the nodes (server memory reported);
     /// flood: distinct while --flood-connections idle connections are held
     /// open against the leader (or the one server); pair: two locks per
-    /// client taken together. Each of these reports the elections (Raft term
-    /// moves) during its measurements. election: --rounds of
+    /// client taken together; semaphore: all clients on one counting
+    /// semaphore of 8 permits, each taking one (waiting for it) and
+    /// releasing it, leasehold-N and etcd only (etcd by the usual recipe of
+    /// keys ranked by create revision; the others are left out, as the
+    /// report says). Each of these reports the elections (Raft term moves)
+    /// during its measurements. election: --rounds of
     /// leader-candidate kill -9 → the next leader's first fenced write,
     /// leasehold-3 vs etcd, with --ttl as both leases (election.json,
     /// election.svg, README.md). failover: --rounds of the leader's process

@@ -9,6 +9,29 @@
 //!
 //! The lock response's revision is the grant's fencing token: revisions only
 //! grow, and the next holder's lock answers after the previous key's delete.
+//!
+//! Semaphores: etcd has none (its `concurrency` package offers a Mutex and
+//! an election, no semaphore), so a permit is taken by the usual recipe, the
+//! "lowest N sequence nodes" scheme Curator's InterProcessSemaphoreV2 runs
+//! on ZooKeeper. Each client puts a key of its own under `<name>/` with its
+//! lease (`/v3/kv/put`); the key's create revision is its place in line.
+//! It ranges `<name>/` sorted by create revision (`/v3/kv/range`) and holds
+//! a permit once its key is among the first `limit`; until then it waits
+//! and ranges again. It releases by deleting its key (`/v3/kv/deleterange`);
+//! a crashed holder's key goes when its lease ends. The permit's fencing
+//! token is the revision of the range that found it among the first
+//! `limit`, as a lock's is the revision its lock answered at.
+//!
+//! A waiter polls rather than watches: the gateway's `/v3/watch` answers
+//! with a stream that never ends, which the lean HTTP client below cannot
+//! read, and one watch per waiter on the whole prefix would wake every
+//! waiter at every release anyway. It polls with the back-off Redis and
+//! Redlock clients wait with (`Retry`: 1 ms doubling to 50 ms, jittered).
+//! The polls are serializable ranges, which the member answers from its own
+//! state without a Raft round. That is safe: keys ahead of ours have lower
+//! create revisions, so every one of them alive now was alive in any
+//! earlier state that has our key, and an older state can only place our
+//! key further back, never forward into the first `limit`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +41,7 @@ use base64::Engine;
 use leasehold_client::http::JsonClient;
 use serde_json::{json, Value};
 
-use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
+use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem, Retry};
 
 /// How long one gateway request may take, on top of a lock wait.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,6 +85,11 @@ impl LockSystem for EtcdSystem {
             let status = gateway.call("/v3/maintenance/status", json!({}), Duration::ZERO).await.ok()?;
             int64(&status["header"]["raft_term"]).ok().map(|t| t as u64)
         })
+    }
+
+    /// By the recipe of the module comment.
+    fn semaphores(&self) -> bool {
+        true
     }
 }
 
@@ -160,6 +188,141 @@ struct EtcdSession {
     session: Option<SessionLease>,
 }
 
+/// The lease one grant lives by.
+struct GrantLease {
+    id: i64,
+    /// The send time of the request that last started it.
+    anchor: Instant,
+    ttl: Duration,
+    /// Set when the lease is this grant's alone, to revoke on release.
+    own: Option<i64>,
+}
+
+impl EtcdSession {
+    /// The session's lease, or else a new lease of `ttl` for one grant.
+    async fn lease(&self, ttl: Duration) -> Result<GrantLease, AdapterError> {
+        Ok(match &self.session {
+            Some(s) => GrantLease { id: s.id, anchor: *s.anchor.lock().expect("anchor lock"), ttl: s.ttl, own: None },
+            None => {
+                let sent = Instant::now();
+                let (id, granted) = self.gateway.grant(ttl).await?;
+                GrantLease { id, anchor: sent, ttl: granted, own: Some(id) }
+            }
+        })
+    }
+
+    /// The grant of `name` under `lease` when `taken` gives its key and
+    /// revision; when it failed, the grant's own lease is revoked, so
+    /// nothing it made outlives the attempt.
+    async fn grant(
+        &self,
+        name: &str,
+        lease: GrantLease,
+        taken: Result<(String, i64), AdapterError>,
+    ) -> Result<Grant, AdapterError> {
+        let (key, revision) = match taken {
+            Ok(taken) => taken,
+            Err(e) => {
+                if let Some(id) = lease.own {
+                    let _ = self.gateway.revoke(id).await;
+                }
+                return Err(e);
+            }
+        };
+        Ok(Grant {
+            name: name.to_string(),
+            token: Some(revision as u64),
+            anchor: lease.anchor,
+            valid_until: lease.anchor + lease.ttl - drift_margin(lease.ttl),
+            release_key: key,
+            own_lease: lease.own,
+        })
+    }
+
+    /// Deletes the grant's key through `path` (which takes `{"key": ...}`),
+    /// then revokes the grant's own lease.
+    async fn delete(&self, path: &str, grant: &Grant) -> Result<(), AdapterError> {
+        self.gateway.call(path, json!({ "key": grant.release_key }), Duration::ZERO).await?;
+        match grant.own_lease {
+            Some(id) => self.gateway.revoke(id).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The recipe's acquire (module comment): puts this client's key under
+    /// `name/` with `lease`, then waits until it is among the first `limit`.
+    /// Returns the key and the revision it was found there at.
+    async fn take_permit(
+        &self,
+        name: &str,
+        limit: u32,
+        lease: i64,
+        wait: Duration,
+    ) -> Result<(String, i64), AdapterError> {
+        // Named after the lease, as etcd's Mutex names its key: a session
+        // holds at most one permit at a time, and a lease per cycle is new.
+        let key = STANDARD.encode(format!("{name}/{lease:x}"));
+        let put = json!({ "key": key, "lease": lease.to_string() });
+        self.gateway.call("/v3/kv/put", put, Duration::ZERO).await?;
+        match self.wait_in_line(name, &key, limit, wait).await {
+            Ok(revision) => Ok((key, revision)),
+            Err(e) => {
+                // Out of line: under a session lease the key would
+                // otherwise come to hold a permit nobody releases.
+                let _ = self.gateway.call("/v3/kv/deleterange", json!({ "key": key }), Duration::ZERO).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Ranges `name/` until `key` is among its first `limit` keys; the
+    /// revision of that range.
+    async fn wait_in_line(&self, name: &str, key: &str, limit: u32, wait: Duration) -> Result<i64, AdapterError> {
+        // Every key under `name/` sorts from `name/` up to `name0`: '0' follows '/'.
+        let line = json!({
+            "key": STANDARD.encode(format!("{name}/")),
+            "range_end": STANDARD.encode(format!("{name}0")),
+            "sort_order": "ASCEND",
+            "sort_target": "CREATE",
+            "keys_only": true,
+            "serializable": true,
+        });
+        let mut retry = Retry::within(wait);
+        loop {
+            let reply = self.gateway.call("/v3/kv/range", line.clone(), Duration::ZERO).await?;
+            let keys: Vec<&str> =
+                reply["kvs"].as_array().into_iter().flatten().filter_map(|kv| kv["key"].as_str()).collect();
+            match place(&keys, key, limit as usize) {
+                Place::Holds => return int64(&reply["header"]["revision"]),
+                Place::Waits => retry.pause(name).await?,
+                Place::Gone => {
+                    return Err(AdapterError::Etcd(format!("{name}: the key's lease ended before a permit came")))
+                }
+            }
+        }
+    }
+}
+
+/// Where a client's key stands in a semaphore's line (the keys under its
+/// prefix in create-revision order).
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// Among the first `limit`: it holds a permit.
+    Holds,
+    /// Further back: it waits for keys ahead of it to go.
+    Waits,
+    /// Not in line: its lease ended while it waited.
+    Gone,
+}
+
+fn place(line: &[&str], key: &str, limit: usize) -> Place {
+    match line.iter().position(|k| *k == key) {
+        Some(rank) if rank < limit => Place::Holds,
+        Some(_) => Place::Waits,
+        None => Place::Gone,
+    }
+}
+
 impl LockSession for EtcdSession {
     fn acquire<'a>(
         &'a mut self,
@@ -168,43 +331,59 @@ impl LockSession for EtcdSession {
         wait: Duration,
     ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
         Box::pin(async move {
-            let (lease, anchor, ttl, own_lease) = match &self.session {
-                Some(s) => (s.id, *s.anchor.lock().expect("anchor lock"), s.ttl, None),
-                None => {
-                    let sent = Instant::now();
-                    let (id, granted) = self.gateway.grant(ttl).await?;
-                    (id, sent, granted, Some(id))
-                }
+            let lease = self.lease(ttl).await?;
+            let body = json!({ "name": STANDARD.encode(name), "lease": lease.id.to_string() });
+            let taken = async {
+                let locked = self.gateway.call("/v3/lock/lock", body, wait).await?;
+                let key = locked["key"].as_str().ok_or_else(|| AdapterError::Unexpected(format!("lock: {locked}")))?;
+                Ok::<_, AdapterError>((key.to_string(), int64(&locked["header"]["revision"])?))
             };
-            let body = json!({ "name": STANDARD.encode(name), "lease": lease.to_string() });
-            let locked = match self.gateway.call("/v3/lock/lock", body, wait).await {
-                Ok(reply) => reply,
-                Err(e) => {
-                    if let Some(id) = own_lease {
-                        let _ = self.gateway.revoke(id).await;
-                    }
-                    return Err(e);
-                }
-            };
-            let key = locked["key"].as_str().ok_or_else(|| AdapterError::Unexpected(format!("lock: {locked}")))?;
-            Ok(Grant {
-                name: name.to_string(),
-                token: Some(int64(&locked["header"]["revision"])? as u64),
-                anchor,
-                valid_until: anchor + ttl - drift_margin(ttl),
-                release_key: key.to_string(),
-                own_lease,
-            })
+            let taken = taken.await;
+            self.grant(name, lease, taken).await
         })
     }
 
     fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(self.delete("/v3/lock/unlock", grant))
+    }
+
+    fn acquire_permit<'a>(
+        &'a mut self,
+        name: &'a str,
+        limit: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
         Box::pin(async move {
-            self.gateway.call("/v3/lock/unlock", json!({ "key": grant.release_key }), Duration::ZERO).await?;
-            match grant.own_lease {
-                Some(id) => self.gateway.revoke(id).await,
-                None => Ok(()),
-            }
+            let lease = self.lease(ttl).await?;
+            let taken = self.take_permit(name, limit, lease.id, wait).await;
+            self.grant(name, lease, taken).await
         })
+    }
+
+    fn release_permit<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(self.delete("/v3/kv/deleterange", grant))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A key holds a permit at ranks 0 to limit − 1 of the line, waits from
+    // rank limit on, and is gone when not in line at all.
+    #[test]
+    fn a_key_holds_among_the_first_limit() {
+        let line: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        assert_eq!(place(&line, "k0", 8), Place::Holds);
+        assert_eq!(place(&line, "k7", 8), Place::Holds);
+        assert_eq!(place(&line, "k8", 8), Place::Waits);
+        assert_eq!(place(&line, "k63", 8), Place::Waits);
+        assert_eq!(place(&line, "k64", 8), Place::Gone);
+        assert_eq!(place(&[], "k0", 8), Place::Gone);
+        // Deletes ahead move a key up: k8 holds once any one key before it goes.
+        let after_a_release: Vec<&str> = line.iter().copied().filter(|k| *k != "k3").collect();
+        assert_eq!(place(&after_a_release, "k8", 8), Place::Holds);
     }
 }

@@ -1,6 +1,7 @@
 //! leasehold through its own Rust [`Client`]: acquire (waiting in the lock's
-//! queue when asked) and release by token. The grant's token is the fencing
-//! token; its anchor is the client's send time of the acquire.
+//! queue when asked) and release by token, of locks and of semaphore
+//! permits. The grant's token is the fencing token; its anchor is the
+//! client's send time of the acquire.
 //!
 //! A session's Client knows every node and follows the leader, so nearly
 //! every request goes straight to it; spread over the nodes
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use super::{drift_margin, AdapterError, BoxFuture, Grant, LockSession, LockSystem};
 use leasehold_client::proto::cluster::ClusterStatus;
-use leasehold_client::{AcquireOptions, Client, ClientError, Credentials, FencingToken};
+use leasehold_client::{AcquireOptions, Client, ClientError, Credentials, FencingToken, PermitRequest};
 use std::net::SocketAddr;
 
 /// A leasehold cluster at these endpoints.
@@ -91,6 +92,10 @@ impl LockSystem for LeaseholdSystem {
     fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>> {
         Box::pin(async move { self.status().await?.leader_addr?.parse().ok() })
     }
+
+    fn semaphores(&self) -> bool {
+        true
+    }
 }
 
 struct LeaseholdSession {
@@ -107,15 +112,9 @@ impl LockSession for LeaseholdSession {
         wait: Duration,
     ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
         Box::pin(async move {
-            let options =
-                AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None, lock_delay: None };
+            let options = AcquireOptions { wait: queue_wait(wait), request_id: None, lock_delay: None };
             let lease = self.client.acquire_with(name, &self.owner, ttl.as_millis() as u64, &options).await;
-            let lease = match lease {
-                Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::WaitTimeout)) => {
-                    return Err(AdapterError::NotAcquired { name: name.to_string(), waited: wait })
-                }
-                other => other?,
-            };
+            let lease = not_acquired_as_such(lease, || name.to_string(), wait)?;
             Ok(Grant {
                 name: name.to_string(),
                 token: Some(lease.token().get()),
@@ -129,11 +128,8 @@ impl LockSession for LeaseholdSession {
 
     fn release<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
         Box::pin(async move {
-            let token = grant
-                .token
-                .map(FencingToken::granted_at)
-                .ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))?;
-            not_held_as_such(self.client.release(&grant.name, token).await, || grant.name.clone())
+            let released = self.client.release(&grant.name, token_of(grant)?).await;
+            not_held_as_such(released, || grant.name.clone())
         })
     }
 
@@ -145,15 +141,10 @@ impl LockSession for LeaseholdSession {
         wait: Duration,
     ) -> BoxFuture<'a, Result<Vec<Grant>, AdapterError>> {
         Box::pin(async move {
-            let options =
-                AcquireOptions { wait: Some(wait).filter(|w| !w.is_zero()), request_id: None, lock_delay: None };
+            let options = AcquireOptions { wait: queue_wait(wait), request_id: None, lock_delay: None };
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            let leases = match self.client.acquire_many(&names, &self.owner, ttl.as_millis() as u64, &options).await {
-                Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::WaitTimeout)) => {
-                    return Err(AdapterError::NotAcquired { name: names.join(","), waited: wait })
-                }
-                other => other?,
-            };
+            let leases = self.client.acquire_many(&names, &self.owner, ttl.as_millis() as u64, &options).await;
+            let leases = not_acquired_as_such(leases, || names.join(","), wait)?;
             let valid_until = leases.valid_until(drift_margin(ttl));
             Ok(leases
                 .grants
@@ -173,13 +164,71 @@ impl LockSession for LeaseholdSession {
     /// One multi-release of locks taken together.
     fn release_all<'a>(&'a mut self, grants: &'a [Grant]) -> BoxFuture<'a, Result<(), AdapterError>> {
         Box::pin(async move {
-            let token = grants
-                .first()
-                .and_then(|g| g.token.map(FencingToken::granted_at))
-                .ok_or_else(|| AdapterError::Unexpected("leasehold grants without a token".into()))?;
+            let first = grants.first().ok_or_else(|| AdapterError::Unexpected("no leasehold grants".into()))?;
             let names: Vec<&str> = grants.iter().map(|g| g.name.as_str()).collect();
-            not_held_as_such(self.client.release_many(&names, token).await, || names.join(","))
+            not_held_as_such(self.client.release_many(&names, token_of(first)?).await, || names.join(","))
         })
+    }
+
+    /// One permit of a semaphore, waiting in its FIFO queue; the grant's
+    /// token (the index of the entry that granted it) is the fencing token.
+    fn acquire_permit<'a>(
+        &'a mut self,
+        name: &'a str,
+        limit: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
+        Box::pin(async move {
+            let asked = PermitRequest { limit, permits: 1, ttl_ms: ttl.as_millis() as u64, wait: queue_wait(wait) };
+            let permits = self.client.acquire_permits(name, &self.owner, &asked).await;
+            let permits = not_acquired_as_such(permits, || name.to_string(), wait)?;
+            // As a lease's validity (`Lease::valid_until`), which permits lack.
+            let granted = Duration::from_millis(permits.grant.ttl_ms);
+            Ok(Grant {
+                name: name.to_string(),
+                token: Some(permits.grant.token.get()),
+                anchor: permits.sent_at,
+                valid_until: permits.sent_at + granted.saturating_sub(drift_margin(ttl)),
+                release_key: String::new(),
+                own_lease: None,
+            })
+        })
+    }
+
+    fn release_permit<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        Box::pin(async move {
+            let released = self.client.release_permits(&grant.name, &self.owner, token_of(grant)?).await;
+            not_held_as_such(released, || grant.name.clone())
+        })
+    }
+}
+
+/// A wait in the server's queue: none when zero.
+fn queue_wait(wait: Duration) -> Option<Duration> {
+    Some(wait).filter(|w| !w.is_zero())
+}
+
+/// The leasehold token a grant carries.
+fn token_of(grant: &Grant) -> Result<FencingToken, AdapterError> {
+    grant
+        .token
+        .map(FencingToken::granted_at)
+        .ok_or_else(|| AdapterError::Unexpected("leasehold grant without a token".into()))
+}
+
+/// An acquire refused because it would have had to wait (longer), the lock
+/// held or the semaphore full.
+fn not_acquired_as_such<T>(
+    acquired: Result<T, ClientError>,
+    name: impl FnOnce() -> String,
+    wait: Duration,
+) -> Result<T, AdapterError> {
+    match acquired {
+        Err(e) if matches!(e.code(), Some(ErrorCode::Held | ErrorCode::SemaphoreFull | ErrorCode::WaitTimeout)) => {
+            Err(AdapterError::NotAcquired { name: name(), waited: wait })
+        }
+        other => Ok(other?),
     }
 }
 

@@ -15,8 +15,9 @@
 //! - `redis.rs`, `redlock.rs`, `etcd.rs`, `leasehold.rs` — one adapter each.
 //! - `workload.rs` — lock cycles on distinct names, on one hot name, and
 //!   by a herd of waiters on one name, and on distinct names under a flood
-//!   of idle connections (`flood.rs`). Every measurement reads the Raft
-//!   term before and after it, so the report counts elections under load.
+//!   of idle connections (`flood.rs`); permit cycles on one semaphore.
+//!   Every measurement reads the Raft term before and after it, so the
+//!   report counts elections under load.
 //! - `election.rs`, `failover.rs` — rounds of a leader crash: the next
 //!   leader's first fenced write, and the gap in a stream of writes through
 //!   a surviving node; `rounds.rs` — the clusters they start and their
@@ -90,6 +91,12 @@ pub trait LockSystem: Send + Sync {
     /// The server a connection flood is aimed at: the one every request
     /// reaches (leasehold's leader, etcd's member, the first Redis).
     fn flood_target(&self) -> BoxFuture<'_, Option<SocketAddr>>;
+
+    /// Whether its sessions take semaphore permits (leasehold natively,
+    /// etcd by a recipe): the `semaphore` workload leaves the others out.
+    fn semaphores(&self) -> bool {
+        false
+    }
 }
 
 /// One client of a [`LockSystem`].
@@ -146,6 +153,27 @@ pub trait LockSession: Send {
             outcome
         })
     }
+
+    /// Takes one permit of the counting semaphore `name` of `limit` permits
+    /// for `ttl`, waiting up to `wait` for one to be free, then failing with
+    /// [`AdapterError::NotAcquired`]. Only where
+    /// [`LockSystem::semaphores`] says so; elsewhere [`AdapterError::NoSemaphore`].
+    fn acquire_permit<'a>(
+        &'a mut self,
+        name: &'a str,
+        limit: u32,
+        ttl: Duration,
+        wait: Duration,
+    ) -> BoxFuture<'a, Result<Grant, AdapterError>> {
+        let _ = (name, limit, ttl, wait);
+        Box::pin(async { Err(AdapterError::NoSemaphore) })
+    }
+
+    /// Returns a permit [`acquire_permit`](Self::acquire_permit) granted.
+    fn release_permit<'a>(&'a mut self, grant: &'a Grant) -> BoxFuture<'a, Result<(), AdapterError>> {
+        let _ = grant;
+        Box::pin(async { Err(AdapterError::NoSemaphore) })
+    }
 }
 
 /// A lock a session was told it holds.
@@ -153,7 +181,8 @@ pub trait LockSession: Send {
 pub struct Grant {
     pub name: String,
     /// The system's fencing token: leasehold's token, etcd's revision of the
-    /// lock response; Redis and Redlock have none.
+    /// lock response (of a permit: of the range that found its key among
+    /// the first `limit`); Redis and Redlock have none.
     pub token: Option<u64>,
     /// The client's monotonic time the validity counts from: the send time
     /// of the request that started the lease (for an etcd session lease, of
@@ -187,6 +216,8 @@ pub enum AdapterError {
     NotAcquired { name: String, waited: Duration },
     #[error("{name} was no longer held by this client at release")]
     NotHeld { name: String },
+    #[error("this system has no semaphore")]
+    NoSemaphore,
     #[error("unexpected reply: {0}")]
     Unexpected(String),
 }
@@ -225,27 +256,47 @@ impl<T: TryAcquire> LockSession for T {
     }
 }
 
-/// Attempts until one succeeds or `wait` is spent, pausing between attempts
-/// for a random time in [cap/2, cap], the cap doubling from 1 ms to 50 ms:
-/// the jitter keeps waiting clients from retrying in lockstep.
+/// Attempts until one succeeds or `wait` is spent ([`Retry`]).
 async fn acquire_with_retry(
     session: &mut dyn TryAcquire,
     name: &str,
     ttl: Duration,
     wait: Duration,
 ) -> Result<Grant, AdapterError> {
-    let began = Instant::now();
-    let mut cap = Duration::from_millis(1);
+    let mut retry = Retry::within(wait);
     loop {
         if let Some(grant) = session.try_acquire(name, ttl).await? {
             return Ok(grant);
         }
-        let pause = cap.mul_f64(0.5 + fastrand::f64() / 2.0);
-        if began.elapsed() + pause > wait {
-            return Err(AdapterError::NotAcquired { name: name.to_string(), waited: began.elapsed() });
+        retry.pause(name).await?;
+    }
+}
+
+/// How a client without a server-side queue waits (Redis and Redlock for a
+/// lock, etcd's semaphore recipe for a permit): it asks again after a random
+/// pause in [cap/2, cap], the cap doubling from 1 ms to 50 ms. The jitter
+/// keeps waiting clients from asking in lockstep.
+struct Retry {
+    began: Instant,
+    wait: Duration,
+    cap: Duration,
+}
+
+impl Retry {
+    fn within(wait: Duration) -> Retry {
+        Retry { began: Instant::now(), wait, cap: Duration::from_millis(1) }
+    }
+
+    /// Sleeps until the next attempt, or fails with
+    /// [`AdapterError::NotAcquired`] when that would be past the wait.
+    async fn pause(&mut self, name: &str) -> Result<(), AdapterError> {
+        let pause = self.cap.mul_f64(0.5 + fastrand::f64() / 2.0);
+        if self.began.elapsed() + pause > self.wait {
+            return Err(AdapterError::NotAcquired { name: name.to_string(), waited: self.began.elapsed() });
         }
         tokio::time::sleep(pause).await;
-        cap = (cap * 2).min(Duration::from_millis(50));
+        self.cap = (self.cap * 2).min(Duration::from_millis(50));
+        Ok(())
     }
 }
 
@@ -351,7 +402,8 @@ pub struct CompareOptions {
     /// The `leasehold` binary for local clusters.
     pub binary: PathBuf,
     pub workloads: Vec<Workload>,
-    /// Concurrent clients on distinct names.
+    /// Concurrent clients on distinct names, on pairs of names, and on the
+    /// one semaphore.
     pub clients: Vec<usize>,
     /// Concurrent clients on the hot name.
     pub hot_clients: Vec<usize>,
@@ -409,6 +461,13 @@ pub async fn run(options: &CompareOptions) -> Result<Report, CompareError> {
         vec![Contender { name: "leasehold".into(), system: Box::new(system), pids: Vec::new() }]
     };
     report.placement.extend(contenders.iter().map(|c| Placement::of(&c.name, &c.pids)));
+    if options.workloads.contains(&Workload::Semaphore) {
+        for contender in contenders.iter().filter(|c| !c.system.semaphores()) {
+            let why = "it has no semaphore, so the semaphore workload runs without it";
+            eprintln!("bench: {}: {why}", contender.name);
+            report.left_out.push((contender.name.clone(), why.into()));
+        }
+    }
     let measured = measure(options, &contenders, &mut report.rows).await;
     for mut cluster in fleet.clusters.drain(..) {
         cluster.stop_all(Duration::from_secs(5));
@@ -428,7 +487,7 @@ fn pairs(options: &CompareOptions) -> Vec<(Workload, usize)> {
     let mut pairs = Vec::new();
     for &workload in &options.workloads {
         let clients = match workload {
-            Workload::Distinct | Workload::Pair => &options.clients,
+            Workload::Distinct | Workload::Pair | Workload::Semaphore => &options.clients,
             Workload::Hot => &options.hot_clients,
             Workload::Herd => &options.herd_clients,
             Workload::Flood => &options.flood_clients,
@@ -447,7 +506,8 @@ async fn measure(
     rows: &mut Vec<BenchRow>,
 ) -> Result<(), CompareError> {
     let pairs = pairs(options);
-    let total = options.runs * pairs.len() * contenders.len();
+    let total =
+        options.runs * pairs.iter().map(|&(workload, _)| able_to_run(contenders, workload).len()).sum::<usize>();
     let each = options.warmup + options.duration;
     eprintln!("bench: {total} measurements of {each:?} each, about {:?} in all", each * total as u32);
     for run in 1..=options.runs {
@@ -455,8 +515,9 @@ async fn measure(
             // A B A B ...: every system is measured once per pair before
             // the next pair, so drift on a shared machine hits all of them;
             // the order rotates with the run so none is always first.
-            for k in 0..contenders.len() {
-                let contender = &contenders[(k + run - 1) % contenders.len()];
+            let able = able_to_run(contenders, workload);
+            for k in 0..able.len() {
+                let contender = able[(k + run - 1) % able.len()];
                 let plan = workload::Plan {
                     system: contender.name.clone(),
                     workload,
@@ -514,6 +575,12 @@ async fn measure(
         }
     }
     Ok(())
+}
+
+/// The contenders that can run `workload`: only systems with semaphores
+/// run the semaphore workload.
+fn able_to_run(contenders: &[Contender], workload: Workload) -> Vec<&Contender> {
+    contenders.iter().filter(|c| workload != Workload::Semaphore || c.system.semaphores()).collect()
 }
 
 /// Opens `clients` sessions (pinned to the nodes in turn for a `herd`),

@@ -10,8 +10,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::rounds::BUILD;
 use super::{plots, CompareOptions};
-use crate::bench::{cpu_cell, histogram, median, rows_table, BenchRow, Summary};
+use crate::bench::{cpu_cell, histogram, median, rows_table, BenchRow, SemaphoreCount, Summary};
 
 /// The system every ratio is taken against.
 pub const BASELINE: &str = "leasehold-3";
@@ -127,10 +128,14 @@ pub struct Report {
     pub duration_ms: u64,
     pub ttl_ms: u64,
     pub machine: Machine,
+    /// Debug or release: the harness's and leasehold's build.
+    pub build: String,
     pub fsync: FsyncProbe,
     pub placement: Vec<Placement>,
     /// Systems not measured, and why.
     pub skipped: Vec<(String, String)>,
+    /// Systems measured, but left out of a workload they cannot run, and why.
+    pub left_out: Vec<(String, String)>,
     pub targets: Vec<Target>,
     pub summary: Vec<Summary>,
     pub rows: Vec<BenchRow>,
@@ -146,9 +151,11 @@ impl Report {
             duration_ms: options.duration.as_millis() as u64,
             ttl_ms: options.ttl.as_millis() as u64,
             machine: Machine::probe(),
+            build: BUILD.into(),
             fsync,
             placement: vec![Placement::of("harness (all clients)", &[])],
             skipped: Vec::new(),
+            left_out: Vec::new(),
             targets: Vec::new(),
             summary: Vec::new(),
             rows: Vec::new(),
@@ -177,6 +184,7 @@ impl Report {
              ## Machine\n\n\
              - CPU: {} — {} CPUs usable by the harness, online: {}\n\
              - kernel {}\n\
+             - build: {}\n\
              - load average at start: {}; at end: {}\n\
              - fsync probe of the results disk ({} appends of 4 KiB + fsync): p50 {} µs, p99 {} µs, max {} µs\n\n\
              ### CPU placement\n\n\
@@ -192,6 +200,7 @@ impl Report {
             m.available_parallelism,
             m.cpus_online,
             m.kernel,
+            self.build,
             m.load_at_start,
             m.load_at_end,
             self.fsync.samples,
@@ -206,6 +215,9 @@ impl Report {
         for (system, why) in &self.skipped {
             out.push_str(&format!("\n**Skipped {system}**: {why}\n"));
         }
+        for (system, why) in &self.left_out {
+            out.push_str(&format!("\n**{system} left out of a workload**: {why}\n"));
+        }
         if !self.targets.is_empty() {
             out.push_str("\n## Targets (ratios within one run, medians over runs; CPU per cycle as measured)\n\n| target | measured | met |\n|---|---:|---|\n");
             for t in &self.targets {
@@ -214,11 +226,13 @@ impl Report {
         }
         out.push_str(&herd_table(&self.rows));
         out.push_str(&flood_table(&self.rows));
+        out.push_str(&semaphore_table(&self.rows));
         out.push_str(&elections_table(&self.rows));
         out.push_str(&format!(
             "\n## Medians\n\n\
              `× {BASELINE}` is the system's cycles/s divided by {BASELINE}'s in the same run (median over runs). \
-             On the hot name every cycle is a hand-off, so cycles/s is hand-offs/s. Latencies in ms.\n\n\
+             On the hot name every cycle is a hand-off, so cycles/s is hand-offs/s; in `{SEMAPHORE}` a cycle \
+             is one permit's acquire → release. Latencies in ms.\n\n\
              CPU µs/cycle: CPU time (user + system, from `/proc`) used in the measured window, divided by the \
              cycles completed in it — by the system's servers, and by the harness process that runs every client.\n\n\
              | workload | clients | system | cycles/s | × {BASELINE} | cycle p50 | p99 | p99.9 | acquire p50 | p99 | p99.9 | server CPU µs/cycle | client CPU µs/cycle | errors |\n\
@@ -313,6 +327,52 @@ fn flood_table(rows: &[BenchRow]) -> String {
             same_run_ratio(&runs, &plain, |r| r.ops_per_sec).map_or("–".into(), |x| format!("{x:.2}")),
             changes.map_or("–".to_string(), |c| c.to_string()),
             median_of(&runs, |r| r.server_rss_mib).map_or("–".into(), |m| format!("{m:.0}")),
+            runs.iter().map(|r| r.errors).sum::<u64>(),
+        ));
+    }
+    out
+}
+
+/// The semaphore workload's label in the rows.
+const SEMAPHORE: &str = "semaphore-permit";
+
+/// The semaphores: per system and clients, the median permit cycles/s and
+/// its ratio to leasehold-3's, and the harness's count of holders over the
+/// runs. Empty without semaphore rows.
+fn semaphore_table(rows: &[BenchRow]) -> String {
+    let keys = points_of(rows, SEMAPHORE);
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n## Semaphore\n\n\
+         `{SEMAPHORE}`: every client takes one permit of one counting semaphore, waiting for it, and \
+         releases it at once, so a cycle is a permit's acquire → release. leasehold: its semaphore API \
+         (`/v1/semaphores/{{name}}/acquire` waiting in the server's FIFO queue, release by token). etcd has \
+         no semaphore: the usual recipe (Curator's InterProcessSemaphoreV2 on ZooKeeper, the lowest N \
+         keys), a key per client under the semaphore's prefix with its lease, a permit held once the key is \
+         among the first `limit` by create revision, the others polling with serializable ranges \
+         (jittered, 1 ms doubling to 50 ms), release by deleting the key. Holders: at each grant, in the \
+         server's order (leasehold's token, the index of the granting entry; etcd's revision of the range \
+         that found the key among the first `limit`), the clients that certainly held a permit: the \
+         grant's own and every one granted no later whose release started after this grant's answer. A \
+         grant with more than the limit is a violation. As releases follow at once, the count catches only \
+         grants whose answers crossed: a tripwire, not a proof.\n\n\
+         | system | clients | limit | cycles/s | × {BASELINE} | most holders at a grant | grants over the limit | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (clients, system) in keys {
+        let runs = point(rows, SEMAPHORE, clients, system);
+        let baseline = point(rows, SEMAPHORE, clients, BASELINE);
+        let counts: Vec<SemaphoreCount> = runs.iter().filter_map(|r| r.semaphore).collect();
+        let vs = if system == BASELINE { None } else { same_run_ratio(&runs, &baseline, |r| r.ops_per_sec) };
+        out.push_str(&format!(
+            "| {system} | {clients} | {} | {:.0} | {} | {} | {} | {} |\n",
+            counts.first().map_or("–".to_string(), |c| c.limit.to_string()),
+            median(runs.iter().map(|r| r.ops_per_sec).collect()),
+            vs.map_or("–".into(), |x| format!("{x:.2}")),
+            counts.iter().map(|c| c.most_holders).max().map_or("–".to_string(), |m| m.to_string()),
+            counts.iter().map(|c| c.over_limit).sum::<u64>(),
             runs.iter().map(|r| r.errors).sum::<u64>(),
         ));
     }
@@ -655,6 +715,7 @@ mod tests {
             term_watched_ms: elections.map(|_| 600_000),
             server_rss_mib: None,
             idle_connections: None,
+            semaphore: None,
         }
     }
 
@@ -670,5 +731,30 @@ mod tests {
         let target = election_target(&rows).expect("leasehold-3 was watched");
         assert_eq!((target.measured, target.met), (1.0, false));
         assert_eq!(elections_table(&[row("redis", 1, None)]), "");
+    }
+
+    // The semaphore table gives each system's median cycles/s, its ratio
+    // to leasehold-3's within the run, the most holders seen and the
+    // violations summed over the runs; without semaphore rows it is empty.
+    #[test]
+    fn semaphore_rows_in_their_table() {
+        let semaphore = |system: &str, run, ops_per_sec, most_holders, over_limit| BenchRow {
+            workload: SEMAPHORE.into(),
+            ops_per_sec,
+            semaphore: Some(SemaphoreCount { limit: 8, most_holders, over_limit }),
+            ..row(system, run, None)
+        };
+        let rows = [
+            semaphore(BASELINE, 1, 400.0, 2, 0),
+            semaphore("etcd", 1, 100.0, 1, 0),
+            semaphore(BASELINE, 2, 500.0, 1, 0),
+            semaphore("etcd", 2, 100.0, 2, 1),
+            row("redis", 1, None),
+        ];
+        let table = semaphore_table(&rows);
+        assert!(table.contains("| leasehold-3 | 64 | 8 | 500 | – | 2 | 0 | 0 |"), "{table}");
+        assert!(table.contains("| etcd | 64 | 8 | 100 | 0.25 | 2 | 1 | 0 |"), "{table}");
+        assert!(!table.contains("redis"), "{table}");
+        assert_eq!(semaphore_table(&[row("redis", 1, None)]), "");
     }
 }

@@ -7,6 +7,10 @@
 //! other). A [`Workload::Herd`] is the hot name with hundreds or thousands of
 //! waiters, each session pinned to one node in turn (where the system lets
 //! a client choose), as a fleet of workers behind a load balancer would be.
+//! A [`Workload::Semaphore`] cycle is the hot one with a counting semaphore
+//! of [`SEMAPHORE_LIMIT`] in place of the lock: one permit, waited for,
+//! then released; the harness counts holders in the server's order of
+//! grants ([`holders_at_grants`]).
 //!
 //! Cycles that end between the warm-up and the stop time count, wherever
 //! they began (on a hot name a cycle's wait can be longer than the window);
@@ -14,13 +18,14 @@
 //! After the stop time each client finishes the cycle it is in (so it
 //! releases what it holds), bounded by [`DRAIN`].
 
+use std::cmp::Reverse;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use super::{cpu, AdapterError, LockSession};
-use crate::bench::{histogram, BenchRow, CDF_QUANTILES};
+use crate::bench::{histogram, BenchRow, SemaphoreCount, CDF_QUANTILES};
 
 /// What the clients contend for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,9 @@ pub enum Workload {
     /// Two names per client, taken and released together: a transfer
     /// between two accounts, without contention.
     Pair,
+    /// One counting semaphore for all clients: each cycle takes one of its
+    /// [`SEMAPHORE_LIMIT`] permits, waiting for it, and releases it.
+    Semaphore,
     /// Not a lock cycle: rounds of leader crash → next leader's first
     /// fenced write, run by [`super::election`] rather than by clients here.
     Election,
@@ -47,12 +55,13 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Distinct,
         Workload::Hot,
         Workload::Herd,
         Workload::Flood,
         Workload::Pair,
+        Workload::Semaphore,
         Workload::Election,
         Workload::Failover,
     ];
@@ -60,6 +69,11 @@ impl Workload {
     /// Every cycle waits for the one name: cycles are hand-offs.
     pub fn hands_off(self) -> bool {
         matches!(self, Workload::Hot | Workload::Herd)
+    }
+
+    /// Clients wait for what they take: on the one name, or for a permit.
+    fn waits(self) -> bool {
+        self.hands_off() || self == Workload::Semaphore
     }
 
     /// The workload's name on the command line.
@@ -70,6 +84,7 @@ impl Workload {
             Workload::Herd => "herd",
             Workload::Flood => "flood",
             Workload::Pair => "pair",
+            Workload::Semaphore => "semaphore",
             Workload::Election => "election",
             Workload::Failover => "failover",
         }
@@ -82,14 +97,18 @@ impl Workload {
             Workload::Herd => "herd-handoff",
             Workload::Flood => "cycle-distinct-flooded",
             Workload::Pair => "cycle-pair",
+            Workload::Semaphore => "semaphore-permit",
             Workload::Election => "election-failover",
             Workload::Failover => "failover-write-gap",
         }
     }
 }
 
-/// How long a hot-name client waits for the lock before giving up a cycle.
+/// How long a hot-name client waits for the lock (or a semaphore client
+/// for a permit) before giving up a cycle.
 const HOT_WAIT: Duration = Duration::from_secs(60);
+/// The permits of the semaphore workload's one semaphore.
+pub const SEMAPHORE_LIMIT: u32 = 8;
 /// How long after the stop time a client may take to finish its cycle.
 pub const DRAIN: Duration = Duration::from_secs(10);
 /// A failed cycle pauses its client this long, so a client whose lock
@@ -123,6 +142,7 @@ impl Plan {
             Workload::Flood => vec![format!("bench/{system}/flooded/{run}/{clients}/{client}")],
             Workload::Hot => vec![format!("bench/{system}/hot/{run}/{clients}")],
             Workload::Herd => vec![format!("bench/{system}/herd/{run}/{clients}")],
+            Workload::Semaphore => vec![format!("bench/{system}/semaphore/{run}/{clients}")],
             Workload::Pair => {
                 ["from", "to"].map(|end| format!("bench/{system}/pair/{run}/{clients}/{client}/{end}")).into()
             }
@@ -150,6 +170,88 @@ impl Latencies {
     }
 }
 
+/// One permit as the harness saw it.
+#[derive(Debug, Clone, Copy)]
+struct Permit {
+    /// Its grant's place in the server's order (the grant's token).
+    token: u64,
+    /// When its client learned it held it.
+    answered: Instant,
+    /// When its client started to give it back.
+    released: Instant,
+}
+
+/// The permits of one measurement, in the order their releases started.
+#[derive(Clone, Default)]
+struct Permits(Arc<Mutex<Vec<Permit>>>);
+
+impl Permits {
+    /// A permit answered at `answered` whose release starts now.
+    fn releasing(&self, token: u64, answered: Instant) {
+        let permit = Permit { token, answered, released: Instant::now() };
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(permit);
+    }
+
+    /// The harness's count of holders over the permits seen.
+    fn count(&self) -> SemaphoreCount {
+        let permits = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let at_grants = holders_at_grants(&permits);
+        let limit = SEMAPHORE_LIMIT as usize;
+        SemaphoreCount {
+            limit: SEMAPHORE_LIMIT,
+            most_holders: at_grants.iter().copied().max().unwrap_or(0) as u64,
+            over_limit: at_grants.iter().filter(|&&n| n > limit).count() as u64,
+        }
+    }
+}
+
+/// How many clients certainly held a permit at each grant, taken in the
+/// server's order of grants (the tokens): the grant's own client, and every
+/// other one whose grant came no later and whose release started after this
+/// grant's answer arrived, so the server applied that release after this
+/// grant. (Unless its lease had run out first, which takes a ttl: far
+/// longer than any cycle here.) More than the limit is a violation, whatever
+/// the timing. Not every overlap is seen: a client that started its release
+/// may hold its permit a while longer, and as this workload's clients
+/// release at once, the count catches only grants whose answers crossed
+/// (a grant answered after a later one): a tripwire, not a proof.
+fn holders_at_grants(permits: &[Permit]) -> Vec<usize> {
+    let mut tokens: Vec<u64> = permits.iter().map(|p| p.token).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    // A Fenwick tree over the tokens' ranks (1-based) counts the permits
+    // added so far with a token at most some rank.
+    let slot = |token: u64| tokens.partition_point(|&t| t < token) + 1;
+    let mut tree = vec![0_usize; tokens.len() + 1];
+    let mut by_release: Vec<&Permit> = permits.iter().collect();
+    by_release.sort_by_key(|p| Reverse(p.released));
+    let mut by_answer: Vec<usize> = (0..permits.len()).collect();
+    by_answer.sort_by_key(|&i| Reverse(permits[i].answered));
+    let mut counts = vec![0; permits.len()];
+    let mut added = 0;
+    // Latest answer first: every release that started after an answer was
+    // added for the answers after it too.
+    for i in by_answer {
+        let this = &permits[i];
+        while let Some(other) = by_release.get(added).filter(|p| p.released > this.answered) {
+            let mut k = slot(other.token);
+            while k < tree.len() {
+                tree[k] += 1;
+                k += k & k.wrapping_neg();
+            }
+            added += 1;
+        }
+        let (mut k, mut held) = (slot(this.token), 0);
+        while k > 0 {
+            held += tree[k];
+            k -= k & k.wrapping_neg();
+        }
+        // Its own client is among them unless its two instants tie.
+        counts[i] = held + usize::from(this.released <= this.answered);
+    }
+    counts
+}
+
 fn micros(d: Duration) -> u64 {
     (d.as_micros() as u64).max(1)
 }
@@ -158,7 +260,9 @@ fn micros(d: Duration) -> u64 {
 pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> BenchRow {
     let measure_from = Instant::now() + plan.warmup;
     let stop_at = measure_from + plan.duration;
-    let wait = if plan.workload.hands_off() { HOT_WAIT } else { Duration::ZERO };
+    let wait = if plan.workload.waits() { HOT_WAIT } else { Duration::ZERO };
+    let semaphore = plan.workload == Workload::Semaphore;
+    let permits = Permits::default();
     // CPU time over exactly the measured window: the servers' and this
     // process's (every client), read when the window opens and closes.
     let cpu_window = {
@@ -179,21 +283,34 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         let names = plan.lock_names(i);
         let ttl = plan.ttl;
         let latencies = latencies.clone();
+        let permits = permits.clone();
         tasks.spawn(async move {
             let mut result = ClientResult { errors: 0, first_error: None };
             while Instant::now() < stop_at {
                 let began = Instant::now();
                 let cycle = async {
-                    let acquired = if let [name] = names.as_slice() {
-                        let grant = session.acquire(name, ttl, wait).await?;
-                        let acquired = began.elapsed();
-                        session.release(&grant).await?;
-                        acquired
-                    } else {
-                        let grants = session.acquire_all(&names, ttl, wait).await?;
-                        let acquired = began.elapsed();
-                        session.release_all(&grants).await?;
-                        acquired
+                    let acquired = match names.as_slice() {
+                        [name] if semaphore => {
+                            let grant = session.acquire_permit(name, SEMAPHORE_LIMIT, ttl, wait).await?;
+                            let answered = Instant::now();
+                            if let Some(token) = grant.token {
+                                permits.releasing(token, answered);
+                            }
+                            session.release_permit(&grant).await?;
+                            answered - began
+                        }
+                        [name] => {
+                            let grant = session.acquire(name, ttl, wait).await?;
+                            let acquired = began.elapsed();
+                            session.release(&grant).await?;
+                            acquired
+                        }
+                        names => {
+                            let grants = session.acquire_all(names, ttl, wait).await?;
+                            let acquired = began.elapsed();
+                            session.release_all(&grants).await?;
+                            acquired
+                        }
                     };
                     Ok::<_, AdapterError>(acquired)
                 };
@@ -260,5 +377,38 @@ pub async fn run_cycles(sessions: Vec<Box<dyn LockSession>>, plan: &Plan) -> Ben
         term_watched_ms: None,
         server_rss_mib: None,
         idle_connections: None,
+        semaphore: semaphore.then(|| permits.count()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A permit granted at `token`, answered and released `ms` after `t0`.
+    fn permit(t0: Instant, token: u64, answered: u64, released: u64) -> Permit {
+        let at = |ms| t0 + Duration::from_millis(ms);
+        Permit { token, answered: at(answered), released: at(released) }
+    }
+
+    // Permits one after the other overlap nowhere; a release that started
+    // after a later grant's answer counts at that grant, and so does one
+    // granted earlier but answered later (answers crossed), while a later
+    // grant does not count at an earlier one.
+    #[test]
+    fn holders_counted_in_the_servers_order() {
+        let t0 = Instant::now();
+        let apart = [permit(t0, 1, 0, 1), permit(t0, 2, 2, 3), permit(t0, 3, 4, 5)];
+        assert_eq!(holders_at_grants(&apart), [1, 1, 1]);
+        // 1 answered before 2 and released after 2's answer; 3 granted
+        // before 4 but answered after 4's answer.
+        let crossed = [permit(t0, 1, 0, 11), permit(t0, 2, 10, 12), permit(t0, 4, 20, 21), permit(t0, 3, 22, 23)];
+        assert_eq!(holders_at_grants(&crossed), [1, 2, 2, 1]);
+        // Nine grants answered before any release starts: the ninth is over a limit of 8.
+        let nine: Vec<Permit> = (0..9).map(|i| permit(t0, i + 1, i, 100)).collect();
+        assert_eq!(holders_at_grants(&nine), (1..=9).collect::<Vec<_>>());
+        // Two grants of one entry share a token and both count.
+        assert_eq!(holders_at_grants(&[permit(t0, 5, 0, 2), permit(t0, 5, 1, 3)]), [2, 2]);
+        assert!(holders_at_grants(&[]).is_empty());
     }
 }
