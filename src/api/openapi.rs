@@ -247,7 +247,8 @@ pub fn document() -> OpenApi {
 /// `not`s, so that a request the schema calls valid is one the server takes:
 /// a lease has a `ttl_ms` or a `session`, one of them, not both; a lock's renew or release
 /// names an `owner` in mode `shared` only, and must in that mode; a shared
-/// acquire takes no session; a `seq` is counted within a `session`.
+/// acquire takes no lock delay; a `seq` is counted within a `session`. (Each
+/// acquire, of a lock, locks, a campaign or permits, has the ttl rules.)
 pub fn document_json() -> serde_json::Value {
     let mut doc = serde_json::to_value(document()).expect("the document serializes");
     let both = |a: &str, a_schema: serde_json::Value, b: &str, b_schema: serde_json::Value| serde_json::json!({ "not": { "required": [a, b], "properties": { a: a_schema, b: b_schema } } });
@@ -274,9 +275,10 @@ pub fn document_json() -> serde_json::Value {
         "if": { "required": ["mode"], "properties": { "mode": { "const": "shared" } } },
         "then": { "required": ["owner"], "properties": { "owner": { "type": "string" } } },
     });
-    let shared_session = both("mode", serde_json::json!({ "const": "shared" }), "session", integer());
+    let shared_delay = both("mode", serde_json::json!({ "const": "shared" }), "lock_delay_ms", integer());
     let rules = [
-        ("AcquireRequest", vec![ttl_or_session(), ttl_and_session(), shared_session, seq_needs_session()]),
+        ("AcquireRequest", vec![ttl_or_session(), ttl_and_session(), shared_delay, seq_needs_session()]),
+        ("SemaphoreAcquireRequest", vec![ttl_or_session(), ttl_and_session(), seq_needs_session()]),
         ("MultiAcquireRequest", vec![ttl_or_session(), ttl_and_session(), seq_needs_session()]),
         ("CampaignRequest", vec![ttl_or_session(), ttl_and_session(), seq_needs_session()]),
         ("RenewRequest", vec![owner_unshared.clone(), shared_needs_owner.clone()]),
