@@ -229,15 +229,20 @@ impl Consensus {
     /// sending its client away to retry.
     async fn until_first_quorum(&self) {
         let mut metrics = self.raft.metrics();
-        let until = tokio::time::Instant::now() + ELECTION_BOUND;
+        // Every proposal passes here: the common case (a follower, or a
+        // leader already acknowledged) returns on the first two checks.
+        let mut until = None;
         loop {
             {
                 let m = metrics.borrow_watched();
-                let alone = m.membership_config.membership().voter_ids().count() <= 1;
-                if m.state != ServerState::Leader || m.last_quorum_acked.is_some() || alone {
+                if m.state != ServerState::Leader
+                    || m.last_quorum_acked.is_some()
+                    || m.membership_config.membership().voter_ids().nth(1).is_none()
+                {
                     return;
                 }
             }
+            let until = *until.get_or_insert_with(|| tokio::time::Instant::now() + ELECTION_BOUND);
             if !matches!(tokio::time::timeout_at(until, metrics.changed()).await, Ok(Ok(()))) {
                 return;
             }
