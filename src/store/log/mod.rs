@@ -503,8 +503,9 @@ mod tests {
         let open = |dir: &Path| LogStore::open_with(dir, Arc::default(), 300).expect("open log");
         let mut log = open(dir.path());
         for i in 0..40 {
-            // A rotation takes the spare only once it is made: let it be.
-            for _ in 0..500 {
+            // A rotation takes the spare only once it is made: let it be
+            // (up to 20 s: a loaded machine has taken over 1 s to make one).
+            for _ in 0..10_000 {
                 if std::fs::metadata(&spare).is_ok_and(|m| m.len() == 300) {
                     break;
                 }
