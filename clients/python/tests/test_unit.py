@@ -767,3 +767,36 @@ def test_an_async_lock_is_at_risk_while_renewals_fail():
         return seen
 
     assert_risk_came_and_went(asyncio.run(main()))
+
+
+def test_an_async_watchdog_stops_when_its_cancel_lands_as_a_renewal_completes():
+    """Before Python 3.12, asyncio.wait_for drops a cancel that arrives as
+    the awaited renewal completes and returns its result: the watchdog must
+    still stop (it did not, and release waited for it forever). The cancel
+    is sent 0-5 loop turns after the renewal is let go, to land in that
+    window whatever the interpreter's exact number of turns is."""
+
+    async def main() -> None:
+        transport = httpx.MockTransport(lambda _r: httpx.Response(200, json=GRANT))
+        async with leasehold.AsyncClient(["127.0.0.1:1"], transport=transport) as client:
+            for turns in range(6):
+                lock = await client.lock("n", ttl=0.3, owner="o").acquire()
+                renewing, finish = asyncio.Event(), asyncio.get_running_loop().create_future()
+                renew = lock._renewal
+
+                async def held_renewal(
+                    timing, deadline, renew=renew, finish=finish, renewing=renewing
+                ):
+                    result = await renew(timing, deadline)
+                    renewing.set()
+                    await finish
+                    return result
+
+                lock._renewal = held_renewal  # type: ignore[method-assign]
+                await asyncio.wait_for(renewing.wait(), 5)
+                finish.set_result(None)
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                await asyncio.wait_for(lock._stop_watchdog(), 5)
+
+    asyncio.run(main())

@@ -33,7 +33,6 @@ node hangs, so no attempt fails), until a renewal succeeds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import threading
@@ -406,8 +405,12 @@ class TaskWatchdog(Kept):
         task, self._task = self._task, None
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait, not `await task` under suppress(CancelledError):
+            # that also swallowed a cancel of this caller (a wait_for around
+            # release timed out and then returned as if released).
+            await asyncio.wait({task})
+            if not task.cancelled():
+                task.result()
 
     async def _watchdog(self, anchor: float) -> None:
         try:
@@ -418,22 +421,38 @@ class TaskWatchdog(Kept):
             await self._fire(LostReason("expired", f"the watchdog stopped: {e!r}"))
             raise
 
+    def _is_released(self) -> bool:
+        with self._mutex:
+            return self._released
+
     async def _keep(self, anchor: float) -> None:
         timing = self._timing
         assert timing is not None
-        while True:
+        # Released is checked as well as the cancel relied on: before Python
+        # 3.12, asyncio.wait_for returns the renewal's result and drops a
+        # cancel that arrives as the renewal completes, and this loop would
+        # renew on while _stop_watchdog waits for it forever.
+        while not self._is_released():
             await asyncio.sleep(max(0.0, anchor + timing.interval - time.monotonic()))
+            if self._is_released():
+                return
             outcome = await self._renew_before(timing, timing.deadline(anchor))
+            if outcome is None or self._is_released():
+                return
             if isinstance(outcome, LostReason):
                 await self._fire(outcome)
                 return
             anchor = outcome
             self._extend(anchor)
 
-    async def _renew_before(self, timing: Timing, deadline: float) -> Union[float, LostReason]:
+    async def _renew_before(
+        self, timing: Timing, deadline: float
+    ) -> Union[float, LostReason, None]:
+        """Renews, retrying failures, until ``deadline``: the new anchor, the
+        reason it is lost, or None when released meanwhile."""
         backoff = INITIAL_BACKOFF
         last_error = "no renewal attempt finished"
-        while True:
+        while not self._is_released():
             if time.monotonic() >= deadline:
                 return LostReason("expired", f"no renewal before the safe deadline ({last_error})")
             started = time.monotonic()
@@ -459,6 +478,7 @@ class TaskWatchdog(Kept):
             log.debug("renewal of %s failed (%s); retrying", self._subject(), last_error)
             await asyncio.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
             backoff = min(backoff * 2, MAX_BACKOFF)
+        return None
 
     async def _fire(self, reason: LostReason) -> None:
         if not self._mark_lost(reason):
