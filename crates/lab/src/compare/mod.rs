@@ -451,8 +451,9 @@ pub async fn run(options: &CompareOptions) -> Result<Report, CompareError> {
     if server_dir.exists() {
         std::fs::remove_dir_all(&server_dir)?;
     }
-    eprintln!("bench: probing fsync latency in {}", options.out.display());
-    let mut report = Report::new(options, report::fsync_probe(&options.out)?);
+    eprintln!("bench: probing fsync latency in {} and loopback round trips", options.out.display());
+    let loopback = report::loopback_probe()?;
+    let mut report = Report::new(options, report::fsync_probe(&options.out)?, loopback);
     let mut fleet = Fleet::default();
     let contenders = if options.endpoints.is_empty() {
         start_contenders(options, &server_dir, &mut fleet, &mut report).await?

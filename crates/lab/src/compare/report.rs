@@ -1,6 +1,6 @@
 //! The comparison's report: the machine it ran on (CPU model, cores, where
 //! each server and the clients may run, an fsync-latency probe of the
-//! results disk), every measured row, medians over runs with ratios to
+//! results disk and a loopback round-trip probe), every measured row, medians over runs with ratios to
 //! leasehold-3 taken within the same run, and the issue's targets. Written
 //! as `latest.json`, `README.md` and SVG plots.
 
@@ -110,6 +110,51 @@ pub fn fsync_probe(dir: &Path) -> std::io::Result<FsyncProbe> {
     })
 }
 
+/// Round trips of 64 bytes over one loopback TCP connection (nodelay) to an
+/// echo thread: what one network hop between two processes on this machine
+/// costs, for the hot lock's floor.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundTripProbe {
+    pub samples: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+}
+
+const ROUND_TRIP_SAMPLES: usize = 1000;
+
+pub fn loopback_probe() -> std::io::Result<RoundTripProbe> {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut stream, _) = listener.accept()?;
+        stream.set_nodelay(true)?;
+        let mut message = [0_u8; 64];
+        for _ in 0..ROUND_TRIP_SAMPLES {
+            stream.read_exact(&mut message)?;
+            stream.write_all(&message)?;
+        }
+        Ok(())
+    });
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    let mut latencies = histogram();
+    let mut message = [0x5a_u8; 64];
+    for _ in 0..ROUND_TRIP_SAMPLES {
+        let began = Instant::now();
+        stream.write_all(&message)?;
+        stream.read_exact(&mut message)?;
+        let _ = latencies.record((began.elapsed().as_micros() as u64).max(1));
+    }
+    echo.join().map_err(|_| std::io::Error::other("loopback echo thread panicked"))??;
+    Ok(RoundTripProbe {
+        samples: latencies.len(),
+        p50_us: latencies.value_at_quantile(0.5),
+        p99_us: latencies.value_at_quantile(0.99),
+    })
+}
+
 /// One of the issue's targets for leasehold-3, as measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
@@ -131,6 +176,7 @@ pub struct Report {
     /// Debug or release: the harness's and leasehold's build.
     pub build: String,
     pub fsync: FsyncProbe,
+    pub loopback: RoundTripProbe,
     pub placement: Vec<Placement>,
     /// Systems not measured, and why.
     pub skipped: Vec<(String, String)>,
@@ -142,7 +188,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(options: &CompareOptions, fsync: FsyncProbe) -> Report {
+    pub fn new(options: &CompareOptions, fsync: FsyncProbe, loopback: RoundTripProbe) -> Report {
         Report {
             command: options.command.clone(),
             started_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -153,6 +199,7 @@ impl Report {
             machine: Machine::probe(),
             build: BUILD.into(),
             fsync,
+            loopback,
             placement: vec![Placement::of("harness (all clients)", &[])],
             skipped: Vec::new(),
             left_out: Vec::new(),
@@ -186,7 +233,8 @@ impl Report {
              - kernel {}\n\
              - build: {}\n\
              - load average at start: {}; at end: {}\n\
-             - fsync probe of the results disk ({} appends of 4 KiB + fsync): p50 {} µs, p99 {} µs, max {} µs\n\n\
+             - fsync probe of the results disk ({} appends of 4 KiB + fsync): p50 {} µs, p99 {} µs, max {} µs\n\
+             - loopback round trip ({} of 64 bytes over TCP): p50 {} µs, p99 {} µs\n\n\
              ### CPU placement\n\n\
              Every server and the harness (all benchmark clients, one tokio runtime) share the CPUs below; \
              nothing is pinned.\n\n\
@@ -207,6 +255,9 @@ impl Report {
             self.fsync.p50_us,
             self.fsync.p99_us,
             self.fsync.max_us,
+            self.loopback.samples,
+            self.loopback.p50_us,
+            self.loopback.p99_us,
         );
         for p in &self.placement {
             let pids = p.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
@@ -224,6 +275,7 @@ impl Report {
                 out.push_str(&format!("| {} | {:.2} | {} |\n", t.goal, t.measured, if t.met { "yes" } else { "no" }));
             }
         }
+        out.push_str(&self.floor_table());
         out.push_str(&herd_table(&self.rows));
         out.push_str(&flood_table(&self.rows));
         out.push_str(&semaphore_table(&self.rows));
@@ -266,6 +318,56 @@ impl Report {
         out
     }
 }
+
+impl Report {
+    /// The hot lock against its floor, per leasehold system and client
+    /// count. A hand-off on one hot name is strictly sequential: the
+    /// holder's release travels to the leader, the entry is made durable on
+    /// a quorum (one round trip to the followers, each fsyncing as the
+    /// leader does), and the next holder is answered and sends its own
+    /// release: one fsync, one round trip between nodes and one between
+    /// client and node per hand-off, whatever the hardware does in
+    /// parallel. The CPU bound is the machine's cores divided by the CPU
+    /// every hand-off costs the servers and the client. Empty without
+    /// hot-handoff rows.
+    fn floor_table(&self) -> String {
+        let keys: Vec<(usize, &str)> =
+            points_of(&self.rows, HOT).into_iter().filter(|(_, system)| system.starts_with("leasehold")).collect();
+        if keys.is_empty() {
+            return String::new();
+        }
+        let floor_us = self.fsync.p50_us + 2 * self.loopback.p50_us;
+        let cores = self.machine.available_parallelism as f64;
+        let mut out = format!(
+            "\n## The hot lock and its floor\n\n\
+             A hand-off on one name is sequential: one durable commit (the fsync probe's p50, {} µs, paid by \
+             the leader and the followers in parallel) plus one round trip between nodes and one between a \
+             client and a node (the loopback probe's p50, {} µs each): {floor_us} µs, a floor of {:.0} \
+             hand-offs/s. The CPU bound is {cores:.0} cores ÷ the CPU one hand-off costs the servers and the \
+             client (median over runs).\n\n\
+             | system | clients | hand-offs/s | ÷ latency floor | CPU µs/hand-off (servers + client) | CPU bound hand-offs/s |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+            self.fsync.p50_us,
+            self.loopback.p50_us,
+            1e6 / floor_us.max(1) as f64,
+        );
+        for (clients, system) in keys {
+            let runs = point(&self.rows, HOT, clients, system);
+            let rate = median(runs.iter().map(|r| r.ops_per_sec).collect());
+            let cpu = median_of(&runs, |r| Some(r.server_cpu_us_per_cycle? + r.client_cpu_us_per_cycle?));
+            out.push_str(&format!(
+                "| {system} | {clients} | {rate:.0} | {:.2} | {} | {} |\n",
+                rate * floor_us as f64 / 1e6,
+                cpu.map_or("–".into(), |c| format!("{c:.0}")),
+                cpu.map_or("–".into(), |c| format!("{:.0}", cores * 1e6 / c)),
+            ));
+        }
+        out
+    }
+}
+
+/// The hot-name workload's label in the rows.
+const HOT: &str = "hot-handoff";
 
 /// The herds: per system and herd size, the median hand-offs/s and servers'
 /// resident memory at the end of a run, the leader changes and errors
@@ -626,9 +728,9 @@ fn targets(rows: &[BenchRow]) -> Vec<Target> {
         ratio(BASELINE, "cycle-distinct", 64, "redlock", false, 2.0),
         ratio(BASELINE, "cycle-distinct", 64, "etcd-session", false, 5.0),
         ratio(BASELINE, "cycle-distinct", 1, "etcd-session", true, 0.5),
-        ratio(BASELINE, "hot-handoff", 64, "etcd-session", false, 5.0),
+        ratio(BASELINE, HOT, 64, "etcd-session", false, 5.0),
         ratio("leasehold-5", "cycle-distinct", 64, BASELINE, false, 0.7),
-        ratio("leasehold-5", "hot-handoff", 64, BASELINE, false, 0.7),
+        ratio("leasehold-5", HOT, 64, BASELINE, false, 0.7),
     ];
     let mut targets: Vec<Target> = ratios
         .iter()
