@@ -134,7 +134,9 @@ async fn leader_kill_keeps_locks_and_token_order() {
 
 // Ensures a survivor holds a request sent right after the leader's kill -9
 // until the next leader is elected, and answers it then: a client that tries
-// once (no retry budget) is granted, not told `unavailable`.
+// once (no retry budget) is granted, not told `unavailable`. And a client
+// whose first node is the dead one goes to the next at once, without a
+// pause its zero budget could not afford.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survivors_hold_requests_through_a_failover() {
     bounded(async {
@@ -162,6 +164,15 @@ async fn survivors_hold_requests_through_a_failover() {
         }
         let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
         assert_ne!(new, old);
+        step("a client that lists the dead node first moves on at once, within a zero retry budget");
+        let endpoints: Vec<String> =
+            std::iter::once(old).chain(survivors.iter().copied()).map(|id| cluster.endpoint(id)).collect();
+        let dead_first = Client::new(&endpoints).unwrap().with_retry_budget(Duration::ZERO);
+        let lease = dead_first
+            .acquire("after/dead-first", "w", LONG_TTL_MS)
+            .await
+            .unwrap_or_else(|e| panic!("a refused connection was not followed by the next node at once: {e}"));
+        assert!(lease.token().get() > 0);
     })
     .await;
 }

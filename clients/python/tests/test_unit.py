@@ -276,7 +276,21 @@ def test_503_naming_another_leader_goes_there():
                                              "retry-after": "1"})  # fmt: skip
         return httpx.Response(200, json=GRANT)
 
-    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2")).acquire("n", "o", 10)
+    # At once: a zero retry budget affords no pause.
+    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2"), retry_budget=0).acquire("n", "o", 10)
+    assert hosts == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+def test_nodes_naming_each_other_are_each_tried_once_before_a_pause():
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(f"{request.url.host}:{request.url.port}")
+        other = 2 if request.url.port == 1 else 1
+        return error(503, "not_leader", {"x-leasehold-leader-addr": f"127.0.0.1:{other}"})
+
+    with pytest.raises(leasehold.Unavailable):
+        client_with(handler, ("127.0.0.1:1", "127.0.0.1:2"), retry_budget=0).acquire("n", "o", 10)
     assert hosts == ["127.0.0.1:1", "127.0.0.1:2"]
 
 
@@ -289,7 +303,8 @@ def test_unreachable_node_fails_over_to_the_next():
             raise httpx.ConnectError("refused", request=request)
         return httpx.Response(200, json=GRANT)
 
-    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2")).acquire("n", "o", 10)
+    # At once: the request never reached the refusing node.
+    client_with(handler, ("127.0.0.1:1", "127.0.0.1:2"), retry_budget=0).acquire("n", "o", 10)
     assert hosts == ["127.0.0.1:1", "127.0.0.1:2"]
 
 

@@ -1,8 +1,10 @@
 //! [`Client`]: a client of one cluster, built from its nodes' endpoints,
 //! and `call`, the loop every request of the endpoint modules goes
 //! through: the same body (so the same request id) on every try, HTTP/1.1
-//! or HTTP/2 per try, the named leader or the next node after a failure,
-//! and pauses from `Backoff` until the retry budget is spent.
+//! or HTTP/2 per try, the named leader or the next node after a failure
+//! (at once after a refused connection or a 503 naming another leader, once
+//! per other node between pauses), and pauses from `Backoff` until the retry
+//! budget is spent.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -152,6 +154,13 @@ impl Client {
         // does not speak HTTP/2.
         let mut probing_http1 = false;
         let waiting = (!wait.is_zero()).then(|| Waiting::new(&self.waits));
+        // Tries left before the next pause that go to another node at once:
+        // one refused the connection (the request never reached it: the
+        // node is down, as its leader is after a crash) or named another
+        // leader in its 503. At most one per other node between pauses, so
+        // nodes that name each other, or all refusing, cannot make it spin.
+        let sweep = self.http.len() - 1;
+        let mut at_once = sweep;
         loop {
             let endpoint = self.preferred.load(Ordering::Relaxed) % self.http.len();
             let herd = waiting.as_ref().is_some_and(|w| w.others > 0);
@@ -191,7 +200,13 @@ impl Client {
                         // cut off from the others (openraft has no CheckQuorum):
                         // follow a leader named elsewhere, else try the next node.
                         match leader.filter(|l| *l != endpoint) {
-                            Some(other) => self.preferred.store(other, Ordering::Relaxed),
+                            Some(other) => {
+                                self.preferred.store(other, Ordering::Relaxed);
+                                if at_once > 0 {
+                                    at_once -= 1;
+                                    continue;
+                                }
+                            }
                             None => self.move_on_from(endpoint),
                         }
                         (failure.message, backoff.unavailable())
@@ -201,6 +216,13 @@ impl Client {
                 Ok(Err(e)) if e.is_too_large() => return Err(too_large(e)),
                 Ok(Err(e)) if multiplexed && !e.is_connect() => {
                     probing_http1 = true;
+                    continue;
+                }
+                Ok(Err(e)) if e.is_connect() && at_once > 0 => {
+                    tracing::debug!(error = %e, "node refused the connection; trying the next one at once");
+                    probing_http1 = false;
+                    at_once -= 1;
+                    self.move_on_from(endpoint);
                     continue;
                 }
                 failed => {
@@ -218,6 +240,7 @@ impl Client {
                 return Err(ClientError::Unavailable(failure));
             }
             tokio::time::sleep(pause).await;
+            at_once = sweep;
         }
     }
 

@@ -111,10 +111,13 @@ def parse_endpoints(endpoints: Union[str, Sequence[str]], https: bool) -> list[E
 @dataclass
 class Retry:
     """A 503 answer: retry after ``delay`` seconds (``None``: the client's
-    own back-off), raising ``error`` once the budget is spent."""
+    own back-off), raising ``error`` once the budget is spent; ``at_once``
+    when it named another leader, which may take the next try without a
+    pause."""
 
     error: LeaseholdError
     delay: Optional[float]
+    at_once: bool = False
 
 
 def retry_after(headers: httpx.Headers) -> Optional[float]:
@@ -271,7 +274,7 @@ class Core:
                 # A node that is not (or no longer) the leader named another:
                 # go there now; its Retry-After was about itself.
                 self.prefer(leader)
-                return Retry(error, None)
+                return Retry(error, None, at_once=True)
             # No leader known, or a leader that cannot commit (cut off from
             # the others): try the next node, after the server's Retry-After.
             self.move_on_from(index)

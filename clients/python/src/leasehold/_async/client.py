@@ -696,6 +696,13 @@ class AsyncClient:
         give_up = core.give_up_at(first_sent, call.wait, deadline)
         backoff = INITIAL_BACKOFF
         probing_http1 = False
+        # Tries left before the next pause that go to another node at once:
+        # one refused the connection (the request never reached it: the node
+        # is down, as its leader is after a crash) or named another leader in
+        # its 503. At most one per other node between pauses, so nodes that
+        # name each other, or all refusing, cannot make it spin.
+        sweep = len(core.endpoints) - 1
+        at_once = sweep
         while True:
             index = core.preferred()
             retry: Optional[Retry] = None
@@ -719,6 +726,9 @@ class AsyncClient:
                 probing_http1 = False
                 core.move_on_from(index)
                 failure = unreachable(core.endpoints[index], e)
+                if isinstance(e, httpx.ConnectError) and at_once > 0:
+                    at_once -= 1
+                    continue
             else:
                 if probing_http1:
                     core.answered_over_http1()
@@ -727,11 +737,15 @@ class AsyncClient:
                 if not isinstance(result, Retry):
                     return result, first_sent
                 retry, failure = result, result.error
+                if retry.at_once and at_once > 0:
+                    at_once -= 1
+                    continue
             delay = core.next_delay(retry, backoff)
             if time.monotonic() + delay > give_up:
                 raise failure
             await asleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)
+            at_once = sweep
 
 
 async def _exchange(
