@@ -143,7 +143,9 @@ type reply struct {
 
 // call sends one request, following the leader and retrying
 // unavailability until the retry budget (plus wait) is spent, with the
-// same body, so the same request id, on every try. wait is how long the
+// same body, so the same request id, on every try: the next node at once
+// after a refused connection or a 503 naming another leader (once per other
+// node between pauses), else after a pause. wait is how long the
 // server may legitimately hold the request (a queued acquire). It decodes a
 // 2xx answer into out and returns the instant the call started: no later
 // than the send of its first attempt. A retry may be answered from the
@@ -160,6 +162,13 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 		}
 	}
 	pauses := newBackoff()
+	// Tries left before the next pause that go to another node at once: one
+	// refused the connection (the request never reached it: the node is
+	// down, as its leader is after a crash) or named another leader in its
+	// 503. At most one per other node between pauses, so nodes that name
+	// each other, or all refusing, cannot make it spin.
+	sweep := len(c.endpoints) - 1
+	atOnce := sweep
 	for {
 		node := int(c.preferred.Load() % uint64(len(c.endpoints)))
 		answer, err := c.send(ctx, node, method, path, payload, attemptTimeout+wait)
@@ -172,6 +181,10 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 			}
 			// Unreachable, refused or timed out: try the next node.
 			c.moveOnFrom(node)
+			if connectFailed(err) && atOnce > 0 {
+				atOnce--
+				continue
+			}
 			failure = &UnavailableError{Message: err.Error()}
 			pause = pauses.unavailable()
 		case answer.status != http.StatusServiceUnavailable:
@@ -195,6 +208,10 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 				// follow a leader named elsewhere, else try the next node.
 				if leader := c.namedLeader(answer); leader >= 0 && leader != node {
 					c.preferred.Store(uint64(leader))
+					if atOnce > 0 {
+						atOnce--
+						continue
+					}
 				} else {
 					c.moveOnFrom(node)
 				}
@@ -211,7 +228,16 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 			return started, ctx.Err()
 		case <-timer.C:
 		}
+		atOnce = sweep
 	}
+}
+
+// connectFailed is whether err is a failure to connect (refused, no route,
+// no such host, the dial timed out): the request never reached the node, so
+// another may take it at once.
+func connectFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // send is one try of a request to one node.
