@@ -27,6 +27,8 @@ export class Http2Failure extends Error {
     message: string,
     /** Connecting failed (refused, unreachable) or the attempt timed out: HTTP/1.1 would not fare better. */
     readonly unreachable: boolean,
+    /** The socket's error code (`ECONNREFUSED`, ...), `""` when none. */
+    readonly code: string = "",
   ) {
     super(message);
   }
@@ -102,7 +104,7 @@ export class Http2Waits {
         // A failed connect cancels the stream, with the socket's error as its cause.
         const cause = (e as { cause?: NodeJS.ErrnoException }).cause;
         const code = cause?.code ?? e.code ?? "";
-        finish(new Http2Failure(cause?.message ?? e.message, UNREACHABLE.includes(code)));
+        finish(new Http2Failure(cause?.message ?? e.message, UNREACHABLE.includes(code), code));
       });
       if (body !== undefined) stream.end(body);
     });

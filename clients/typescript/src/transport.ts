@@ -1,12 +1,14 @@
 /**
  * How a call reaches the cluster: the endpoints, the node believed to lead
  * (learned from the `x-leasehold-leader-addr` header of every answer),
- * failover to the next endpoint when a node is unreachable, and retries of
- * `503` answers until the retry budget is spent: after the server's
- * `Retry-After` (plus up to 20 % jitter, so clients refused together do not
- * come back together) when the node is overloaded or knows no leader, at
- * once when it names another leader. Other answers (409, 404, 400, ...) are
- * thrown at once as the error class of their code.
+ * failover to the next endpoint when a node is unreachable (at once when it
+ * refused the connection), and retries of `503` answers until the retry
+ * budget is spent: after the server's `Retry-After` (plus up to 20 %
+ * jitter, so clients refused together do not come back together) when the
+ * node is overloaded or knows no leader, at once when it names another
+ * leader. The tries taken at once are at most one per other endpoint
+ * between two pauses. Other answers (409, 404, 400, ...) are thrown at once
+ * as the error class of their code.
  *
  * The body of a call, and so its request id, is built once: every retry
  * sends the same request id, so a retry the cluster already applied returns
@@ -166,6 +168,13 @@ export class Transport {
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
     let backoff = INITIAL_BACKOFF_MS;
     let probingHttp1 = false;
+    // Tries left before the next pause that go to another node at once: one
+    // refused the connection (the request never reached it: the node is
+    // down, as its leader is after a crash) or named another leader in its
+    // 503. At most one per other node between pauses, so nodes that name
+    // each other, or all refusing, cannot make it spin.
+    const sweep = this.endpoints.length - 1;
+    let atOnce = sweep;
     for (;;) {
       const index = this.#preferred % this.endpoints.length;
       const endpoint = this.endpoints[index]!;
@@ -190,6 +199,10 @@ export class Transport {
         probingHttp1 = false;
         // Unreachable, refused, reset or timed out: try the next node.
         this.#moveOnFrom(index);
+        if (connectFailed(e) && atOnce > 0) {
+          atOnce -= 1;
+          continue;
+        }
         answered = clientSide(UnavailableError, "unavailable", `${endpoint.base}: ${describe(e)}`);
       }
       let failure: LeaseholdError;
@@ -211,6 +224,10 @@ export class Transport {
           // A node that is not (or no longer) the leader named another: go
           // there now; its Retry-After was about itself.
           this.#preferred = leader;
+          if (atOnce > 0) {
+            atOnce -= 1;
+            continue;
+          }
         } else {
           // No leader known, or a leader that cannot commit: the next node,
           // after the server's Retry-After.
@@ -222,6 +239,7 @@ export class Transport {
       if (now() + pause > giveUp) throw failure;
       await sleep(pause);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      atOnce = sweep;
     }
   }
 
@@ -245,6 +263,22 @@ export class Transport {
       this.#preferred = (index + 1) % this.endpoints.length;
     }
   }
+}
+
+/**
+ * Socket errors of a connection that was never made (refused, no route, no
+ * such host, connect timed out): the request did not reach the node.
+ */
+const CONNECT_FAILED = ["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"];
+
+/**
+ * Whether `error`, thrown by a try, is a failure to connect: `fetch` throws
+ * a `TypeError` whose cause carries the socket's code; an HTTP/2 try, an
+ * {@link Http2Failure} with the code.
+ */
+function connectFailed(error: unknown): boolean {
+  const code = error instanceof Http2Failure ? error.code : (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return typeof code === "string" && CONNECT_FAILED.includes(code);
 }
 
 function describe(error: unknown): string {
