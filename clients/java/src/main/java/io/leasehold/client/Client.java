@@ -5,12 +5,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.URI;
 import java.net.URLEncoder;
 import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.channels.UnresolvedAddressException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,9 +33,11 @@ import javax.net.ssl.SSLContext;
  *
  * <p>Every call goes through one retry loop: the same body (so the same
  * request id) on every try; the node named in {@code x-leasehold-leader-addr}
- * first, the next one after a failure; pauses that grow while no node
- * answers and honour {@code Retry-After} (with jitter) when a node is
- * overloaded; until the retry budget is spent ({@link UnavailableException}).
+ * first, the next one after a failure (at once after a refused connection or
+ * a 503 naming another leader, once per other node between pauses); pauses
+ * that grow while no node answers and honour {@code Retry-After} (with
+ * jitter) when a node is overloaded; until the retry budget is spent
+ * ({@link UnavailableException}).
  *
  * <p>HTTP/2: {@code java.net.http} speaks HTTP/2 to https endpoints
  * (negotiated by ALPN), so there every request, waiting acquires included,
@@ -202,6 +207,13 @@ public final class Client {
             throw new IllegalArgumentException("cannot encode the request: " + unencodable.getMessage(), unencodable);
         }
         Backoff pauses = new Backoff();
+        // Tries left before the next pause that go to another node at once:
+        // one refused the connection (the request never reached it: the node
+        // is down, as its leader is after a crash) or named another leader in
+        // its 503. At most one per other node between pauses, so nodes that
+        // name each other, or all refusing, cannot make it spin.
+        int sweep = endpoints.size() - 1;
+        int atOnce = sweep;
         while (true) {
             int node = Math.floorMod(preferred.get(), endpoints.size());
             long timeout = ATTEMPT_TIMEOUT.plus(wait).toNanos();
@@ -222,11 +234,16 @@ public final class Client {
                 failure = new UnavailableException(endpoints.get(node) + ": " + why, null, null);
                 // Unreachable, refused or timed out: try the next node.
                 moveOnFrom(node);
+                if (connectFailed(broken) && atOnce > 0) {
+                    atOnce--;
+                    continue;
+                }
                 pause = pauses.unavailable();
                 if (System.nanoTime() + pause.toNanos() - giveUp > 0) {
                     throw failure;
                 }
                 sleep(pause, cutoffNanos);
+                atOnce = sweep;
                 continue;
             }
             if (reply.status != 503) {
@@ -248,6 +265,10 @@ public final class Client {
                 int leader = namedLeader(reply);
                 if (leader >= 0 && leader != node) {
                     preferred.set(leader);
+                    if (atOnce > 0) {
+                        atOnce--;
+                        continue;
+                    }
                 } else {
                     moveOnFrom(node);
                 }
@@ -257,7 +278,25 @@ public final class Client {
                 throw failure;
             }
             sleep(pause, cutoffNanos);
+            atOnce = sweep;
         }
+    }
+
+    /**
+     * Whether a try failed to connect (refused, no route, no such host, the
+     * connect timed out): the request never reached the node.
+     * {@code java.net.http} reports it as a {@link ConnectException} or
+     * {@link HttpConnectTimeoutException}, wrapped by the future's
+     * {@link ExecutionException}.
+     */
+    private static boolean connectFailed(Throwable broken) {
+        for (Throwable e = broken; e != null; e = e.getCause()) {
+            if (e instanceof ConnectException || e instanceof HttpConnectTimeoutException
+                    || e instanceof UnresolvedAddressException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Sleeps {@code pause}, but not past {@code cutoffNanos} (when not 0). */
