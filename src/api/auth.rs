@@ -15,13 +15,18 @@
 //! Checked on every node, also on a follower before it forwards a request;
 //! the leader checks the forwarded caller's token again.
 
-use axum::extract::{Request, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::node::Node;
 use crate::security::Secrets;
+use leasehold_core::{Denied, Permission, Principal, TokenHash};
 use leasehold_proto::{ErrorCode, Secret};
 
 /// The part of the API a request is for.
@@ -87,29 +92,76 @@ enum Access {
     /// Nothing to check: no secret is configured (the node warns at start),
     /// or Raft RPC without a cluster secret (the members send none).
     Open,
-    /// A request must carry one of these.
-    Tokens(Vec<Secret>),
-    /// The node has secrets, but not the one this part needs: refused to
-    /// all, with this reason.
+    /// A request must carry one of these, or a user's token (client and
+    /// admin parts); `Closed`: the node has none of these, and only a
+    /// user's token may open the part.
+    Tokens(Vec<(SecretKind, Secret)>),
     Closed(&'static str),
 }
 
-const CLIENT_CLOSED: &str = "the client API needs a client token or the admin token, and this node has neither \
-                             configured (--client-token-file or $LEASEHOLD_CLIENT_TOKEN); it has other secrets, so the \
-                             client API is closed";
-const ADMIN_CLOSED: &str = "the admin API needs the admin token, and this node has none configured \
-                            (--admin-token-file or $LEASEHOLD_ADMIN_TOKEN); a client token never opens it";
+const CLIENT_CLOSED: &str = "the client API needs a client token, the admin token or a user's token, and this node \
+                             has neither of the first two configured (--client-token-file or \
+                             $LEASEHOLD_CLIENT_TOKEN); it has other secrets, so the client API is closed to others";
+const ADMIN_CLOSED: &str = "the admin API needs the admin token or the token of a user with admin on every name, \
+                            and this node has no admin token configured (--admin-token-file or \
+                            $LEASEHOLD_ADMIN_TOKEN); a client token never opens it";
+
+/// Where a guard looks up users' tokens and permissions: the node's
+/// replicated table ([`crate::node::Node`]), as applied on this node.
+pub trait Directory: Send + Sync {
+    /// The user whose live token hashes to `hash`.
+    fn user_of(&self, hash: &TokenHash) -> Option<String>;
+    /// [`leasehold_core::Access::may`] on the table as applied here.
+    fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied>;
+    /// [`leasehold_core::Access::may_some`] on the table as applied here.
+    fn may_some(&self, principal: &Principal, permission: Permission) -> Result<(), Denied>;
+}
+
+impl Directory for Node {
+    fn user_of(&self, hash: &TokenHash) -> Option<String> {
+        self.locks().read(|t| t.access().user_of(hash).map(str::to_owned))
+    }
+
+    fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied> {
+        match principal {
+            // The built-in principals need no table: no lock taken per request.
+            Principal::Client | Principal::Admin => NO_USERS.may(principal, permission, names.iter().copied()),
+            Principal::User(_) => self.locks().read(|t| t.access().may(principal, permission, names.iter().copied())),
+        }
+    }
+
+    fn may_some(&self, principal: &Principal, permission: Permission) -> Result<(), Denied> {
+        match principal {
+            Principal::Client | Principal::Admin => NO_USERS.may_some(principal, permission),
+            Principal::User(_) => self.locks().read(|t| t.access().may_some(principal, permission)),
+        }
+    }
+}
+
+/// The rule for the built-in principals, which no user or role changes.
+static NO_USERS: std::sync::LazyLock<leasehold_core::Access> = std::sync::LazyLock::new(Default::default);
 
 /// What one part of the API asks of a request.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Guard {
     part: Part,
     access: Access,
+    /// Users' tokens, for the client, admin and status parts.
+    users: Option<Arc<dyn Directory>>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard").field("part", &self.part).field("access", &self.access).finish_non_exhaustive()
+    }
 }
 
 impl Guard {
-    pub fn new(secrets: &Secrets, part: Part) -> Guard {
-        let accepted: Vec<Secret> = part.openers().iter().filter_map(|kind| kind.of(secrets).clone()).collect();
+    /// The guard of `part`; `users` resolves users' tokens (none: only the
+    /// node's own secrets open anything).
+    pub fn new(secrets: &Secrets, part: Part, users: Option<Arc<dyn Directory>>) -> Guard {
+        let accepted: Vec<(SecretKind, Secret)> =
+            part.openers().iter().filter_map(|kind| kind.of(secrets).clone().map(|s| (*kind, s))).collect();
         let access = match part {
             _ if !accepted.is_empty() => Access::Tokens(accepted),
             _ if !secrets.any() => Access::Open,
@@ -120,15 +172,21 @@ impl Guard {
             // secret, so closing it would stop the cluster.
             Part::Observe | Part::Raft => Access::Open,
         };
-        Guard { part, access }
+        let users = match part {
+            Part::Raft => None,
+            _ => users,
+        };
+        Guard { part, access, users }
     }
 
-    /// `Ok` when `headers` carry a token that opens this part.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        let accepted = match &self.access {
-            Access::Open => return Ok(()),
-            Access::Closed(reason) => return Err(ApiError::new(ErrorCode::PermissionDenied, *reason)),
-            Access::Tokens(accepted) => accepted,
+    /// The principal of a request whose `headers` carry a token that opens
+    /// this part: the built-in one of a node secret, or a user. A node
+    /// without secrets is open: everyone is [`Principal::Admin`].
+    pub fn check(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        let (accepted, closed): (&[(SecretKind, Secret)], _) = match &self.access {
+            Access::Open => return Ok(Principal::Admin),
+            Access::Closed(reason) => (&[], Some(*reason)),
+            Access::Tokens(accepted) => (accepted, None),
         };
         let what = match self.part {
             Part::Observe => "this endpoint",
@@ -136,7 +194,16 @@ impl Guard {
             Part::Admin => "the admin API",
             Part::Raft => "Raft RPC",
         };
+        let refused = |reason: Option<&'static str>| {
+            ApiError::new(
+                ErrorCode::PermissionDenied,
+                reason.map_or(format!("this token does not open {what}"), String::from),
+            )
+        };
         let Some(token) = bearer(headers) else {
+            if let Some(reason) = closed {
+                return Err(refused(Some(reason)));
+            }
             return Err(ApiError::new(
                 ErrorCode::Unauthenticated,
                 format!("{what} needs an 'authorization: Bearer <token>' header"),
@@ -144,12 +211,28 @@ impl Guard {
         };
         // Every accepted secret is compared, so the time taken does not tell
         // which one came closest.
-        let matched = accepted.iter().fold(false, |any, secret| secret.matches(token) | any);
-        if matched {
-            Ok(())
-        } else {
-            Err(ApiError::new(ErrorCode::PermissionDenied, format!("this token does not open {what}")))
+        let matched = accepted.iter().fold(None, |found, (kind, secret)| match secret.matches(token) {
+            true => Some(*kind),
+            false => found,
+        });
+        match matched {
+            Some(SecretKind::AdminToken) => return Ok(Principal::Admin),
+            Some(SecretKind::ClientToken) => return Ok(Principal::Client),
+            // Opens status and Raft RPC only; nothing asks it for names.
+            Some(SecretKind::ClusterSecret) => return Ok(Principal::Client),
+            None => {}
         }
+        // A user's token: looked up by its hash, so the table never holds
+        // the token and a lookup takes the same time whatever it matches.
+        let user = self.users.as_ref().and_then(|users| Some((users, users.user_of(&token_hash(token))?)));
+        let Some((users, user)) = user else {
+            return Err(refused(closed));
+        };
+        let principal = Principal::User(user);
+        if self.part == Part::Admin {
+            users.may(&principal, Permission::Admin, &[""]).map_err(ApiError::from)?;
+        }
+        Ok(principal)
     }
 }
 
@@ -160,12 +243,79 @@ fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
     (scheme.eq_ignore_ascii_case(b"bearer ") && !token.is_empty()).then_some(token)
 }
 
-/// Middleware: refuse the request unless its token opens the guarded part.
-pub async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+/// Middleware: refuse the request unless its token opens the guarded part;
+/// the principal it comes from goes with it to the handler ([`Authz`]).
+pub async fn require(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     match guard.check(request.headers()) {
-        Ok(()) => next.run(request).await,
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
         Err(e) => e.into_response(),
     }
+}
+
+/// The principal a request comes from, as its guard resolved it, and the
+/// one check every handler of the client and admin parts makes before it
+/// reads or changes anything: [`Authz::may`] on every name the request
+/// touches (`tests/auth.rs` walks every route to prove none forgets it).
+#[derive(Debug, Clone)]
+pub struct Authz(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Authz {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        // Only a route behind a guard has one: a handler that asks for it
+        // elsewhere is refused, never let through.
+        match parts.extensions.get::<Principal>() {
+            Some(principal) => Ok(Authz(principal.clone())),
+            None => Err(ApiError::new(ErrorCode::PermissionDenied, "this endpoint authorizes nobody")),
+        }
+    }
+}
+
+impl Authz {
+    /// `Ok` when the caller may `permission` on every one of `names`; else
+    /// 403 `permission_denied` naming the permission and the first name
+    /// refused (nothing was read or changed).
+    pub fn may<'n>(
+        &self,
+        node: &Node,
+        permission: Permission,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<(), ApiError> {
+        let names: Vec<&str> = names.into_iter().collect();
+        Ok(node.may(&self.0, permission, &names)?)
+    }
+
+    /// `Ok` when the caller may `permission` on the names of a list that
+    /// starts with `prefix`: a grant on a prefix of `prefix` (etcd's rule
+    /// for ranges), so a list never shows what the caller may not read.
+    pub fn may_list(&self, node: &Node, permission: Permission, prefix: &str) -> Result<(), ApiError> {
+        self.may(node, permission, [prefix])
+    }
+
+    /// `Ok` when the caller may `permission` on some name: what asks about
+    /// no name (a session of its own).
+    pub fn may_some(&self, node: &Node, permission: Permission) -> Result<(), ApiError> {
+        Ok(node.may_some(&self.0, permission)?)
+    }
+}
+
+/// The SHA-256 of a user's token, as the table keeps it.
+pub fn token_hash(token: &[u8]) -> TokenHash {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token);
+    TokenHash(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A new user token: 32 random bytes (256 bits, so its unsalted hash
+/// cannot be reversed by guessing), as `lh_` and 64 hex digits.
+pub fn new_user_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| ApiError::internal("no random bytes"))?;
+    Ok(format!("lh_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
 #[cfg(test)]
@@ -206,7 +356,7 @@ mod tests {
     fn each_part_accepts_its_tokens() {
         let secrets = all_secrets();
         let [observe, client, admin, raft] =
-            [Part::Observe, Part::Client, Part::Admin, Part::Raft].map(|part| Guard::new(&secrets, part));
+            [Part::Observe, Part::Client, Part::Admin, Part::Raft].map(|part| Guard::new(&secrets, part, None));
         let (c, a, r) = (with_auth(CLIENT), with_auth(ADMIN), with_auth(PEER));
         for token in [&c, &a, &r] {
             assert_eq!(status(&observe, token), None, "any secret opens the status");
@@ -230,7 +380,7 @@ mod tests {
     #[test]
     fn without_secrets_every_part_is_open() {
         for part in [Part::Observe, Part::Client, Part::Admin, Part::Raft] {
-            assert_eq!(status(&Guard::new(&Secrets::default(), part), &HeaderMap::new()), None, "{part:?}");
+            assert_eq!(status(&Guard::new(&Secrets::default(), part, None), &HeaderMap::new()), None, "{part:?}");
         }
     }
 
@@ -242,22 +392,25 @@ mod tests {
     #[test]
     fn any_secret_closes_what_no_token_opens() {
         let only_client = Secrets { client_token: secret("client-token-0123456789"), ..Default::default() };
-        let admin = Guard::new(&only_client, Part::Admin);
+        let admin = Guard::new(&only_client, Part::Admin, None);
         for headers in [HeaderMap::new(), with_auth(CLIENT)] {
             let refusal = admin.check(&headers).expect_err("the admin API is closed");
             assert_eq!(refusal.status(), StatusCode::FORBIDDEN);
             assert!(refusal.message.contains("admin token"), "{}", refusal.message);
         }
-        assert_eq!(status(&Guard::new(&only_client, Part::Observe), &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
-        assert_eq!(status(&Guard::new(&only_client, Part::Raft), &HeaderMap::new()), None);
+        assert_eq!(
+            status(&Guard::new(&only_client, Part::Observe, None), &HeaderMap::new()),
+            Some(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(status(&Guard::new(&only_client, Part::Raft, None), &HeaderMap::new()), None);
 
         let only_admin = Secrets { admin_token: secret("admin-token-0123456789"), ..Default::default() };
-        let client = Guard::new(&only_admin, Part::Client);
+        let client = Guard::new(&only_admin, Part::Client, None);
         assert_eq!(status(&client, &HeaderMap::new()), Some(StatusCode::UNAUTHORIZED));
         assert_eq!(status(&client, &with_auth(ADMIN)), None);
 
         let only_peer = Secrets { cluster_secret: secret("cluster-secret-0123456789"), ..Default::default() };
-        assert_eq!(status(&Guard::new(&only_peer, Part::Client), &with_auth(PEER)), Some(StatusCode::FORBIDDEN));
-        assert_eq!(status(&Guard::new(&only_peer, Part::Observe), &with_auth(PEER)), None);
+        assert_eq!(status(&Guard::new(&only_peer, Part::Client, None), &with_auth(PEER)), Some(StatusCode::FORBIDDEN));
+        assert_eq!(status(&Guard::new(&only_peer, Part::Observe, None), &with_auth(PEER)), None);
     }
 }
