@@ -14,6 +14,15 @@
 //!
 //! Checked on every node, also on a follower before it forwards a request;
 //! the leader checks the forwarded caller's token again.
+//!
+//! A token that opens a part is resolved to a [`Principal`]: the node's
+//! client token and admin token are the two built-in ones, any other token
+//! is looked up (by its SHA-256) among the users of the replicated table as
+//! applied on this node. The principal goes to the handler as [`Authz`],
+//! whose [`Authz::may`] every handler of the client and admin parts calls
+//! on every name the request touches before it reads or changes anything
+//! (the rule is [`leasehold_core::Access::may`]); `src/api/tests/access.rs`
+//! walks every route to prove none forgets it.
 
 use std::sync::Arc;
 
