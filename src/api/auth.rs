@@ -124,6 +124,8 @@ pub trait Directory: Send + Sync {
     fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied>;
     /// [`leasehold_core::Access::may_some`] on the table as applied here.
     fn may_some(&self, principal: &Principal, permission: Permission) -> Result<(), Denied>;
+    /// Whether this node leads: it has applied every change acknowledged.
+    fn leads(&self) -> bool;
 }
 
 impl Directory for Node {
@@ -145,7 +147,16 @@ impl Directory for Node {
             Principal::User(_) => self.locks().read(|t| t.access().may_some(principal, permission)),
         }
     }
+
+    fn leads(&self) -> bool {
+        self.leader().is_some_and(|(id, _)| id == self.id())
+    }
 }
+
+/// How long a node that does not lead waits to apply a user's token it does
+/// not know yet (a user or token created a moment ago, acknowledged by the
+/// leader, not yet applied here) before it refuses it.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The rule for the built-in principals, which no user or role changes.
 static NO_USERS: std::sync::LazyLock<leasehold_core::Access> = std::sync::LazyLock::new(Default::default);
@@ -192,6 +203,19 @@ impl Guard {
     /// this part: the built-in one of a node secret, or a user. A node
     /// without secrets is open: everyone is [`Principal::Admin`].
     pub fn check(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        self.resolve(headers).map_err(|(refusal, _)| refusal)
+    }
+
+    /// [`Guard::check`]; a refusal says too whether it was a token this
+    /// node did not find among its users (`true`), which it may yet apply.
+    fn resolve(&self, headers: &HeaderMap) -> Result<Principal, (ApiError, bool)> {
+        self.resolve_inner(headers).map_err(|refusal| match refusal {
+            Unresolved::Refused(e) => (e, false),
+            Unresolved::UnknownUser(e) => (e, true),
+        })
+    }
+
+    fn resolve_inner(&self, headers: &HeaderMap) -> Result<Principal, Unresolved> {
         let (accepted, closed): (&[(SecretKind, Secret)], _) = match &self.access {
             Access::Open => return Ok(Principal::Admin),
             Access::Closed(reason) => (&[], Some(*reason)),
@@ -211,12 +235,12 @@ impl Guard {
         };
         let Some(token) = bearer(headers) else {
             if let Some(reason) = closed {
-                return Err(refused(Some(reason)));
+                return Err(Unresolved::Refused(refused(Some(reason))));
             }
-            return Err(ApiError::new(
+            return Err(Unresolved::Refused(ApiError::new(
                 ErrorCode::Unauthenticated,
                 format!("{what} needs an 'authorization: Bearer <token>' header"),
-            ));
+            )));
         };
         // Every accepted secret is compared, so the time taken does not tell
         // which one came closest.
@@ -235,14 +259,24 @@ impl Guard {
         // the token and a lookup takes the same time whatever it matches.
         let user = self.users.as_ref().and_then(|users| Some((users, users.user_of(&token_hash(token))?)));
         let Some((users, user)) = user else {
-            return Err(refused(closed));
+            return Err(match self.users.is_some() {
+                true => Unresolved::UnknownUser(refused(closed)),
+                false => Unresolved::Refused(refused(closed)),
+            });
         };
         let principal = Principal::User(user);
         if self.part == Part::Admin {
-            users.may(&principal, Permission::Admin, &[""]).map_err(ApiError::from)?;
+            users.may(&principal, Permission::Admin, &[""]).map_err(|d| Unresolved::Refused(d.into()))?;
         }
         Ok(principal)
     }
+}
+
+/// Why a guard refused a request.
+enum Unresolved {
+    Refused(ApiError),
+    /// A token that is none of the node's secrets nor of its users.
+    UnknownUser(ApiError),
 }
 
 /// The token of an `authorization: Bearer <token>` header (scheme in any case).
@@ -255,7 +289,19 @@ fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
 /// Middleware: refuse the request unless its token opens the guarded part;
 /// the principal it comes from goes with it to the handler ([`Authz`]).
 pub async fn require(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
-    match guard.check(request.headers()) {
+    let mut resolved = guard.resolve(request.headers());
+    // A follower may not have applied a user made a moment ago: it waits
+    // (bounded) for the entry rather than refuse a token the leader knows.
+    // The leader has applied every change it acknowledged, so it never waits.
+    let made_here = bearer(request.headers()).is_some_and(is_user_token);
+    if made_here && matches!(resolved, Err((_, true))) && guard.users.as_ref().is_some_and(|users| !users.leads()) {
+        let until = tokio::time::Instant::now() + CATCH_UP;
+        while matches!(resolved, Err((_, true))) && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            resolved = guard.resolve(request.headers());
+        }
+    }
+    match resolved.map_err(|(refusal, _)| refusal) {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
@@ -310,6 +356,12 @@ impl Authz {
     pub fn may_some(&self, node: &Node, permission: Permission) -> Result<(), ApiError> {
         Ok(node.may_some(&self.0, permission)?)
     }
+}
+
+/// Whether `token` has the shape of the tokens [`new_user_token`] makes: only
+/// those are waited for, so a wrong token is refused at once.
+fn is_user_token(token: &[u8]) -> bool {
+    token.len() == 67 && token.starts_with(b"lh_") && token[3..].iter().all(u8::is_ascii_hexdigit)
 }
 
 /// The SHA-256 of a user's token, as the table keeps it.
@@ -383,6 +435,18 @@ mod tests {
             assert_eq!(status(guard, &with_auth("Basic client-token-0123456789")), Some(StatusCode::UNAUTHORIZED));
             assert_eq!(status(guard, &with_auth("Bearer ")), Some(StatusCode::UNAUTHORIZED));
         }
+    }
+
+    // Ensures the tokens made for users have the shape a follower waits
+    // for, are 256 bits apart, and hash to the form the table keeps.
+    #[test]
+    fn user_tokens_are_random_and_recognised() {
+        let (a, b) = (new_user_token().unwrap(), new_user_token().unwrap());
+        assert_ne!(a, b);
+        assert!(is_user_token(a.as_bytes()), "{a}");
+        assert!(!is_user_token(b"client-token-0123456789"));
+        assert!(token_hash(a.as_bytes()).is_well_formed());
+        assert_ne!(token_hash(a.as_bytes()), token_hash(b.as_bytes()));
     }
 
     // Ensures a node without secrets is open everywhere.

@@ -70,6 +70,15 @@ async fn teams_are_kept_to_their_prefixes_and_a_revoke_reaches_every_node() {
         };
         let (alice, bob) = (as_user(&alice_token), as_user(&bob.token));
 
+        step("a token made a moment ago opens every node at once (a follower waits to apply it)");
+        let carol = admin.create_user("carol").await.unwrap();
+        admin.assign_role("carol", "team-a").await.unwrap();
+        for id in cluster.ids() {
+            let raw = Raw::new(format!("https://{}", cluster.endpoint(id)), Some(&material.path("ca.pem")));
+            let reply = raw.send(Method::GET, "/v1/locks/a-free", Some(&carol.token), None).await;
+            assert_refused(&format!("carol via node {id}"), reply, StatusCode::NOT_FOUND, "not_held").await;
+        }
+
         step("bob holds b-ledger and writes b-balance under it");
         let ledger = bob.acquire("b-ledger", "bob", 60_000).await.unwrap();
         bob.put_record("b-balance", "b-ledger", ledger.token(), &json!(7)).await.unwrap();

@@ -112,10 +112,24 @@ Unauthenticated = Unauthorized
 
 @_register
 class Forbidden(ApiError):
-    """403 ``permission_denied``: the token does not open this part of the API."""
+    """403 ``permission_denied``: the token does not open this part of the API,
+    or its user lacks ``permission`` on ``name`` (a lock name, or a list's
+    prefix; both ``None`` when the token opens nothing here)."""
 
     code = "permission_denied"
     status = 403
+
+    @property
+    def permission(self) -> Optional[str]:
+        """``read``, ``lock``, ``fence`` or ``admin``: what the user lacks."""
+        value = self._detail("permission")
+        return str(value) if value is not None else None
+
+    @property
+    def name(self) -> Optional[str]:
+        """The first name of the request the user lacks it on."""
+        value = self._detail("name")
+        return str(value) if value is not None else None
 
 
 PermissionDenied = Forbidden
