@@ -25,7 +25,7 @@ use leasehold_proto::events::ResumeQuery;
 use leasehold_proto::locks::ListQuery;
 use leasehold_proto::ErrorCode;
 
-use super::events::{resume_point, sse_frame_at, stream, Subscribers};
+use super::events::{readable_by, resume_point, sse_frame_at, stream, Subscribers};
 use super::limits::RequestSlot;
 use super::locks::park_for_wait;
 use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
@@ -201,5 +201,6 @@ async fn observe(
     let leadership = |e: &LockEvent| {
         matches!(e.kind, EventKind::Proclaimed { .. } | EventKind::Released { .. } | EventKind::Expired { .. })
     };
-    stream(&node, &subscribers, caller, Some(start), first, move |e| e.name == name && leadership(e))
+    let readable = readable_by(&node, authz);
+    stream(&node, &subscribers, caller, Some(start), first, move |e| e.name == name && leadership(e) && readable(e))
 }

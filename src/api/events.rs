@@ -127,7 +127,7 @@ async fn all_events(
 /// stream opened before a revoke stops delivering at the revoke's entry
 /// on this node. A session's start or end (no lock name) needs `read` on
 /// every name.
-fn readable_by(node: &Arc<Node>, authz: Authz) -> impl Fn(&LockEvent) -> bool + Send + 'static {
+pub(super) fn readable_by(node: &Arc<Node>, authz: Authz) -> impl Fn(&LockEvent) -> bool + Send + 'static {
     let node = node.clone();
     move |event| node.may(&authz.0, Permission::Read, &[event.name.as_str()]).is_ok()
 }
