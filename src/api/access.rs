@@ -49,11 +49,20 @@ fn may_administer(authz: &Authz, node: &Node) -> Result<(), ApiError> {
 }
 
 /// Proposes a change of users or roles that adds no token.
-async fn change(node: &Node, command: Command) -> Result<(), ApiError> {
-    match propose(node, command).await? {
+async fn change(node: &Node, authz: &Authz, command: Command) -> Result<(), ApiError> {
+    match propose_change(node, authz, command).await? {
         Outcome::AccessChanged { .. } => Ok(()),
         other => Err(unexpected(other)),
     }
+}
+
+/// Proposes a change of users or roles, and logs who made it once applied
+/// (the audit trail of administration; a command's text never holds a token).
+async fn propose_change(node: &Node, authz: &Authz, command: Command) -> Result<Outcome, ApiError> {
+    let text = command.to_string();
+    let outcome = propose(node, command).await?;
+    tracing::info!(principal = %authz.0, change = %text, "users and roles changed");
+    Ok(outcome)
 }
 
 /// A user as applied on this node (the leader, after its change applied).
@@ -81,7 +90,7 @@ async fn create_user(
     may_administer(&authz, &node)?;
     let token = new_user_token()?;
     let command = Command::AddUser { user: req.name.clone(), token: Some(token_hash(token.as_bytes())) };
-    match propose(&node, command).await? {
+    match propose_change(&node, &authz, command).await? {
         Outcome::AccessChanged { token_id: Some(token_id) } => {
             Ok(Json(TokenCreated { user: req.name, token_id, token }))
         }
@@ -103,7 +112,7 @@ async fn remove_user(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Removed>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::RemoveUser { user: name.clone() }).await?;
+    change(&node, &authz, Command::RemoveUser { user: name.clone() }).await?;
     Ok(Json(Removed { what: "user".into(), name, removed: true }))
 }
 
@@ -118,7 +127,7 @@ async fn add_token(
     may_administer(&authz, &node)?;
     let token = new_user_token()?;
     let command = Command::AddToken { user: name.clone(), token: token_hash(token.as_bytes()) };
-    match propose(&node, command).await? {
+    match propose_change(&node, &authz, command).await? {
         Outcome::AccessChanged { token_id: Some(token_id) } => Ok(Json(TokenCreated { user: name, token_id, token })),
         other => Err(unexpected(other)),
     }
@@ -132,7 +141,7 @@ async fn revoke_token(
     ApiPath((name, id)): ApiPath<(String, u64)>,
 ) -> Result<Json<Removed>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::RevokeToken { user: name.clone(), token_id: id }).await?;
+    change(&node, &authz, Command::RevokeToken { user: name.clone(), token_id: id }).await?;
     Ok(Json(Removed { what: "token".into(), name: format!("{name}/{id}"), removed: true }))
 }
 
@@ -144,7 +153,7 @@ async fn assign_role(
     ApiJson(req): ApiJson<AssignRoleRequest>,
 ) -> Result<Json<UserView>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::AssignRole { user: name.clone(), role: req.role }).await?;
+    change(&node, &authz, Command::AssignRole { user: name.clone(), role: req.role }).await?;
     user_view(&node, &name)
 }
 
@@ -155,7 +164,7 @@ async fn unassign_role(
     ApiPath((name, role)): ApiPath<(String, String)>,
 ) -> Result<Json<UserView>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::UnassignRole { user: name.clone(), role }).await?;
+    change(&node, &authz, Command::UnassignRole { user: name.clone(), role }).await?;
     user_view(&node, &name)
 }
 
@@ -167,7 +176,7 @@ async fn create_role(
     ApiJson(req): ApiJson<CreateRoleRequest>,
 ) -> Result<Json<RoleView>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::AddRole { role: req.name.clone() }).await?;
+    change(&node, &authz, Command::AddRole { role: req.name.clone() }).await?;
     role_view(&node, &req.name)
 }
 
@@ -185,7 +194,7 @@ async fn remove_role(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<Removed>, ApiError> {
     may_administer(&authz, &node)?;
-    change(&node, Command::RemoveRole { role: name.clone() }).await?;
+    change(&node, &authz, Command::RemoveRole { role: name.clone() }).await?;
     Ok(Json(Removed { what: "role".into(), name, removed: true }))
 }
 
@@ -199,7 +208,7 @@ async fn grant(
     may_administer(&authz, &node)?;
     let command =
         Command::GrantPermission { role: name.clone(), permission: req.permission.into(), prefix: req.prefix };
-    change(&node, command).await?;
+    change(&node, &authz, command).await?;
     role_view(&node, &name)
 }
 
@@ -214,7 +223,7 @@ async fn revoke(
     may_administer(&authz, &node)?;
     let command =
         Command::RevokePermission { role: name.clone(), permission: req.permission.into(), prefix: req.prefix };
-    change(&node, command).await?;
+    change(&node, &authz, command).await?;
     role_view(&node, &name)
 }
 
