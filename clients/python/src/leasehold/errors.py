@@ -509,6 +509,38 @@ class NoSemaphore(ApiError):
 
 
 @_register
+class NoUser(ApiError):
+    """404: no such user (``user``)."""
+
+    code = "no_user"
+    status = 404
+
+
+@_register
+class NoRole(ApiError):
+    """404: no such role (``role``)."""
+
+    code = "no_role"
+    status = 404
+
+
+@_register
+class NoToken(ApiError):
+    """404: the user has no token with this id (``user``, ``token_id``)."""
+
+    code = "no_token"
+    status = 404
+
+
+@_register
+class AlreadyExists(ApiError):
+    """409: a user or role of that name exists already (``what``, ``name``)."""
+
+    code = "already_exists"
+    status = 409
+
+
+@_register
 class Deadlock(ApiError):
     """409: waiting would close a cycle of owners each waiting for the next;
     refused at once. ``cycle``: the asking owner first, the last waits for
@@ -613,6 +645,7 @@ def error_from_body(status: int, body: Any) -> ApiError:
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "AlreadyExists",
     "AlreadyInitialized",
     "ApiError",
     "BodyTooLarge",
@@ -630,8 +663,11 @@ __all__ = [
     "LockMismatch",
     "MethodNotAllowed",
     "NoRecord",
+    "NoRole",
     "NoSemaphore",
     "NoSnapshot",
+    "NoToken",
+    "NoUser",
     "NotFound",
     "NotHeld",
     "NotLeader",
