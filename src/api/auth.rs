@@ -437,6 +437,72 @@ mod tests {
         }
     }
 
+    /// Users of a table: `alice` (lock on `a-`) and `root` (admin on every name).
+    struct Table(leasehold_core::LockTable);
+
+    impl Directory for Table {
+        fn user_of(&self, hash: &TokenHash) -> Option<String> {
+            self.0.access().user_of(hash).map(str::to_owned)
+        }
+        fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied> {
+            self.0.access().may(principal, permission, names.iter().copied())
+        }
+        fn may_some(&self, principal: &Principal, permission: Permission) -> Result<(), Denied> {
+            self.0.access().may_some(principal, permission)
+        }
+        fn leads(&self) -> bool {
+            true
+        }
+    }
+
+    const ALICE: &str = "Bearer lh_alice-token-0123456789";
+    const ROOT: &str = "Bearer lh_root-token-0123456789";
+
+    fn users() -> Arc<dyn Directory> {
+        use leasehold_core::Command;
+        let mut table = leasehold_core::LockTable::new();
+        let hash = |t: &str| token_hash(t.strip_prefix("Bearer ").unwrap().as_bytes());
+        let commands = [
+            Command::AddUser { user: "alice".into(), token: Some(hash(ALICE)) },
+            Command::AddUser { user: "root".into(), token: Some(hash(ROOT)) },
+            Command::AddRole { role: "a".into() },
+            Command::GrantPermission { role: "a".into(), permission: Permission::Lock, prefix: "a-".into() },
+            Command::AssignRole { user: "alice".into(), role: "a".into() },
+            Command::AddRole { role: "ops".into() },
+            Command::GrantPermission { role: "ops".into(), permission: Permission::Admin, prefix: String::new() },
+            Command::AssignRole { user: "root".into(), role: "ops".into() },
+        ];
+        for (i, c) in commands.iter().enumerate() {
+            table.apply(c, i as u64 + 1).result.expect("applies");
+        }
+        Arc::new(Table(table))
+    }
+
+    // Ensures a user's token resolves to its user on the client and status
+    // parts, opens the admin part only with admin on every name, never Raft
+    // RPC, and that the node's own tokens resolve to the built-ins.
+    #[test]
+    fn users_tokens_resolve_to_principals() {
+        let secrets = all_secrets();
+        let guard = |part| Guard::new(&secrets, part, Some(users()));
+        let alice = Principal::User("alice".into());
+        assert_eq!(guard(Part::Client).check(&with_auth(ALICE)).unwrap(), alice);
+        assert_eq!(guard(Part::Observe).check(&with_auth(ALICE)).unwrap(), alice);
+        let refused = guard(Part::Admin).check(&with_auth(ALICE)).unwrap_err();
+        assert_eq!((refused.status(), &refused.details["permission"]), (StatusCode::FORBIDDEN, &"admin".into()));
+        assert_eq!(guard(Part::Admin).check(&with_auth(ROOT)).unwrap(), Principal::User("root".into()));
+        assert_eq!(status(&guard(Part::Raft), &with_auth(ROOT)), Some(StatusCode::FORBIDDEN));
+        assert_eq!(guard(Part::Client).check(&with_auth(CLIENT)).unwrap(), Principal::Client);
+        assert_eq!(guard(Part::Client).check(&with_auth(ADMIN)).unwrap(), Principal::Admin);
+        assert_eq!(
+            status(&guard(Part::Client), &with_auth("Bearer lh_unknown-token-0123")),
+            Some(StatusCode::FORBIDDEN)
+        );
+        // With only an admin token, the client part still takes users.
+        let only_admin = Secrets { admin_token: secret("admin-token-0123456789"), ..Default::default() };
+        assert_eq!(Guard::new(&only_admin, Part::Client, Some(users())).check(&with_auth(ALICE)).unwrap(), alice);
+    }
+
     // Ensures the tokens made for users have the shape a follower waits
     // for, are 256 bits apart, and hash to the form the table keeps.
     #[test]
