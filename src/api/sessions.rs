@@ -5,7 +5,7 @@
 //! the Raft log; reads are linearizable (ReadIndex).
 
 use super::auth::Authz;
-use leasehold_core::Permission;
+use leasehold_core::{Permission, Principal};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -36,7 +36,11 @@ async fn create(
     ApiJson(req): ApiJson<CreateSessionRequest>,
 ) -> Result<Json<SessionView>, ApiError> {
     authz.may_some(&node, Permission::Lock)?;
-    let command = Command::CreateSession { owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id };
+    let by = match &authz.0 {
+        Principal::User(user) => Some(user.clone()),
+        Principal::Client | Principal::Admin => None,
+    };
+    let command = Command::CreateSession { owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id, by };
     match propose(&node, command).await? {
         Outcome::SessionCreated { session } => Ok(Json(session.into())),
         other => Err(unexpected(other)),
@@ -115,12 +119,25 @@ async fn list(
 }
 
 /// Sessions have no name: a caller may keep alive, delete or read a session
-/// when it may `permission` on some name, and on every lock the session
-/// holds as applied here (a session gone answers 404 after this).
+/// it opened when it may `permission` on some name and on every lock the
+/// session holds, as applied here; a session another principal opened
+/// needs `permission` on every name. (A session gone answers 404 after this.)
 fn may_use_session(authz: &Authz, node: &Node, permission: Permission, id: u64) -> Result<(), ApiError> {
     authz.may_some(node, permission)?;
-    let held: Vec<String> = node
-        .locks()
-        .read(|t| t.session(id).and_then(|s| s.locks).unwrap_or_default().into_iter().map(|l| l.name).collect());
+    let (opened_by, held) = node.locks().read(|t| {
+        let opened_by = t.session_opened_by(id).map(|by| by.map(str::to_owned));
+        let held: Vec<String> =
+            t.session(id).and_then(|s| s.locks).unwrap_or_default().into_iter().map(|l| l.name).collect();
+        (opened_by, held)
+    });
+    let mine = match (&authz.0, &opened_by) {
+        (Principal::User(me), Some(Some(by))) => me == by,
+        (Principal::User(_), Some(None)) => false,
+        // No such session (404 next), or a built-in principal.
+        _ => true,
+    };
+    if !mine {
+        authz.may(node, permission, [""])?;
+    }
     authz.may(node, permission, held.iter().map(String::as_str))
 }

@@ -555,6 +555,25 @@ mod tests {
         assert!(t.access().may(&user("alice"), Permission::Lock, ["a/x"]).is_err());
     }
 
+    // Ensures a session keeps the user that opened it, and a built-in's none.
+    #[test]
+    fn a_session_keeps_who_opened_it() {
+        let mut t = table();
+        let open = |by: Option<&str>| Command::CreateSession {
+            owner: "o".into(),
+            ttl_ms: 5000,
+            request_id: None,
+            by: by.map(str::to_owned),
+        };
+        t.apply(&open(Some("alice")), 70).result.unwrap();
+        t.apply(&open(None), 71).result.unwrap();
+        assert_eq!(t.session_opened_by(70), Some(Some("alice")));
+        assert_eq!(t.session_opened_by(71), Some(None));
+        assert_eq!(t.session_opened_by(72), None);
+        let bad = open(Some("not a name"));
+        assert!(t.apply(&bad, 73).result.is_err(), "a malformed user is refused");
+    }
+
     // Ensures users and roles survive the table's rows (checkpoints,
     // snapshots, backups) and its image, token index included, and that an
     // image from before users existed loads with none.

@@ -205,6 +205,11 @@ pub enum Command {
         ttl_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        /// The user that opens it, kept with the session: only that user
+        /// (or a principal that may lock every name) may keep it alive,
+        /// delete or read it. `None`: a built-in principal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Restart the deadline of `session`, with `ttl_ms` or, when absent, the
     /// session's ttl: one deadline for all the locks it holds. Errors:
@@ -683,7 +688,8 @@ impl Command {
                 check_text("lock", lock, limits.max_name_bytes)?;
                 check_request_id(request_id, limits)
             }
-            Command::CreateSession { owner, ttl_ms, request_id } => {
+            Command::CreateSession { owner, ttl_ms, request_id, by } => {
+                by.as_deref().map_or(Ok(()), |by| check_principal_name("by", by, limits))?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
                 check_ttl(*ttl_ms, limits)

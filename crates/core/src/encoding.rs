@@ -113,6 +113,8 @@ const GRANT_PERMISSION: u8 = 54;
 const REVOKE_PERMISSION: u8 = 55;
 const ASSIGN_ROLE: u8 = 56;
 const UNASSIGN_ROLE: u8 = 57;
+/// A session opened by a user: `CreateSession`'s fields, then the user.
+const CREATE_SESSION_BY: u8 = 58;
 
 fn encode_command(command: &Command, out: &mut Vec<u8>) {
     match command {
@@ -181,11 +183,15 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_u64(out, token.get());
             put_opt_str(out, request_id);
         }
-        Command::CreateSession { owner, ttl_ms, request_id } => {
-            out.push(CREATE_SESSION);
+        Command::CreateSession { owner, ttl_ms, request_id, by } => {
+            // Without a user, the layout earlier versions write and read.
+            out.push(if by.is_some() { CREATE_SESSION_BY } else { CREATE_SESSION });
             put_str(out, owner);
             put_u64(out, *ttl_ms);
             put_opt_str(out, request_id);
+            if let Some(by) = by {
+                put_str(out, by);
+            }
         }
         Command::KeepAlive { session, ttl_ms, request_id, seq } => {
             out.push(KEEP_ALIVE);
@@ -396,7 +402,15 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         GATE => {
             Command::Gate { resource: r.string()?, lock: r.string()?, token: r.token()?, request_id: r.opt_string()? }
         }
-        CREATE_SESSION => Command::CreateSession { owner: r.string()?, ttl_ms: r.u64()?, request_id: r.opt_string()? },
+        CREATE_SESSION => {
+            Command::CreateSession { owner: r.string()?, ttl_ms: r.u64()?, request_id: r.opt_string()?, by: None }
+        }
+        CREATE_SESSION_BY => Command::CreateSession {
+            owner: r.string()?,
+            ttl_ms: r.u64()?,
+            request_id: r.opt_string()?,
+            by: Some(r.string()?),
+        },
         KEEP_ALIVE => Command::KeepAlive {
             session: r.u64()?,
             ttl_ms: r.opt_u64()?,
@@ -714,7 +728,8 @@ mod tests {
                 token: FencingToken::granted_at(0),
                 request_id: None,
             },
-            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id() },
+            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id(), by: None },
+            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: None, by: Some("alice".into()) },
             Command::KeepAlive { session: 4, ttl_ms: Some(2), request_id: None, seq: None },
             Command::DeleteSession { session: 4, request_id: id() },
             Command::AcquireShared {

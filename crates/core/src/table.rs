@@ -309,9 +309,9 @@ impl LockTable {
                     t.fences.pass(resource, lock, *token, current)
                 })
             }
-            Command::CreateSession { owner, ttl_ms, request_id } => {
+            Command::CreateSession { owner, ttl_ms, request_id, by } => {
                 self.once(command, index, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
-                    t.create_session(owner, *ttl_ms, index, events)
+                    t.create_session(owner, *ttl_ms, by.as_deref(), index, events)
                 })
             }
             Command::KeepAlive { session, ttl_ms, request_id, .. } => {

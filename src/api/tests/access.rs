@@ -323,3 +323,41 @@ impl Oneshot for axum::Router {
         tower::ServiceExt::oneshot(self, request).await.expect("router answers")
     }
 }
+
+// Ensures a session is its opener's: alice keeps alive and deletes her own
+// session, another team's user may not touch it (even holding nothing) nor
+// a session the client token opened, and the client token may touch both.
+#[tokio::test]
+async fn a_session_belongs_to_the_user_that_opened_it() {
+    let (api, alice, _) = tenants().await;
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/roles", Some(json!({"name": "team-b"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let grant = json!({"permission": "lock", "prefix": "b-"});
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/roles/team-b/grants", Some(grant)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, bob) = api.as_(ADMIN, "POST", "/v1/auth/users", Some(json!({"name": "bob"}))).await;
+    let bob = bob["token"].as_str().unwrap().to_owned();
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/users/bob/roles", Some(json!({"role": "team-b"}))).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let open = json!({"owner": "alice", "ttl_ms": 60000});
+    let (status, session) = api.as_(&alice, "POST", "/v1/sessions", Some(open)).await;
+    assert_eq!(status, StatusCode::OK, "{session}");
+    let id = session["session"].as_u64().unwrap();
+    let keepalive = format!("/v1/sessions/{id}/keepalive");
+    let (status, _) = api.as_(&alice, "POST", &keepalive, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "her own session");
+    let (status, refused) = api.as_(&bob, "POST", &keepalive, Some(json!({}))).await;
+    assert_eq!((status, &refused["error"]["name"]), (StatusCode::FORBIDDEN, &json!("")), "{refused}");
+    let (status, _) = api.as_(&bob, "DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = api.as_(CLIENT, "POST", &keepalive, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "the client token may lock every name");
+
+    let (_, theirs) = api.as_(CLIENT, "POST", "/v1/sessions", Some(json!({"owner": "svc", "ttl_ms": 60000}))).await;
+    let theirs = theirs["session"].as_u64().unwrap();
+    let (status, _) = api.as_(&alice, "DELETE", &format!("/v1/sessions/{theirs}"), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a session the client token opened is not hers");
+    let (status, _) = api.as_(&alice, "DELETE", &format!("/v1/sessions/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+}

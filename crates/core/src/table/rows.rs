@@ -684,7 +684,10 @@ mod tests {
             9 => match (dice.below(3), session) {
                 (0, Some(session)) => Command::DeleteSession { session, request_id },
                 (1, Some(session)) => Command::KeepAlive { session, ttl_ms: None, request_id, seq: Some(step) },
-                _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
+                _ => {
+                    let by = format!("user-{}", dice.below(2));
+                    Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id, by: dice.some(by) }
+                }
             },
             10 => Command::Cancel { name, owner },
             11 => {

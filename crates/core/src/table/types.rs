@@ -142,6 +142,10 @@ pub(super) struct Session {
     /// Every sequence number below this one was forgotten, or never used.
     #[serde(default)]
     pub(super) forgotten_below: u64,
+    /// The user that opened the session; `None` for a built-in principal
+    /// (and sessions from before sessions kept it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) by: Option<String>,
 }
 
 /// A remembered answer of a session, with the index of the entry that gave
