@@ -165,7 +165,7 @@ impl Log {
     /// Opens a session of `owner` holding [`LOCKS_PER_SESSION`] locks
     /// named under `prefix`, taken in one multi-acquire; returns its id.
     fn open(&mut self, owner: &str, ttl_ms: u64, prefix: &str) -> u64 {
-        let created = self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None });
+        let created = self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None, by: None });
         assert!(created.result.is_ok(), "{:?}", created.result);
         let id = self.index;
         let taken = self.apply(Command::AcquireMany {

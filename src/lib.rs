@@ -23,7 +23,8 @@
 //!     response bodies, `ErrorCode` with each code's status, headers, `NodeId`.
 //!   - `leasehold-core` (`crates/core`) — PURE: commands, batches (and the
 //!     quotas on leases and waiters each carries), the lock table, leases,
-//!     queues, tokens, records, gates, request de-duplication, elections, events; serde
+//!     queues, tokens, records, gates, request de-duplication, elections, events,
+//!     users and roles and the one authorization rule (`access.rs`); serde
 //!     and thiserror only; time enters as Tick commands.
 //!
 //! This crate's modules:
@@ -35,10 +36,11 @@
 //! - [`admission`] — how much one client may hold: connection, waiting and
 //!   event-stream budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, `/v1/elections`,
-//!   waiting, SSE events that resume after an id),
+//!   waiting, SSE events that resume after an id), users and roles (`/v1/auth`),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
-//!   checks, request deadlines and the in-flight bound, and the one
+//!   checks that resolve a caller to a principal and authorize it on the names
+//!   each request touches (`api/auth.rs`), request deadlines and the in-flight bound, and the one
 //!   `ApiError` that decides every status code; for operators `/metrics`,
 //!   the status page, `/v1/cluster/nodes`, `/v1/events` and `/openapi.json`.
 //! - [`node`] — one node: config (Raft, storage, peers), the stores and

@@ -48,6 +48,10 @@ const (
 	CodeLimitMismatch        ErrorCode = "limit_mismatch"
 	CodeNoLeader             ErrorCode = "no_leader"
 	CodeCompacted            ErrorCode = "compacted"
+	CodeNoUser               ErrorCode = "no_user"
+	CodeNoRole               ErrorCode = "no_role"
+	CodeNoToken              ErrorCode = "no_token"
+	CodeAlreadyExists        ErrorCode = "already_exists"
 	// CodeUnknown stands for an answer that was not a leasehold error body
 	// (a proxy in between, say); the status is kept.
 	CodeUnknown ErrorCode = "unknown"

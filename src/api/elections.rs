@@ -10,6 +10,8 @@
 //! leader (see `forward`); `observe` is served by the node asked, from its
 //! own event history, like the other event streams.
 
+use super::auth::Authz;
+use leasehold_core::Permission;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
@@ -23,7 +25,7 @@ use leasehold_proto::events::ResumeQuery;
 use leasehold_proto::locks::ListQuery;
 use leasehold_proto::ErrorCode;
 
-use super::events::{resume_point, sse_frame_at, stream, Subscribers};
+use super::events::{readable_by, resume_point, sse_frame_at, stream, Subscribers};
 use super::limits::RequestSlot;
 use super::locks::park_for_wait;
 use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
@@ -53,10 +55,12 @@ pub fn observe_routes() -> Router<Arc<Node>> {
 /// `wait_timeout`; 400 on invalid input (a value over 4 KiB among them).
 async fn campaign(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     slot: Option<Extension<RequestSlot>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<CampaignRequest>,
 ) -> Result<Json<Leader>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     // The core keeps the value as JSON text; serde_json writes it canonically.
     let value = req.value.to_string();
     let command = Command::Campaign {
@@ -98,9 +102,11 @@ async fn campaign(
 /// `not_held` without a leader; 400 when `candidate` is not the leader.
 async fn proclaim(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ProclaimRequest>,
 ) -> Result<Json<Leader>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::Proclaim {
         name,
         candidate: req.candidate,
@@ -118,9 +124,11 @@ async fn proclaim(
 /// elected in the same entry. Errors as for proclaim.
 async fn resign(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ResignRequest>,
 ) -> Result<Json<ResignResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::Resign { name, candidate: req.candidate, token: req.token, request_id: req.request_id };
     match propose(&node, command).await? {
         Outcome::Released { name, token } => Ok(Json(ResignResponse { name, token, resigned: true })),
@@ -130,7 +138,12 @@ async fn resign(
 
 /// `GET /v1/elections/{name}`: linearizable; 200 with the leader and the
 /// index the read reflects; 404 `no_leader`.
-async fn get_leader(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<Leader>, ApiError> {
+async fn get_leader(
+    State(node): State<Arc<Node>>,
+    authz: Authz,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<Leader>, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     match node.read_at(|t| t.leader(&name)).await? {
         (index, Some(leader)) => Ok(Json(Leader { index: Some(index), ..Leader::from_core(leader) })),
@@ -145,8 +158,10 @@ fn no_leader(name: &str) -> ApiError {
 /// `GET /v1/elections?prefix=..&limit=..`: elections with a leader, in name order.
 async fn list(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<LeaderList>, ApiError> {
+    authz.may_list(&node, Permission::Read, &query.prefix)?;
     let limit = list_limit(&query)?;
     let leaders = node.read(|t| t.leaders(&query.prefix, limit)).await?;
     Ok(Json(LeaderList { elections: leaders.into_iter().map(Leader::from_core).collect() }))
@@ -161,12 +176,14 @@ async fn list(
 /// its id. 410 `compacted` when the node's history no longer reaches it.
 async fn observe(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     Extension(subscribers): Extension<Subscribers>,
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<ResumeQuery>,
 ) -> Result<Response, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     let (start, first) = match resume_point(query.after.as_deref(), &headers)? {
         Some(cursor) => (cursor, Vec::new()),
@@ -184,5 +201,6 @@ async fn observe(
     let leadership = |e: &LockEvent| {
         matches!(e.kind, EventKind::Proclaimed { .. } | EventKind::Released { .. } | EventKind::Expired { .. })
     };
-    stream(&node, &subscribers, caller, Some(start), first, move |e| e.name == name && leadership(e))
+    let readable = readable_by(&node, authz);
+    stream(&node, &subscribers, caller, Some(start), first, move |e| e.name == name && leadership(e) && readable(e))
 }

@@ -8,7 +8,7 @@ use axum::Json;
 use serde_json::{Map, Value};
 
 use crate::node::NodeError;
-use leasehold_core::{FencingToken, InvalidCommand, LockError};
+use leasehold_core::{Denied, FencingToken, InvalidCommand, LockError};
 use leasehold_proto::locks::Conflict;
 use leasehold_proto::semaphores::PermitHolder;
 use leasehold_proto::{ErrorBody, ErrorCode, ErrorDetail};
@@ -152,8 +152,28 @@ impl From<LockError> for ApiError {
                 .with("limit", limit)
                 .with("given", given),
             LockError::SemaphoreNotFound { name } => ApiError::new(ErrorCode::NoSemaphore, message).with("name", name),
+            LockError::NoUser { user } => ApiError::new(ErrorCode::NoUser, message).with("user", user),
+            LockError::NoRole { role } => ApiError::new(ErrorCode::NoRole, message).with("role", role),
+            LockError::NoToken { user, token_id } => {
+                ApiError::new(ErrorCode::NoToken, message).with("user", user).with("token_id", token_id)
+            }
+            LockError::Exists { what, name } => {
+                ApiError::new(ErrorCode::AlreadyExists, message).with("what", what).with("name", name)
+            }
             LockError::Invalid(invalid) => invalid.into(),
         }
+    }
+}
+
+/// 403 `permission_denied`, naming the permission and the name (or the
+/// list's prefix) it is missing on.
+impl From<Denied> for ApiError {
+    fn from(d: Denied) -> Self {
+        let message = d.to_string();
+        ApiError::new(ErrorCode::PermissionDenied, message)
+            .with("permission", d.permission.as_str())
+            .with("name", d.name)
+            .with("principal", d.principal)
     }
 }
 

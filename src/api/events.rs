@@ -22,6 +22,8 @@
 //! once and its bytes shared by every stream that sends it
 //! ([`PublishedEvent`]).
 
+use super::auth::{Authz, Directory};
+use leasehold_core::Permission;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -87,30 +89,47 @@ const LAST_EVENT_ID: &str = "last-event-id";
 
 async fn lock_events(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     Extension(subscribers): Extension<Subscribers>,
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<ResumeQuery>,
 ) -> Result<Response, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     let start = resume_point(query.after.as_deref(), &headers)?;
-    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name == name)
+    let readable = readable_by(&node, authz);
+    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name == name && readable(event))
 }
 
 async fn all_events(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     Extension(subscribers): Extension<Subscribers>,
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
+    authz.may_some(&node, Permission::Read)?;
     let prefix = query.prefix.clone().unwrap_or_default();
     if prefix.len() > Limits::DEFAULT.max_name_bytes {
         return Err(ApiError::bad_request("prefix is longer than a lock name can be").with("field", "prefix"));
     }
     let start = resume_point(query.after.as_deref(), &headers)?;
-    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name.starts_with(&prefix))
+    let readable = readable_by(&node, authz);
+    stream(&node, &subscribers, caller, start, Vec::new(), move |event| {
+        event.name.starts_with(&prefix) && readable(event)
+    })
+}
+
+/// Whether the caller may read an event, asked as each event is sent: a
+/// stream opened before a revoke stops delivering at the revoke's entry
+/// on this node. A session's start or end (no lock name) needs `read` on
+/// every name.
+pub(super) fn readable_by(node: &Arc<Node>, authz: Authz) -> impl Fn(&LockEvent) -> bool + Send + 'static {
+    let node = node.clone();
+    move |event| node.may(&authz.0, Permission::Read, &[event.name.as_str()]).is_ok()
 }
 
 /// Where a stream resumes: after `?after=`, else after `Last-Event-ID`,

@@ -6,6 +6,8 @@
 //! - `POST /v1/fence/gate/{resource}` — admits the lock's current token, so
 //!   the tokens it admits never go down.
 
+use super::auth::Authz;
+use leasehold_core::Permission;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -31,8 +33,10 @@ pub fn routes() -> Router<Arc<Node>> {
 /// `{"current":bool,"token":current|null}`.
 async fn check(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiJson(req): ApiJson<CheckRequest>,
 ) -> Result<Json<CheckResponse>, ApiError> {
+    authz.may(&node, Permission::Read, [req.lock.as_str()])?;
     Limits::DEFAULT.check_name("lock", &req.lock)?;
     let current = node.read(|t| t.current_token(&req.lock)).await?;
     Ok(Json(CheckResponse { current: current == Some(req.token), token: current, lock: req.lock }))
@@ -43,9 +47,11 @@ async fn check(
 /// `current_token` otherwise, and nothing changes.
 async fn put_record(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(key): ApiPath<String>,
     ApiJson(req): ApiJson<PutRecordRequest>,
 ) -> Result<Json<PutRecordResponse>, ApiError> {
+    authz.may(&node, Permission::Fence, [key.as_str(), req.lock.as_str()])?;
     // The core keeps the value as JSON text; serde_json writes it canonically.
     let value = req.value.to_string();
     let command = Command::PutRecord { key, lock: req.lock, token: req.token, value, request_id: req.request_id };
@@ -57,7 +63,12 @@ async fn put_record(
 
 /// `GET /v1/records/{key}`: linearizable; 200 with the value, the lock and
 /// token that wrote it and the log index; 404 `no_record`.
-async fn get_record(State(node): State<Arc<Node>>, ApiPath(key): ApiPath<String>) -> Result<Json<Record>, ApiError> {
+async fn get_record(
+    State(node): State<Arc<Node>>,
+    authz: Authz,
+    ApiPath(key): ApiPath<String>,
+) -> Result<Json<Record>, ApiError> {
+    authz.may(&node, Permission::Read, [key.as_str()])?;
     Limits::DEFAULT.check_name("key", &key)?;
     match node.read(|t| t.record(&key).cloned()).await? {
         Some(record) => {
@@ -75,9 +86,11 @@ async fn get_record(State(node): State<Arc<Node>>, ApiPath(key): ApiPath<String>
 /// any other token; 409 `lock_mismatch` when the gate serves another lock.
 async fn gate(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(resource): ApiPath<String>,
     ApiJson(req): ApiJson<GateRequest>,
 ) -> Result<Json<GateResponse>, ApiError> {
+    authz.may(&node, Permission::Fence, [resource.as_str(), req.lock.as_str()])?;
     let command = Command::Gate { resource, lock: req.lock, token: req.token, request_id: req.request_id };
     match propose(&node, command).await? {
         Outcome::GateAdmitted { resource, lock, token } => {

@@ -4,6 +4,8 @@
 //! Every handler here runs on the leader (see `forward`). Writes go through
 //! the Raft log; reads are linearizable (ReadIndex).
 
+use super::auth::Authz;
+use leasehold_core::Permission;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,10 +45,12 @@ pub fn routes() -> Router<Arc<Node>> {
 /// `mode: "shared"` takes a shared lease (see `docs/api.md`).
 async fn acquire(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     slot: Option<Extension<RequestSlot>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let answer = grant_or_queue(&node, slot, name, req).await;
     let result = match &answer {
         Ok(Json(LeaseResponse { reacquired: Some(true), .. })) => "reacquired",
@@ -126,9 +130,11 @@ pub(super) fn park_for_wait(
 /// together and answers 200 or 409 `wait_timeout`; 400 on invalid input.
 async fn acquire_many(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     slot: Option<Extension<RequestSlot>>,
     ApiJson(req): ApiJson<MultiAcquireRequest>,
 ) -> Result<Json<MultiLeaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, req.names.iter().map(String::as_str))?;
     let answer = grant_many(&node, slot, req).await;
     let result = match &answer {
         Ok(Json(MultiLeaseResponse { reacquired: true, .. })) => "reacquired",
@@ -168,8 +174,10 @@ async fn grant_many(
 /// `stale_token`, 404 `not_held` for the first lock that is not.
 async fn release_many(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiJson(req): ApiJson<MultiReleaseRequest>,
 ) -> Result<Json<MultiReleaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, req.names.iter().map(String::as_str))?;
     let command = Command::ReleaseMany {
         names: req.names,
         token: req.token,
@@ -196,9 +204,11 @@ fn result_label<T>(answer: &Result<T, ApiError>, ok: &'static str) -> &'static s
 /// session, which its keepalives keep; 404 `not_held`.
 async fn renew(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<RenewRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = match shared_owner(req.mode, req.owner)? {
         None => Command::Renew { name, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id },
         Some(owner) => {
@@ -217,9 +227,11 @@ async fn renew(
 /// `POST /v1/locks/{name}/release`: 200; 409 `stale_token`; 404 `not_held`.
 async fn release(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<ReleaseRequest>,
 ) -> Result<Json<ReleaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = match shared_owner(req.mode, req.owner)? {
         None => {
             Command::Release { name, token: req.token, request_id: req.request_id, session: req.session, seq: req.seq }
@@ -258,7 +270,12 @@ fn shared_owner(mode: Option<LockMode>, owner: Option<String>) -> Result<Option<
 /// when free. A free lock under a lock delay is free too (nobody holds it):
 /// its 404 says until when with `delayed_until_tick`, so the answer for a
 /// held lock keeps its shape.
-async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>) -> Result<Json<LeaseView>, ApiError> {
+async fn get_lock(
+    State(node): State<Arc<Node>>,
+    authz: Authz,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<LeaseView>, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     match node.read(|table| table.get(&name).ok_or_else(|| table.delayed_until(&name))).await? {
         Ok(view) => Ok(Json(view.into())),
@@ -277,8 +294,10 @@ async fn get_lock(State(node): State<Arc<Node>>, ApiPath(name): ApiPath<String>)
 /// if any.
 async fn get_shared(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<SharedHoldersResponse>, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     let (shared, exclusive) = node.read(|table| (table.shared_holders(&name), table.holder(&name))).await?;
     Ok(Json(SharedHoldersResponse {
@@ -292,8 +311,10 @@ async fn get_shared(
 /// those held in shared mode with their holders.
 async fn list(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ListResponse>, ApiError> {
+    authz.may_list(&node, Permission::Read, &query.prefix)?;
     let limit = list_limit(&query)?;
     let (locks, shared) =
         node.read(|table| (table.list(&query.prefix, limit), table.list_shared(&query.prefix, limit))).await?;

@@ -10,6 +10,7 @@
 //! node forwards them there itself ([`forward`]), so clients may talk to any
 //! node. Handlers never touch sled; they call the [`Node`].
 
+mod access;
 mod admin;
 mod auth;
 mod elections;
@@ -86,19 +87,22 @@ pub struct ApiConfig {
 pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
     let forwarding = forward::Forwarding::new(node.clone());
     let to_leader = || middleware::from_fn_with_state(forwarding.clone(), forward::to_leader);
-    let guard_of = |part| auth::Guard::new(&config.secrets, part);
+    let users: Arc<dyn auth::Directory> = node.clone();
+    let guard_of = |part| auth::Guard::new(&config.secrets, part, Some(users.clone()));
     let guard = |part| middleware::from_fn_with_state(guard_of(part), auth::require);
     let client = locks::routes()
         .merge(semaphores::routes())
         .merge(sessions::routes())
         .merge(fence::routes())
         .merge(elections::routes())
+        .merge(access::client_routes())
         .route_layer(to_leader())
         .merge(events::routes())
         .merge(elections::observe_routes())
         .route_layer(guard(auth::Part::Client));
     let admin = admin::leader_routes()
         .merge(semaphores::admin_routes())
+        .merge(access::admin_routes())
         .route_layer(to_leader())
         .merge(admin::local_admin_routes())
         .route_layer(guard(auth::Part::Admin));

@@ -27,6 +27,10 @@ use utoipa::{IntoParams, OpenApi as _};
 
 use super::auth::{Part, SecretKind};
 use crate::node::Node;
+use leasehold_proto::auth::{
+    AssignRoleRequest, CreateRoleRequest, CreateUserRequest, GrantView, Removed, RoleList, RoleView, TokenCreated,
+    UserList, UserView, WhoAmI,
+};
 use leasehold_proto::cluster::{
     ClusterStatus, Health, InitRequest, InitResponse, MembershipRequest, MembershipResponse, NewMember, NodesResponse,
     Readiness, SnapshotTaken, StatusQuery,
@@ -129,6 +133,19 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, "/v1/fence/gate/{resource}", "fence", Some(Client), "passGate", "Admit `token` if it is the current token of `lock` and no higher token was admitted", Named("GateRequest"), (200, Named("GateResponse")), &[BAD, (409, "stale_token, lock_mismatch, request_id_reused"), (507, "full")]),
     Operation(Put, "/v1/records/{key}", "fence", Some(Client), "putRecord", "Write a record only if `token` is current, in the same Raft entry as the check", Named("PutRecordRequest"), (200, Named("PutRecordResponse")), &[BAD, (409, "stale_token, request_id_reused"), (507, "full")]),
     Operation(Get, "/v1/records/{key}", "fence", Some(Client), "getRecord", "Read a fenced record (linearizable)", Body::None, (200, Named("Record")), &[BAD, (404, "no_record")]),
+    Operation(Get, "/v1/auth/whoami", "auth", Some(Client), "whoAmI", "The principal the token presented is (`client`, `admin` or a `user`) and the permissions it has, each on a name prefix", Body::None, (200, Named("WhoAmI")), &[]),
+    Operation(Get, "/v1/auth/users", "auth", Some(Admin), "listUsers", "Every user with its roles and the ids of its live tokens (never a token); linearizable", Body::None, (200, Named("UserList")), &[]),
+    Operation(Post, "/v1/auth/users", "auth", Some(Admin), "createUser", "Add a user with a first token, shown in this answer only (the cluster keeps its SHA-256)", Named("CreateUserRequest"), (200, Named("TokenCreated")), &[BAD, (409, "already_exists"), (507, "full")]),
+    Operation(Delete, "/v1/auth/users/{name}", "auth", Some(Admin), "removeUser", "Remove a user: from the entry that removes it, its tokens open nothing on any node", Body::None, (200, Named("Removed")), &[BAD, (404, "no_user")]),
+    Operation(Post, "/v1/auth/users/{name}/tokens", "auth", Some(Admin), "addUserToken", "Add a token to a user (to rotate without a gap), shown in this answer only", Body::None, (200, Named("TokenCreated")), &[BAD, (404, "no_user"), (507, "full")]),
+    Operation(Delete, "/v1/auth/users/{name}/tokens/{id}", "auth", Some(Admin), "revokeUserToken", "Revoke a user's token: from the entry that revokes it, it opens nothing on any node", Body::None, (200, Named("Removed")), &[BAD, (404, "no_user, no_token")]),
+    Operation(Post, "/v1/auth/users/{name}/roles", "auth", Some(Admin), "assignRole", "Give a user a role", Named("AssignRoleRequest"), (200, Named("UserView")), &[BAD, (404, "no_user, no_role"), (507, "full")]),
+    Operation(Delete, "/v1/auth/users/{name}/roles/{role}", "auth", Some(Admin), "unassignRole", "Take a role from a user", Body::None, (200, Named("UserView")), &[BAD, (404, "no_user")]),
+    Operation(Get, "/v1/auth/roles", "auth", Some(Admin), "listRoles", "Every role with its grants; linearizable", Body::None, (200, Named("RoleList")), &[]),
+    Operation(Post, "/v1/auth/roles", "auth", Some(Admin), "createRole", "Add a role, granting nothing yet", Named("CreateRoleRequest"), (200, Named("RoleView")), &[BAD, (409, "already_exists"), (507, "full")]),
+    Operation(Delete, "/v1/auth/roles/{name}", "auth", Some(Admin), "removeRole", "Remove a role, and take it from every user", Body::None, (200, Named("Removed")), &[BAD, (404, "no_role")]),
+    Operation(Post, "/v1/auth/roles/{name}/grants", "auth", Some(Admin), "grantPermission", "Grant a permission on the names that start with `prefix` (`\"\"`: every name; `admin` counts there only)", Named("GrantView"), (200, Named("RoleView")), &[BAD, (404, "no_role"), (507, "full")]),
+    Operation(Post, "/v1/auth/roles/{name}/revoke", "auth", Some(Admin), "revokePermission", "Take the grant of exactly this permission on exactly this prefix from the role", Named("GrantView"), (200, Named("RoleView")), &[BAD, (404, "no_role")]),
     Operation(Get, "/v1/cluster/status", "admin", Some(Observe), "clusterStatus", "This node's view: role, leader, term, indexes, tick, members, replication (leader); with `digest=true` (admin token only) a digest of its table, from a checkpoint it takes first, one at a time with snapshots and backups", Body::None, (200, Named("ClusterStatus")), &[BAD, (503, "unavailable")]),
     Operation(Get, "/v1/cluster/nodes", "admin", Some(Observe), "clusterNodes", "Every member's own status, with the replication lag the leader reports", Body::None, (200, Named("NodesResponse")), &[]),
     Operation(Post, "/v1/cluster/init", "admin", Some(Admin), "initCluster", "Initialize a new cluster with these members (this node alone when empty)", Named("InitRequest"), (200, Named("InitResponse")), &[BAD, (409, "already_initialized")]),
@@ -148,6 +165,26 @@ const OPERATIONS: &[Operation] = &[
     Operation(Post, crate::raft::VOTE_PATH, "raft", Some(Raft), "raftVote", "Inbound Raft vote request (members only; over HTTP only where the peer transport cannot be dialed, never on a node with a peer port)", AnyJson, (200, AnyJson), &[BAD, (500, "internal")]),
     Operation(Post, crate::raft::SNAPSHOT_PATH, "raft", Some(Raft), "raftSnapshot", "Inbound Raft snapshot, streamed (members only; from nodes without the peer snapshot channel, never on a node with a peer port)", Text("application/octet-stream"), (200, AnyJson), &[BAD, (500, "internal")]),
 ];
+
+/// Every routed method and path with the part that guards it and the
+/// named schema of its request body, for the tests that walk every route.
+#[cfg(test)]
+pub(super) fn operations() -> impl Iterator<Item = (&'static str, &'static str, Option<Part>, Option<&'static str>)> {
+    OPERATIONS.iter().map(|Operation(method, path, _, part, _, _, request, ..)| {
+        let method = match method {
+            Get => "GET",
+            Post => "POST",
+            Put => "PUT",
+            Delete => "DELETE",
+            _ => "OPTIONS",
+        };
+        let body = match request {
+            Named(name) => Some(*name),
+            _ => None,
+        };
+        (method, *path, *part, body)
+    })
+}
 
 /// Served by the leader: a follower forwards them (see [`super::forward`]).
 fn forwarded(o: &Operation) -> bool {
@@ -213,6 +250,17 @@ fn forwarded(o: &Operation) -> bool {
     PermitResponse,
     SemaphoreView,
     SemaphoreListResponse,
+    CreateUserRequest,
+    TokenCreated,
+    UserView,
+    UserList,
+    CreateRoleRequest,
+    GrantView,
+    RoleView,
+    RoleList,
+    AssignRoleRequest,
+    Removed,
+    WhoAmI,
     ErrorBody
 )))]
 struct Schemas;
@@ -229,6 +277,11 @@ pub fn document() -> OpenApi {
         let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(meaning)).build();
         components.security_schemes.insert(kind.scheme().into(), SecurityScheme::Http(scheme));
     }
+    let users = "A user's token (`POST /v1/auth/users`): opens the client API with the permissions its roles grant on \
+                 name prefixes (403 `permission_denied` naming the `permission` and `name` otherwise), and the admin \
+                 API with `admin` on every name";
+    let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(users)).build();
+    components.security_schemes.insert(USER_TOKEN.into(), SecurityScheme::Http(scheme));
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
@@ -305,9 +358,16 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
     for kind in part.map_or(&[][..], |p| p.openers()) {
         builder = builder.security(SecurityRequirement::new(kind.scheme(), Vec::<String>::new()));
     }
+    if matches!(part, Some(Client | Admin | Observe)) {
+        builder = builder.security(SecurityRequirement::new(USER_TOKEN, Vec::<String>::new()));
+    }
     for name in path_parameters(path) {
         let schema = match name {
             "id" if path.starts_with("/v1/sessions") => schema::session_id(),
+            "id" if path.starts_with("/v1/auth") => schema::uint(1, u64::MAX, false, "A token's id."),
+            "name" | "role" if path.starts_with("/v1/auth") => {
+                schema::text(Limits::DEFAULT.max_owner_bytes, false, "A user's or role's name.")
+            }
             "id" => schema::uint(0, u64::MAX, false, "A member's node id."),
             "name" if path.starts_with("/v1/semaphores") => {
                 schema::text(Limits::DEFAULT.max_name_bytes, false, "A semaphore name.")
@@ -424,6 +484,9 @@ const SECURITY_SCHEMES: [(SecretKind, &str); 3] = [
     (SecretKind::ClusterSecret, "The cluster secret the members share. Asked for on Raft RPC when the node has one"),
 ];
 
+/// The security scheme of users' tokens.
+const USER_TOKEN: &str = "user_token";
+
 /// The `{name}` segments of `path`.
 fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
@@ -443,7 +506,7 @@ fn error_meaning(status: u16) -> &'static str {
         400 => "invalid input, named by `field` where it is one; nothing changed",
         404 => "not found",
         401 => "no bearer token, where this part of the API asks for one (with WWW-Authenticate)",
-        403 => "a token that does not open this part of the API, or a part the node keeps closed (the admin API on a node with secrets but no admin token)",
+        403 => "a token that does not open this part of the API, or a part the node keeps closed (the admin API on a node with secrets but no admin token), or a user without the `permission` on a `name` the request touches; nothing changed",
         408 => "not received and answered within the request deadline; a write may still take effect",
         409 => "conflict; nothing changed",
         410 => "the node's event history no longer reaches the id asked to resume after (`compacted_before`): re-read the state, then resume after the index of that read",

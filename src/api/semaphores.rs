@@ -4,6 +4,8 @@
 //! Every handler here runs on the leader (see `forward`). Writes go through
 //! the Raft log; reads are linearizable (ReadIndex).
 
+use super::auth::Authz;
+use leasehold_core::Permission;
 use std::sync::Arc;
 
 use axum::extract::{Extension, State};
@@ -45,10 +47,12 @@ pub fn admin_routes() -> Router<Arc<Node>> {
 /// session that has ended (also when it ends while this acquire waits).
 async fn acquire(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     slot: Option<Extension<RequestSlot>>,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<SemaphoreAcquireRequest>,
 ) -> Result<Json<PermitResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::AcquirePermits {
         name,
         owner: req.owner,
@@ -77,9 +81,11 @@ async fn acquire(
 /// `no_semaphore`.
 async fn renew(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<SemaphoreRenewRequest>,
 ) -> Result<Json<PermitResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::RenewPermits {
         name,
         owner: req.owner,
@@ -100,9 +106,11 @@ async fn renew(
 /// waiters that now fit; 409 `stale_token`; 404 `not_held` or `no_semaphore`.
 async fn release(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<SemaphoreReleaseRequest>,
 ) -> Result<Json<SemaphoreReleaseResponse>, ApiError> {
+    authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::ReleasePermits { name, owner: req.owner, token: req.token, request_id: req.request_id };
     let answer = match propose(&node, command).await {
         Ok(Outcome::PermitsReleased { name, owner, token }) => {
@@ -120,9 +128,11 @@ async fn release(
 /// 404 `no_semaphore` when nobody holds or waits for a permit.
 async fn set_limit(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
     ApiJson(req): ApiJson<SemaphoreLimitRequest>,
 ) -> Result<Json<SemaphoreLimitResponse>, ApiError> {
+    authz.may(&node, Permission::Admin, [name.as_str()])?;
     match propose(&node, Command::SetSemaphoreLimit { name, limit: req.limit }).await? {
         Outcome::LimitSet { name, limit, in_use } => Ok(Json(SemaphoreLimitResponse { name, limit, in_use })),
         other => Err(unexpected(other)),
@@ -133,8 +143,10 @@ async fn set_limit(
 /// and waiters; 404 `no_semaphore` when nobody holds or waits for a permit.
 async fn get_semaphore(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<SemaphoreView>, ApiError> {
+    authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
     match node.read(|table| table.semaphore(&name)).await? {
         Some(view) => Ok(Json(view.into())),
@@ -145,8 +157,10 @@ async fn get_semaphore(
 /// `GET /v1/semaphores?prefix=..&limit=..`: live semaphores in name order.
 async fn list(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<SemaphoreListResponse>, ApiError> {
+    authz.may_list(&node, Permission::Read, &query.prefix)?;
     let limit = list_limit(&query)?;
     let semaphores = node.read(|table| table.list_semaphores(&query.prefix, limit)).await?;
     Ok(Json(SemaphoreListResponse { semaphores: semaphores.into_iter().map(Into::into).collect() }))

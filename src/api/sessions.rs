@@ -4,6 +4,8 @@
 //! Every handler here runs on the leader (see `forward`). Writes go through
 //! the Raft log; reads are linearizable (ReadIndex).
 
+use super::auth::Authz;
+use leasehold_core::{Permission, Principal};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -30,9 +32,15 @@ pub fn routes() -> Router<Arc<Node>> {
 /// the entry that created it); 400 on invalid input.
 async fn create(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiJson(req): ApiJson<CreateSessionRequest>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let command = Command::CreateSession { owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id };
+    authz.may_some(&node, Permission::Lock)?;
+    let by = match &authz.0 {
+        Principal::User(user) => Some(user.clone()),
+        Principal::Client | Principal::Admin => None,
+    };
+    let command = Command::CreateSession { owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id, by };
     match propose(&node, command).await? {
         Outcome::SessionCreated { session } => Ok(Json(session.into())),
         other => Err(unexpected(other)),
@@ -43,9 +51,11 @@ async fn create(
 /// restarted (one entry, whatever it holds); 404 `session_not_found`.
 async fn keep_alive(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(id): ApiPath<u64>,
     ApiJson(req): ApiJson<KeepAliveRequest>,
 ) -> Result<Json<SessionView>, ApiError> {
+    may_use_session(&authz, &node, Permission::Lock, id)?;
     let command = Command::KeepAlive { session: id, ttl_ms: req.ttl_ms, request_id: req.request_id, seq: req.seq };
     match propose(&node, command).await? {
         Outcome::KeptAlive { session } => Ok(Json(session.into())),
@@ -59,9 +69,11 @@ async fn keep_alive(
 /// answer, so a delete whose answer was lost is not reported as not found.
 async fn delete(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiPath(id): ApiPath<u64>,
     ApiQuery(query): ApiQuery<DeleteSessionQuery>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
+    may_use_session(&authz, &node, Permission::Lock, id)?;
     match propose(&node, Command::DeleteSession { session: id, request_id: query.request_id }).await? {
         Outcome::SessionDeleted { session, released } => {
             Ok(Json(DeleteSessionResponse { session, deleted: true, released }))
@@ -72,7 +84,12 @@ async fn delete(
 
 /// `GET /v1/sessions/{id}`: linearizable; 200 with the session and its
 /// locks, 404 `session_not_found`.
-async fn get_session(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<u64>) -> Result<Json<SessionView>, ApiError> {
+async fn get_session(
+    State(node): State<Arc<Node>>,
+    authz: Authz,
+    ApiPath(id): ApiPath<u64>,
+) -> Result<Json<SessionView>, ApiError> {
+    may_use_session(&authz, &node, Permission::Read, id)?;
     match node.read(|table| table.session(id)).await? {
         Some(view) => Ok(Json(view.into())),
         None => Err(LockError::SessionNotFound { session: id }.into()),
@@ -83,8 +100,10 @@ async fn get_session(State(node): State<Arc<Node>>, ApiPath(id): ApiPath<u64>) -
 /// at a time (pass the last id of a page as the next one's `after`).
 async fn list(
     State(node): State<Arc<Node>>,
+    authz: Authz,
     ApiQuery(query): ApiQuery<SessionListQuery>,
 ) -> Result<Json<SessionListResponse>, ApiError> {
+    authz.may_list(&node, Permission::Read, "")?;
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if !(1..=MAX_LIST_LIMIT).contains(&limit) {
         return Err(
@@ -97,4 +116,28 @@ async fn list(
     }
     let sessions = node.read(|table| table.list_sessions(after, limit)).await?;
     Ok(Json(SessionListResponse { sessions: sessions.into_iter().map(SessionView::from).collect() }))
+}
+
+/// Sessions have no name: a caller may keep alive, delete or read a session
+/// it opened when it may `permission` on some name and on every lock the
+/// session holds, as applied here; a session another principal opened
+/// needs `permission` on every name. (A session gone answers 404 after this.)
+fn may_use_session(authz: &Authz, node: &Node, permission: Permission, id: u64) -> Result<(), ApiError> {
+    authz.may_some(node, permission)?;
+    let (opened_by, held) = node.locks().read(|t| {
+        let opened_by = t.session_opened_by(id).map(|by| by.map(str::to_owned));
+        let held: Vec<String> =
+            t.session(id).and_then(|s| s.locks).unwrap_or_default().into_iter().map(|l| l.name).collect();
+        (opened_by, held)
+    });
+    let mine = match (&authz.0, &opened_by) {
+        (Principal::User(me), Some(Some(by))) => me == by,
+        (Principal::User(_), Some(None)) => false,
+        // No such session (404 next), or a built-in principal.
+        _ => true,
+    };
+    if !mine {
+        authz.may(node, permission, [""])?;
+    }
+    authz.may(node, permission, held.iter().map(String::as_str))
 }

@@ -16,6 +16,7 @@ use super::{router, ApiConfig, RequestLimits};
 use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport, DEFAULT_QUOTAS};
 use leasehold_core::Quotas;
 
+mod access;
 mod shared;
 
 /// One-node cluster, its router, and the folder it lives in.

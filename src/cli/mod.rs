@@ -1,6 +1,6 @@
 //! The `leasehold` command line, grouped by who uses it:
 //!
-//! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`;
+//! - [`server`] — operators: `serve`, `up`, `member`, `backup`, `restore`, `status`, `user`, `role`;
 //! - [`client`] — applications and scripts: `acquire` … `gate`, `run`;
 //! - here: `completions` and `man`, generated from these clap types, and the
 //!   pointer to `leasehold-lab` for the harness commands that moved there

@@ -1,5 +1,5 @@
 //! Operator commands: run a node or a local cluster, change membership, back
-//! up and restore, show status.
+//! up and restore, show status, administer users and roles.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +17,7 @@ use leasehold::security::{Secrets, SecurityFiles};
 use leasehold::server::{self, ConnectionLimits, ServeConfig};
 use leasehold_core::Quotas;
 use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_proto::auth::Permission;
 use leasehold_proto::cluster::{MembershipResponse, NewMember};
 
 use super::logging::LogFormat;
@@ -76,6 +77,85 @@ pub enum ServerCmd {
         #[command(flatten)]
         target: Target,
     },
+    /// Users and their tokens (admin): add, remove, list, token add|revoke.
+    #[command(after_long_help = exit::TABLE)]
+    User {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        action: UserAction,
+    },
+    /// Roles and the permissions they grant on name prefixes (admin): add,
+    /// remove, grant, revoke, list, assign, unassign.
+    #[command(after_long_help = exit::TABLE)]
+    Role {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        action: RoleAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum UserAction {
+    /// Add a user; prints its first token, shown this once (the cluster keeps only its hash).
+    Add {
+        name: String,
+        /// Roles to give it (each must exist), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        role: Vec<String>,
+    },
+    /// Remove a user: its tokens open nothing from then on, on every node.
+    Remove { name: String },
+    /// Users with their roles and token ids.
+    List,
+    /// A user's tokens: `add` prints a new one (shown once), `revoke ID` ends one.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TokenAction {
+    /// Add a token to the user (to rotate without a gap); prints it this once.
+    Add { user: String },
+    /// Revoke the user's token with this id (see `user list`).
+    Revoke { user: String, id: u64 },
+}
+
+#[derive(Subcommand)]
+pub enum RoleAction {
+    /// Add a role, granting nothing yet.
+    Add { name: String },
+    /// Remove a role, and take it from every user.
+    Remove { name: String },
+    /// Grant PERMISSION (read, lock, fence, admin) on the names that start with PREFIX ("" = every name).
+    Grant {
+        name: String,
+        permission: String,
+        #[arg(default_value = "")]
+        prefix: String,
+    },
+    /// Take the grant of PERMISSION on exactly PREFIX from the role.
+    Revoke {
+        name: String,
+        permission: String,
+        #[arg(default_value = "")]
+        prefix: String,
+    },
+    /// Roles with their grants.
+    List,
+    /// Give USER the role NAME.
+    Assign { name: String, user: String },
+    /// Take the role NAME from USER.
+    Unassign { name: String, user: String },
+}
+
+/// A permission named on the command line.
+fn permission(text: &str) -> Result<Permission> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| anyhow::anyhow!("{text:?} is not a permission: read, lock, fence or admin"))
 }
 
 #[derive(Subcommand)]
@@ -351,6 +431,49 @@ impl ServerCmd {
                     MemberAction::Remove { id } => client.remove_member(id).await?,
                 };
                 target.output.print(&MembershipResponse { log_index, members: client.status().await?.members })
+            }
+            ServerCmd::User { target, action } => {
+                let client = target.client()?;
+                match action {
+                    UserAction::Add { name, role } => {
+                        // Checked first, so a missing role leaves no user behind.
+                        let roles = client.list_roles().await?;
+                        if let Some(missing) = role.iter().find(|r| !roles.iter().any(|known| &known.name == *r)) {
+                            anyhow::bail!("no role {missing:?}: add it first with `leasehold role add {missing}`");
+                        }
+                        let created = client.create_user(&name).await?;
+                        for role in role {
+                            client.assign_role(&name, &role).await?;
+                        }
+                        target.output.print(&created)
+                    }
+                    UserAction::Remove { name } => target.output.print(&client.remove_user(&name).await?),
+                    UserAction::List => target.output.print(&client.list_users().await?),
+                    UserAction::Token { action: TokenAction::Add { user } } => {
+                        target.output.print(&client.add_token(&user).await?)
+                    }
+                    UserAction::Token { action: TokenAction::Revoke { user, id } } => {
+                        target.output.print(&client.revoke_token(&user, id).await?)
+                    }
+                }
+            }
+            ServerCmd::Role { target, action } => {
+                let client = target.client()?;
+                match action {
+                    RoleAction::Add { name } => target.output.print(&client.create_role(&name).await?),
+                    RoleAction::Remove { name } => target.output.print(&client.remove_role(&name).await?),
+                    RoleAction::Grant { name, permission: p, prefix } => {
+                        target.output.print(&client.grant(&name, permission(&p)?, &prefix).await?)
+                    }
+                    RoleAction::Revoke { name, permission: p, prefix } => {
+                        target.output.print(&client.revoke(&name, permission(&p)?, &prefix).await?)
+                    }
+                    RoleAction::List => target.output.print(&client.list_roles().await?),
+                    RoleAction::Assign { name, user } => target.output.print(&client.assign_role(&user, &name).await?),
+                    RoleAction::Unassign { name, user } => {
+                        target.output.print(&client.unassign_role(&user, &name).await?)
+                    }
+                }
             }
             ServerCmd::Backup { target, out } => {
                 let (taken, backup) = target.client()?.backup_of(0).await?;

@@ -16,6 +16,7 @@
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
 //! - `peer_port` — members on peer ports of their own: elections, forwarding, joins; floods on the client ports.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
+//! - `tenants` — users and roles: teams kept to their prefixes over TLS, revokes on every node, kept by a backup.
 //! - `secure_defaults` — a client token never opens the admin API; the bootstrap guard with secrets;
 //!   a digest flood; `serve --insecure`.
 //! - `herd` — hundreds of waiters over HTTP/1.1 and HTTP/2; a connection flood.
@@ -52,5 +53,6 @@ mod security;
 mod semaphores;
 mod sessions;
 pub mod snapshots;
+mod tenants;
 mod ui;
 mod waiting;

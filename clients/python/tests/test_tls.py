@@ -186,3 +186,35 @@ def test_lock_guard_over_tls(secured):
             lease.lost.wait(0.05)
         assert client.get("secure-guard").token == lease.token
     assert client.get("secure-guard") is None
+
+
+def test_a_user_refused_on_another_teams_lock_gets_forbidden(secured):
+    """A user whose role grants lock on ``a-`` only cannot release ``b-``
+    locks: ``Forbidden`` names the permission and the lock; its own lock works."""
+    cluster = secured
+    admin = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    base = cluster.url(cluster.ids[0])
+    for method, path, body in [
+        ("POST", "/v1/auth/roles", {"name": "team-a"}),
+        ("POST", "/v1/auth/roles/team-a/grants", {"permission": "lock", "prefix": "a-"}),
+    ]:
+        reply = cluster._http.request(method, base + path, json=body, headers=admin)
+        assert reply.status_code == 200, reply.text
+    created = cluster._http.post(base + "/v1/auth/users", json={"name": "alice"}, headers=admin)
+    assert created.status_code == 200, created.text
+    assigned = cluster._http.post(
+        base + "/v1/auth/users/alice/roles", json={"role": "team-a"}, headers=admin
+    )
+    assert assigned.status_code == 200, assigned.text
+    alice = cluster.client(token=created.json()["token"])
+    held = cluster.client().acquire("b-ledger", "bob", 10)
+    with pytest.raises(leasehold.Forbidden) as refused:
+        alice.release("b-ledger", held.token)
+    assert (refused.value.status, refused.value.permission, refused.value.name) == (
+        403,
+        "lock",
+        "b-ledger",
+    )
+    assert cluster.client().get("b-ledger").token == held.token, "nothing changed"
+    own = alice.acquire("a-job", "alice", 10)
+    alice.release("a-job", own.token)

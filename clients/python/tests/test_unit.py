@@ -68,6 +68,10 @@ CODES = [
     (409, "semaphore_full", leasehold.SemaphoreFull),
     (409, "limit_mismatch", leasehold.LimitMismatch),
     (404, "no_semaphore", leasehold.NoSemaphore),
+    (404, "no_user", leasehold.NoUser),
+    (404, "no_role", leasehold.NoRole),
+    (404, "no_token", leasehold.NoToken),
+    (409, "already_exists", leasehold.AlreadyExists),
 ]
 
 

@@ -16,7 +16,8 @@ export type ErrorCode =
   | "lock_mismatch" | "held_under_session" | "seq_too_old" | "seq_reused" | "request_id_reused"
   | "already_initialized" | "would_lose_quorum" | "body_too_large" | "unsupported_media_type"
   | "internal" | "unavailable" | "not_leader" | "overloaded" | "tls_required" | "full"
-  | "no_semaphore" | "deadlock" | "semaphore_full" | "limit_mismatch" | "no_leader" | "compacted";
+  | "no_semaphore" | "deadlock" | "semaphore_full" | "limit_mismatch" | "no_leader" | "compacted"
+  | "no_user" | "no_role" | "no_token" | "already_exists";
 
 /** Every error this client throws. */
 export class LeaseholdError extends Error {
@@ -84,6 +85,14 @@ export class LimitMismatchError extends ApiError { override name = "LimitMismatc
 export class NoLeaderError extends ApiError { override name = "NoLeaderError"; }
 /** An event stream was asked to resume before the node's history (`details.compacted_before`). */
 export class CompactedError extends ApiError { override name = "CompactedError"; }
+/** No such user (`details.user`). */
+export class NoUserError extends ApiError { override name = "NoUserError"; }
+/** No such role (`details.role`). */
+export class NoRoleError extends ApiError { override name = "NoRoleError"; }
+/** The user has no token with this id (`details.token_id`). */
+export class NoTokenError extends ApiError { override name = "NoTokenError"; }
+/** A user or role of that name exists already (`details.what`, `details.name`). */
+export class AlreadyExistsError extends ApiError { override name = "AlreadyExistsError"; }
 /** A cluster limit is reached (leases, waiters, sessions, records...). */
 export class FullError extends ApiError { override name = "FullError"; }
 /**
@@ -145,6 +154,10 @@ const BY_CODE: Readonly<Record<ErrorCode, ApiErrorClass>> = {
   limit_mismatch: LimitMismatchError,
   no_leader: NoLeaderError,
   compacted: CompactedError,
+  no_user: NoUserError,
+  no_role: NoRoleError,
+  no_token: NoTokenError,
+  already_exists: AlreadyExistsError,
 };
 
 /** The error codes this version knows. */

@@ -89,7 +89,8 @@ fn of_code(code: ErrorCode) -> Exit {
     match code {
         Held | LockDelayed | Reserved | StaleToken | WaitTimeout | NotHeld | NoRecord | NoSnapshot | NoSemaphore
         | NotMember | LockMismatch | AlreadyInitialized | WouldLoseQuorum | SessionNotFound | HeldUnderSession
-        | SeqTooOld | Deadlock | SemaphoreFull | LimitMismatch | NoLeader | Compacted => Exit::No,
+        | SeqTooOld | Deadlock | SemaphoreFull | LimitMismatch | NoLeader | Compacted | NoUser | NoRole | NoToken
+        | AlreadyExists => Exit::No,
         InvalidArgument | RequestIdReused | SeqReused | BodyTooLarge => Exit::Usage,
         Unavailable | NotLeader | Overloaded | RequestTimeout => Exit::Unavailable,
         Unauthenticated | PermissionDenied | TlsRequired => Exit::Denied,

@@ -91,13 +91,14 @@ mod semaphores;
 mod session;
 mod sessions;
 pub mod signals;
+mod users;
 mod watch;
 mod watchdog;
 
 pub use client::{new_request_id, Client};
 pub use credentials::{load_ca, Ca, Credentials};
 pub use election::{Election, Leadership};
-pub use error::ClientError;
+pub use error::{ClientError, Denial};
 pub use guard::{default_owner, Lock, LockOptions};
 pub use lease::{AcquireOptions, Lease, Lifetime};
 pub use leasehold_proto as proto;

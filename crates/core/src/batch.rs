@@ -246,7 +246,8 @@ mod tests {
     // indexes) are unique, while other commands still join it.
     #[test]
     fn an_entry_creates_one_session_at_most() {
-        let create = |owner: &str| Command::CreateSession { owner: owner.into(), ttl_ms: 10_000, request_id: None };
+        let create =
+            |owner: &str| Command::CreateSession { owner: owner.into(), ttl_ms: 10_000, request_id: None, by: None };
         let mut batch = Batch::single(create("a"));
         assert_eq!(batch.try_push(create("b")), Err(create("b")));
         assert!(batch.try_push(acquire("n", "x", false)).is_ok());

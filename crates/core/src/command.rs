@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use super::{FencingToken, SessionId};
+use super::{FencingToken, Permission, SessionId, TokenHash};
 
 /// One state-machine command, the payload of a Raft log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,6 +205,11 @@ pub enum Command {
         ttl_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
+        /// The user that opens it, kept with the session: only that user
+        /// (or a principal that may lock every name) may keep it alive,
+        /// delete or read it. `None`: a built-in principal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Restart the deadline of `session`, with `ttl_ms` or, when absent, the
     /// session's ttl: one deadline for all the locks it holds. Errors:
@@ -412,6 +417,39 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,
     },
+    /// Add user `user`, with a first token when `token` (its hash) is
+    /// given, whose id is the index of this entry. Errors: `Exists` (the
+    /// user, or a token already in use), `Full` at
+    /// [`MAX_USERS`](super::MAX_USERS).
+    AddUser {
+        user: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<TokenHash>,
+    },
+    /// Remove user `user` and every token of it: from this entry on, its
+    /// tokens open nothing. Errors: `NoUser`.
+    RemoveUser { user: String },
+    /// Add a token (its hash) to `user`; its id is the index of this entry.
+    /// Errors: `NoUser`, `Exists` (the token is in use), `Full`.
+    AddToken { user: String, token: TokenHash },
+    /// Revoke token `token_id` of `user`: from this entry on it opens
+    /// nothing. Errors: `NoUser`, `NoToken`.
+    RevokeToken { user: String, token_id: u64 },
+    /// Add role `role`, granting nothing yet. Errors: `Exists`, `Full`.
+    AddRole { role: String },
+    /// Remove role `role` and take it from every user. Errors: `NoRole`.
+    RemoveRole { role: String },
+    /// Grant `permission` on the names that start with `prefix` (`""`:
+    /// every name) to `role`; `admin` counts on `""` only. Errors: `NoRole`,
+    /// `Full`; granting what it has is a no-op.
+    GrantPermission { role: String, permission: Permission, prefix: String },
+    /// Take `permission` on exactly `prefix` from `role` (a no-op if it
+    /// lacks it). Errors: `NoRole`.
+    RevokePermission { role: String, permission: Permission, prefix: String },
+    /// Give `role` to `user`. Errors: `NoUser`, `NoRole`, `Full`.
+    AssignRole { user: String, role: String },
+    /// Take `role` from `user` (a no-op if it lacks it). Errors: `NoUser`.
+    UnassignRole { user: String, role: String },
 }
 
 impl fmt::Display for Command {
@@ -463,6 +501,20 @@ impl fmt::Display for Command {
             }
             Command::Proclaim { name, token, .. } => write!(f, "proclaim({name}, token={token})"),
             Command::Resign { name, token, .. } => write!(f, "resign({name}, token={token})"),
+            Command::AddUser { user, .. } => write!(f, "add_user({user})"),
+            Command::RemoveUser { user } => write!(f, "remove_user({user})"),
+            Command::AddToken { user, .. } => write!(f, "add_token({user})"),
+            Command::RevokeToken { user, token_id } => write!(f, "revoke_token({user}, {token_id})"),
+            Command::AddRole { role } => write!(f, "add_role({role})"),
+            Command::RemoveRole { role } => write!(f, "remove_role({role})"),
+            Command::GrantPermission { role, permission, prefix } => {
+                write!(f, "grant({role}, {permission} on {prefix:?})")
+            }
+            Command::RevokePermission { role, permission, prefix } => {
+                write!(f, "revoke({role}, {permission} on {prefix:?})")
+            }
+            Command::AssignRole { user, role } => write!(f, "assign_role({user}, {role})"),
+            Command::UnassignRole { user, role } => write!(f, "unassign_role({user}, {role})"),
         }
     }
 }
@@ -636,7 +688,8 @@ impl Command {
                 check_text("lock", lock, limits.max_name_bytes)?;
                 check_request_id(request_id, limits)
             }
-            Command::CreateSession { owner, ttl_ms, request_id } => {
+            Command::CreateSession { owner, ttl_ms, request_id, by } => {
+                by.as_deref().map_or(Ok(()), |by| check_principal_name("by", by, limits))?;
                 check_text("owner", owner, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)?;
                 check_ttl(*ttl_ms, limits)
@@ -714,7 +767,53 @@ impl Command {
                 check_text("candidate", candidate, limits.max_owner_bytes)?;
                 check_request_id(request_id, limits)
             }
+            Command::AddUser { user, token } => {
+                check_principal_name("user", user, limits)?;
+                token.as_ref().map_or(Ok(()), check_token_hash)
+            }
+            Command::AddToken { user, token } => {
+                check_principal_name("user", user, limits)?;
+                check_token_hash(token)
+            }
+            Command::RemoveUser { user } | Command::RevokeToken { user, .. } => {
+                check_principal_name("user", user, limits)
+            }
+            Command::AddRole { role } | Command::RemoveRole { role } => check_principal_name("role", role, limits),
+            Command::GrantPermission { role, prefix, .. } | Command::RevokePermission { role, prefix, .. } => {
+                check_principal_name("role", role, limits)?;
+                check_prefix(prefix, limits)
+            }
+            Command::AssignRole { user, role } | Command::UnassignRole { user, role } => {
+                check_principal_name("user", user, limits)?;
+                check_principal_name("role", role, limits)
+            }
         }
+    }
+}
+
+/// A user's or role's name: an owner's rules (printable, at most
+/// `max_owner_bytes`), and none of the characters that would need quoting
+/// in a URL path or a shell.
+fn check_principal_name(field: &'static str, value: &str, limits: &Limits) -> Result<(), InvalidCommand> {
+    check_text(field, value, limits.max_owner_bytes)?;
+    if !value.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b)) {
+        return Err(InvalidCommand::new(field, "may hold only ASCII letters, digits, '-', '_', '.' and '@'"));
+    }
+    Ok(())
+}
+
+/// A grant's prefix: empty (every name) or what a name may start with.
+fn check_prefix(prefix: &str, limits: &Limits) -> Result<(), InvalidCommand> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    check_text("prefix", prefix, limits.max_name_bytes)
+}
+
+fn check_token_hash(token: &TokenHash) -> Result<(), InvalidCommand> {
+    match token.is_well_formed() {
+        true => Ok(()),
+        false => Err(InvalidCommand::new("token", "must be a SHA-256 as 64 lowercase hex digits")),
     }
 }
 

@@ -15,7 +15,7 @@
 //! Decoding never panics and never allocates more than the input could
 //! hold: a malformed or truncated batch is a [`DecodeError`].
 
-use super::{Batch, Command, FencingToken, Quotas};
+use super::{Batch, Command, FencingToken, Permission, Quotas, TokenHash};
 
 /// The first byte of every encoded batch. A new layout takes a new version;
 /// a decoder refuses versions it does not know.
@@ -102,6 +102,19 @@ const ACQUIRE_SHARED: u8 = 40;
 const ACQUIRE_PERMITS: u8 = 41;
 const ACQUIRE_SHARED_WITH_TTL: u8 = 32;
 const ACQUIRE_PERMITS_WITH_TTL: u8 = 35;
+// Users and roles start at 48.
+const ADD_USER: u8 = 48;
+const REMOVE_USER: u8 = 49;
+const ADD_TOKEN: u8 = 50;
+const REVOKE_TOKEN: u8 = 51;
+const ADD_ROLE: u8 = 52;
+const REMOVE_ROLE: u8 = 53;
+const GRANT_PERMISSION: u8 = 54;
+const REVOKE_PERMISSION: u8 = 55;
+const ASSIGN_ROLE: u8 = 56;
+const UNASSIGN_ROLE: u8 = 57;
+/// A session opened by a user: `CreateSession`'s fields, then the user.
+const CREATE_SESSION_BY: u8 = 58;
 
 fn encode_command(command: &Command, out: &mut Vec<u8>) {
     match command {
@@ -170,11 +183,15 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_u64(out, token.get());
             put_opt_str(out, request_id);
         }
-        Command::CreateSession { owner, ttl_ms, request_id } => {
-            out.push(CREATE_SESSION);
+        Command::CreateSession { owner, ttl_ms, request_id, by } => {
+            // Without a user, the layout earlier versions write and read.
+            out.push(if by.is_some() { CREATE_SESSION_BY } else { CREATE_SESSION });
             put_str(out, owner);
             put_u64(out, *ttl_ms);
             put_opt_str(out, request_id);
+            if let Some(by) = by {
+                put_str(out, by);
+            }
         }
         Command::KeepAlive { session, ttl_ms, request_id, seq } => {
             out.push(KEEP_ALIVE);
@@ -273,6 +290,65 @@ fn encode_command(command: &Command, out: &mut Vec<u8>) {
             put_u64(out, token.get());
             put_opt_str(out, request_id);
         }
+        Command::AddUser { user, token } => {
+            out.push(ADD_USER);
+            put_str(out, user);
+            put_opt_str(out, &token.as_ref().map(|t| t.0.clone()));
+        }
+        Command::RemoveUser { user } => {
+            out.push(REMOVE_USER);
+            put_str(out, user);
+        }
+        Command::AddToken { user, token } => {
+            out.push(ADD_TOKEN);
+            put_str(out, user);
+            put_str(out, &token.0);
+        }
+        Command::RevokeToken { user, token_id } => {
+            out.push(REVOKE_TOKEN);
+            put_str(out, user);
+            put_u64(out, *token_id);
+        }
+        Command::AddRole { role } => {
+            out.push(ADD_ROLE);
+            put_str(out, role);
+        }
+        Command::RemoveRole { role } => {
+            out.push(REMOVE_ROLE);
+            put_str(out, role);
+        }
+        Command::GrantPermission { role, permission, prefix } => {
+            out.push(GRANT_PERMISSION);
+            put_str(out, role);
+            out.push(permission_tag(*permission));
+            put_str(out, prefix);
+        }
+        Command::RevokePermission { role, permission, prefix } => {
+            out.push(REVOKE_PERMISSION);
+            put_str(out, role);
+            out.push(permission_tag(*permission));
+            put_str(out, prefix);
+        }
+        Command::AssignRole { user, role } => {
+            out.push(ASSIGN_ROLE);
+            put_str(out, user);
+            put_str(out, role);
+        }
+        Command::UnassignRole { user, role } => {
+            out.push(UNASSIGN_ROLE);
+            put_str(out, user);
+            put_str(out, role);
+        }
+    }
+}
+
+/// A permission's byte: never reuse one.
+fn permission_tag(permission: Permission) -> u8 {
+    match permission {
+        Permission::Read => 1,
+        Permission::Lock => 2,
+        Permission::Fence => 3,
+        Permission::Admin => 4,
     }
 }
 
@@ -326,7 +402,15 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         GATE => {
             Command::Gate { resource: r.string()?, lock: r.string()?, token: r.token()?, request_id: r.opt_string()? }
         }
-        CREATE_SESSION => Command::CreateSession { owner: r.string()?, ttl_ms: r.u64()?, request_id: r.opt_string()? },
+        CREATE_SESSION => {
+            Command::CreateSession { owner: r.string()?, ttl_ms: r.u64()?, request_id: r.opt_string()?, by: None }
+        }
+        CREATE_SESSION_BY => Command::CreateSession {
+            owner: r.string()?,
+            ttl_ms: r.u64()?,
+            request_id: r.opt_string()?,
+            by: Some(r.string()?),
+        },
         KEEP_ALIVE => Command::KeepAlive {
             session: r.u64()?,
             ttl_ms: r.opt_u64()?,
@@ -427,6 +511,20 @@ fn decode_command(r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             token: r.token()?,
             request_id: r.opt_string()?,
         },
+        ADD_USER => Command::AddUser { user: r.string()?, token: r.opt_string()?.map(TokenHash) },
+        REMOVE_USER => Command::RemoveUser { user: r.string()? },
+        ADD_TOKEN => Command::AddToken { user: r.string()?, token: TokenHash(r.string()?) },
+        REVOKE_TOKEN => Command::RevokeToken { user: r.string()?, token_id: r.u64()? },
+        ADD_ROLE => Command::AddRole { role: r.string()? },
+        REMOVE_ROLE => Command::RemoveRole { role: r.string()? },
+        GRANT_PERMISSION => {
+            Command::GrantPermission { role: r.string()?, permission: r.permission()?, prefix: r.string()? }
+        }
+        REVOKE_PERMISSION => {
+            Command::RevokePermission { role: r.string()?, permission: r.permission()?, prefix: r.string()? }
+        }
+        ASSIGN_ROLE => Command::AssignRole { user: r.string()?, role: r.string()? },
+        UNASSIGN_ROLE => Command::UnassignRole { user: r.string()?, role: r.string()? },
         _ => return Err(DecodeError::Malformed("unknown command tag")),
     })
 }
@@ -557,6 +655,16 @@ impl<'a> Reader<'a> {
         Ok(if self.flag()? { Some(self.string()?) } else { None })
     }
 
+    fn permission(&mut self) -> Result<Permission, DecodeError> {
+        Ok(match self.u8()? {
+            1 => Permission::Read,
+            2 => Permission::Lock,
+            3 => Permission::Fence,
+            4 => Permission::Admin,
+            _ => return Err(DecodeError::Malformed("unknown permission")),
+        })
+    }
+
     fn strings(&mut self) -> Result<Vec<String>, DecodeError> {
         let n = self.len(usize::MAX)?;
         (0..n).map(|_| self.string()).collect()
@@ -620,7 +728,8 @@ mod tests {
                 token: FencingToken::granted_at(0),
                 request_id: None,
             },
-            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id() },
+            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: id(), by: None },
+            Command::CreateSession { owner: "o".into(), ttl_ms: 1, request_id: None, by: Some("alice".into()) },
             Command::KeepAlive { session: 4, ttl_ms: Some(2), request_id: None, seq: None },
             Command::DeleteSession { session: 4, request_id: id() },
             Command::AcquireShared {
@@ -716,6 +825,17 @@ mod tests {
                 token: FencingToken::granted_at(3),
                 request_id: id(),
             },
+            Command::AddUser { user: "u".into(), token: Some(TokenHash("ab".repeat(32))) },
+            Command::AddUser { user: "u".into(), token: None },
+            Command::RemoveUser { user: "u".into() },
+            Command::AddToken { user: "u".into(), token: TokenHash("cd".repeat(32)) },
+            Command::RevokeToken { user: "u".into(), token_id: 300 },
+            Command::AddRole { role: "r".into() },
+            Command::RemoveRole { role: "r".into() },
+            Command::GrantPermission { role: "r".into(), permission: Permission::Fence, prefix: "team-a/".into() },
+            Command::RevokePermission { role: "r".into(), permission: Permission::Admin, prefix: String::new() },
+            Command::AssignRole { user: "u".into(), role: "r".into() },
+            Command::UnassignRole { user: "u".into(), role: "r".into() },
         ]
     }
 

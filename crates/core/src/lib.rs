@@ -12,6 +12,7 @@
 //! entries proposed by the Raft leader, so lease expiry is testable without
 //! sleeping.
 
+mod access;
 mod batch;
 mod command;
 mod encoding;
@@ -22,6 +23,11 @@ mod requests;
 mod table;
 mod tracked;
 
+pub use access::Access;
+pub use access::{
+    Denied, Permission, Principal, Role, RoleView, TokenHash, User, UserView, MAX_GRANTS_PER_ROLE, MAX_ROLES,
+    MAX_ROLES_PER_USER, MAX_TOKENS_PER_USER, MAX_USERS,
+};
 pub use batch::Batch;
 pub use command::{AcquireParts, Command, InvalidCommand, Limits};
 pub use encoding::DecodeError;

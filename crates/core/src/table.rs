@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
+use super::access::Access;
 use super::event::{EventKind, LockEvent};
 use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
@@ -39,6 +40,11 @@ use self::types::{Asked, Delay, Lease, Session, Waiter};
 
 /// A held lock's name, shared by the table's maps and indexes.
 type LockName = Arc<str>;
+
+/// The answer to a change of users or roles that adds no token.
+fn changed(result: Result<(), LockError>) -> Result<Outcome, LockError> {
+    result.map(|()| Outcome::AccessChanged { token_id: None })
+}
 
 /// Tick period assumed for grants made before the first Tick was applied. It is
 /// the smallest period a leader may use, so such a deadline is at least as many
@@ -96,6 +102,8 @@ pub struct LockTable {
     wait_for: WaitFor,
     /// The values of elections (see `election.rs`), by election name.
     elections: Tracked<String, Election>,
+    /// Users and roles: who may do what to which names (`access.rs`).
+    access: Access,
 }
 
 impl From<&LockTable> for TableImage {
@@ -112,6 +120,8 @@ impl From<&LockTable> for TableImage {
             shared: (*t.shared).clone(),
             semaphores: (*t.semaphores).clone(),
             elections: (*t.elections).clone(),
+            users: (*t.access.users).clone(),
+            roles: (*t.access.roles).clone(),
         }
     }
 }
@@ -175,6 +185,7 @@ impl From<TableImage> for LockTable {
             by_permit_wait_deadline,
             wait_for,
             elections: image.elections.into(),
+            access: Access::from_maps(image.users, image.roles),
         }
     }
 }
@@ -298,9 +309,9 @@ impl LockTable {
                     t.fences.pass(resource, lock, *token, current)
                 })
             }
-            Command::CreateSession { owner, ttl_ms, request_id } => {
+            Command::CreateSession { owner, ttl_ms, request_id, by } => {
                 self.once(command, index, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
-                    t.create_session(owner, *ttl_ms, index, events)
+                    t.create_session(owner, *ttl_ms, by.as_deref(), index, events)
                 })
             }
             Command::KeepAlive { session, ttl_ms, request_id, .. } => {
@@ -377,7 +388,32 @@ impl LockTable {
                     t.resign(name, candidate, *token, index, events)
                 })
             }
+            Command::AddUser { user, token } => {
+                self.access.add_user(user, token.as_ref(), index)?;
+                Ok(Outcome::AccessChanged { token_id: token.as_ref().map(|_| index) })
+            }
+            Command::AddToken { user, token } => {
+                self.access.add_token(user, token, index)?;
+                Ok(Outcome::AccessChanged { token_id: Some(index) })
+            }
+            Command::RemoveUser { user } => changed(self.access.remove_user(user)),
+            Command::RevokeToken { user, token_id } => changed(self.access.revoke_token(user, *token_id)),
+            Command::AddRole { role } => changed(self.access.add_role(role)),
+            Command::RemoveRole { role } => changed(self.access.remove_role(role)),
+            Command::GrantPermission { role, permission, prefix } => {
+                changed(self.access.grant(role, *permission, prefix))
+            }
+            Command::RevokePermission { role, permission, prefix } => {
+                changed(self.access.revoke(role, *permission, prefix))
+            }
+            Command::AssignRole { user, role } => changed(self.access.assign(user, role)),
+            Command::UnassignRole { user, role } => changed(self.access.unassign(user, role)),
         }
+    }
+
+    /// Users and roles: who may do what (see [`Access::may`]).
+    pub fn access(&self) -> &Access {
+        &self.access
     }
 
     /// The lease of `name` with its queue, if held.

@@ -110,6 +110,14 @@ pub enum ErrorCode {
     SemaphoreFull,
     /// 409: the semaphore exists with another limit (`limit`, `given`).
     LimitMismatch,
+    /// 404: no such user (`user`).
+    NoUser,
+    /// 404: no such role (`role`).
+    NoRole,
+    /// 404: the user has no token with this id (`user`, `token_id`).
+    NoToken,
+    /// 409: a user or role of this name exists already (`what`, `name`).
+    AlreadyExists,
     /// A code this client does not know (a newer server): read `status`.
     #[serde(other)]
     Unknown,
@@ -123,12 +131,13 @@ impl ErrorCode {
             InvalidArgument | TlsRequired => 400,
             Unauthenticated => 401,
             PermissionDenied => 403,
-            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound | NoLeader => 404,
+            NotFound | NotHeld | NoRecord | NoSnapshot | NoSemaphore | NotMember | SessionNotFound | NoLeader
+            | NoUser | NoRole | NoToken => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
             Held | LockDelayed | Reserved | StaleToken | WaitTimeout | LockMismatch | HeldUnderSession | SeqTooOld
             | SeqReused | RequestIdReused | AlreadyInitialized | WouldLoseQuorum | Deadlock | SemaphoreFull
-            | LimitMismatch => 409,
+            | LimitMismatch | AlreadyExists => 409,
             Compacted => 410,
             BodyTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -179,12 +188,16 @@ impl ErrorCode {
             Deadlock => "deadlock",
             SemaphoreFull => "semaphore_full",
             LimitMismatch => "limit_mismatch",
+            NoUser => "no_user",
+            NoRole => "no_role",
+            NoToken => "no_token",
+            AlreadyExists => "already_exists",
             Unknown => "unknown",
         }
     }
 
     /// Every code but [`ErrorCode::Unknown`], for documents and tests.
-    pub const ALL: [ErrorCode; 37] = {
+    pub const ALL: [ErrorCode; 41] = {
         use ErrorCode::*;
         [
             InvalidArgument,
@@ -224,6 +237,10 @@ impl ErrorCode {
             Deadlock,
             SemaphoreFull,
             LimitMismatch,
+            NoUser,
+            NoRole,
+            NoToken,
+            AlreadyExists,
         ]
     };
 }

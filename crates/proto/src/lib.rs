@@ -9,6 +9,7 @@
 //! - [`semaphores`] — acquire, renew and release permits, read semaphores, set a limit.
 //! - [`fence`] — fence check, fenced records and gates.
 //! - [`elections`] — campaign, proclaim, resign and the leader of an election.
+//! - [`auth`] — users, their tokens, roles and the permissions they grant on name prefixes.
 //! - [`cluster`] — status, membership, snapshots, health.
 //! - [`error`] — the error body and [`ErrorCode`], with the HTTP status of each code.
 //! - [`events`] — the lock events of the Server-Sent Event streams.
@@ -24,6 +25,7 @@
 //!
 //! Request bodies refuse unknown fields: a misspelt field is a 400, never silently ignored.
 
+pub mod auth;
 pub mod cluster;
 pub mod elections;
 pub mod error;

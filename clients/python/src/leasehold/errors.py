@@ -112,10 +112,24 @@ Unauthenticated = Unauthorized
 
 @_register
 class Forbidden(ApiError):
-    """403 ``permission_denied``: the token does not open this part of the API."""
+    """403 ``permission_denied``: the token does not open this part of the API,
+    or its user lacks ``permission`` on ``name`` (a lock name, or a list's
+    prefix; both ``None`` when the token opens nothing here)."""
 
     code = "permission_denied"
     status = 403
+
+    @property
+    def permission(self) -> Optional[str]:
+        """``read``, ``lock``, ``fence`` or ``admin``: what the user lacks."""
+        value = self._detail("permission")
+        return str(value) if value is not None else None
+
+    @property
+    def name(self) -> Optional[str]:
+        """The first name of the request the user lacks it on."""
+        value = self._detail("name")
+        return str(value) if value is not None else None
 
 
 PermissionDenied = Forbidden
@@ -495,6 +509,38 @@ class NoSemaphore(ApiError):
 
 
 @_register
+class NoUser(ApiError):
+    """404: no such user (``user``)."""
+
+    code = "no_user"
+    status = 404
+
+
+@_register
+class NoRole(ApiError):
+    """404: no such role (``role``)."""
+
+    code = "no_role"
+    status = 404
+
+
+@_register
+class NoToken(ApiError):
+    """404: the user has no token with this id (``user``, ``token_id``)."""
+
+    code = "no_token"
+    status = 404
+
+
+@_register
+class AlreadyExists(ApiError):
+    """409: a user or role of that name exists already (``what``, ``name``)."""
+
+    code = "already_exists"
+    status = 409
+
+
+@_register
 class Deadlock(ApiError):
     """409: waiting would close a cycle of owners each waiting for the next;
     refused at once. ``cycle``: the asking owner first, the last waits for
@@ -599,6 +645,7 @@ def error_from_body(status: int, body: Any) -> ApiError:
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "AlreadyExists",
     "AlreadyInitialized",
     "ApiError",
     "BodyTooLarge",
@@ -616,8 +663,11 @@ __all__ = [
     "LockMismatch",
     "MethodNotAllowed",
     "NoRecord",
+    "NoRole",
     "NoSemaphore",
     "NoSnapshot",
+    "NoToken",
+    "NoUser",
     "NotFound",
     "NotHeld",
     "NotLeader",

@@ -19,6 +19,7 @@ use super::election::Election;
 use super::semaphore::Semaphore;
 use super::types::{Delay, Lease, Session, Waiter};
 use super::{LockTable, SessionId, TableImage};
+use crate::access::{Role, User};
 use crate::fence::{Fences, GateState, Record};
 use crate::requests::{self, Requests};
 use crate::tracked::Changed;
@@ -41,10 +42,14 @@ pub enum Tree {
     Semaphores = 13,
     /// Elections' values.
     Elections = 14,
+    /// Users (their tokens' hashes and their roles), by name.
+    Users = 15,
+    /// Roles (their grants), by name.
+    Roles = 16,
 }
 
 impl Tree {
-    pub const ALL: [Tree; 11] = [
+    pub const ALL: [Tree; 13] = [
         Tree::Clock,
         Tree::Leases,
         Tree::Queues,
@@ -56,6 +61,8 @@ impl Tree {
         Tree::SharedHolders,
         Tree::Semaphores,
         Tree::Elections,
+        Tree::Users,
+        Tree::Roles,
     ];
 
     pub fn id(self) -> u8 {
@@ -91,6 +98,8 @@ enum Value<'a> {
     SharedHolders(&'a BTreeMap<String, Lease>),
     Semaphore(&'a Semaphore),
     Election(&'a Election),
+    User(&'a User),
+    Role(&'a Role),
 }
 
 impl Serialize for RowValue<'_> {
@@ -107,6 +116,8 @@ impl Serialize for RowValue<'_> {
             Value::SharedHolders(v) => v.serialize(s),
             Value::Semaphore(v) => v.serialize(s),
             Value::Election(v) => v.serialize(s),
+            Value::User(v) => v.serialize(s),
+            Value::Role(v) => v.serialize(s),
         }
     }
 }
@@ -127,6 +138,8 @@ impl RowValue<'_> {
             Value::SharedHolders(v) => Owned::SharedHolders((*v).clone()),
             Value::Semaphore(v) => Owned::Semaphore((*v).clone()),
             Value::Election(v) => Owned::Election((*v).clone()),
+            Value::User(v) => Owned::User((*v).clone()),
+            Value::Role(v) => Owned::Role((*v).clone()),
         })
     }
 }
@@ -148,6 +161,8 @@ enum Owned {
     SharedHolders(BTreeMap<String, Lease>),
     Semaphore(Semaphore),
     Election(Election),
+    User(User),
+    Role(Role),
 }
 
 impl Serialize for OwnedRowValue {
@@ -164,6 +179,8 @@ impl Serialize for OwnedRowValue {
             Owned::SharedHolders(v) => v.serialize(s),
             Owned::Semaphore(v) => v.serialize(s),
             Owned::Election(v) => v.serialize(s),
+            Owned::User(v) => v.serialize(s),
+            Owned::Role(v) => v.serialize(s),
         }
     }
 }
@@ -189,6 +206,8 @@ pub struct Changes {
     shared: Changed<String>,
     semaphores: Changed<String>,
     elections: Changed<String>,
+    users: Changed<String>,
+    roles: Changed<String>,
 }
 
 impl Changes {
@@ -205,6 +224,8 @@ impl Changes {
             + self.shared.len()
             + self.semaphores.len()
             + self.elections.len()
+            + self.users.len()
+            + self.roles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -263,6 +284,8 @@ impl LockTable {
             shared: self.shared.take_changed(),
             semaphores: self.semaphores.take_changed(),
             elections: self.elections.take_changed(),
+            users: self.access.users.take_changed(),
+            roles: self.access.roles.take_changed(),
         }
     }
 
@@ -280,6 +303,8 @@ impl LockTable {
             + self.shared.len()
             + self.semaphores.len()
             + self.elections.len()
+            + self.access.users.len()
+            + self.access.roles.len()
     }
 
     fn clock_row(&self) -> Row<'_> {
@@ -363,6 +388,20 @@ impl LockTable {
                 |k| text_key(k),
                 |v| RowValue(Value::Election(v)),
             ))
+            .chain(rows_of(
+                Tree::Users,
+                &changes.users,
+                |k| self.access.users.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::User(v)),
+            ))
+            .chain(rows_of(
+                Tree::Roles,
+                &changes.roles,
+                |k| self.access.roles.get(k),
+                |k| text_key(k),
+                |v| RowValue(Value::Role(v)),
+            ))
     }
 
     /// Every row of the table, the clock first.
@@ -389,6 +428,8 @@ impl LockTable {
                 |v| RowValue(Value::Semaphore(v)),
             ))
             .chain(all_rows(Tree::Elections, self.elections.iter(), |k| text_key(k), |v| RowValue(Value::Election(v))))
+            .chain(all_rows(Tree::Users, self.access.users.iter(), |k| text_key(k), |v| RowValue(Value::User(v))))
+            .chain(all_rows(Tree::Roles, self.access.roles.iter(), |k| text_key(k), |v| RowValue(Value::Role(v))))
     }
 }
 
@@ -412,6 +453,8 @@ pub struct TableLoader {
     shared: Vec<(String, BTreeMap<String, Lease>)>,
     semaphores: Vec<(String, Semaphore)>,
     elections: Vec<(String, Election)>,
+    users: Vec<(String, User)>,
+    roles: Vec<(String, Role)>,
 }
 
 impl TableLoader {
@@ -434,6 +477,8 @@ impl TableLoader {
             Tree::SharedHolders => self.shared.push((text()?, BTreeMap::deserialize(value)?)),
             Tree::Semaphores => self.semaphores.push((text()?, Semaphore::deserialize(value)?)),
             Tree::Elections => self.elections.push((text()?, Election::deserialize(value)?)),
+            Tree::Users => self.users.push((text()?, User::deserialize(value)?)),
+            Tree::Roles => self.roles.push((text()?, Role::deserialize(value)?)),
         }
         Ok(())
     }
@@ -452,6 +497,8 @@ impl TableLoader {
         by_key(&mut self.shared);
         by_key(&mut self.semaphores);
         by_key(&mut self.elections);
+        by_key(&mut self.users);
+        by_key(&mut self.roles);
     }
 
     /// The rows of both loaders, `later`'s after `self`'s where a key is in
@@ -472,6 +519,8 @@ impl TableLoader {
             shared: merge(self.shared, later.shared),
             semaphores: merge(self.semaphores, later.semaphores),
             elections: merge(self.elections, later.elections),
+            users: merge(self.users, later.users),
+            roles: merge(self.roles, later.roles),
         }
     }
 
@@ -490,6 +539,8 @@ impl TableLoader {
             shared: BTreeMap::from_iter(self.shared),
             semaphores: BTreeMap::from_iter(self.semaphores),
             elections: BTreeMap::from_iter(self.elections),
+            users: BTreeMap::from_iter(self.users),
+            roles: BTreeMap::from_iter(self.roles),
         })
     }
 }
@@ -583,7 +634,7 @@ mod tests {
             (0, _) | (_, None) => (Some(3000 + dice.below(4000)), None, owner),
             (_, Some(id)) => (None, Some(id), table.sessions[&id].owner.clone()),
         };
-        match dice.below(19) {
+        match dice.below(21) {
             0..=2 => Command::Acquire {
                 name,
                 owner,
@@ -633,7 +684,10 @@ mod tests {
             9 => match (dice.below(3), session) {
                 (0, Some(session)) => Command::DeleteSession { session, request_id },
                 (1, Some(session)) => Command::KeepAlive { session, ttl_ms: None, request_id, seq: Some(step) },
-                _ => Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id },
+                _ => {
+                    let by = format!("user-{}", dice.below(2));
+                    Command::CreateSession { owner, ttl_ms: 3000 + dice.below(4000), request_id, by: dice.some(by) }
+                }
             },
             10 => Command::Cancel { name, owner },
             11 => {
@@ -679,6 +733,25 @@ mod tests {
                 match dice.below(2) {
                     0 => Command::Proclaim { name, candidate, token, value: format!("{step}"), request_id },
                     _ => Command::Resign { name, candidate, token, request_id },
+                }
+            }
+            17 | 18 => {
+                let user = format!("user-{}", dice.below(4));
+                let role = format!("role-{}", dice.below(3));
+                let hash = crate::TokenHash(format!("{:064x}", dice.below(1 << 40)));
+                match dice.below(9) {
+                    0 => Command::AddUser { user, token: dice.some(hash) },
+                    1 => Command::RemoveUser { user },
+                    2 => Command::AddToken { user, token: hash },
+                    3 => {
+                        let token_id = table.access.users.get(&user).and_then(|u| u.tokens.keys().next().copied());
+                        Command::RevokeToken { user, token_id: token_id.unwrap_or(step) }
+                    }
+                    4 => Command::AddRole { role },
+                    5 => Command::RemoveRole { role },
+                    6 => Command::GrantPermission { role, permission: crate::Permission::Lock, prefix: name },
+                    7 => Command::AssignRole { user, role },
+                    _ => Command::UnassignRole { user, role },
                 }
             }
             _ => Command::Tick { period_ms: 500 },

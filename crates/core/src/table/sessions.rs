@@ -58,6 +58,13 @@ impl LockTable {
         Some(SessionView { locks: Some(locks), ..self.session_view(id, session) })
     }
 
+    /// The user that opened live session `id` (`Some(None)`: a built-in
+    /// principal, or a session from before sessions kept it); `None` when
+    /// there is no such session.
+    pub fn session_opened_by(&self, id: SessionId) -> Option<Option<&str>> {
+        self.sessions.get(&id).map(|s| s.by.as_deref())
+    }
+
     /// Live sessions with ids above `after`, in id order, at most `limit`,
     /// without their lock lists.
     pub fn list_sessions(&self, after: SessionId, limit: usize) -> Vec<SessionView> {
@@ -169,6 +176,7 @@ impl LockTable {
         &mut self,
         owner: &str,
         ttl_ms: u64,
+        by: Option<&str>,
         index: u64,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
@@ -187,6 +195,7 @@ impl LockTable {
             permit_waits: BTreeSet::new(),
             answers: BTreeMap::new(),
             forgotten_below: 0,
+            by: by.map(str::to_owned),
         };
         self.by_session_deadline.insert((deadline, index));
         let view = self.session_view(index, &session);

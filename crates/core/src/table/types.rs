@@ -142,6 +142,10 @@ pub(super) struct Session {
     /// Every sequence number below this one was forgotten, or never used.
     #[serde(default)]
     pub(super) forgotten_below: u64,
+    /// The user that opened the session; `None` for a built-in principal
+    /// (and sessions from before sessions kept it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) by: Option<String>,
 }
 
 /// A remembered answer of a session, with the index of the entry that gave
@@ -466,6 +470,12 @@ pub enum Outcome {
     Proclaimed {
         leader: super::Leader,
     },
+    /// Users or roles changed; `token_id` is the id of a token the entry
+    /// added (the entry's index), if it added one.
+    AccessChanged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_id: Option<u64>,
+    },
     /// A Raft entry with no command (leader blank entry, membership change).
     Noop,
 }
@@ -586,6 +596,18 @@ pub enum LockError {
     /// Nobody holds or waits for a permit of semaphore `name`.
     #[error("semaphore {name:?} does not exist (nobody holds or waits for a permit)")]
     SemaphoreNotFound { name: String },
+    /// A change of users or roles named a user that does not exist.
+    #[error("no user {user:?}")]
+    NoUser { user: String },
+    /// A change of roles or of a user's roles named a role that does not exist.
+    #[error("no role {role:?}")]
+    NoRole { role: String },
+    /// A revoke named a token id the user does not have.
+    #[error("user {user:?} has no token {token_id}")]
+    NoToken { user: String, token_id: u64 },
+    /// A user or role of that name exists already (or the token is in use).
+    #[error("{what} {name:?} exists already")]
+    Exists { what: String, name: String },
     #[error("invalid command: {0}")]
     Invalid(InvalidCommand),
 }
@@ -636,4 +658,9 @@ pub struct TableImage {
     /// Absent from snapshots taken before elections existed.
     #[serde(default)]
     pub(super) elections: BTreeMap<String, super::election::Election>,
+    /// Absent from snapshots taken before users and roles existed.
+    #[serde(default)]
+    pub(super) users: BTreeMap<String, crate::access::User>,
+    #[serde(default)]
+    pub(super) roles: BTreeMap<String, crate::access::Role>,
 }

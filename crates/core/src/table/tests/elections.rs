@@ -196,10 +196,11 @@ fn candidates_that_stop_waiting_are_forgotten() {
 #[test]
 fn session_end_ends_the_leadership() {
     let mut log = Log::new();
-    let session = match log.apply(Command::CreateSession { owner: "a".into(), ttl_ms: 3000, request_id: None }) {
-        Ok(Outcome::SessionCreated { session }) => session.session,
-        other => panic!("{other:?}"),
-    };
+    let session =
+        match log.apply(Command::CreateSession { owner: "a".into(), ttl_ms: 3000, request_id: None, by: None }) {
+            Ok(Outcome::SessionCreated { session }) => session.session,
+            other => panic!("{other:?}"),
+        };
     let under = |candidate: &str, wait_ms| Command::Campaign {
         name: "e".into(),
         candidate: candidate.into(),

@@ -45,7 +45,7 @@ fn read(name: &str, owner: &str, (ttl_ms, session): By, wait_ms: Option<u64>) ->
 
 impl Log {
     fn open_session(&mut self, owner: &str, ttl_ms: u64) -> SessionId {
-        match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None }) {
+        match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None, by: None }) {
             Ok(Outcome::SessionCreated { session }) => session.session,
             other => panic!("expected a session, got {other:?}"),
         }

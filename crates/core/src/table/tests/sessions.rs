@@ -33,7 +33,7 @@ fn many_under(names: Vec<String>, owner: &str, session: SessionId) -> Command {
 
 impl Log {
     fn create_session(&mut self, owner: &str, ttl_ms: u64) -> SessionId {
-        match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None }) {
+        match self.apply(Command::CreateSession { owner: owner.into(), ttl_ms, request_id: None, by: None }) {
             Ok(Outcome::SessionCreated { session }) => session.session,
             other => panic!("expected a session, got {other:?}"),
         }
@@ -290,7 +290,7 @@ fn session_misuse_is_refused_and_changes_nothing() {
     assert_eq!(field(log.apply(neither)), "ttl_ms");
     assert_eq!(field(log.apply(under("a", "mallory", session, None, None))), "owner");
     assert_eq!(log.apply(under("a", "s", 999, None, None)), Err(LockError::SessionNotFound { session: 999 }));
-    let short = Command::CreateSession { owner: "s".into(), ttl_ms: 10, request_id: None };
+    let short = Command::CreateSession { owner: "s".into(), ttl_ms: 10, request_id: None, by: None };
     let full = log.table.sessions();
     assert_eq!(field(log.apply(short)), "ttl_ms");
     assert_eq!((log.table.len(), log.table.sessions()), (0, full));
@@ -488,7 +488,7 @@ fn live_sessions_are_bounded() {
     for i in 1..MAX_SESSIONS {
         log.create_session(&format!("s{i}"), 3_600_000);
     }
-    let one_more = Command::CreateSession { owner: "late".into(), ttl_ms: 3_600_000, request_id: None };
+    let one_more = Command::CreateSession { owner: "late".into(), ttl_ms: 3_600_000, request_id: None, by: None };
     assert_eq!(log.apply(one_more.clone()), Err(LockError::Full { what: "sessions".into(), limit: MAX_SESSIONS }));
     log.delete_session(first).result.unwrap();
     assert!(matches!(log.apply(one_more), Ok(Outcome::SessionCreated { .. })));

@@ -273,10 +273,11 @@ fn readers_wait_out_a_lock_delay_and_are_granted_together() {
 #[test]
 fn readers_behind_a_session_lock_are_granted_when_it_expires() {
     let mut log = Log::new();
-    let session = match log.apply(Command::CreateSession { owner: "s".into(), ttl_ms: 3000, request_id: None }) {
-        Ok(Outcome::SessionCreated { session }) => session.session,
-        other => panic!("{other:?}"),
-    };
+    let session =
+        match log.apply(Command::CreateSession { owner: "s".into(), ttl_ms: 3000, request_id: None, by: None }) {
+            Ok(Outcome::SessionCreated { session }) => session.session,
+            other => panic!("{other:?}"),
+        };
     log.apply(Command::Acquire {
         name: "a".into(),
         owner: "s".into(),
