@@ -144,6 +144,10 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
     cluster.wait_for_leader(Duration::from_secs(60)).await?;
     eprintln!("chaos: {}-node cluster up, data and logs in {}", options.nodes, data.display());
     let resource = FencedResource::start(SocketAddr::from(([127, 0, 0, 1], 0)), ResourceMode::Fenced, clock).await?;
+    // The pinned clients talk to the first members only: the other slots
+    // join and leave with the membership fault.
+    let pinned =
+        members.iter().map(|id| Client::new(&[cluster.endpoint(*id)]).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
     let target = Target {
         client: Arc::new(Client::new(&cluster.endpoints())?),
         resource_url: resource.url(),
@@ -151,7 +155,7 @@ pub async fn run(options: &ChaosOptions) -> Result<ChaosReport, ChaosError> {
         history: history.clone(),
     };
     let mut nemesis = Nemesis::new(cluster, hosts, members, options.hold, target.clone());
-    let workload = Workload::start(&target, options.clients);
+    let workload = Workload::start(&target, options.clients, &pinned);
     let elections = Elections::start(&target.client, clock, CANDIDATES, OBSERVERS);
     let sharing = Sharing::start(&target.client, clock, &SHARING);
     tokio::time::sleep(options.quiet).await;

@@ -106,13 +106,14 @@ impl CycleKind {
 
     /// How many of `clients` clients run each kind, in one line.
     pub fn describe(clients: usize) -> String {
-        [CycleKind::Single, CycleKind::Multi, CycleKind::Session]
+        let kinds = [CycleKind::Single, CycleKind::Multi, CycleKind::Session]
             .iter()
             .map(|kind| {
                 format!("{} {}", (0..clients).filter(|i| CycleKind::of_client(*i) == *kind).count(), kind.label())
             })
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        format!("{kinds}; {} of them pinned to one node each (the rest follow the leader)", clients / 2)
     }
 }
 
@@ -335,11 +336,20 @@ pub struct Workload {
 impl Workload {
     /// Starts `clients` clients against `target`, client `i` running
     /// [`CycleKind::of_client`]`(i)` cycles.
-    pub fn start(target: &Target, clients: usize) -> Workload {
+    /// Starts `clients` clients. The even ones share `target`'s client,
+    /// which follows the leader; the odd ones each talk to one node of
+    /// `pinned` in turn and never leave it, as clients behind a load
+    /// balancer do, so two in three of their requests are served by a
+    /// follower that hands the leader their commands.
+    pub fn start(target: &Target, clients: usize, pinned: &[Arc<Client>]) -> Workload {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks = (0..clients)
             .map(|i| {
-                let (target, stop) = (target.clone(), stop.clone());
+                let mut target = target.clone();
+                if i % 2 == 1 && !pinned.is_empty() {
+                    target.client = pinned[(i / 2) % pinned.len()].clone();
+                }
+                let stop = stop.clone();
                 tokio::spawn(async move {
                     let mut cycle = 0u64;
                     while !stop.load(Ordering::Relaxed) {
