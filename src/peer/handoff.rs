@@ -192,25 +192,55 @@ enum Route {
     Relay(Instant),
 }
 
-/// One open channel: frames to write, and the asks waiting for answers.
+/// One open channel: frames to write, and the asks waiting for answers
+/// (`None` once the channel ended).
 struct Line {
-    out: mpsc::UnboundedSender<Vec<u8>>,
-    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Answered>>>>,
+    out: mpsc::UnboundedSender<(u64, Vec<u8>)>,
+    waiting: Mutex<Option<HashMap<u64, Waiting>>>,
     next_id: AtomicU64,
 }
+
+/// An ask waiting for its answer, and whether it may have left: it is
+/// marked before its frame is written, so an ask of a channel that ended
+/// while it was unmarked never reached the leader.
+struct Waiting {
+    reply: oneshot::Sender<Result<Answered, HandOffError>>,
+    sent: bool,
+}
+
+type Waitings = HashMap<u64, Waiting>;
 
 impl Line {
     fn is_open(&self) -> bool {
         !self.out.is_closed() && self.lock().is_some()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<Answered>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Waitings>> {
         self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Ends the line: every ask still waiting learns its answer is lost.
+    /// Marks the asks `ids` as on their way; false once the channel ended
+    /// (they are answered `NotSent` then, and must not be written).
+    fn sending(&self, ids: &[u64]) -> bool {
+        let mut waiting = self.lock();
+        let Some(waiting) = waiting.as_mut() else { return false };
+        for id in ids {
+            if let Some(w) = waiting.get_mut(id) {
+                w.sent = true;
+            }
+        }
+        true
+    }
+
+    /// Ends the line: an ask that may have left learns its answer is lost,
+    /// one that never did that it was not sent.
     fn close(&self) {
-        self.lock().take();
+        let Some(waiting) = self.lock().take() else { return };
+        for (_, w) in waiting {
+            if !w.sent {
+                let _ = w.reply.send(Err(HandOffError::NotSent("hand-off channel closed before it was sent".into())));
+            }
+        }
     }
 }
 
@@ -255,11 +285,11 @@ impl HandOff {
         let frame = encode_named_frame(&Ask { id, asked }).map_err(|e| HandOffError::Refused(e.to_string()))?;
         let (reply, answer) = oneshot::channel();
         match line.lock().as_mut() {
-            Some(waiting) => waiting.insert(id, reply),
+            Some(waiting) => waiting.insert(id, Waiting { reply, sent: false }),
             None => return Err(HandOffError::NotSent("hand-off channel closed".into())),
         };
-        // Given back unsent when the writer is gone: it never left.
-        if line.out.send(frame).is_err() {
+        // Given back when the writer is gone: it never left.
+        if line.out.send((id, frame)).is_err() {
             if let Some(waiting) = line.lock().as_mut() {
                 waiting.remove(&id);
             }
@@ -268,10 +298,11 @@ impl HandOff {
         // A caller that stops waiting leaves its entry until the answer
         // comes (and finds no one): the leader answers every ask.
         match answer.await {
-            Ok(Answered::NotLeader) => Err(HandOffError::NotSent("the node asked no longer leads".into())),
-            Ok(Answered::Unavailable(why)) => Err(HandOffError::Unavailable(why)),
-            Ok(Answered::Refused(why)) => Err(HandOffError::Refused(why)),
-            Ok(answered) => Ok(answered),
+            Ok(Ok(Answered::NotLeader)) => Err(HandOffError::NotSent("the node asked no longer leads".into())),
+            Ok(Ok(Answered::Unavailable(why))) => Err(HandOffError::Unavailable(why)),
+            Ok(Ok(Answered::Refused(why))) => Err(HandOffError::Refused(why)),
+            Ok(Ok(answered)) => Ok(answered),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(HandOffError::Lost("hand-off channel closed".into())),
         }
     }
@@ -346,9 +377,9 @@ async fn read_answers<R: AsyncRead + Unpin>(reader: R, line: Arc<Line>) {
     loop {
         match read_frame::<_, Answer>(&mut reader).await {
             Ok(Some(Answer { id, answered })) => {
-                let reply = line.lock().as_mut().and_then(|waiting| waiting.remove(&id));
-                if let Some(reply) = reply {
-                    let _ = reply.send(answered);
+                let waiting = line.lock().as_mut().and_then(|waiting| waiting.remove(&id));
+                if let Some(waiting) = waiting {
+                    let _ = waiting.reply.send(Ok(answered));
                 }
             }
             Ok(None) => break,
@@ -361,16 +392,38 @@ async fn read_answers<R: AsyncRead + Unpin>(reader: R, line: Arc<Line>) {
     line.close();
 }
 
-/// Writes the asks as they come, those that come together in one write.
+/// Writes the asks as they come, those that come together in one write,
+/// each marked as sent first; until the channel ends.
 async fn write_frames<W: AsyncWrite + Unpin>(
     writer: W,
-    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut frames: mpsc::UnboundedReceiver<(u64, Vec<u8>)>,
     line: Arc<Line>,
     reader: tokio::task::AbortHandle,
 ) {
-    let written = write_all_frames(writer, &mut frames).await;
-    if let Err(e) = written {
-        tracing::debug!(error = %e, "hand-off channel write failed");
+    let mut out = tokio::io::BufWriter::new(writer);
+    let mut batch = Vec::new();
+    let mut ids = Vec::new();
+    while let Some(first) = frames.recv().await {
+        batch.push(first);
+        while let Ok(next) = frames.try_recv() {
+            batch.push(next);
+        }
+        ids.clear();
+        ids.extend(batch.iter().map(|(id, _)| *id));
+        if !line.sending(&ids) {
+            break;
+        }
+        let mut written = Ok(());
+        for (_, frame) in batch.drain(..) {
+            written = out.write_all(&frame).await;
+            if written.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = written.and(out.flush().await) {
+            tracing::debug!(error = %e, "hand-off channel write failed");
+            break;
+        }
     }
     frames.close();
     reader.abort();
