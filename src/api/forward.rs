@@ -1,10 +1,21 @@
-//! Leader forwarding: a follower sends client requests to the leader itself
-//! and relays the answer, so clients may talk to any node. Every answer the
-//! leader gave names it in the `x-leasehold-leader` (id) and
-//! `x-leasehold-leader-addr` headers. During an election, or when the leader
-//! this node knows has died, a request is held for the next leader (up to
-//! the election bound) instead of being refused: a failover costs a client
-//! of a survivor the election, not the election plus its back-off.
+//! Leader forwarding: clients may talk to any node. On a follower the
+//! client API's handlers run there ([`Forwarding::handing_off`]): the node
+//! hands each command, and each linearizable read's request for a read
+//! index, to the leader over the peer transport ([`crate::peer::handoff`],
+//! `node/handoff.rs`), and answers once it has applied the entry itself.
+//! Other routes (the admin API), and every route when the leader is of an
+//! earlier version that closes the hand-off channel unanswered, are
+//! relayed whole: the follower sends the request to the leader and relays
+//! the answer. Every answer names the leader in the `x-leasehold-leader`
+//! (id) and `x-leasehold-leader-addr` headers. During an election, or when
+//! the leader this node knows has died, a request is held for the next
+//! leader (up to the election bound) instead of being refused: a failover
+//! costs a client of a survivor the election, not the election plus its
+//! back-off. A request that may have reached the dead leader is answered
+//! `unavailable` (retried with its request id, which the state machine
+//! de-duplicates). Each request forwarded either way is counted in
+//! `leasehold_forwarded_requests_total` (`handed`, `relayed`, `held`, or
+//! the error it was answered with).
 //!
 //! Relayed requests travel on one HTTP/2 connection per leader, opened as a
 //! peer connection ([`crate::peer::relay`]): the leader serves it outside its
@@ -12,13 +23,17 @@
 //! follower is a herd of streams on that one connection, not a connection
 //! each. (Under TLS without a CA file the nodes cannot verify each other's
 //! certificates on the peer transport; then requests are relayed over
-//! ordinary https requests, which count as client connections on the leader.)
+//! ordinary https requests, which count as client connections on the
+//! leader, and none is handed off.)
 //!
-//! With auth on, the follower forwards the caller's own `authorization`
-//! header, and the leader checks it again. The cluster secret is not used
-//! for this: it would let a follower lend its own authority to any request
-//! it let through, while the caller's token can open on the leader only what
-//! it opens anywhere. (The cluster secret only opens the channel.)
+//! With auth on, the follower checks the caller's token itself. A relayed
+//! request carries the caller's own `authorization` header, and the leader
+//! checks it again. The cluster secret is not used for this: it would let a
+//! follower lend its own authority to any request it let through, while the
+//! caller's token can open on the leader only what it opens anywhere. A
+//! hand-off carries no token: the member that sends it holds the cluster
+//! secret, which already lets it write any Raft entry, and the leader
+//! refuses on that channel the commands no client may send.
 
 use std::sync::Arc;
 

@@ -555,6 +555,92 @@ mod tests {
         assert!(handed_command(&Batch::within(quotas, acquire())).is_err());
     }
 
+    /// A fake leader on loopback: takes one connection, reads its preface
+    /// and hello, then runs `then` on it.
+    async fn fake_leader<F, Fut>(then: F) -> (String, tokio::task::JoinHandle<()>)
+    where
+        F: FnOnce(tokio::net::TcpStream) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let task = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut preface = [0u8; 8];
+            tokio::io::AsyncReadExt::read_exact(&mut conn, &mut preface).await.unwrap();
+            let hello: Option<super::super::Hello> = read_frame(&mut conn).await.unwrap();
+            assert_eq!(hello.map(|h| h.channel), Some(Channel::Propose));
+            then(conn).await;
+        });
+        (addr, task)
+    }
+
+    fn hand_off() -> HandOff {
+        HandOff::new(Dialer { from: 2, tls: None, cluster_secret: None })
+    }
+
+    // Ensures a leader that closes the channel after the hello, unanswered
+    // (a node of an earlier version), is relayed to instead.
+    #[tokio::test]
+    async fn a_leader_that_closes_the_channel_unanswered_is_relayed_to() {
+        let (addr, leader) = fake_leader(|conn| async move { drop(conn) }).await;
+        let handoff = hand_off();
+        assert!(matches!(handoff.ready(&addr).await, Ok(Ready::Relay)));
+        leader.await.unwrap();
+        // Remembered: no second dial (the fake leader takes only one).
+        assert!(matches!(handoff.ready(&addr).await, Ok(Ready::Relay)));
+    }
+
+    // Ensures many asks share one channel and each gets its own answer,
+    // whatever order the leader answers in.
+    #[tokio::test]
+    async fn answers_find_their_asks_in_any_order() {
+        let (addr, leader) = fake_leader(|mut conn| async move {
+            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            conn.write_all(&welcome).await.unwrap();
+            let first: Ask = read_frame(&mut conn).await.unwrap().unwrap();
+            let second: Ask = read_frame(&mut conn).await.unwrap().unwrap();
+            for (ask, index) in [(second, 20), (first, 10)] {
+                let answered = match ask.asked {
+                    Asked::ReadIndex => Answered::ReadIndex { index },
+                    Asked::Propose(_) => Answered::Refused("not here".into()),
+                };
+                conn.write_all(&encode_named_frame(&Answer { id: ask.id, answered }).unwrap()).await.unwrap();
+            }
+            // Then the leader goes away: nothing is waiting any more.
+        })
+        .await;
+        let handoff = hand_off();
+        assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)));
+        let (a, b) = tokio::join!(handoff.read_index(&addr), async {
+            tokio::task::yield_now().await;
+            handoff.read_index(&addr).await
+        });
+        let mut indexes = [a.unwrap(), b.unwrap()];
+        indexes.sort();
+        assert_eq!(indexes, [10, 20]);
+        leader.await.unwrap();
+    }
+
+    // Ensures an ask on a channel the leader closed before it was written
+    // is reported as never sent (it may go to the next leader), not lost.
+    #[tokio::test]
+    async fn an_ask_after_the_leader_closed_the_channel_was_not_sent() {
+        let (addr, leader) = fake_leader(|mut conn| async move {
+            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            conn.write_all(&welcome).await.unwrap();
+        })
+        .await;
+        let handoff = hand_off();
+        assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)));
+        leader.await.unwrap();
+        // The reader sees the close; then the channel is dialed again and
+        // nobody listens: never sent either way.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let asked = handoff.propose(&addr, &Batch::single(acquire())).await;
+        assert!(matches!(asked, Err(HandOffError::NotSent(_))), "{asked:?}");
+    }
+
     // Ensures a follower's channel is counted while held, once per channel.
     #[test]
     fn handing_followers_are_counted_per_channel() {

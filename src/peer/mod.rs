@@ -25,8 +25,12 @@
 //!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for a
 //!   replication stream, AppendEntries requests back to back and a
 //!   [`StreamAnswer`] for each, in order; for
+//!   hand-offs ([`Channel::Propose`], [`handoff`]), the leader's welcome,
+//!   then a follower's commands and read-index asks, tagged with ids, and
+//!   the leader's answers in any order; for
 //!   forwarding, the rest of the connection is HTTP/2 (prior knowledge),
-//!   on which a follower relays client requests to the leader — many at
+//!   on which a follower relays whole requests to the leader (the admin
+//!   API, or any request to a leader of an earlier version) — many at
 //!   once, each waiting acquire one stream, none of them taking a client
 //!   connection on the leader.
 //!
