@@ -32,6 +32,8 @@ use leasehold_core::{Batch, Command, Limits};
 /// How long a follower waits for the leader's answer to a hand-off: the
 /// leader's own quorum wait, and the way there and back.
 const HAND_OFF_ANSWER: Duration = Duration::from_millis(QUORUM_WAIT.as_millis() as u64 + 2_000);
+/// How often a wait for an entry to be applied here asks Raft too.
+const APPLIED_RECHECK: Duration = Duration::from_millis(100);
 
 impl Node {
     /// Proposes `command` here, as leader (no hand-off): its result and
@@ -144,16 +146,27 @@ impl Node {
     }
 
     /// Waits until this node has applied entry `index` (committed: the
-    /// leader answered for it).
+    /// leader answered for it), woken by that entry's apply. Every
+    /// [`APPLIED_RECHECK`] it also asks Raft: a snapshot installed
+    /// meanwhile moves the applied index without applying entries here.
     async fn until_applied(&self, index: u64) -> Result<(), NodeError> {
-        if self.raft.applied_index().is_some_and(|applied| applied >= index) {
-            return Ok(());
+        let give_up = tokio::time::Instant::now() + QUORUM_WAIT;
+        loop {
+            let Some(applied) = self.waiters.when_applied(index) else { return Ok(()) };
+            if self.raft.applied_index().is_some_and(|applied| applied >= index) {
+                return Ok(());
+            }
+            let recheck = (tokio::time::Instant::now() + APPLIED_RECHECK).min(give_up);
+            if tokio::time::timeout_at(recheck, applied).await.is_ok() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= give_up {
+                let applied = self.raft.applied_index();
+                return Err(NodeError::Unavailable(format!(
+                    "entry {index} is committed but this node has applied only up to {applied:?}; retry with the same request_id"
+                )));
+            }
         }
-        self.raft.wait_applied(index, QUORUM_WAIT).await.map(|_| ()).map_err(|applied| {
-            NodeError::Unavailable(format!(
-                "entry {index} is committed but this node has applied only up to {applied:?}; retry with the same request_id"
-            ))
-        })
     }
 
     /// Serves follower `from`'s hand-off channel on `io` (after its hello):
