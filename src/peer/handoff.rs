@@ -523,15 +523,27 @@ mod tests {
         let Asked::Propose(batch) = ask.asked else { panic!("{ask:?}") };
         assert_eq!(batch.commands(), [acquire()]);
 
-        let grant =
-            Grant { name: "a".into(), owner: "o".into(), token: FencingToken::granted_at(9), ttl_ms: 5000, expires_in_ms: 5000, deadline_tick: 52 };
+        let grant = Grant {
+            name: "a".into(),
+            owner: "o".into(),
+            token: FencingToken::granted_at(9),
+            ttl_ms: 5000,
+            expires_in_ms: 5000,
+            deadline_tick: 52,
+        };
         let results: Vec<LockResult> = vec![
             Ok(Outcome::Granted { grant, reacquired: false }),
-            Err(LockError::HeldByOther { name: "a".into(), holder: "p".into(), token: FencingToken::granted_at(3), expires_in_ms: 10 }),
+            Err(LockError::HeldByOther {
+                name: "a".into(),
+                holder: "p".into(),
+                token: FencingToken::granted_at(3),
+                expires_in_ms: 10,
+            }),
             Err(LockError::WaitTimeout { name: "a".into() }),
         ];
         for result in results {
-            let answer = round_trip(&Answer { id: 3, answered: Answered::Applied { index: 9, result: result.clone() } }).await;
+            let answer =
+                round_trip(&Answer { id: 3, answered: Answered::Applied { index: 9, result: result.clone() } }).await;
             match answer.answered {
                 Answered::Applied { index: 9, result: got } => assert_eq!(got, result),
                 other => panic!("{other:?}"),

@@ -559,12 +559,8 @@ fn timed_out() -> std::io::Error {
 /// Writes each request of a replication stream as openraft produces it,
 /// telling the reader one more answer is due first; a request that only
 /// carries the commit index waits for the next one ([`peer::StreamWriter`]).
-async fn send_appends<S, W>(
-    mut input: S,
-    writer: W,
-    sent: mpsc::UnboundedSender<()>,
-    hands_off: impl Fn() -> bool,
-) where
+async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>, hands_off: impl Fn() -> bool)
+where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {

@@ -155,7 +155,10 @@ async fn metrics_move_when_locks_are_used() {
         let on_follower = wait_for(&at_follower, "leasehold_expiries_total{result=\"freed\"}", 1.0).await;
         assert_eq!(on_follower.value("leasehold_raft_is_leader"), 0.0);
         assert!(on_follower.value("leasehold_forwarded_requests_total{result=\"handed\"}") >= 1.0);
-        assert!(on_follower.get("leasehold_forwarded_requests_total{result=\"relayed\"}").is_none(), "handed, not relayed");
+        assert!(
+            on_follower.get("leasehold_forwarded_requests_total{result=\"relayed\"}").is_none(),
+            "handed, not relayed"
+        );
         assert_eq!(on_follower.value("leasehold_acquires_total{result=\"granted\"}"), 1.0, "dave's, answered here");
         assert!(on_follower.value("leasehold_hold_seconds_count") >= 4.0);
     })
