@@ -558,7 +558,9 @@ fn timed_out() -> std::io::Error {
 
 /// Writes each request of a replication stream as openraft produces it,
 /// telling the reader one more answer is due first; a request that only
-/// carries the commit index waits for the next one ([`peer::StreamWriter`]).
+/// carries the commit index waits for the next one ([`peer::StreamWriter`]),
+/// unless `hands_off` says the follower hands this node commands (it waits
+/// for the commit index to answer its clients).
 async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>, hands_off: impl Fn() -> bool)
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
