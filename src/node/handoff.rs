@@ -1,8 +1,10 @@
 //! Proposals and reads from any node: on the leader they go to its own
 //! Raft; on a follower they are handed to the leader over the peer
-//! transport ([`crate::peer::handoff`]), and the follower answers once it
-//! has applied the entry (or the read index) itself, so its own table, its
-//! waiters and its event streams already show what the caller was told.
+//! transport ([`crate::peer::handoff`]). A follower answers a read once it
+//! has applied the leader's read index itself, and a command with the
+//! leader's result — after applying its entry too when the caller goes on
+//! to read this node's own table (a queued acquire, which waits in this
+//! node's registry of waiters; a campaign): see `read_here_after`.
 //!
 //! Failover: while no leader is known, or the known one cannot be reached
 //! (the hand-off never left this node), a proposal is held for the next
@@ -27,7 +29,7 @@ use crate::peer::handoff::{
 };
 use crate::peer::read_frame;
 use crate::raft::{LockResult, NodeId, ELECTION_BOUND};
-use leasehold_core::{Batch, Command, Limits};
+use leasehold_core::{Batch, Command, Limits, Outcome};
 
 /// How long a follower waits for the leader's answer to a hand-off: the
 /// leader's own quorum wait, and the way there and back.
@@ -74,7 +76,9 @@ impl Node {
                 let handed = tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(member.peer_dial_addr(), batch));
                 match handed.await {
                     Ok(Ok((result, index))) => {
-                        self.until_applied(index).await?;
+                        if read_here_after(batch.commands(), &result) {
+                            self.until_applied(index).await?;
+                        }
                         return Ok(result);
                     }
                     Ok(Err(HandOffError::NotSent(e))) => {
@@ -247,6 +251,72 @@ impl Node {
     }
 }
 
+/// Whether the caller of a handed command reads this node's own table
+/// after `result` (so this node must have applied the entry first): a
+/// queued acquire waits in this node's registry of waiters and reads its
+/// standing there; a granted campaign reads the election's start. Other
+/// answers are the leader's, of a committed entry, as they are: a later
+/// read through this node asks the leader for a read index and waits until
+/// this node has applied it, so it sees the entry anyway. (Waiting for the
+/// apply cost each answer this node's own append and fsync of the entry,
+/// even when the other follower made the quorum.)
+fn read_here_after(commands: &[Command], result: &LockResult) -> bool {
+    matches!(result, Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }))
+        || matches!(commands, [Command::Campaign { .. }])
+}
+
 fn no_command() -> NodeError {
     NodeError::Internal("a proposal without its command".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_core::{FencingToken, Grant, LockError};
+
+    fn acquire() -> Command {
+        Command::Acquire {
+            name: "a".into(),
+            owner: "o".into(),
+            ttl_ms: Some(5000),
+            session: None,
+            wait_ms: Some(1000),
+            request_id: None,
+            lock_delay_ms: None,
+            seq: None,
+        }
+    }
+
+    // Ensures a follower waits to have applied a handed entry exactly when
+    // its caller reads the follower's own table next: a queued acquire, a
+    // campaign; not a grant, a refusal or a release.
+    #[test]
+    fn only_answers_read_here_next_wait_for_the_apply() {
+        let grant = Grant {
+            name: "a".into(),
+            owner: "o".into(),
+            token: FencingToken::granted_at(3),
+            ttl_ms: 5000,
+            expires_in_ms: 5000,
+            deadline_tick: 9,
+        };
+        let granted: LockResult = Ok(Outcome::Granted { grant, reacquired: false });
+        assert!(!read_here_after(&[acquire()], &granted));
+        let refused: LockResult = Err(LockError::WaitTimeout { name: "a".into() });
+        assert!(!read_here_after(&[acquire()], &refused));
+        let queued: LockResult = Ok(Outcome::Queued { name: "a".into(), owner: "o".into(), position: 1 });
+        assert!(read_here_after(&[acquire()], &queued));
+        let campaign = Command::Campaign {
+            name: "e".into(),
+            candidate: "c".into(),
+            value: "1".into(),
+            ttl_ms: Some(5000),
+            session: None,
+            wait_ms: None,
+            request_id: None,
+            lock_delay_ms: None,
+            seq: None,
+        };
+        assert!(read_here_after(&[campaign], &granted));
+    }
 }
