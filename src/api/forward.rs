@@ -2,7 +2,8 @@
 //! client API's handlers run there ([`Forwarding::handing_off`]): the node
 //! hands each command, and each linearizable read's request for a read
 //! index, to the leader over the peer transport ([`crate::peer::handoff`],
-//! `node/handoff.rs`), and answers once it has applied the entry itself.
+//! `node/handoff.rs`), and answers with the leader's result (a read once
+//! it has applied the leader's read index).
 //! Other routes (the admin API), and every route when the leader is of an
 //! earlier version that closes the hand-off channel unanswered, are
 //! relayed whole: the follower sends the request to the leader and relays

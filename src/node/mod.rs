@@ -362,9 +362,11 @@ impl Node {
     }
 
     /// Proposes `command` (in an entry shared with other commands proposed
-    /// at the same time) and waits until it is committed and applied here.
-    /// On a follower the command is handed to the leader, and held for the
-    /// next one during an election (`node/handoff.rs`). A refusal for want
+    /// at the same time) and waits until it is committed and applied (on
+    /// the leader). On a follower the command is handed to the leader, and
+    /// held for the next one during an election; the follower waits to have
+    /// applied the entry itself only when the caller reads its table next
+    /// (a queued acquire, a campaign: `node/handoff.rs`). A refusal for want
     /// of room is counted by the quota it names.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
         let result = self.propose_anywhere(command).await?;
