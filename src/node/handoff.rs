@@ -73,7 +73,9 @@ impl Node {
                     batch = command.take().map(Batch::single);
                 }
                 let batch = batch.as_ref().ok_or_else(no_command)?;
-                let handed = tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(member.peer_dial_addr(), batch));
+                let waiting = self.waiters.any() || matches!(batch.commands(), [Command::Campaign { .. }]);
+                let handed =
+                    tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(member.peer_dial_addr(), batch, waiting));
                 match handed.await {
                     Ok(Ok((result, index))) => {
                         if read_here_after(batch.commands(), &result) {
@@ -199,7 +201,8 @@ impl Node {
                 _ = &mut write => break,
             };
             match ask {
-                Ok(Some(Ask { id, asked })) => {
+                Ok(Some(Ask { id, asked, waiting })) => {
+                    self.handing.set_waiting(from, waiting);
                     let (node, answers) = (self.clone(), answers.clone());
                     tokio::spawn(async move {
                         let answered = node.answer_hand_off(asked).await;

@@ -48,6 +48,11 @@ impl Waiters {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether any waiting acquire is registered here.
+    pub fn any(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
     /// A signal for when the entry at `index` is applied here; `None` when
     /// it is already.
     pub fn when_applied(&self, index: u64) -> Option<oneshot::Receiver<()>> {

@@ -54,6 +54,11 @@ const RELAY_TO_OLD_LEADER_FOR: Duration = Duration::from_secs(30);
 pub struct Ask {
     pub id: u64,
     pub asked: Asked,
+    /// Requests on the follower wait for its own apply of entries (waiting
+    /// acquires): the leader then sends it the commit index at once
+    /// ([`HandingFollowers`]).
+    #[serde(default)]
+    pub waiting: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -264,34 +269,38 @@ impl HandOff {
     /// Proposes the command of `batch` (made by [`Batch::single`]) through
     /// the leader at `addr`: its result and the index of the entry that
     /// applied it.
-    pub async fn propose(&self, addr: &str, batch: &Batch) -> Result<(LockResult, u64), HandOffError> {
-        match self.ask(addr, Asked::Propose(batch.clone())).await? {
+    /// `waiting`: requests on this node wait for its own apply of entries
+    /// (see [`Ask::waiting`]).
+    pub async fn propose(&self, addr: &str, batch: &Batch, waiting: bool) -> Result<(LockResult, u64), HandOffError> {
+        match self.ask(addr, Asked::Propose(batch.clone()), waiting).await? {
             Answered::Applied { index, result } => Ok((result, index)),
             other => Err(unexpected(other)),
         }
     }
 
-    /// A read index from the leader at `addr`.
+    /// A read index from the leader at `addr` (the read then waits for this
+    /// node's apply of it).
     pub async fn read_index(&self, addr: &str) -> Result<u64, HandOffError> {
-        match self.ask(addr, Asked::ReadIndex).await? {
+        match self.ask(addr, Asked::ReadIndex, true).await? {
             Answered::ReadIndex { index } => Ok(index),
             other => Err(unexpected(other)),
         }
     }
 
-    async fn ask(&self, addr: &str, asked: Asked) -> Result<Answered, HandOffError> {
+    async fn ask(&self, addr: &str, asked: Asked, waiting: bool) -> Result<Answered, HandOffError> {
         let line = self.line(addr).await?;
         let id = line.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = encode_named_frame(&Ask { id, asked }).map_err(|e| HandOffError::Refused(e.to_string()))?;
+        let frame =
+            encode_named_frame(&Ask { id, asked, waiting }).map_err(|e| HandOffError::Refused(e.to_string()))?;
         let (reply, answer) = oneshot::channel();
         match line.lock().as_mut() {
-            Some(waiting) => waiting.insert(id, Waiting { reply, sent: false }),
+            Some(asks) => asks.insert(id, Waiting { reply, sent: false }),
             None => return Err(HandOffError::NotSent("hand-off channel closed".into())),
         };
         // Given back when the writer is gone: it never left.
         if line.out.send((id, frame)).is_err() {
-            if let Some(waiting) = line.lock().as_mut() {
-                waiting.remove(&id);
+            if let Some(asks) = line.lock().as_mut() {
+                asks.remove(&id);
             }
             return Err(HandOffError::NotSent("hand-off channel closed".into()));
         }
@@ -447,28 +456,44 @@ pub(crate) async fn write_all_frames<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// The followers with a hand-off channel open to this node: they run
-/// client requests themselves and wait to have applied each entry they
-/// proposed, so the commit index is sent them at once, not held back for
-/// the next entry as for the others ([`super::COMMIT_ONLY_LINGER`]).
+/// The followers with a hand-off channel open to this node, and whether
+/// their last ask said requests there wait for the follower's own apply of
+/// entries (waiting acquires, woken by the entry that hands them the lock):
+/// to those the commit index is sent at once, not held back for the next
+/// entry as for the others ([`super::COMMIT_ONLY_LINGER`]). The others
+/// answer with the leader's result and need it no sooner.
 #[derive(Default)]
 pub struct HandingFollowers {
-    open: Mutex<HashMap<NodeId, usize>>,
+    open: Mutex<HashMap<NodeId, Handing>>,
+}
+
+#[derive(Default)]
+struct Handing {
+    channels: usize,
+    waiting: bool,
 }
 
 impl HandingFollowers {
     /// Counts a channel of `follower` until the guard is dropped.
     pub fn hold(self: &Arc<Self>, follower: NodeId) -> HandingGuard {
-        *self.lock().entry(follower).or_default() += 1;
+        self.lock().entry(follower).or_default().channels += 1;
         HandingGuard { followers: self.clone(), follower }
     }
 
-    /// Whether `follower` has a hand-off channel open to this node.
-    pub fn contains(&self, follower: NodeId) -> bool {
-        self.lock().contains_key(&follower)
+    /// What `follower`'s last ask said: requests there wait for its apply.
+    pub fn set_waiting(&self, follower: NodeId, waiting: bool) {
+        if let Some(handing) = self.lock().get_mut(&follower) {
+            handing.waiting = waiting;
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, usize>> {
+    /// Whether `follower` has a hand-off channel open to this node and
+    /// requests there wait for its apply of entries.
+    pub fn waiting(&self, follower: NodeId) -> bool {
+        self.lock().get(&follower).is_some_and(|h| h.waiting)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Handing>> {
         self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -482,9 +507,9 @@ pub struct HandingGuard {
 impl Drop for HandingGuard {
     fn drop(&mut self) {
         let mut open = self.followers.lock();
-        if let Some(n) = open.get_mut(&self.follower) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(h) = open.get_mut(&self.follower) {
+            h.channels -= 1;
+            if h.channels == 0 {
                 open.remove(&self.follower);
             }
         }
@@ -518,7 +543,8 @@ mod tests {
     // binary form, a result of each kind (the core's tagged enums), ids.
     #[tokio::test]
     async fn asks_and_answers_round_trip() {
-        let ask = round_trip(&Ask { id: 7, asked: Asked::Propose(Batch::single(acquire())) }).await;
+        let ask = round_trip(&Ask { id: 7, asked: Asked::Propose(Batch::single(acquire())), waiting: true }).await;
+        assert!(ask.waiting);
         assert_eq!(ask.id, 7);
         let Asked::Propose(batch) = ask.asked else { panic!("{ask:?}") };
         assert_eq!(batch.commands(), [acquire()]);
@@ -649,20 +675,24 @@ mod tests {
         // The reader sees the close; then the channel is dialed again and
         // nobody listens: never sent either way.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let asked = handoff.propose(&addr, &Batch::single(acquire())).await;
+        let asked = handoff.propose(&addr, &Batch::single(acquire()), false).await;
         assert!(matches!(asked, Err(HandOffError::NotSent(_))), "{asked:?}");
     }
 
-    // Ensures a follower's channel is counted while held, once per channel.
+    // Ensures a follower counts as waiting while one of its channels is
+    // open and its last ask said so.
     #[test]
     fn handing_followers_are_counted_per_channel() {
         let followers = Arc::new(HandingFollowers::default());
         let first = followers.hold(2);
         let second = followers.hold(2);
-        assert!(followers.contains(2) && !followers.contains(3));
+        assert!(!followers.waiting(2), "nothing waits there yet");
+        followers.set_waiting(2, true);
+        followers.set_waiting(3, true);
+        assert!(followers.waiting(2) && !followers.waiting(3), "3 has no channel");
         drop(first);
-        assert!(followers.contains(2));
+        assert!(followers.waiting(2));
         drop(second);
-        assert!(!followers.contains(2));
+        assert!(!followers.waiting(2));
     }
 }

@@ -125,8 +125,8 @@ pub struct Network {
     /// a CA file to check the peers' certificates against): then every RPC
     /// goes over HTTP, as reqwest trusts the built-in roots.
     dialer: Option<Dialer>,
-    /// The followers that hand this node commands: they are sent the
-    /// commit index at once ([`peer::handoff::HandingFollowers`]).
+    /// The followers that hand this node commands, and which of them want
+    /// the commit index at once ([`peer::handoff::HandingFollowers`]).
     handing: Arc<HandingFollowers>,
 }
 
@@ -430,7 +430,7 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             let (sent, to_answer) = mpsc::unbounded_channel();
             let (answers, answered) = mpsc::channel(STREAM_ANSWERS);
             let handing = self.handing.clone();
-            let send = tokio::spawn(send_appends(input, writer, sent, move || handing.contains(target)));
+            let send = tokio::spawn(send_appends(input, writer, sent, move || handing.waiting(target)));
             // Buffered: a frame is one read, and answers that arrive
             // together are one read for all of them.
             let reader = tokio::io::BufReader::new(reader);
@@ -559,8 +559,8 @@ fn timed_out() -> std::io::Error {
 /// Writes each request of a replication stream as openraft produces it,
 /// telling the reader one more answer is due first; a request that only
 /// carries the commit index waits for the next one ([`peer::StreamWriter`]),
-/// unless `hands_off` says the follower hands this node commands (it waits
-/// for the commit index to answer its clients).
+/// unless `hands_off` says requests on the follower wait for its apply of
+/// entries (waiting acquires it serves itself, their commands handed here).
 async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>, hands_off: impl Fn() -> bool)
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
@@ -581,8 +581,8 @@ where
         if sent.send(()).is_err() {
             return;
         }
-        // A follower that hands commands over waits for the commit index
-        // to answer its clients: it goes at once.
+        // A follower whose waiting acquires wait for the commit index to be
+        // answered: it goes at once.
         let commit_only = rpc.entries.is_empty() && !hands_off();
         if let Err(e) = out.write(&rpc, commit_only).await {
             tracing::debug!(error = %e, "replication stream write failed");
