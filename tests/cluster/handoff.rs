@@ -34,7 +34,7 @@ async fn a_followers_requests_are_handed_off_not_relayed() {
             (forwarded(&at_follower, "handed").await, forwarded(&at_follower, "relayed").await);
 
         step(&format!("acquire, renew, read and release through follower {follower}"));
-        let via_follower = Client::new(&[at_follower.clone()]).unwrap();
+        let via_follower = Client::new(std::slice::from_ref(&at_follower)).unwrap();
         let lease = via_follower.acquire("handed", "alice", LONG_TTL_MS).await.unwrap();
         let renewed = via_follower.renew("handed", lease.token(), Some(LONG_TTL_MS)).await.unwrap();
         assert_eq!(renewed.token(), lease.token(), "a renew keeps the token");
