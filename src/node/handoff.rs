@@ -97,7 +97,7 @@ impl Node {
                         )))
                     }
                     Err(_) => {
-                        handoff.abandon_if_silent(member.peer_dial_addr(), HAND_OFF_ANSWER);
+                        handoff.abandon(member.peer_dial_addr());
                         return Err(NodeError::Unavailable(
                             "the leader did not answer in time; the request may still take effect".into(),
                         ));
@@ -136,7 +136,7 @@ impl Node {
                     Ok(Err(HandOffError::Refused(e))) => return Err(NodeError::Internal(e)),
                     Ok(Err(HandOffError::Unavailable(e))) => return Err(NodeError::Unavailable(e)),
                     Err(_) => {
-                        handoff.abandon_if_silent(member.peer_dial_addr(), HAND_OFF_ANSWER);
+                        handoff.abandon(member.peer_dial_addr());
                         return Err(NodeError::Unavailable("leadership not confirmed in time".into()));
                     }
                 }

@@ -206,21 +206,6 @@ struct Line {
     /// Its reader and writer tasks, stopped (closing the connection) when
     /// the line is abandoned.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    /// When it was opened, and how long after that it last brought an answer (ms).
-    opened: Instant,
-    heard_ms: AtomicU64,
-}
-
-impl Line {
-    fn heard(&self) {
-        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.heard_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// How long since the last answer (or the opening).
-    fn silence(&self) -> Duration {
-        self.opened.elapsed().saturating_sub(Duration::from_millis(self.heard_ms.load(Ordering::Relaxed)))
-    }
 }
 
 /// An ask waiting for its answer, and whether it may have left: it is
@@ -334,18 +319,11 @@ impl HandOff {
         }
     }
 
-    /// Closes the channel to `addr` when it brought no answer for at least
-    /// `silence` (a leader that vanished without the connection saying so;
-    /// one that is merely slow still answers the others): the asks still
-    /// on it are answered as lost, and the next one dials again.
-    pub fn abandon_if_silent(&self, addr: &str, silence: Duration) {
-        let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let silent = matches!(lines.get(addr), Some(Route::Open(line)) if line.silence() >= silence);
-        if !silent {
-            return;
-        }
-        let removed = lines.remove(addr);
-        drop(lines);
+    /// Closes the channel to `addr` (a leader that did not answer in time
+    /// may be gone without the connection saying so): the asks still on it
+    /// are answered as lost, and the next one dials again.
+    pub fn abandon(&self, addr: &str) {
+        let removed = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(addr);
         if let Some(Route::Open(line)) = removed {
             line.close();
             for task in line.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).drain(..) {
@@ -411,8 +389,6 @@ impl HandOff {
             waiting: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(0),
             tasks: Mutex::default(),
-            opened: Instant::now(),
-            heard_ms: AtomicU64::new(0),
         });
         let read = tokio::spawn(read_answers(reader, line.clone()));
         let write = tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
@@ -433,7 +409,6 @@ async fn read_answers<R: AsyncRead + Unpin>(reader: R, line: Arc<Line>) {
     loop {
         match read_frame::<_, Answer>(&mut reader).await {
             Ok(Some(Answer { id, answered })) => {
-                line.heard();
                 let waiting = line.lock().as_mut().and_then(|waiting| waiting.remove(&id));
                 if let Some(waiting) = waiting {
                     let _ = waiting.reply.send(Ok(answered));
@@ -727,9 +702,8 @@ mod tests {
         assert!(matches!(asked, Err(HandOffError::NotSent(_))), "{asked:?}");
     }
 
-    // Ensures a channel is abandoned only when its leader has been silent
-    // that long, and that abandoning it ends the asks on it as lost (they
-    // were sent) and closes the connection.
+    // Ensures abandoning a channel whose leader stopped answering ends the
+    // asks on it as lost (they were sent) and closes the connection.
     #[tokio::test]
     async fn an_abandoned_channel_loses_its_asks_and_closes() {
         let (closed, seen) = oneshot::channel();
@@ -749,9 +723,7 @@ mod tests {
             tokio::spawn(async move { handoff.propose(&addr, &Batch::single(acquire()), false).await })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
-        handoff.abandon_if_silent(&addr, Duration::from_secs(60));
-        assert!(!asking.is_finished(), "not silent that long: kept");
-        handoff.abandon_if_silent(&addr, Duration::from_millis(50));
+        handoff.abandon(&addr);
         let asked = asking.await.unwrap();
         assert!(matches!(asked, Err(HandOffError::Lost(_))), "{asked:?}");
         tokio::time::timeout(Duration::from_secs(5), seen).await.expect("the connection closed").unwrap();
