@@ -97,10 +97,9 @@ impl Node {
                         )))
                     }
                     Err(_) => {
-                        handoff.abandon(member.peer_dial_addr());
                         return Err(NodeError::Unavailable(
                             "the leader did not answer in time; the request may still take effect".into(),
-                        ));
+                        ))
                     }
                 }
             }
@@ -135,10 +134,7 @@ impl Node {
                     }
                     Ok(Err(HandOffError::Refused(e))) => return Err(NodeError::Internal(e)),
                     Ok(Err(HandOffError::Unavailable(e))) => return Err(NodeError::Unavailable(e)),
-                    Err(_) => {
-                        handoff.abandon(member.peer_dial_addr());
-                        return Err(NodeError::Unavailable("leadership not confirmed in time".into()));
-                    }
+                    Err(_) => return Err(NodeError::Unavailable("leadership not confirmed in time".into())),
                 }
             }
             seen = self.next_leadership(&seen, give_up).await.ok_or_else(|| {

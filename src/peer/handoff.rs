@@ -203,9 +203,6 @@ struct Line {
     out: mpsc::UnboundedSender<(u64, Vec<u8>)>,
     waiting: Mutex<Option<HashMap<u64, Waiting>>>,
     next_id: AtomicU64,
-    /// Its reader and writer tasks, stopped (closing the connection) when
-    /// the line is abandoned.
-    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// An ask waiting for its answer, and whether it may have left: it is
@@ -319,19 +316,6 @@ impl HandOff {
         }
     }
 
-    /// Closes the channel to `addr` (a leader that did not answer in time
-    /// may be gone without the connection saying so): the asks still on it
-    /// are answered as lost, and the next one dials again.
-    pub fn abandon(&self, addr: &str) {
-        let removed = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(addr);
-        if let Some(Route::Open(line)) = removed {
-            line.close();
-            for task in line.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).drain(..) {
-                task.abort();
-            }
-        }
-    }
-
     /// The open channel to `addr`, dialed if there is none.
     async fn line(&self, addr: &str) -> Result<Arc<Line>, HandOffError> {
         if let Some(route) = self.route(addr) {
@@ -384,16 +368,9 @@ impl HandOff {
         }
         let (reader, writer) = tokio::io::split(stream);
         let (out, frames) = mpsc::unbounded_channel();
-        let line = Arc::new(Line {
-            out,
-            waiting: Mutex::new(Some(HashMap::new())),
-            next_id: AtomicU64::new(0),
-            tasks: Mutex::default(),
-        });
+        let line = Arc::new(Line { out, waiting: Mutex::new(Some(HashMap::new())), next_id: AtomicU64::new(0) });
         let read = tokio::spawn(read_answers(reader, line.clone()));
-        let write = tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
-        *line.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-            vec![read.abort_handle(), write.abort_handle()];
+        tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
         Ok(line)
     }
 }
@@ -700,34 +677,6 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let asked = handoff.propose(&addr, &Batch::single(acquire()), false).await;
         assert!(matches!(asked, Err(HandOffError::NotSent(_))), "{asked:?}");
-    }
-
-    // Ensures abandoning a channel whose leader stopped answering ends the
-    // asks on it as lost (they were sent) and closes the connection.
-    #[tokio::test]
-    async fn an_abandoned_channel_loses_its_asks_and_closes() {
-        let (closed, seen) = oneshot::channel();
-        let (addr, leader) = fake_leader(|mut conn| async move {
-            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
-            conn.write_all(&welcome).await.unwrap();
-            let _: Option<Ask> = read_frame(&mut conn).await.unwrap();
-            // Never answers; reads until the follower closes the connection.
-            let mut rest = Vec::new();
-            let _ = tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut rest).await;
-            let _ = closed.send(());
-        })
-        .await;
-        let handoff = Arc::new(hand_off());
-        let asking = {
-            let (handoff, addr) = (handoff.clone(), addr.clone());
-            tokio::spawn(async move { handoff.propose(&addr, &Batch::single(acquire()), false).await })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        handoff.abandon(&addr);
-        let asked = asking.await.unwrap();
-        assert!(matches!(asked, Err(HandOffError::Lost(_))), "{asked:?}");
-        tokio::time::timeout(Duration::from_secs(5), seen).await.expect("the connection closed").unwrap();
-        leader.await.unwrap();
     }
 
     // Ensures a follower counts as waiting while one of its channels is
