@@ -46,8 +46,10 @@
 //! - [`node`] — one node: config (Raft, storage, peers), the stores and
 //!   Raft wired together; offers propose, acquire (with waiting:
 //!   `node/acquire.rs`, woken by the registry of waiters in
-//!   `node/waiters.rs`), linearizable read, status and membership. Knows
-//!   nothing of HTTP serving, nor of openraft.
+//!   `node/waiters.rs`), linearizable read, status and membership; on a
+//!   follower, proposals and read indexes go to the leader, and the
+//!   leader's side of that takes followers' commands (`node/handoff.rs`).
+//!   Knows nothing of HTTP serving, nor of openraft.
 //! - [`raft`] — the openraft glue, the only code above the stores that
 //!   knows openraft: the type config (`raft/types.rs`), [`Consensus`](raft::Consensus)
 //!   (the running Raft, the proposer that batches client commands into
@@ -60,7 +62,9 @@
 //!   install, backups), the history of recent events streams resume in, the
 //!   snapshot file format, the data folder's format.
 //! - [`peer`] — the peer transport between members: frames, the hello and
-//!   its gate, dialing, and the HTTP/2 forwarding channels to the leader.
+//!   its gate, dialing, the hand-off channels on which followers hand the
+//!   leader commands (`peer/handoff.rs`), and the HTTP/2 forwarding
+//!   channels that relay whole requests to it.
 //! - [`metrics`] — the node's Prometheus series; the api, the stores and
 //!   the ticker report to it, it reads nothing itself.
 //! - [`security`] — a node's secrets and TLS files, its rustls config, and

@@ -158,6 +158,7 @@ pub async fn run(
         gate: Gate::new(serve_config.api.secrets.cluster_secret.clone(), PEER_HELLO_TIMEOUT),
         raft: started.raft().inbound(),
         snapshots: started.state_store().clone(),
+        node: started.clone(),
     };
     let limits = serve_config.connection_limits;
     match peer_listener {
@@ -199,6 +200,8 @@ pub struct Peers {
     pub raft: Inbound,
     /// Where a snapshot sent on the peer transport is received.
     pub snapshots: StateStore,
+    /// Takes the commands followers hand over ([`peer::Channel::Propose`]).
+    pub node: Arc<Node>,
 }
 
 /// `tls` offering only the ALPN protocols `alpn`: with a peer listener of
@@ -384,7 +387,7 @@ impl Connection {
     /// client place for at most that long. After the hello it carries Raft
     /// RPC, or relayed client requests over HTTP/2.
     async fn serve_peer<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(mut self, peers: Peers, mut io: I) {
-        let Some(channel) = peers.gate.hello(&mut io).await else { return };
+        let Some((channel, from)) = peers.gate.hello(&mut io).await else { return };
         let Ok(_slot) = self.peer_slots.clone().try_acquire_owned() else {
             tracing::warn!("peer connection limit reached; closing a member's new peer connection");
             return;
@@ -399,6 +402,7 @@ impl Connection {
                 let http = self.forwarded.clone();
                 serve_with(&http, self.router, self.watcher, io, caller).await
             }
+            Channel::Propose => peers.node.serve_hand_offs(from, io).await,
         }
     }
 

@@ -1,10 +1,22 @@
-//! Leader forwarding: a follower sends client requests to the leader itself
-//! and relays the answer, so clients may talk to any node. Every answer the
-//! leader gave names it in the `x-leasehold-leader` (id) and
-//! `x-leasehold-leader-addr` headers. During an election, or when the leader
-//! this node knows has died, a request is held for the next leader (up to
-//! the election bound) instead of being refused: a failover costs a client
-//! of a survivor the election, not the election plus its back-off.
+//! Leader forwarding: clients may talk to any node. On a follower the
+//! client API's handlers run there ([`Forwarding::handing_off`]): the node
+//! hands each command, and each linearizable read's request for a read
+//! index, to the leader over the peer transport ([`crate::peer::handoff`],
+//! `node/handoff.rs`), and answers with the leader's result (a read once
+//! it has applied the leader's read index).
+//! Other routes (the admin API), and every route when the leader is of an
+//! earlier version that closes the hand-off channel unanswered, are
+//! relayed whole: the follower sends the request to the leader and relays
+//! the answer. Every answer names the leader in the `x-leasehold-leader`
+//! (id) and `x-leasehold-leader-addr` headers. During an election, or when
+//! the leader this node knows has died, a request is held for the next
+//! leader (up to the election bound) instead of being refused: a failover
+//! costs a client of a survivor the election, not the election plus its
+//! back-off. A request that may have reached the dead leader is answered
+//! `unavailable` (retried with its request id, which the state machine
+//! de-duplicates). Each request forwarded either way is counted in
+//! `leasehold_forwarded_requests_total` (`handed`, `relayed`, `held`, or
+//! the error it was answered with).
 //!
 //! Relayed requests travel on one HTTP/2 connection per leader, opened as a
 //! peer connection ([`crate::peer::relay`]): the leader serves it outside its
@@ -12,13 +24,17 @@
 //! follower is a herd of streams on that one connection, not a connection
 //! each. (Under TLS without a CA file the nodes cannot verify each other's
 //! certificates on the peer transport; then requests are relayed over
-//! ordinary https requests, which count as client connections on the leader.)
+//! ordinary https requests, which count as client connections on the
+//! leader, and none is handed off.)
 //!
-//! With auth on, the follower forwards the caller's own `authorization`
-//! header, and the leader checks it again. The cluster secret is not used
-//! for this: it would let a follower lend its own authority to any request
-//! it let through, while the caller's token can open on the leader only what
-//! it opens anywhere. (The cluster secret only opens the channel.)
+//! With auth on, the follower checks the caller's token itself. A relayed
+//! request carries the caller's own `authorization` header, and the leader
+//! checks it again. The cluster secret is not used for this: it would let a
+//! follower lend its own authority to any request it let through, while the
+//! caller's token can open on the leader only what it opens anywhere. A
+//! hand-off carries no token: the member that sends it holds the cluster
+//! secret, which already lets it write any Raft entry, and the leader
+//! refuses on that channel the commands no client may send.
 
 use std::sync::Arc;
 
@@ -33,6 +49,7 @@ use axum::response::{IntoResponse, Response};
 use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
+use crate::peer::handoff::Ready;
 use crate::peer::relay::{Relay, RelayError, Relayed};
 use crate::raft::{Leadership, Member as RaftMember, NodeId, ELECTION_BOUND};
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
@@ -47,28 +64,41 @@ const FORWARDED_HEADER: &str = "x-leasehold-forwarded-by";
 const FORWARD_TIMEOUT: std::time::Duration =
     std::time::Duration::from_millis(leasehold_core::Limits::DEFAULT.max_wait_ms + 15_000);
 
-/// The forwarding middleware's state: the node, and its relay to the
-/// leader (`None` when the peer transport cannot be verified: then
-/// requests go over https).
+/// The forwarding middleware's state: the node, its relay to the leader
+/// (`None` when the peer transport cannot be verified: then requests go
+/// over https), and whether its routes run here with their commands
+/// handed over instead of being relayed.
 pub struct Forwarding {
     node: Arc<Node>,
     relay: Option<Relay>,
+    hand_off: bool,
 }
 
 impl Forwarding {
-    pub fn new(node: Arc<Node>) -> Arc<Forwarding> {
+    /// For routes relayed whole to the leader (the admin API's).
+    pub fn relaying(node: Arc<Node>) -> Arc<Forwarding> {
         let relay = node.dialer().cloned().map(Relay::new);
-        Arc::new(Forwarding { node, relay })
+        Arc::new(Forwarding { node, relay, hand_off: false })
+    }
+
+    /// For routes whose handlers may run on a follower: every proposal
+    /// and linearizable read of theirs goes through the node, which hands
+    /// it to the leader (the client API's).
+    pub fn handing_off(node: Arc<Node>) -> Arc<Forwarding> {
+        let relay = node.dialer().cloned().map(Relay::new);
+        Arc::new(Forwarding { node, relay, hand_off: true })
     }
 }
 
-/// Middleware: run the handler on the leader, forward elsewhere. While
-/// there is no leader, or the one this node knows cannot be reached (it
-/// died: its followers learn so only when they elect another), the request
-/// is held for the next leader, up to [`ELECTION_BOUND`], rather than
-/// answered `unavailable` at once: a client that asked a survivor is then
-/// answered as soon as the cluster can write again, instead of after its
-/// own back-off.
+/// Middleware: run the handler on the leader; elsewhere, run it here with
+/// its commands handed to the leader ([`Forwarding::handing_off`] routes,
+/// when the leader takes hand-offs), or relay the request to the leader.
+/// While there is no leader, or the one this node knows cannot be reached
+/// (it died: its followers learn so only when they elect another), the
+/// request is held for the next leader, up to [`ELECTION_BOUND`], rather
+/// than answered `unavailable` at once: a client that asked a survivor is
+/// then answered as soon as the cluster can write again, instead of after
+/// its own back-off.
 pub async fn to_leader(
     State(forwarding): State<Arc<Forwarding>>,
     slot: Option<Extension<RequestSlot>>,
@@ -79,18 +109,39 @@ pub async fn to_leader(
     let slot = slot.map(|Extension(s)| s);
     let give_up = Instant::now() + ELECTION_BOUND;
     let mut seen = node.leadership();
-    if seen.leader.is_none() {
-        seen = match wait_for_leader(node, slot.as_ref(), &seen, give_up).await {
-            Ok(next) => next,
-            Err(e) => return e.into_response(),
+    let (leader, member) = loop {
+        if seen.leader.is_none() {
+            seen = match wait_for_leader(node, slot.as_ref(), &seen, give_up).await {
+                Ok(next) => next,
+                Err(e) => return e.into_response(),
+            };
+        }
+        let Some((leader, member)) = seen.leader.clone() else {
+            return ApiError::unavailable("no leader elected; retry").into_response();
         };
-    }
-    let Some((leader, member)) = seen.leader.clone() else {
-        return ApiError::unavailable("no leader elected; retry").into_response();
+        if leader == node.id() {
+            return run_here(next, request, leader, &member.addr).await;
+        }
+        if !forwarding.hand_off || request.headers().contains_key(FORWARDED_HEADER) {
+            break (leader, member);
+        }
+        match node.hand_off_ready(&member).await {
+            Ok(Ready::HandOff) => {
+                node.metrics().forwarded("handed");
+                return run_handing_off(node, next, request, leader, &member.addr).await;
+            }
+            Ok(Ready::Relay) => break (leader, member),
+            // Cannot reach it: hold the request for the next leader.
+            Err(e) => {
+                node.metrics().forwarded("held");
+                tracing::debug!(error = %e, leader, "leader unreachable; holding the request for the next leader");
+                seen = match wait_for_leader(node, slot.as_ref(), &seen, give_up).await {
+                    Ok(next) => next,
+                    Err(_) => return refused(node, ApiError::unavailable(e.to_string())),
+                };
+            }
+        }
     };
-    if leader == node.id() {
-        return run_here(next, request, leader, &member.addr).await;
-    }
     if request.headers().contains_key(FORWARDED_HEADER) {
         return ApiError::unavailable("forwarded request reached a node that is not the leader; retry").into_response();
     }
@@ -136,6 +187,18 @@ pub async fn to_leader(
             Err(Forwarded::Failed(e)) => return refused(node, e),
         }
     }
+}
+
+/// The handler, on this follower: its proposals and reads go to the
+/// leader through the node. The answer names the leader known once the
+/// handler is done (a proposal held through an election went to the next).
+async fn run_handing_off(node: &Node, next: Next, request: Request, leader: NodeId, addr: &str) -> Response {
+    let mut response = next.run(request).await;
+    match node.leadership().leader {
+        Some((now, member)) => name_leader(response.headers_mut(), now, &member.addr),
+        None => name_leader(response.headers_mut(), leader, addr),
+    }
+    response
 }
 
 /// The handler, on this node, the leader.

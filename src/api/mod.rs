@@ -6,9 +6,11 @@
 //! operators, `/metrics` (Prometheus), the status page at `/` and `/ui`, and
 //! the OpenAPI document at `/openapi.json`. Who may call what: [`auth`].
 //!
-//! Client requests and membership changes are served by the leader: any other
-//! node forwards them there itself ([`forward`]), so clients may talk to any
-//! node. Handlers never touch sled; they call the [`Node`].
+//! Clients may talk to any node ([`forward`]). On a follower the client
+//! API's handlers run there, and the node hands their commands (and asks
+//! for the read index of their reads) to the leader over the peer
+//! transport; membership changes and the rest of the admin API are relayed
+//! to the leader whole. Handlers never touch sled; they call the [`Node`].
 
 mod access;
 mod admin;
@@ -85,8 +87,10 @@ pub struct ApiConfig {
 /// Once the node has any secret, everything else asks for a credential
 /// ([`crate::security`]).
 pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
-    let forwarding = forward::Forwarding::new(node.clone());
-    let to_leader = || middleware::from_fn_with_state(forwarding.clone(), forward::to_leader);
+    let handing_off = forward::Forwarding::handing_off(node.clone());
+    let relaying = forward::Forwarding::relaying(node.clone());
+    let hand_off = || middleware::from_fn_with_state(handing_off.clone(), forward::to_leader);
+    let to_leader = || middleware::from_fn_with_state(relaying.clone(), forward::to_leader);
     let users: Arc<dyn auth::Directory> = node.clone();
     let guard_of = |part| auth::Guard::new(&config.secrets, part, Some(users.clone()));
     let guard = |part| middleware::from_fn_with_state(guard_of(part), auth::require);
@@ -96,7 +100,7 @@ pub fn router(node: Arc<Node>, config: &ApiConfig) -> Router {
         .merge(fence::routes())
         .merge(elections::routes())
         .merge(access::client_routes())
-        .route_layer(to_leader())
+        .route_layer(hand_off())
         .merge(events::routes())
         .merge(elections::observe_routes())
         .route_layer(guard(auth::Part::Client));

@@ -5,6 +5,7 @@
 //! listener and its settings are [`crate::server`]'s.
 
 mod acquire;
+mod handoff;
 mod ready;
 mod waiters;
 
@@ -20,6 +21,7 @@ use leasehold_proto::cluster::{ClusterStatus, Member, QuotaUse, SnapshotTaken, S
 
 use self::waiters::Waiters;
 use crate::metrics::Metrics;
+use crate::peer::handoff::{HandOff, HandingFollowers, Ready};
 use crate::peer::Dialer;
 use crate::raft::Member as RaftMember;
 use crate::raft::{
@@ -181,6 +183,10 @@ pub struct Node {
     http: reqwest::Client,
     /// How to open peer connections (Raft's, and forwarding channels).
     dialer: Option<Dialer>,
+    /// The hand-off channels to the leader (none without a dialer).
+    handoff: Option<HandOff>,
+    /// The followers with a hand-off channel open to this node.
+    handing: Arc<HandingFollowers>,
     /// `https` when the nodes serve TLS, else `http`.
     scheme: &'static str,
     /// What this node presents on status probes ([`PeerTransport::status_token`]).
@@ -219,7 +225,9 @@ impl Node {
             tls: config.peers.peer_tls.clone(),
             cluster_secret: config.peers.cluster_secret.clone(),
         });
-        let network = Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer.clone());
+        let handing = Arc::new(HandingFollowers::default());
+        let network =
+            Network::new(http.clone(), scheme, config.peers.cluster_secret.clone(), dialer.clone(), handing.clone());
         let settings = RaftSettings {
             id: config.id,
             tick: Duration::from_millis(config.tick_ms),
@@ -236,7 +244,9 @@ impl Node {
             locks,
             waiters,
             http,
+            handoff: dialer.clone().map(HandOff::new),
             dialer,
+            handing,
             scheme,
             status_token: config.peers.status_token.clone(),
             whole_table: tokio::sync::Mutex::new(()),
@@ -352,27 +362,25 @@ impl Node {
     }
 
     /// Proposes `command` (in an entry shared with other commands proposed
-    /// at the same time) and waits until it is committed and applied here.
-    /// A refusal for want of room is counted by the quota it names.
+    /// at the same time) and waits until it is committed and applied (on
+    /// the leader). On a follower the command is handed to the leader, and
+    /// held for the next one during an election; the follower waits to have
+    /// applied the entry itself only when the caller reads its table next
+    /// (a queued acquire, a campaign: `node/handoff.rs`). A refusal for want
+    /// of room is counted by the quota it names.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command)).await {
-            Err(_) => Err(NodeError::Unavailable(format!(
-                "no quorum within {} ms; the request may still take effect",
-                QUORUM_WAIT.as_millis()
-            ))),
-            Ok(result) => {
-                let result = result?;
-                if let Err(LockError::Full { what, .. }) = &result {
-                    self.metrics.quota_refused(what);
-                }
-                Ok(result)
-            }
+        let result = self.propose_anywhere(command).await?;
+        if let Err(LockError::Full { what, .. }) = &result {
+            self.metrics.quota_refused(what);
         }
+        Ok(result)
     }
 
     /// Runs `read` on the lock table once it reflects every write committed
     /// before this call (ReadIndex: the leader confirms it still leads, then
-    /// waits until its state machine has applied the commit index).
+    /// waits until its state machine has applied the commit index; a
+    /// follower asks the leader for that index and waits until it has
+    /// applied it itself).
     pub async fn read<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<T, NodeError> {
         Ok(self.read_at(read).await?.1)
     }
@@ -380,13 +388,17 @@ impl Node {
     /// [`Node::read`], with the index of the last entry the read reflects:
     /// an event stream resumed after it misses nothing the read did not show.
     pub async fn read_at<T>(&self, read: impl FnOnce(&LockTable) -> T) -> Result<(u64, T), NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.read_barrier()).await {
-            Err(_) => Err(NodeError::Unavailable("leadership not confirmed by a quorum".into())),
-            Ok(barrier) => {
-                barrier?;
-                Ok(self.locks.read_at(read))
-            }
-        }
+        self.read_barrier().await?;
+        Ok(self.locks.read_at(read))
+    }
+
+    /// Whether the client API's requests for the leader at `leader` may run
+    /// here, their commands handed to it: `Relay` when they are to be
+    /// relayed whole (no peer transport to hand them over on, or a leader
+    /// of an earlier version); `Unavailable` when it cannot be reached.
+    pub async fn hand_off_ready(&self, leader: &RaftMember) -> Result<Ready, NodeError> {
+        let Some(handoff) = &self.handoff else { return Ok(Ready::Relay) };
+        handoff.ready(leader.peer_dial_addr()).await.map_err(|e| NodeError::Unavailable(e.to_string()))
     }
 
     /// This node's view of the cluster (local, not linearizable).

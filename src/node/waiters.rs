@@ -9,21 +9,31 @@
 //! itself: a herd of thousands of waiters on one lock costs each event one
 //! lookup, not a scan of the herd.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::store::AppliedEvents;
 use leasehold_core::LockEvent;
 
 /// The registered waiters of one node, by (lock name, owner). One pair may
 /// have several (a client's retry arriving while its first attempt waits).
+///
+/// Also the proposals this node handed to the leader, each waiting until
+/// this node has applied the entry the leader answered with
+/// ([`Waiters::until_applied`]): woken once, by that entry's apply, not by
+/// every change of openraft's metrics.
 #[derive(Default)]
 pub struct Waiters {
     waiting: Mutex<HashMap<(String, String), Vec<Watcher>>>,
     next_id: AtomicU64,
+    /// The last entry applied here (0 before the first, or until this
+    /// process applies one: a snapshot installed or loaded does not move it).
+    applied: AtomicU64,
+    /// Who waits for which entry to be applied.
+    for_entries: Mutex<BTreeMap<u64, Vec<oneshot::Sender<()>>>>,
 }
 
 struct Watcher {
@@ -36,6 +46,28 @@ impl Waiters {
         // Each update is a single insert or removal: a panic cannot leave
         // the map half-changed.
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether any waiting acquire is registered here.
+    pub fn any(&self) -> bool {
+        !self.lock().is_empty()
+    }
+
+    /// A signal for when the entry at `index` is applied here; `None` when
+    /// it is already.
+    pub fn when_applied(&self, index: u64) -> Option<oneshot::Receiver<()>> {
+        if self.applied.load(Ordering::Acquire) >= index {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut for_entries = self.for_entries.lock().unwrap_or_else(|p| p.into_inner());
+        // Again under the lock `entry_applied` takes after storing the
+        // index: either it sees this registration, or this sees its index.
+        if self.applied.load(Ordering::Acquire) >= index {
+            return None;
+        }
+        for_entries.entry(index).or_default().push(tx);
+        Some(rx)
     }
 
     /// Registers a waiter for the events about `owner` on lock `name`, from
@@ -61,6 +93,21 @@ impl AppliedEvents for Waiters {
         for watcher in waiting.get(&pair).into_iter().flatten() {
             // A waiter that stopped listening is removed by its own drop.
             let _ = watcher.events.send(event.clone());
+        }
+    }
+
+    /// Wakes whoever waits for an entry up to `index`.
+    fn entry_applied(&self, index: u64) {
+        self.applied.fetch_max(index, Ordering::AcqRel);
+        let mut for_entries = self.for_entries.lock().unwrap_or_else(|p| p.into_inner());
+        if for_entries.first_key_value().is_none_or(|(first, _)| *first > index) {
+            return;
+        }
+        let later = for_entries.split_off(&(index + 1));
+        let due = std::mem::replace(&mut *for_entries, later);
+        drop(for_entries);
+        for tx in due.into_values().flatten() {
+            let _ = tx.send(());
         }
     }
 }
@@ -116,5 +163,21 @@ mod tests {
         drop(other);
         drop(mine);
         assert!(waiters.lock().is_empty());
+    }
+
+    // Ensures a wait for an entry ends when that entry (or a later one) is
+    // applied, not before, and a wait for an applied entry does not start.
+    #[tokio::test]
+    async fn waits_for_entries_end_when_they_are_applied() {
+        let waiters = Waiters::default();
+        let mut five = waiters.when_applied(5).expect("not applied yet");
+        let seven = waiters.when_applied(7).expect("not applied yet");
+        waiters.entry_applied(4);
+        assert!(five.try_recv().is_err(), "entry 5 is not applied yet");
+        waiters.entry_applied(6);
+        assert!(five.await.is_ok());
+        assert!(waiters.when_applied(6).is_none(), "already applied");
+        waiters.entry_applied(7);
+        assert!(seven.await.is_ok());
     }
 }

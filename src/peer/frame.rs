@@ -24,7 +24,10 @@ pub const MAX_FRAME: usize = 32 << 20;
 /// it (the leader has committed; a follower applies a little later, and
 /// reads go through the leader), so it waits this long for the next entry
 /// and both go in one write; its answer on the follower waits the same way
-/// for the next answer. Heartbeats carry the commit index too.
+/// for the next answer. Heartbeats carry the commit index too. Not to a
+/// follower that hands the leader commands, though: it answers its own
+/// clients only once it has applied their entries, so the commit index
+/// goes to it at once (`raft/network.rs`, `peer/handoff.rs`).
 pub const COMMIT_ONLY_LINGER: Duration = Duration::from_millis(2);
 
 /// Why a frame could not be read or written.

@@ -25,8 +25,12 @@
 //!   [`PeerRequest`] and its [`PeerResponse`] follow, in turn; for a
 //!   replication stream, AppendEntries requests back to back and a
 //!   [`StreamAnswer`] for each, in order; for
+//!   hand-offs ([`Channel::Propose`], [`handoff`]), the leader's welcome,
+//!   then a follower's commands and read-index asks, tagged with ids, and
+//!   the leader's answers in any order; for
 //!   forwarding, the rest of the connection is HTTP/2 (prior knowledge),
-//!   on which a follower relays client requests to the leader — many at
+//!   on which a follower relays whole requests to the leader (the admin
+//!   API, or any request to a leader of an earlier version) — many at
 //!   once, each waiting acquire one stream, none of them taking a client
 //!   connection on the leader.
 //!
@@ -40,6 +44,7 @@
 //! peer connections fail at once instead of at the first entry.
 
 mod frame;
+pub mod handoff;
 pub mod relay;
 
 use std::sync::Arc;
@@ -84,6 +89,13 @@ pub enum Channel {
     /// `SnapshotHead`, the file's length (big-endian `u64`) and the file
     /// raw, then the follower's `SnapshotAnswer` frame.
     Snapshot,
+    /// Commands a follower hands the leader, and read indexes it asks for,
+    /// many at once: [`handoff::Ask`] frames, each answered by an
+    /// [`handoff::Answer`] with its id, in any order, after the leader's
+    /// [`handoff::Welcome`]. (Last, so the earlier variants keep their
+    /// encoding; a node of an earlier version closes the connection at the
+    /// hello, and the follower relays to it instead.)
+    Propose,
 }
 
 /// The door of the peer transport: admits a connection once its hello
@@ -101,11 +113,12 @@ impl Gate {
     }
 
     /// Reads the hello of `io` (after the preface or the ALPN choice):
-    /// the channel the peer asks for, or `None` (and the connection is to be
-    /// closed) when it is late, malformed or lacks the cluster secret.
-    pub async fn hello<I: AsyncRead + Unpin>(&self, io: &mut I) -> Option<Channel> {
+    /// the channel the peer asks for and the member it says it is, or
+    /// `None` (and the connection is to be closed) when it is late,
+    /// malformed or lacks the cluster secret.
+    pub async fn hello<I: AsyncRead + Unpin>(&self, io: &mut I) -> Option<(Channel, NodeId)> {
         match tokio::time::timeout(self.hello_timeout, read_frame::<_, Hello>(io)).await {
-            Ok(Ok(Some(hello))) if self.admits(&hello) => Some(hello.channel),
+            Ok(Ok(Some(hello))) if self.admits(&hello) => Some((hello.channel, hello.from)),
             Ok(Ok(Some(hello))) => {
                 tracing::warn!(from = hello.from, "peer connection without the cluster secret; closed");
                 None

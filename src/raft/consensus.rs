@@ -214,8 +214,9 @@ impl Consensus {
     }
 
     /// Proposes `command` (in an entry shared with other commands proposed
-    /// at the same time) and waits until it is committed and applied here.
-    pub async fn propose(&self, command: Command) -> Result<LockResult, ConsensusError> {
+    /// at the same time) and waits until it is committed and applied here;
+    /// its result and the index of its entry.
+    pub async fn propose(&self, command: Command) -> Result<(LockResult, u64), ConsensusError> {
         self.until_first_quorum().await;
         self.proposer.propose(command).await.map_err(|e| self.write_error(e))
     }
@@ -362,6 +363,11 @@ impl Consensus {
             })
             .await
             .map_err(|e| ConsensusError::Stopped(e.to_string()))
+    }
+
+    /// The index of the last entry applied here.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow_watched().last_applied.map(|l| l.index)
     }
 
     /// Waits up to `timeout` until this node has applied `index`; the

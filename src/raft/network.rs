@@ -31,6 +31,7 @@ use tokio_stream::{Stream, StreamExt};
 
 use super::inbound::{PeerRequest, PeerResponse, SnapshotAnswer, StreamAnswer};
 use super::types::{Member, NodeId, SnapshotMeta, TypeConfig, Vote};
+use crate::peer::handoff::HandingFollowers;
 use crate::peer::{self, Dialer, PeerStream};
 use crate::store::{Snapshot, SnapshotData};
 use leasehold_proto::Secret;
@@ -124,6 +125,9 @@ pub struct Network {
     /// a CA file to check the peers' certificates against): then every RPC
     /// goes over HTTP, as reqwest trusts the built-in roots.
     dialer: Option<Dialer>,
+    /// The followers that hand this node commands, and which of them want
+    /// the commit index at once ([`peer::handoff::HandingFollowers`]).
+    handing: Arc<HandingFollowers>,
 }
 
 impl Network {
@@ -132,8 +136,9 @@ impl Network {
         scheme: &'static str,
         cluster_secret: Option<Secret>,
         dialer: Option<Dialer>,
+        handing: Arc<HandingFollowers>,
     ) -> Self {
-        Network { http, scheme, cluster_secret, dialer }
+        Network { http, scheme, cluster_secret, dialer, handing }
     }
 }
 
@@ -148,6 +153,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             base: format!("{}://{}", self.scheme, node.addr),
             cluster_secret: self.cluster_secret.clone(),
             dialer: self.dialer.clone(),
+            handing: self.handing.clone(),
             stream: None,
             no_stream: Arc::default(),
             snapshot_over_http: false,
@@ -167,6 +173,7 @@ pub struct Connection {
     base: String,
     cluster_secret: Option<Secret>,
     dialer: Option<Dialer>,
+    handing: Arc<HandingFollowers>,
     /// The open peer connection, dialed on first use and after a failure.
     stream: Option<Box<dyn PeerStream>>,
     /// Set once the peer closed a replication stream before its first
@@ -422,7 +429,8 @@ impl RaftNetworkV2<TypeConfig> for Connection {
             let (reader, writer) = tokio::io::split(stream);
             let (sent, to_answer) = mpsc::unbounded_channel();
             let (answers, answered) = mpsc::channel(STREAM_ANSWERS);
-            let send = tokio::spawn(send_appends(input, writer, sent));
+            let handing = self.handing.clone();
+            let send = tokio::spawn(send_appends(input, writer, sent, move || handing.waiting(target)));
             // Buffered: a frame is one read, and answers that arrive
             // together are one read for all of them.
             let reader = tokio::io::BufReader::new(reader);
@@ -550,8 +558,10 @@ fn timed_out() -> std::io::Error {
 
 /// Writes each request of a replication stream as openraft produces it,
 /// telling the reader one more answer is due first; a request that only
-/// carries the commit index waits for the next one ([`peer::StreamWriter`]).
-async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>)
+/// carries the commit index waits for the next one ([`peer::StreamWriter`]),
+/// unless `hands_off` says requests on the follower wait for its apply of
+/// entries (waiting acquires it serves itself, their commands handed here).
+async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>, hands_off: impl Fn() -> bool)
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
@@ -571,7 +581,10 @@ where
         if sent.send(()).is_err() {
             return;
         }
-        if let Err(e) = out.write(&rpc, rpc.entries.is_empty()).await {
+        // A follower whose waiting acquires wait for the commit index to be
+        // answered: it goes at once.
+        let commit_only = rpc.entries.is_empty() && !hands_off();
+        if let Err(e) = out.write(&rpc, commit_only).await {
             tracing::debug!(error = %e, "replication stream write failed");
             return;
         }
@@ -700,6 +713,7 @@ mod tests {
             base: format!("http://{addr}"),
             cluster_secret: None,
             dialer: Some(dialer.clone()),
+            handing: Arc::default(),
             stream: Some(dialer.dial(&addr, peer::Channel::Raft).await.unwrap()),
             no_stream: Arc::default(),
             snapshot_over_http: false,

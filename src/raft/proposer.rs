@@ -39,7 +39,8 @@ const IN_FLIGHT: usize = 2;
 /// below this; the bound only stops a runaway caller from queueing without end.
 const QUEUE: usize = 16 * 1024;
 
-type Reply = oneshot::Sender<Result<LockResult, ProposeError>>;
+/// A command's result, with the index of the entry it was applied in.
+type Reply = oneshot::Sender<Result<(LockResult, u64), ProposeError>>;
 
 struct Proposal {
     command: Command,
@@ -62,8 +63,10 @@ impl Proposer {
     }
 
     /// Proposes `command` in the next entry with room for it, and waits until
-    /// that entry is committed and applied here.
-    pub async fn propose(&self, command: Command) -> Result<LockResult, ProposeError> {
+    /// that entry is committed and applied here; its result, and the entry's
+    /// index (a follower that handed the command over waits until it has
+    /// applied that entry itself before it answers).
+    pub async fn propose(&self, command: Command) -> Result<(LockResult, u64), ProposeError> {
         let (reply, answer) = oneshot::channel();
         self.queue.send(Proposal { command, reply }).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -97,7 +100,7 @@ async fn batch_and_propose(raft: Raft, quotas: Quotas, mut arrivals: mpsc::Recei
                         let metrics = metrics.clone();
                         in_flight.spawn(async move {
                             let results = match applied.await {
-                                Ok(Ok(response)) => Ok(response.data),
+                                Ok(Ok(response)) => Ok((response.log_id.index, response.data)),
                                 Ok(Err(e)) => Err(RaftError::APIError(e)),
                                 Err(_) => Err(stopped()),
                             };
@@ -140,12 +143,12 @@ fn next_entry(quotas: Quotas, first: Proposal, waiting: &mut VecDeque<Proposal>)
 
 /// Answers each command of an entry with its own result (the state machine
 /// returns one per command, in order), or all of them with the entry's error.
-fn answer(replies: Vec<Reply>, results: Result<Vec<LockResult>, ProposeError>) {
+fn answer(replies: Vec<Reply>, results: Result<(u64, Vec<LockResult>), ProposeError>) {
     // A caller that stopped waiting (deadline, disconnect) is not an error.
     match results {
-        Ok(results) => {
+        Ok((index, results)) => {
             for (reply, result) in replies.into_iter().zip(results) {
-                let _ = reply.send(Ok(result));
+                let _ = reply.send(Ok((result, index)));
             }
         }
         Err(e) => {

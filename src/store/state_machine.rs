@@ -63,6 +63,9 @@ pub struct SnapshotStats {
 /// the store does not depend on the node above it.)
 pub trait AppliedEvents: Send + Sync {
     fn applied(&self, event: &LockEvent);
+
+    /// The entry at `index` is applied, and its events are out.
+    fn entry_applied(&self, _index: u64) {}
 }
 
 /// Nobody waits (storage tests, tools that only read the state).
@@ -276,6 +279,7 @@ impl StateMachineStore {
             self.state.waiters.applied(event);
         }
         self.state.history.append(index, events);
+        self.state.waiters.entry_applied(index);
         results
     }
 }

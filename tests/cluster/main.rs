@@ -14,6 +14,7 @@
 //! - `snapshots` — install by snapshot, restart from snapshot + log, backup and restore.
 //! - `membership` — 3 → 5 → 3 voters under load; refused quorum-losing removals.
 //! - `api_errors` — every input limit answered with its 4xx, changing nothing.
+//! - `handoff` — a follower's requests run there, their commands handed to the leader; a waiter through a follower.
 //! - `peer_port` — members on peer ports of their own: elections, forwarding, joins; floods on the client ports.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
 //! - `tenants` — users and roles: teams kept to their prefixes over TLS, revokes on every node, kept by a backup.
@@ -38,6 +39,7 @@ mod cluster;
 mod config;
 mod elections;
 mod fencing;
+mod handoff;
 mod herd;
 mod hostile;
 mod lock_delay;

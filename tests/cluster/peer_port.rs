@@ -25,15 +25,15 @@ async fn say_hello(addr: &str, wait: Duration) -> Option<Vec<u8>> {
     tokio::time::timeout(wait, conn.read_to_end(&mut answer)).await.ok().map(|_| answer)
 }
 
-/// The follower's count of requests it relayed to the leader.
-async fn relayed(endpoint: &str) -> f64 {
-    Scrape::of(endpoint).await.get("leasehold_forwarded_requests_total{result=\"relayed\"}").unwrap_or(0.0)
+/// The follower's count of requests whose commands it handed to the leader.
+async fn handed(endpoint: &str) -> f64 {
+    Scrape::of(endpoint).await.get("leasehold_forwarded_requests_total{result=\"handed\"}").unwrap_or(0.0)
 }
 
 // Ensures that with peer ports: the client port answers the peer preface
 // like any non-HTTP client while the peer port takes it; members are listed
-// with both addresses; requests sent to a follower are relayed over the
-// peer ports; a learner joins with its peer address; and a preface flood on
+// with both addresses; requests sent to a follower hand their commands
+// to the leader over the peer ports; a learner joins with its peer address; and a preface flood on
 // every client port neither stops an election after the leader is killed
 // nor keeps a well-behaved client from being served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,13 +60,13 @@ async fn members_use_their_own_ports_and_client_floods_cannot_reach_raft() {
             assert_eq!(m.peer_addr, cluster.peer_endpoint(m.id), "{m:?}");
         }
 
-        step("a request to a follower is relayed to the leader");
+        step("a request to a follower hands its command to the leader over the peer ports");
         let follower = cluster.follower_of(leader);
-        let before = relayed(&cluster.endpoint(follower)).await;
+        let before = handed(&cluster.endpoint(follower)).await;
         let via_follower = Client::new(&[cluster.endpoint(follower)]).unwrap();
         let grant = via_follower.acquire("peer-port", "holder", 10_000).await.unwrap();
         via_follower.release("peer-port", grant.token()).await.unwrap();
-        assert!(relayed(&cluster.endpoint(follower)).await >= before + 2.0, "relayed by node {follower}");
+        assert!(handed(&cluster.endpoint(follower)).await >= before + 2.0, "handed off by node {follower}");
 
         step("node 4 joins as a learner with its peer address and catches up");
         cluster.start(4).unwrap();

@@ -79,7 +79,7 @@ impl LockSystem for LeaseholdSystem {
         }
     }
 
-    /// Only the `nth` node in turn: followers relay to the leader.
+    /// Only the `nth` node in turn: followers hand the leader their commands.
     fn connect_pinned(&self, nth: usize) -> BoxFuture<'_, Result<Box<dyn LockSession>, AdapterError>> {
         Box::pin(async move { self.session(&self.endpoints[nth % self.endpoints.len()..][..1]) })
     }

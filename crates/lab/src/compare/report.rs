@@ -380,8 +380,9 @@ fn herd_table(rows: &[BenchRow]) -> String {
     let mut out = String::from(
         "\n## Herds\n\n\
          Every client waits in the queue of one lock (leasehold, etcd) or retries with jittered back-off \
-         (Redis, Redlock); leasehold's clients are pinned to one node each in turn (followers relay to the \
-         leader, over one HTTP/2 channel each) and wait over HTTP/2; etcd's talk to its leader. Leader \
+         (Redis, Redlock); leasehold's clients are pinned to one node each in turn (a follower serves its \
+         waiters itself and hands the leader their commands, over one peer connection) and wait over \
+         HTTP/2; etcd's talk to its leader. Leader \
          changes: how far the Raft term moved during the measurements (– where the system has no term).\n\n\
          | system | waiters | hand-offs/s | leader changes | server RSS MiB | errors |\n\
          |---|---:|---:|---:|---:|---:|\n",
