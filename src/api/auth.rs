@@ -12,8 +12,10 @@
 //!   Consul answers a token it does not know, and etcd a user without
 //!   permission).
 //!
-//! Checked on every node, also on a follower before it forwards a request;
-//! the leader checks the forwarded caller's token again.
+//! Checked on every node, also on a follower before it forwards a request
+//! (a user's token after the follower has caught up to the leader's read
+//! index, so a revoke acknowledged before the request is in effect there);
+//! the leader checks a relayed caller's token again.
 //!
 //! A token that opens a part is resolved to a [`Principal`]: the node's
 //! client token and admin token are the two built-in ones, any other token
@@ -126,6 +128,9 @@ pub trait Directory: Send + Sync {
     fn may_some(&self, principal: &Principal, permission: Permission) -> Result<(), Denied>;
     /// Whether this node leads: it has applied every change acknowledged.
     fn leads(&self) -> bool;
+    /// Returns once this node has applied every entry committed before the
+    /// call (a read index from the leader, applied here).
+    fn catch_up(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + '_>>;
 }
 
 impl Directory for Node {
@@ -151,12 +156,11 @@ impl Directory for Node {
     fn leads(&self) -> bool {
         self.leader().is_some_and(|(id, _)| id == self.id())
     }
-}
 
-/// How long a node that does not lead waits to apply a user's token it does
-/// not know yet (a user or token created a moment ago, acknowledged by the
-/// leader, not yet applied here) before it refuses it.
-const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
+    fn catch_up(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + '_>> {
+        Box::pin(async move { Ok(self.read(|_| ()).await?) })
+    }
+}
 
 /// The rule for the built-in principals, which no user or role changes.
 static NO_USERS: std::sync::LazyLock<leasehold_core::Access> = std::sync::LazyLock::new(Default::default);
@@ -290,16 +294,24 @@ fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
 /// the principal it comes from goes with it to the handler ([`Authz`]).
 pub async fn require(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     let mut resolved = guard.resolve(request.headers());
-    // A follower may not have applied a user made a moment ago: it waits
-    // (bounded) for the entry rather than refuse a token the leader knows.
-    // The leader has applied every change it acknowledged, so it never waits.
-    let made_here = bearer(request.headers()).is_some_and(is_user_token);
-    if made_here && matches!(resolved, Err((_, true))) && guard.users.as_ref().is_some_and(|users| !users.leads()) {
-        let until = tokio::time::Instant::now() + CATCH_UP;
-        while matches!(resolved, Err((_, true))) && tokio::time::Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            resolved = guard.resolve(request.headers());
+    // A node that does not lead resolves a user's token, and later reads
+    // its permissions, only once it has applied every entry committed
+    // before the request: a revoke acknowledged before it, or a user made a
+    // moment before, is then in effect here too, not a few entries later.
+    // One read-index round trip to the leader, for users' tokens only (the
+    // built-in tokens are the node's own; the leader has applied every
+    // change it acknowledged). Handed-off commands are not checked again
+    // on the leader, so this is the check that makes a revoke exact.
+    let user = match &resolved {
+        Ok(Principal::User(_)) => true,
+        Err((_, unknown_user)) => *unknown_user && bearer(request.headers()).is_some_and(is_user_token),
+        Ok(_) => false,
+    };
+    if let Some(users) = guard.users.as_ref().filter(|users| user && !users.leads()) {
+        if let Err(e) = users.catch_up().await {
+            return e.into_response();
         }
+        resolved = guard.resolve(request.headers());
     }
     match resolved.map_err(|(refusal, _)| refusal) {
         Ok(principal) => {
@@ -359,7 +371,8 @@ impl Authz {
 }
 
 /// Whether `token` has the shape of the tokens [`new_user_token`] makes: only
-/// those are waited for, so a wrong token is refused at once.
+/// for those does a follower catch up before it refuses one it does not know,
+/// so a token of another shape is refused without a round trip.
 fn is_user_token(token: &[u8]) -> bool {
     token.len() == 67 && token.starts_with(b"lh_") && token[3..].iter().all(u8::is_ascii_hexdigit)
 }
@@ -452,6 +465,9 @@ mod tests {
         }
         fn leads(&self) -> bool {
             true
+        }
+        fn catch_up(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApiError>> + Send + '_>> {
+            Box::pin(async { Ok(()) })
         }
     }
 

@@ -112,8 +112,9 @@ pub fn encode_named_frame<T: Serialize>(value: &T) -> Result<Vec<u8>, FrameError
 }
 
 /// Whether a client may hand `command` over: what its API proposes. Ticks
-/// are the leader's own, and a semaphore's limit is set on the admin API
-/// (which is relayed whole, with its admin token).
+/// are the leader's own, and a semaphore's limit, users and roles are set
+/// on the admin API (which is relayed whole, with its admin token, for the
+/// leader to check again).
 pub fn handed_by_clients(command: &Command) -> bool {
     use Command::*;
     match command {
@@ -138,7 +139,18 @@ pub fn handed_by_clients(command: &Command) -> bool {
         | Campaign { .. }
         | Proclaim { .. }
         | Resign { .. } => true,
-        SetSemaphoreLimit { .. } | Tick { .. } => false,
+        SetSemaphoreLimit { .. }
+        | Tick { .. }
+        | AddUser { .. }
+        | RemoveUser { .. }
+        | AddToken { .. }
+        | RevokeToken { .. }
+        | AddRole { .. }
+        | RemoveRole { .. }
+        | GrantPermission { .. }
+        | RevokePermission { .. }
+        | AssignRole { .. }
+        | UnassignRole { .. } => false,
     }
 }
 
