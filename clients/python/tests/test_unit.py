@@ -712,12 +712,19 @@ def test_a_session_the_cluster_ended_sets_lost_at_once_and_exit_does_not_raise()
         client.session("o").valid_until()
 
 
+#: The lease of the at-risk tests: long enough that each at-risk window (from
+#: a failed renewal to the safe deadline, about two thirds of it) is seen by
+#: a sampler on a loaded machine; 0.6 s left ~0.4 s, once missed in CI.
+RISK_TTL = 2.0
+
+
 def renewals_failing_but_the_second(
     renewals: list[float],
 ) -> Callable[[httpx.Request], httpx.Response]:
-    """A cluster that grants a 600 ms lease, then refuses every renewal with
-    a 500 but the second, recording when each renewal arrived."""
-    short = {**GRANT, "ttl_ms": 600, "expires_in_ms": 600}
+    """A cluster that grants a lease of RISK_TTL, then refuses every renewal
+    with a 500 but the second, recording when each renewal arrived."""
+    ttl_ms = int(RISK_TTL * 1000)
+    short = {**GRANT, "ttl_ms": ttl_ms, "expires_in_ms": ttl_ms}
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/renew"):
@@ -757,9 +764,9 @@ def test_a_lock_is_at_risk_while_renewals_fail_until_one_succeeds_or_it_is_lost(
     once more; never once lost, by the safe deadline."""
     renewals: list[float] = []
     client = client_with(renewals_failing_but_the_second(renewals))
-    with client.lock("n", ttl=0.6, owner="o") as lock:
-        seen = risk_seen(lock.is_at_risk, lock.is_lost, time.monotonic() + 5)
-        assert lock.lost.wait(1), "lost not set"
+    with client.lock("n", ttl=RISK_TTL, owner="o") as lock:
+        seen = risk_seen(lock.is_at_risk, lock.is_lost, time.monotonic() + 5 * RISK_TTL)
+        assert lock.lost.wait(RISK_TTL), "lost not set"
         assert not lock.is_at_risk()
     assert_risk_came_and_went(seen)
     assert lock.lost_reason is not None
@@ -775,8 +782,8 @@ def test_an_async_lock_is_at_risk_while_renewals_fail():
         seen: list[bool] = [False]
         transport = httpx.MockTransport(renewals_failing_but_the_second(renewals))
         async with leasehold.AsyncClient(["127.0.0.1:1"], transport=transport) as client:
-            lock = await client.lock("n", ttl=0.6, owner="o").acquire()
-            give_up = time.monotonic() + 5
+            lock = await client.lock("n", ttl=RISK_TTL, owner="o").acquire()
+            give_up = time.monotonic() + 5 * RISK_TTL
             while time.monotonic() < give_up and not lock.lost.is_set():
                 if lock.is_at_risk() != seen[-1]:
                     seen.append(lock.is_at_risk())
