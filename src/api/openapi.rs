@@ -365,9 +365,7 @@ fn operation(o: &Operation) -> utoipa::openapi::path::Operation {
         let schema = match name {
             "id" if path.starts_with("/v1/sessions") => schema::session_id(),
             "id" if path.starts_with("/v1/auth") => schema::uint(1, u64::MAX, false, "A token's id."),
-            "name" | "role" if path.starts_with("/v1/auth") => {
-                schema::text(Limits::DEFAULT.max_owner_bytes, false, "A user's or role's name.")
-            }
+            "name" | "role" if path.starts_with("/v1/auth") => schema::principal_name(),
             "id" => schema::uint(0, u64::MAX, false, "A member's node id."),
             "name" if path.starts_with("/v1/semaphores") => {
                 schema::text(Limits::DEFAULT.max_name_bytes, false, "A semaphore name.")

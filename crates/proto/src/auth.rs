@@ -49,6 +49,7 @@ impl From<leasehold_core::Permission> for Permission {
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     /// 1 to 128 ASCII letters, digits, `-`, `_`, `.`, `@`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::principal_name))]
     pub name: String,
 }
 
@@ -91,6 +92,7 @@ pub struct UserList {
 #[serde(deny_unknown_fields)]
 pub struct CreateRoleRequest {
     /// 1 to 128 ASCII letters, digits, `-`, `_`, `.`, `@`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::principal_name))]
     pub name: String,
 }
 
@@ -101,6 +103,7 @@ pub struct CreateRoleRequest {
 pub struct GrantView {
     pub permission: Permission,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::prefix))]
     pub prefix: String,
 }
 
@@ -131,6 +134,7 @@ pub struct RoleList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AssignRoleRequest {
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::principal_name))]
     pub role: String,
 }
 

@@ -57,6 +57,33 @@ pub fn uint(min: u64, max: u64, nullable: bool, description: &str) -> Object {
 
 // One function per constrained field, for `schema_with` (which takes a path).
 
+/// A user's or role's name: 1 to `max_owner_bytes` of ASCII letters,
+/// digits, `-`, `_`, `.`, `@` (nothing a URL path or a shell would quote).
+pub fn principal_name() -> Object {
+    let max = Limits::DEFAULT.max_owner_bytes;
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(max))
+        .pattern(Some("^[A-Za-z0-9._@-]+$"))
+        .description(Some(format!("A user's or role's name: 1 to {max} ASCII letters, digits, '-', '_', '.' and '@'.")))
+        .build()
+}
+
+/// A grant's prefix: empty (every name) or the start of a lock name.
+pub fn prefix() -> Object {
+    let max = Limits::DEFAULT.max_name_bytes;
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(max))
+        .pattern(Some(PRINTABLE))
+        .description(Some(format!(
+            "The names a grant covers start with this: \"\" for every name, else at most {max} bytes of UTF-8, no control characters."
+        )))
+        .extensions(Some(ExtensionsBuilder::new().add("x-max-bytes", max).build()))
+        .build()
+}
+
 pub fn lock_name() -> Object {
     text(Limits::DEFAULT.max_name_bytes, false, "A lock name.")
 }
