@@ -262,7 +262,7 @@ fn client_from_env() -> Result<Client, String> {
         _ => None,
     };
     let mut client =
-        Client::with_credentials(&endpoints, &Credentials { token, ca: None }).map_err(|e| e.to_string())?;
+        Client::with_credentials(&endpoints, &Credentials { token, ..Credentials::default() }).map_err(|e| e.to_string())?;
     if let Some(budget) = std::env::var("LEASEHOLD_RETRY_BUDGET_MS").ok().and_then(|ms| ms.parse().ok()) {
         client = client.with_retry_budget(Duration::from_millis(budget));
     }

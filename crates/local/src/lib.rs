@@ -81,7 +81,7 @@ impl NodeSecurity {
                 break;
             }
         }
-        Ok(Credentials { token, ca: self.ca_file.as_deref().map(load_ca).transpose()? })
+        Ok(Credentials { token, ca: self.ca_file.as_deref().map(load_ca).transpose()?, identity: None })
     }
 }
 
@@ -425,7 +425,7 @@ impl LocalCluster {
     /// A client for every node of the cluster that sends `token` (none:
     /// no `authorization` header) and trusts the cluster's CA.
     pub fn client_as(&self, token: Option<Secret>) -> Client {
-        let credentials = Credentials { token, ca: self.credentials.ca.clone() };
+        let credentials = Credentials { token, ..self.credentials.clone() };
         Client::with_credentials(&self.endpoints(), &credentials).expect("loopback endpoints are valid")
     }
 
