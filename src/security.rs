@@ -456,7 +456,8 @@ mod common_name_tests {
     /// A certificate's skeleton with `subject`'s attributes, one RDN each
     /// (`(oid, string tag, value)`), or all in one RDN when `one_set`.
     fn certificate(subject: &[(&[u8], u8, &[u8])], one_set: bool) -> Vec<u8> {
-        let attribute = |(oid, tag, value): &(&[u8], u8, &[u8])| der(0x30, &[der(0x06, oid), der(*tag, value)].concat());
+        let attribute =
+            |(oid, tag, value): &(&[u8], u8, &[u8])| der(0x30, &[der(0x06, oid), der(*tag, value)].concat());
         let name: Vec<u8> = match one_set {
             true => der(0x31, &subject.iter().flat_map(attribute).collect::<Vec<_>>()),
             false => subject.iter().flat_map(|a| der(0x31, &attribute(a))).collect(),

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::Extension;
 use axum::routing::{delete, get, post};
+use axum::Extension;
 use axum::{Json, Router};
 
 use super::auth::{new_user_token, token_hash, Authz, Credential};
@@ -239,7 +239,9 @@ async fn whoami(
         |ps: &[Permission]| ps.iter().map(|p| GrantView { permission: (*p).into(), prefix: String::new() }).collect();
     let credential = credential.map(|Extension(c)| c.as_str().to_owned());
     Ok(Json(match &authz.0 {
-        Principal::Admin => WhoAmI { kind: "admin".into(), user: None, credential, grants: every(&[Permission::Admin]) },
+        Principal::Admin => {
+            WhoAmI { kind: "admin".into(), user: None, credential, grants: every(&[Permission::Admin]) }
+        }
         Principal::Client => WhoAmI {
             kind: "client".into(),
             user: None,

@@ -651,7 +651,10 @@ mod tests {
 
         let unknown = client.check_with(&none, Some(&cert("mallory"))).unwrap_err();
         assert_eq!((unknown.status(), unknown.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated));
-        assert_eq!((&unknown.details["credential"], &unknown.details["user"]), (&"certificate".into(), &"mallory".into()));
+        assert_eq!(
+            (&unknown.details["credential"], &unknown.details["user"]),
+            (&"certificate".into(), &"mallory".into())
+        );
         assert!(matches!(client.resolve(&none, Some(&cert("mallory"))), Err(Unresolved::UnknownUser(_))));
         let unnamed = ClientCertificate(Err(CommonNameError::Several));
         let refused = client.check_with(&none, Some(&unnamed)).unwrap_err();

@@ -61,7 +61,11 @@ pub fn load_identity(certificate: &Path, key: &Path) -> Result<Identity, SecretE
     };
     let (pem, key_pem) = (read(certificate, "client certificate")?, read(key, "client certificate key")?);
     Identity::parse(&pem, &key_pem).map_err(|e| {
-        SecretError::Certificate(format!("client certificate {} with key {}: {e}", certificate.display(), key.display()))
+        SecretError::Certificate(format!(
+            "client certificate {} with key {}: {e}",
+            certificate.display(),
+            key.display()
+        ))
     })
 }
 

@@ -19,8 +19,8 @@ use tokio_rustls::TlsConnector;
 use rustls::sign::CertifiedKey;
 
 use super::endpoint::Endpoint;
-use crate::Identity;
 use super::reply::SendError;
+use crate::Identity;
 
 /// Longest time to open a TCP connection (and finish a TLS handshake).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
