@@ -67,7 +67,8 @@
 //!   channels that relay whole requests to it.
 //! - [`metrics`] — the node's Prometheus series; the api, the stores and
 //!   the ticker report to it, it reads nothing itself.
-//! - [`security`] — a node's secrets and TLS files, its rustls config, and
+//! - [`security`] — a node's secrets and TLS files, its rustls config, the
+//!   Common Name of a verified client certificate (the user it names), and
 //!   what runs open or closed for want of a secret (warned at start).
 //! - `crash_point!` — named crash points at the durability boundaries, live
 //!   only with the `failpoints` feature (`tests/failpoints.rs`).

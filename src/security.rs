@@ -21,6 +21,15 @@
 //! - **Peer certificates** (`--peer-cert`, `--peer-key`, `--peer-trusted-ca`,
 //!   with a peer port): mutual TLS there, checked in the handshake before
 //!   the hello; they stand in for the cluster secret, or add to it.
+//! - **Client certificates** (`--client-trusted-ca`, under TLS): the client
+//!   listener asks every connection for a certificate that chains to that
+//!   CA, as etcd's `--client-cert-auth --trusted-ca-file` does. One that
+//!   does not chain is refused in the handshake; none at all is allowed,
+//!   so token-only clients (and members sharing the listener) keep working.
+//!   A verified certificate's subject Common Name names a user of the
+//!   replicated table ([`common_name`]), who is the caller when the request
+//!   carries no bearer token (`api/auth.rs`). Like etcd's, the name counts
+//!   only where auth is on: on a node without secrets everything is open.
 //! - Any of the three opens what only describes the cluster:
 //!   `/v1/cluster/status`, `/v1/cluster/nodes`, `/openapi.json`.
 //!
@@ -115,6 +124,9 @@ pub struct SecurityFiles {
     pub tls_key_file: Option<PathBuf>,
     /// CA certificate (PEM) the other nodes' certificates chain to.
     pub ca_file: Option<PathBuf>,
+    /// CA certificate (PEM) clients' certificates chain to: the client
+    /// listener asks for one, and its subject's Common Name names a user.
+    pub client_trusted_ca_file: Option<PathBuf>,
     /// This node's certificate chain (PEM) on the peer transport: served on
     /// the peer port and presented when dialing the other members.
     pub peer_cert_file: Option<PathBuf>,
@@ -161,8 +173,20 @@ impl SecurityFiles {
         let (Some(cert_file), Some(key_file)) = (&self.tls_cert_file, &self.tls_key_file) else {
             return Ok(None);
         };
-        let mut config = tls_server_builder()?
-            .with_no_client_auth()
+        let builder = tls_server_builder()?;
+        let builder = match &self.client_trusted_ca_file {
+            None => builder.with_no_client_auth(),
+            // Asked, not required: a client without a certificate (a token
+            // holder, or a member dialing this shared listener) completes the
+            // handshake; one whose certificate does not chain to the CA does not.
+            Some(ca_file) => builder.with_client_cert_verifier(
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(load_roots(ca_file)?), provider())
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| SecurityError::Tls(format!("{}: {e}", ca_file.display())))?,
+            ),
+        };
+        let mut config = builder
             .with_single_cert(load_chain(cert_file)?, load_key(key_file)?)
             .map_err(|e| SecurityError::Tls(format!("{}: {e}", cert_file.display())))?;
         // Clients ask for one of `CLIENT_ALPN`; the other nodes ask for the
@@ -264,6 +288,109 @@ fn load_roots(file: &Path) -> Result<rustls::RootCertStore, SecurityError> {
     Ok(roots)
 }
 
+/// The client certificate a connection presented and the handshake
+/// verified against `--client-trusted-ca`, in each of its requests'
+/// extensions: the user its subject names, or why it names none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate(pub Result<Arc<str>, CommonNameError>);
+
+impl ClientCertificate {
+    /// The certificate of a TLS connection's client, when it presented one
+    /// (the leaf: the first of the chain).
+    pub fn of(connection: &rustls::ServerConnection) -> Option<ClientCertificate> {
+        let leaf = connection.peer_certificates()?.first()?;
+        Some(ClientCertificate(common_name(leaf).map(Arc::from)))
+    }
+}
+
+/// Why a certificate's subject names no user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommonNameError {
+    #[error("the client certificate cannot be read")]
+    Malformed,
+    #[error("the client certificate's subject has no Common Name")]
+    Missing,
+    /// Refused rather than picking one: which one a reader takes differs
+    /// between libraries, and a name must not depend on that.
+    #[error("the client certificate's subject has several Common Names")]
+    Several,
+    /// Neither a UTF8String, PrintableString nor IA5String, or not valid
+    /// UTF-8: user names are text, and a BMPString or a TeletexString is not
+    /// decoded to guess at one.
+    #[error("the client certificate's Common Name is not UTF-8 text")]
+    NotText,
+}
+
+/// The subject Common Name (OID 2.5.4.3) of a DER certificate: the one user
+/// name it may carry. Reads only as far as the subject, through the DER
+/// structure of RFC 5280's `TBSCertificate`; the handshake has verified the
+/// certificate already, so nothing here is about trust.
+pub fn common_name(certificate: &[u8]) -> Result<String, CommonNameError> {
+    const SEQUENCE: u8 = 0x30;
+    const SET: u8 = 0x31;
+    const OID: u8 = 0x06;
+    const VERSION: u8 = 0xa0;
+    const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
+    let expect = |input, tag| match der_element(input) {
+        Some((found, contents, rest)) if found == tag => Ok((contents, rest)),
+        _ => Err(CommonNameError::Malformed),
+    };
+    let (certificate, _) = expect(certificate, SEQUENCE)?;
+    let (tbs, _) = expect(certificate, SEQUENCE)?;
+    // version [0] (optional), serialNumber, signature, issuer, validity, subject.
+    let mut rest = tbs;
+    if let Some((VERSION, _, after)) = der_element(rest) {
+        rest = after;
+    }
+    for _ in 0..4 {
+        rest = der_element(rest).ok_or(CommonNameError::Malformed)?.2;
+    }
+    let (mut names, _) = expect(rest, SEQUENCE)?;
+    let mut found = None;
+    while !names.is_empty() {
+        let (mut attributes, after) = expect(names, SET)?;
+        names = after;
+        while !attributes.is_empty() {
+            let (attribute, after) = expect(attributes, SEQUENCE)?;
+            attributes = after;
+            let (oid, value) = expect(attribute, OID)?;
+            if oid != COMMON_NAME {
+                continue;
+            }
+            if found.is_some() {
+                return Err(CommonNameError::Several);
+            }
+            found = Some(match der_element(value) {
+                // UTF8String, PrintableString, IA5String.
+                Some((0x0c | 0x13 | 0x16, text, _)) => {
+                    std::str::from_utf8(text).map_err(|_| CommonNameError::NotText)?.to_owned()
+                }
+                Some(_) => return Err(CommonNameError::NotText),
+                None => return Err(CommonNameError::Malformed),
+            });
+        }
+    }
+    found.filter(|name| !name.is_empty()).ok_or(CommonNameError::Missing)
+}
+
+/// The first DER element of `input`: its tag, its contents, and what
+/// follows it; `None` when it is cut short or its length is not DER's.
+fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (length, rest) = match first {
+        0..=0x7f => (usize::from(first), rest),
+        // Long form, up to 4 length bytes (a certificate is far shorter).
+        0x81..=0x84 => {
+            let (bytes, rest) = rest.split_at_checked(usize::from(first & 0x7f))?;
+            (bytes.iter().fold(0usize, |length, b| (length << 8) | usize::from(*b)), rest)
+        }
+        _ => return None,
+    };
+    let (contents, rest) = rest.split_at_checked(length)?;
+    Some((tag, contents, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +432,102 @@ mod tests {
         let only_peer = Secrets { cluster_secret: secret("cluster-secret-0123456789"), ..Secrets::default() };
         let warnings = only_peer.exposure();
         assert!(warnings.iter().any(|w| w.starts_with("the client API is closed")), "{warnings:?}");
+    }
+}
+
+#[cfg(test)]
+mod common_name_tests {
+    use super::*;
+
+    /// A DER element of `tag` around `contents` (short or long length form).
+    fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        match u8::try_from(contents.len()) {
+            Ok(n) if n < 0x80 => out.push(n),
+            _ => {
+                let len = u16::try_from(contents.len()).unwrap().to_be_bytes();
+                out.extend([0x82, len[0], len[1]]);
+            }
+        }
+        out.extend_from_slice(contents);
+        out
+    }
+
+    /// A certificate's skeleton with `subject`'s attributes, one RDN each
+    /// (`(oid, string tag, value)`), or all in one RDN when `one_set`.
+    fn certificate(subject: &[(&[u8], u8, &[u8])], one_set: bool) -> Vec<u8> {
+        let attribute =
+            |(oid, tag, value): &(&[u8], u8, &[u8])| der(0x30, &[der(0x06, oid), der(*tag, value)].concat());
+        let name: Vec<u8> = match one_set {
+            true => der(0x31, &subject.iter().flat_map(attribute).collect::<Vec<_>>()),
+            false => subject.iter().flat_map(|a| der(0x31, &attribute(a))).collect(),
+        };
+        let tbs = [
+            der(0xa0, &der(0x02, &[2])),
+            der(0x02, &[1]),
+            der(0x30, &[]),
+            der(0x30, &[]),
+            der(0x30, &[]),
+            der(0x30, &name),
+        ]
+        .concat();
+        der(0x30, &[der(0x30, &tbs), der(0x30, &[]), der(0x03, &[0])].concat())
+    }
+
+    const CN: &[u8] = &[0x55, 0x04, 0x03];
+    const ORG: &[u8] = &[0x55, 0x04, 0x0a];
+    const UTF8: u8 = 0x0c;
+
+    // Ensures a certificate made by a real issuer (rcgen) yields its CN, and
+    // one whose subject has none is refused as naming nobody.
+    #[test]
+    fn reads_the_common_name_of_real_certificates() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let name_of = |subject: &[(rcgen::DnType, rcgen::DnValue)]| {
+            let mut params = rcgen::CertificateParams::new(vec!["client".to_string()]).unwrap();
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            for (kind, value) in subject {
+                params.distinguished_name.push(kind.clone(), value.clone());
+            }
+            common_name(params.self_signed(&key).unwrap().der())
+        };
+        let text = |s: &str| rcgen::DnValue::Utf8String(s.into());
+        let (org, cn) = (rcgen::DnType::OrganizationName, rcgen::DnType::CommonName);
+        assert_eq!(name_of(&[(org, text("team")), (cn.clone(), text("alice"))]), Ok("alice".into()));
+        assert_eq!(name_of(&[]), Err(CommonNameError::Missing));
+        let bmp = rcgen::BmpString::try_from("alice").unwrap();
+        assert_eq!(name_of(&[(cn, rcgen::DnValue::BmpString(bmp))]), Err(CommonNameError::NotText));
+    }
+
+    // Ensures the edge cases: several CNs (in one RDN or in two) are
+    // refused, not one picked; an empty CN or none names nobody; invalid
+    // UTF-8 is refused; Printable and IA5 strings are read; truncated or
+    // garbage input is malformed, never a panic.
+    #[test]
+    fn common_name_edge_cases() {
+        let name = |subject: &[(&[u8], u8, &[u8])]| common_name(&certificate(subject, false));
+        assert_eq!(name(&[(ORG, UTF8, b"team"), (CN, UTF8, b"alice")]), Ok("alice".into()));
+        assert_eq!(name(&[(CN, 0x13, b"bob")]), Ok("bob".into()));
+        assert_eq!(name(&[(CN, 0x16, b"carol")]), Ok("carol".into()));
+        assert_eq!(name(&[(CN, UTF8, "zoë".as_bytes())]), Ok("zoë".into()));
+        assert_eq!(name(&[(CN, UTF8, b"alice"), (CN, UTF8, b"bob")]), Err(CommonNameError::Several));
+        assert_eq!(
+            common_name(&certificate(&[(CN, UTF8, b"alice"), (CN, UTF8, b"alice")], true)),
+            Err(CommonNameError::Several)
+        );
+        assert_eq!(name(&[(ORG, UTF8, b"team")]), Err(CommonNameError::Missing));
+        assert_eq!(name(&[(CN, UTF8, b"")]), Err(CommonNameError::Missing));
+        assert_eq!(name(&[(CN, UTF8, &[0x61, 0xff, 0x62])]), Err(CommonNameError::NotText));
+        assert_eq!(name(&[(CN, 0x1e, &[0, 0x61])]), Err(CommonNameError::NotText));
+        let long = "a".repeat(300);
+        assert_eq!(name(&[(CN, UTF8, long.as_bytes())]), Ok(long.clone()));
+
+        let whole = certificate(&[(CN, UTF8, b"alice")], false);
+        for cut in 0..whole.len() {
+            assert_eq!(common_name(&whole[..cut]), Err(CommonNameError::Malformed), "cut at {cut}");
+        }
+        for garbage in [&[][..], &[0x30, 0x85, 1, 2, 3, 4, 5], &[0x30, 0x80], &[0xff; 16]] {
+            assert_eq!(common_name(garbage), Err(CommonNameError::Malformed));
+        }
     }
 }

@@ -56,7 +56,7 @@ use crate::api::{ApiConfig, ApiError};
 use crate::node::{Node, NodeConfig, NodeError};
 use crate::peer::{self, Channel, Gate};
 use crate::raft::Inbound;
-use crate::security::CLIENT_ALPN;
+use crate::security::{ClientCertificate, CLIENT_ALPN};
 use crate::store::StateStore;
 use leasehold_proto::ErrorCode;
 
@@ -356,7 +356,7 @@ impl Connection {
     /// that takes clients'.
     async fn serve_plain(self, mut stream: TcpStream) {
         let (peers, clients_too) = match &self.accepts {
-            Accepts::Clients => return self.serve_http(stream).await,
+            Accepts::Clients => return self.serve_http(stream, None).await,
             Accepts::Both(peers) => (peers.clone(), true),
             Accepts::Members(peers) => (peers.clone(), false),
         };
@@ -367,7 +367,7 @@ impl Connection {
                     self.serve_peer(peers, stream).await;
                 }
             }
-            Ok(Ok(false)) if clients_too => self.serve_http(stream).await,
+            Ok(Ok(false)) if clients_too => self.serve_http(stream, None).await,
             // Silent for too long: a client's (members speak at once).
             Err(_) => {
                 if let Place::OverBudget { refusal, .. } = self.place {
@@ -400,18 +400,25 @@ impl Connection {
             Channel::Forward => {
                 let caller = Caller { addr: self.client, via_member: true };
                 let http = self.forwarded.clone();
-                serve_with(&http, self.router, self.watcher, io, caller).await
+                // The member's own connection has no client certificate: a
+                // caller's certificate user travels in the relayed request.
+                serve_with(&http, self.router, self.watcher, io, caller, None).await
             }
             Channel::Propose => peers.node.serve_hand_offs(from, io).await,
         }
     }
 
     /// A client's connection: served if it has a place, else refused.
-    async fn serve_http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self, io: I) {
+    /// `certificate`: the client certificate its TLS handshake verified.
+    async fn serve_http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        self,
+        io: I,
+        certificate: Option<ClientCertificate>,
+    ) {
         match self.place {
             Place::Client { .. } => {
                 let caller = Caller { addr: self.client, via_member: false };
-                serve_with(&self.http, self.router, self.watcher, io, caller).await
+                serve_with(&self.http, self.router, self.watcher, io, caller, certificate).await
             }
             Place::OverBudget { refusal, .. } => refuse(io, refusal).await,
             Place::Peer => {}
@@ -428,7 +435,10 @@ impl Connection {
                     let peers = peers.clone();
                     self.serve_peer(peers, tls).await
                 }
-                (Accepts::Both(_) | Accepts::Clients, false) => self.serve_http(tls).await,
+                (Accepts::Both(_) | Accepts::Clients, false) => {
+                    let certificate = ClientCertificate::of(tls.get_ref().1);
+                    self.serve_http(tls, certificate).await
+                }
                 _ => {}
             },
             Ok(None) => {}
@@ -437,16 +447,21 @@ impl Connection {
     }
 }
 
-/// Serves HTTP on `io` with `router`, every request marked with `caller`.
+/// Serves HTTP on `io` with `router`, every request marked with `caller`
+/// and the connection's client `certificate`, if any (the guard reads it).
 async fn serve_with<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     http: &auto::Builder<TokioExecutor>,
     router: Router,
     watcher: hyper_util::server::graceful::Watcher,
     io: I,
     caller: Caller,
+    certificate: Option<ClientCertificate>,
 ) {
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(caller);
+        if let Some(certificate) = &certificate {
+            request.extensions_mut().insert(certificate.clone());
+        }
         let mut router = router.clone();
         router.call(request)
     });

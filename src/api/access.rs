@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::routing::{delete, get, post};
+use axum::Extension;
 use axum::{Json, Router};
 
-use super::auth::{new_user_token, token_hash, Authz};
+use super::auth::{new_user_token, token_hash, Authz, Credential};
 use super::{propose, unexpected, ApiError, ApiJson, ApiPath};
 use crate::node::Node;
 use leasehold_core::{Command, Outcome, Permission, Principal};
@@ -227,15 +228,24 @@ async fn revoke(
     role_view(&node, &name)
 }
 
-/// `GET /v1/auth/whoami`: who the token presented is, and its grants.
-async fn whoami(State(node): State<Arc<Node>>, authz: Authz) -> Result<Json<WhoAmI>, ApiError> {
+/// `GET /v1/auth/whoami`: who the caller is, how the guard identified it
+/// (token or client certificate), and its grants.
+async fn whoami(
+    State(node): State<Arc<Node>>,
+    authz: Authz,
+    credential: Option<Extension<Credential>>,
+) -> Result<Json<WhoAmI>, ApiError> {
     let every =
         |ps: &[Permission]| ps.iter().map(|p| GrantView { permission: (*p).into(), prefix: String::new() }).collect();
+    let credential = credential.map(|Extension(c)| c.as_str().to_owned());
     Ok(Json(match &authz.0 {
-        Principal::Admin => WhoAmI { kind: "admin".into(), user: None, grants: every(&[Permission::Admin]) },
+        Principal::Admin => {
+            WhoAmI { kind: "admin".into(), user: None, credential, grants: every(&[Permission::Admin]) }
+        }
         Principal::Client => WhoAmI {
             kind: "client".into(),
             user: None,
+            credential,
             grants: every(&[Permission::Read, Permission::Lock, Permission::Fence]),
         },
         Principal::User(user) => {
@@ -250,7 +260,7 @@ async fn whoami(State(node): State<Arc<Node>>, authz: Authz) -> Result<Json<WhoA
                 grants
             });
             let grants = grants.into_iter().map(|(p, prefix)| GrantView { permission: p.into(), prefix }).collect();
-            WhoAmI { kind: "user".into(), user: Some(user.clone()), grants }
+            WhoAmI { kind: "user".into(), user: Some(user.clone()), credential, grants }
         }
     }))
 }

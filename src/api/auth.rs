@@ -17,6 +17,16 @@
 //! index, so a revoke acknowledged before the request is in effect there);
 //! the leader checks a relayed caller's token again.
 //!
+//! Without a token, a client certificate the TLS handshake verified against
+//! `--client-trusted-ca` names a user by its subject's Common Name (etcd's
+//! rule; [`crate::security::common_name`]): that user is the caller, looked
+//! up by name in the same table and under the same catch-up rule as a
+//! user's token, so removing the user or their roles takes effect at once.
+//! A token wins when both are present. A certificate that names no user of
+//! the table (or no usable name at all) is answered 401 `unauthenticated`,
+//! its `details` naming the `credential` (`certificate`) and the `user`.
+//! [`Credential`] says which of the two identified the caller (`whoami`).
+//!
 //! A token that opens a part is resolved to a [`Principal`]: the node's
 //! client token and admin token are the two built-in ones, any other token
 //! is looked up (by its SHA-256) among the users of the replicated table as
@@ -35,8 +45,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::admission::Caller;
 use crate::node::Node;
-use crate::security::Secrets;
+use crate::security::{ClientCertificate, Secrets};
 use leasehold_core::{Denied, Permission, Principal, TokenHash};
 use leasehold_proto::{ErrorCode, Secret};
 
@@ -122,6 +133,8 @@ const ADMIN_CLOSED: &str = "the admin API needs the admin token or the token of 
 pub trait Directory: Send + Sync {
     /// The user whose live token hashes to `hash`.
     fn user_of(&self, hash: &TokenHash) -> Option<String>;
+    /// Whether `name` is a user (a client certificate's Common Name).
+    fn is_user(&self, name: &str) -> bool;
     /// [`leasehold_core::Access::may`] on the table as applied here.
     fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied>;
     /// [`leasehold_core::Access::may_some`] on the table as applied here.
@@ -136,6 +149,10 @@ pub trait Directory: Send + Sync {
 impl Directory for Node {
     fn user_of(&self, hash: &TokenHash) -> Option<String> {
         self.locks().read(|t| t.access().user_of(hash).map(str::to_owned))
+    }
+
+    fn is_user(&self, name: &str) -> bool {
+        self.locks().read(|t| t.access().is_user(name))
     }
 
     fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied> {
@@ -207,21 +224,29 @@ impl Guard {
     /// this part: the built-in one of a node secret, or a user. A node
     /// without secrets is open: everyone is [`Principal::Admin`].
     pub fn check(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        self.resolve(headers).map_err(|(refusal, _)| refusal)
+        self.check_with(headers, None)
     }
 
-    /// [`Guard::check`]; a refusal says too whether it was a token this
-    /// node did not find among its users (`true`), which it may yet apply.
-    fn resolve(&self, headers: &HeaderMap) -> Result<Principal, (ApiError, bool)> {
-        self.resolve_inner(headers).map_err(|refusal| match refusal {
-            Unresolved::Refused(e) => (e, false),
-            Unresolved::UnknownUser(e) => (e, true),
+    /// [`Guard::check`], for a request that may come with a verified client
+    /// `certificate` too (used when `headers` carry no token).
+    pub fn check_with(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&ClientCertificate>,
+    ) -> Result<Principal, ApiError> {
+        self.resolve(headers, certificate).map(|(principal, _)| principal).map_err(|refusal| match refusal {
+            Unresolved::Refused(e) | Unresolved::UnknownUser(e) => e,
         })
     }
 
-    fn resolve_inner(&self, headers: &HeaderMap) -> Result<Principal, Unresolved> {
+    /// The principal and how it was identified, or why it was refused.
+    fn resolve(
+        &self,
+        headers: &HeaderMap,
+        certificate: Option<&ClientCertificate>,
+    ) -> Result<(Principal, Credential), Unresolved> {
         let (accepted, closed): (&[(SecretKind, Secret)], _) = match &self.access {
-            Access::Open => return Ok(Principal::Admin),
+            Access::Open => return Ok((Principal::Admin, Credential::None)),
             Access::Closed(reason) => (&[], Some(*reason)),
             Access::Tokens(accepted) => (accepted, None),
         };
@@ -238,6 +263,11 @@ impl Guard {
             )
         };
         let Some(token) = bearer(headers) else {
+            // A certificate never opens Raft RPC: members prove themselves
+            // with the cluster secret or a peer certificate.
+            if let (Some(certificate), Some(users)) = (certificate, &self.users) {
+                return self.certified(users, certificate).map(|principal| (principal, Credential::Certificate));
+            }
             if let Some(reason) = closed {
                 return Err(Unresolved::Refused(refused(Some(reason))));
             }
@@ -253,21 +283,51 @@ impl Guard {
             false => found,
         });
         match matched {
-            Some(SecretKind::AdminToken) => return Ok(Principal::Admin),
-            Some(SecretKind::ClientToken) => return Ok(Principal::Client),
+            Some(SecretKind::AdminToken) => return Ok((Principal::Admin, Credential::Token)),
+            Some(SecretKind::ClientToken) => return Ok((Principal::Client, Credential::Token)),
             // Opens status and Raft RPC only; nothing asks it for names.
-            Some(SecretKind::ClusterSecret) => return Ok(Principal::Client),
+            Some(SecretKind::ClusterSecret) => return Ok((Principal::Client, Credential::Token)),
             None => {}
         }
         // A user's token: looked up by its hash, so the table never holds
         // the token and a lookup takes the same time whatever it matches.
         let user = self.users.as_ref().and_then(|users| Some((users, users.user_of(&token_hash(token))?)));
         let Some((users, user)) = user else {
-            return Err(match self.users.is_some() {
+            // Only a token of the shape users' tokens have is worth a
+            // follower's catch-up before it is refused.
+            return Err(match self.users.is_some() && is_user_token(token) {
                 true => Unresolved::UnknownUser(refused(closed)),
                 false => Unresolved::Refused(refused(closed)),
             });
         };
+        self.as_user(users.as_ref(), user).map(|principal| (principal, Credential::Token))
+    }
+
+    /// The user a verified client certificate names, if the table has it.
+    fn certified(&self, users: &Arc<dyn Directory>, certificate: &ClientCertificate) -> Result<Principal, Unresolved> {
+        let unauthenticated = |message: String| {
+            ApiError::new(ErrorCode::Unauthenticated, message).with("credential", Credential::Certificate.as_str())
+        };
+        let user = match &certificate.0 {
+            Ok(user) => user,
+            Err(why) => {
+                return Err(Unresolved::Refused(unauthenticated(format!(
+                    "{why}, so it names no user; present a token instead"
+                ))))
+            }
+        };
+        if !users.is_user(user) {
+            return Err(Unresolved::UnknownUser(
+                unauthenticated(format!("the client certificate names the user {user:?}, who is not a user here"))
+                    .with("user", user.as_ref()),
+            ));
+        }
+        self.as_user(users.as_ref(), user.to_string())
+    }
+
+    /// `user` as the principal of a request for this part: the admin part
+    /// takes only a user with admin on every name.
+    fn as_user(&self, users: &dyn Directory, user: String) -> Result<Principal, Unresolved> {
         let principal = Principal::User(user);
         if self.part == Part::Admin {
             users.may(&principal, Permission::Admin, &[""]).map_err(|d| Unresolved::Refused(d.into()))?;
@@ -276,11 +336,54 @@ impl Guard {
     }
 }
 
+/// How a guard identified the caller of a request, in its extensions next
+/// to the [`Principal`] (`whoami` reports it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// A bearer token: one of the node's secrets or a user's.
+    Token,
+    /// A client certificate the handshake verified, naming a user.
+    Certificate,
+    /// Nothing: this node has no secret, and the part is open.
+    None,
+}
+
+impl Credential {
+    /// Its name on the wire (`whoami`'s `credential`, error details).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Credential::Token => "token",
+            Credential::Certificate => "certificate",
+            Credential::None => "none",
+        }
+    }
+}
+
 /// Why a guard refused a request.
 enum Unresolved {
     Refused(ApiError),
-    /// A token that is none of the node's secrets nor of its users.
+    /// A user's token or a certificate's user this node did not find among
+    /// its users, which it may yet apply: a follower catches up and looks again.
     UnknownUser(ApiError),
+}
+
+/// The user a client certificate named, on a request a member relays to
+/// the leader whole ([`super::forward`]): the leader never sees the caller's
+/// TLS connection. Believed only on a member's peer connection (its hello
+/// proved the cluster secret or a peer certificate), which sets
+/// [`Caller::via_member`]; ignored on any other.
+pub const CERTIFICATE_USER_HEADER: &str = "x-leasehold-certificate-user";
+
+/// The verified client certificate a request comes with: its connection's,
+/// or on a request relayed by a member, the user the member's guard took
+/// from the caller's (a caller's own header of that name is never believed).
+fn certificate_of(request: &Request) -> Option<ClientCertificate> {
+    if let Some(certificate) = request.extensions().get::<ClientCertificate>() {
+        return Some(certificate.clone());
+    }
+    let relayed = request.extensions().get::<Caller>().is_some_and(|caller| caller.via_member);
+    let user = request.headers().get(CERTIFICATE_USER_HEADER).filter(|_| relayed)?.to_str().ok()?;
+    Some(ClientCertificate(Ok(user.into())))
 }
 
 /// The token of an `authorization: Bearer <token>` header (scheme in any case).
@@ -290,35 +393,35 @@ fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
     (scheme.eq_ignore_ascii_case(b"bearer ") && !token.is_empty()).then_some(token)
 }
 
-/// Middleware: refuse the request unless its token opens the guarded part;
-/// the principal it comes from goes with it to the handler ([`Authz`]).
+/// Middleware: refuse the request unless its token (or, without one, its
+/// client certificate) opens the guarded part; the principal it comes from
+/// goes with it to the handler ([`Authz`]), and how it was identified
+/// ([`Credential`]).
 pub async fn require(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
-    let mut resolved = guard.resolve(request.headers());
-    // A node that does not lead resolves a user's token, and later reads
-    // its permissions, only once it has applied every entry committed
-    // before the request: a revoke acknowledged before it, or a user made a
-    // moment before, is then in effect here too, not a few entries later.
-    // One read-index round trip to the leader, for users' tokens only (the
-    // built-in tokens are the node's own; the leader has applied every
-    // change it acknowledged). Handed-off commands are not checked again
-    // on the leader, so this is the check that makes a revoke exact.
-    let user = match &resolved {
-        Ok(Principal::User(_)) => true,
-        Err((_, unknown_user)) => *unknown_user && bearer(request.headers()).is_some_and(is_user_token),
-        Ok(_) => false,
-    };
+    let certificate = certificate_of(&request);
+    let mut resolved = guard.resolve(request.headers(), certificate.as_ref());
+    // A node that does not lead resolves a user (by token or certificate),
+    // and later reads its permissions, only once it has applied every entry
+    // committed before the request: a revoke acknowledged before it, or a
+    // user made a moment before, is then in effect here too, not a few
+    // entries later. One read-index round trip to the leader, for users
+    // only (the built-in tokens are the node's own; the leader has applied
+    // every change it acknowledged). Handed-off commands are not checked
+    // again on the leader, so this is the check that makes a revoke exact.
+    let user = matches!(&resolved, Ok((Principal::User(_), _)) | Err(Unresolved::UnknownUser(_)));
     if let Some(users) = guard.users.as_ref().filter(|users| user && !users.leads()) {
         if let Err(e) = users.catch_up().await {
             return e.into_response();
         }
-        resolved = guard.resolve(request.headers());
+        resolved = guard.resolve(request.headers(), certificate.as_ref());
     }
-    match resolved.map_err(|(refusal, _)| refusal) {
-        Ok(principal) => {
+    match resolved {
+        Ok((principal, credential)) => {
             request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(credential);
             next.run(request).await
         }
-        Err(e) => e.into_response(),
+        Err(Unresolved::Refused(e) | Unresolved::UnknownUser(e)) => e.into_response(),
     }
 }
 
@@ -457,6 +560,9 @@ mod tests {
         fn user_of(&self, hash: &TokenHash) -> Option<String> {
             self.0.access().user_of(hash).map(str::to_owned)
         }
+        fn is_user(&self, name: &str) -> bool {
+            self.0.access().is_user(name)
+        }
         fn may(&self, principal: &Principal, permission: Permission, names: &[&str]) -> Result<(), Denied> {
             self.0.access().may(principal, permission, names.iter().copied())
         }
@@ -517,6 +623,70 @@ mod tests {
         // With only an admin token, the client part still takes users.
         let only_admin = Secrets { admin_token: secret("admin-token-0123456789"), ..Default::default() };
         assert_eq!(Guard::new(&only_admin, Part::Client, Some(users())).check(&with_auth(ALICE)).unwrap(), alice);
+    }
+
+    // Ensures a verified certificate names its user when there is no token
+    // (never opening Raft RPC, and the admin part only for an admin user),
+    // that a token wins over it, that an unknown or unusable name is 401
+    // with the credential named, and that a node without secrets ignores it.
+    #[test]
+    fn certificates_name_users_without_a_token() {
+        use crate::security::{ClientCertificate, CommonNameError};
+        let secrets = all_secrets();
+        let guard = |part| Guard::new(&secrets, part, Some(users()));
+        let cert = |name: &str| ClientCertificate(Ok(name.into()));
+        let none = HeaderMap::new();
+        let alice = Principal::User("alice".into());
+        let (client, admin) = (guard(Part::Client), guard(Part::Admin));
+        assert_eq!(client.check_with(&none, Some(&cert("alice"))).unwrap(), alice);
+        assert_eq!(client.resolve(&none, Some(&cert("alice"))).ok().map(|(_, c)| c), Some(Credential::Certificate));
+        assert_eq!(guard(Part::Observe).check_with(&none, Some(&cert("alice"))).unwrap(), alice);
+        assert_eq!(admin.check_with(&none, Some(&cert("alice"))).unwrap_err().status(), StatusCode::FORBIDDEN);
+        assert_eq!(admin.check_with(&none, Some(&cert("root"))).unwrap(), Principal::User("root".into()));
+        let raft = guard(Part::Raft).check_with(&none, Some(&cert("root"))).unwrap_err();
+        assert_eq!(raft.status(), StatusCode::UNAUTHORIZED);
+        // A token wins, and says so.
+        let (principal, credential) = client.resolve(&with_auth(CLIENT), Some(&cert("alice"))).ok().unwrap();
+        assert_eq!((principal, credential), (Principal::Client, Credential::Token));
+
+        let unknown = client.check_with(&none, Some(&cert("mallory"))).unwrap_err();
+        assert_eq!((unknown.status(), unknown.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated));
+        assert_eq!(
+            (&unknown.details["credential"], &unknown.details["user"]),
+            (&"certificate".into(), &"mallory".into())
+        );
+        assert!(matches!(client.resolve(&none, Some(&cert("mallory"))), Err(Unresolved::UnknownUser(_))));
+        let unnamed = ClientCertificate(Err(CommonNameError::Several));
+        let refused = client.check_with(&none, Some(&unnamed)).unwrap_err();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert!(refused.message.contains("several Common Names"), "{}", refused.message);
+        assert!(matches!(client.resolve(&none, Some(&unnamed)), Err(Unresolved::Refused(_))));
+
+        let open = Guard::new(&Secrets::default(), Part::Client, Some(users()));
+        assert_eq!(open.resolve(&none, Some(&cert("alice"))).ok(), Some((Principal::Admin, Credential::None)));
+    }
+
+    // Ensures the certificate-user header is believed only on a request a
+    // member relayed, and the connection's own certificate comes first.
+    #[test]
+    fn relayed_certificate_users_need_a_member() {
+        use crate::security::ClientCertificate;
+        let request = |via_member: Option<bool>, own: Option<&str>| {
+            let mut request = Request::new(axum::body::Body::empty());
+            request.headers_mut().insert(CERTIFICATE_USER_HEADER, HeaderValue::from_static("root"));
+            if let Some(via_member) = via_member {
+                let addr = std::net::Ipv4Addr::LOCALHOST.into();
+                request.extensions_mut().insert(Caller { addr, via_member });
+            }
+            if let Some(own) = own {
+                request.extensions_mut().insert(ClientCertificate(Ok(own.into())));
+            }
+            request
+        };
+        assert_eq!(certificate_of(&request(Some(true), None)), Some(ClientCertificate(Ok("root".into()))));
+        assert_eq!(certificate_of(&request(Some(false), None)), None);
+        assert_eq!(certificate_of(&request(None, None)), None);
+        assert_eq!(certificate_of(&request(Some(false), Some("alice"))), Some(ClientCertificate(Ok("alice".into()))));
     }
 
     // Ensures the tokens made for users have the shape a follower waits

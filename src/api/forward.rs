@@ -35,6 +35,11 @@
 //! hand-off carries no token: the member that sends it holds the cluster
 //! secret, which already lets it write any Raft entry, and the leader
 //! refuses on that channel the commands no client may send.
+//!
+//! A caller identified by a client certificate has no token to relay: the
+//! relayed request names the user in [`CERTIFICATE_USER_HEADER`], which
+//! the leader believes only on a member's peer connection (so relaying it
+//! needs the peer transport: over the https fallback the leader refuses it).
 
 use std::sync::Arc;
 
@@ -46,12 +51,14 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::auth::{Credential, CERTIFICATE_USER_HEADER};
 use super::limits::RequestSlot;
 use super::{ApiError, MAX_BODY_BYTES};
 use crate::node::Node;
 use crate::peer::handoff::Ready;
 use crate::peer::relay::{Relay, RelayError, Relayed};
 use crate::raft::{Leadership, Member as RaftMember, NodeId, ELECTION_BOUND};
+use leasehold_core::Principal;
 use leasehold_proto::{ErrorCode, LEADER_ADDR_HEADER, LEADER_HEADER};
 
 /// Marks a request a node forwarded, so it is never forwarded twice (two
@@ -259,6 +266,11 @@ async fn forward(
         if let Some(value) = parts.headers.get(&name) {
             outbound = outbound.header(name, value);
         }
+    }
+    if let (Some(Credential::Certificate), Some(Principal::User(user))) =
+        (parts.extensions.get::<Credential>(), parts.extensions.get::<Principal>())
+    {
+        outbound = outbound.header(CERTIFICATE_USER_HEADER, user.as_str());
     }
     let outbound = outbound
         .body(Body::from(body))

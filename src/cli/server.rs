@@ -357,6 +357,12 @@ pub struct SecurityArgs {
     /// CA certificate (PEM) the other nodes' certificates chain to.
     #[arg(long, env = "LEASEHOLD_CA_FILE")]
     ca_file: Option<PathBuf>,
+    /// Client certificates (as etcd's --client-cert-auth --trusted-ca-file): the client listener asks each
+    /// connection for a certificate chaining to this CA (PEM); one that does not is refused in the handshake,
+    /// none is allowed. Without a bearer token, the certificate's subject Common Name is the user. Needs
+    /// --tls-cert-file.
+    #[arg(long, env = "LEASEHOLD_CLIENT_TRUSTED_CA", requires = "tls_cert_file")]
+    client_trusted_ca: Option<PathBuf>,
     /// Mutual TLS between members: this node's peer certificate chain (PEM), served on the peer port and
     /// presented when dialing the others. Needs --peer-addr, --peer-key and --peer-trusted-ca.
     #[arg(long, env = "LEASEHOLD_PEER_CERT", requires_all = ["peer_key", "peer_trusted_ca"])]
@@ -380,6 +386,7 @@ impl SecurityArgs {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_key_file: self.tls_key_file.clone(),
             ca_file: self.ca_file.clone(),
+            client_trusted_ca_file: self.client_trusted_ca.clone(),
             peer_cert_file: self.peer_cert.clone(),
             peer_key_file: self.peer_key.clone(),
             peer_trusted_ca_file: self.peer_trusted_ca.clone(),
@@ -395,6 +402,7 @@ impl SecurityArgs {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_key_file: self.tls_key_file.clone(),
             ca_file: self.ca_file.clone(),
+            client_trusted_ca: self.client_trusted_ca.clone(),
             peer_cert: self.peer_cert.clone(),
             peer_key: self.peer_key.clone(),
             peer_trusted_ca: self.peer_trusted_ca.clone(),

@@ -17,6 +17,7 @@
 //! - `handoff` — a follower's requests run there, their commands handed to the leader; a waiter through a follower.
 //! - `peer_port` — members on peer ports of their own: elections, forwarding, joins; floods on the client ports.
 //! - `security` — tokens, the cluster secret, TLS, slow clients.
+//! - `client_certificates` — users named by client certificates (`--client-trusted-ca`) on every node.
 //! - `tenants` — users and roles: teams kept to their prefixes over TLS, revokes on every node, kept by a backup.
 //! - `secure_defaults` — a client token never opens the admin API; the bootstrap guard with secrets;
 //!   a digest flood; `serve --insecure`.
@@ -34,6 +35,7 @@ mod common;
 mod api_errors;
 mod bootstrap;
 mod cli;
+mod client_certificates;
 mod client_guard;
 mod cluster;
 mod config;

@@ -88,7 +88,7 @@ async fn tokens_gate_client_admin_and_raft_apis() {
         let held = cluster.client().acquire("held", "alice", 60_000).await.expect("acquire with the client token");
         let via_follower = Client::with_credentials(
             &[cluster.endpoint(follower)],
-            &Credentials { token: secret(CLIENT_TOKEN), ca: None },
+            &Credentials { token: secret(CLIENT_TOKEN), ca: None, identity: None },
         )
         .unwrap();
         let lease = via_follower.acquire("forwarded", "bob", 60_000).await.expect("forwarded acquire");
@@ -280,7 +280,11 @@ async fn https_with_a_test_ca() {
         let lease = client.acquire("tls-lock", "alice", 60_000).await.expect("acquire over https");
         let via_follower = Client::with_credentials(
             &[format!("https://{}", cluster.endpoint(follower))],
-            &Credentials { token: secret(CLIENT_TOKEN), ca: Some(leasehold_client::load_ca(&ca).unwrap()) },
+            &Credentials {
+                token: secret(CLIENT_TOKEN),
+                ca: Some(leasehold_client::load_ca(&ca).unwrap()),
+                identity: None,
+            },
         )
         .unwrap();
         let view = via_follower.get("tls-lock").await.unwrap().expect("held");
@@ -344,10 +348,12 @@ async fn https_with_a_test_ca() {
             let reply = raw.send(Method::POST, "/v1/locks/plain-lock/acquire", Some(CLIENT_TOKEN), Some(body)).await;
             assert_refused("plain http", reply, StatusCode::BAD_REQUEST, "tls_required").await;
         }
-        let plain =
-            Client::with_credentials(&cluster.endpoints(), &Credentials { token: secret(CLIENT_TOKEN), ca: None })
-                .unwrap()
-                .with_retry_budget(Duration::from_secs(1));
+        let plain = Client::with_credentials(
+            &cluster.endpoints(),
+            &Credentials { token: secret(CLIENT_TOKEN), ca: None, identity: None },
+        )
+        .unwrap()
+        .with_retry_budget(Duration::from_secs(1));
         let err = plain.acquire("plain-lock", "plain", 60_000).await.expect_err("plain http refused");
         assert_eq!(err.code(), Some(ErrorCode::TlsRequired), "{err}");
 

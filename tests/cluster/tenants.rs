@@ -65,7 +65,7 @@ async fn teams_are_kept_to_their_prefixes_and_a_revoke_reaches_every_node() {
         assert!(!users.to_string().contains(&alice_token), "a list never shows a token: {users}");
         let ca = Some(load_ca(&ca).unwrap());
         let as_user = |token: &str| {
-            let credentials = Credentials { token: secret(token), ca: ca.clone() };
+            let credentials = Credentials { token: secret(token), ca: ca.clone(), identity: None };
             Client::with_credentials(&cluster.endpoints(), &credentials).unwrap()
         };
         let (alice, bob) = (as_user(&alice_token), as_user(&bob.token));

@@ -92,26 +92,62 @@ impl Material {
         files
     }
 
+    /// Client certificates (`--client-trusted-ca`): a client CA of its own,
+    /// written as `client-ca.pem`, and for each of `users` a certificate
+    /// whose subject is `CN=<user>`, as `client-<user>.pem` and
+    /// `client-<user>-key.pem`.
+    pub fn client_certificates(&self, mut files: NodeSecurity, users: &[&str]) -> NodeSecurity {
+        let leaves: Vec<(String, Option<&str>)> = users.iter().map(|u| (format!("client-{u}"), Some(*u))).collect();
+        files.client_trusted_ca = self.issue("client-", &[], &leaves).into_iter().next();
+        files
+    }
+
+    /// A certificate for `CN=<user>` from a CA no node trusts (written with
+    /// the prefix `foreign-`): its certificate and key files.
+    pub fn foreign_client_certificate(&self, user: &str) -> [PathBuf; 2] {
+        let [_ca, cert, key] =
+            self.issue("foreign-", &[], &[(format!("foreign-{user}"), Some(user))]).try_into().unwrap();
+        [cert, key]
+    }
+
     /// A fresh CA and a certificate whose SANs are `names` (IP addresses
     /// become IP SANs) signed by it, written as `{prefix}ca.pem`,
     /// `{prefix}node.pem` and `{prefix}node-key.pem`. Private keys exist
     /// only in the temp folder.
     fn signed(&self, prefix: &str, names: &[String]) -> [PathBuf; 3] {
-        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        self.issue(prefix, names, &[(format!("{prefix}node"), None)]).try_into().expect("a CA and one certificate")
+    }
+
+    /// A fresh CA, written as `{prefix}ca.pem`, and a certificate it signs
+    /// for each `(file, common name)` of `leaves`, with the SANs `names`
+    /// and (when given) a subject of that Common Name alone, for client
+    /// authentication: written as `{file}.pem` and `{file}-key.pem`. The
+    /// paths, the CA's first.
+    fn issue(&self, prefix: &str, names: &[String], leaves: &[(String, Option<&str>)]) -> Vec<PathBuf> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name.push(DnType::CommonName, "leasehold test CA");
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
-        let node_key = KeyPair::generate().expect("node key");
-        let node = CertificateParams::new(names.to_vec()).expect("params");
-        let node_cert = node.signed_by(&node_key, &ca_cert, &ca_key).expect("node certificate");
-        [
-            self.write(&format!("{prefix}ca.pem"), &ca_cert.pem()),
-            self.write(&format!("{prefix}node.pem"), &node_cert.pem()),
-            self.write(&format!("{prefix}node-key.pem"), &node_key.serialize_pem()),
-        ]
+        let mut paths = vec![self.write(&format!("{prefix}ca.pem"), &ca_cert.pem())];
+        for (file, common_name) in leaves {
+            let key = KeyPair::generate().expect("leaf key");
+            let mut params = CertificateParams::new(names.to_vec()).expect("params");
+            if let Some(common_name) = common_name {
+                params.distinguished_name = DistinguishedName::new();
+                params.distinguished_name.push(DnType::CommonName, *common_name);
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            }
+            let cert = params.signed_by(&key, &ca_cert, &ca_key).expect("leaf certificate");
+            paths.push(self.write(&format!("{file}.pem"), &cert.pem()));
+            paths.push(self.write(&format!("{file}-key.pem"), &key.serialize_pem()));
+        }
+        paths
     }
 
     pub fn path(&self, name: &str) -> PathBuf {

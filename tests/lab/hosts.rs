@@ -88,6 +88,7 @@ async fn run(hosts: &Hosts) {
     let credentials = Credentials {
         token: Some(Secret::new(CLIENT_TOKEN, "client token").unwrap()),
         ca: Some(load_ca(&ca).unwrap()),
+        identity: None,
     };
     let node_endpoints = cluster.endpoints();
     let through = |id: u64| Client::with_credentials(&[&node_endpoints[id as usize - 1]], &credentials).unwrap();

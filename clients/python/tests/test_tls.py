@@ -218,3 +218,80 @@ def test_a_user_refused_on_another_teams_lock_gets_forbidden(secured):
     assert cluster.client().get("b-ledger").token == held.token, "nothing changed"
     own = alice.acquire("a-job", "alice", 10)
     alice.release("a-job", own.token)
+
+
+def make_client_cert(
+    directory: Path, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, user: str
+) -> tuple[str, str]:
+    """A client certificate whose subject is ``CN=<user>``, signed by ``ca``."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"client-{user}.pem", directory / f"client-{user}-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    key_path.chmod(0o600)
+    return str(cert_path), str(key_path)
+
+
+def test_a_client_certificate_names_the_user(make_cluster, tmp_path):
+    """With ``--client-trusted-ca``, ``cert=(certfile, keyfile)`` and no token
+    acts as the user of the certificate's Common Name: alice's lock on ``a-``
+    works, ``b-`` is Forbidden; a certificate naming no user is Unauthorized."""
+    ca_path, ca, ca_key = make_ca(tmp_path, "test-ca")
+    node_cert, node_key = make_node_cert(tmp_path, ca, ca_key)
+    client_ca_path, client_ca, client_ca_key = make_ca(tmp_path, "client-ca")
+    admin_file = tmp_path / "admin-token"
+    admin_file.write_text(ADMIN_TOKEN + "\n")
+    admin_file.chmod(0o600)
+    serve_args = (
+        "--admin-token-file", str(admin_file),
+        "--tls-cert-file", str(node_cert),
+        "--tls-key-file", str(node_key),
+        "--ca-file", str(ca_path),
+        "--client-trusted-ca", str(client_ca_path),
+    )  # fmt: skip
+    cluster = make_cluster(serve_args=serve_args, ca_file=str(ca_path), token=ADMIN_TOKEN)
+    admin = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    base = cluster.url(cluster.ids[0])
+    for path, body in [
+        ("/v1/auth/roles", {"name": "team-a"}),
+        ("/v1/auth/roles/team-a/grants", {"permission": "lock", "prefix": "a-"}),
+        ("/v1/auth/users", {"name": "alice"}),
+        ("/v1/auth/users/alice/roles", {"role": "team-a"}),
+    ]:
+        reply = cluster._http.post(base + path, json=body, headers=admin)
+        assert reply.status_code == 200, reply.text
+
+    alice = leasehold.Client(
+        cluster.endpoints(),
+        ca_file=str(ca_path),
+        cert=make_client_cert(tmp_path, client_ca, client_ca_key, "alice"),
+    )
+    own = alice.acquire("a-job", "alice", 10)
+    alice.release("a-job", own.token)
+    with pytest.raises(leasehold.Forbidden) as refused:
+        alice.acquire("b-job", "alice", 10)
+    assert (refused.value.permission, refused.value.name) == ("lock", "b-job")
+
+    nobody = leasehold.Client(
+        cluster.endpoints(),
+        ca_file=str(ca_path),
+        cert=make_client_cert(tmp_path, client_ca, client_ca_key, "nobody"),
+    )
+    with pytest.raises(leasehold.Unauthorized) as unknown:
+        nobody.acquire("a-job", "nobody", 10)
+    assert (unknown.value.status, unknown.value.code) == (401, "unauthenticated")

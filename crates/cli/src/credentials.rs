@@ -1,5 +1,5 @@
 //! What a command that talks to a cluster presents when auth or TLS is on:
-//! the bearer secret's and the CA's flags and variables (`leasehold`'s client
+//! the bearer secret's, the CA's and the client certificate's flags and variables (`leasehold`'s client
 //! and operator commands, `leasehold-lab bench --endpoints`).
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use leasehold_client::{load_ca, Credentials, Secret};
+use leasehold_client::{load_ca, load_identity, Credentials, Secret};
 
 /// What a client presents to a cluster with auth or TLS on.
 #[derive(Args)]
@@ -18,6 +18,13 @@ pub struct CredentialFiles {
     /// File holding the bearer token to send (or set $LEASEHOLD_AUTH_TOKEN).
     #[arg(long, global = true, alias = "token-file", env = "LEASEHOLD_AUTH_TOKEN_FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Client certificate (PEM) to present over https, for nodes with --client-trusted-ca: without a token,
+    /// its subject Common Name is the user. Needs --key.
+    #[arg(long = "cert", global = true, env = "LEASEHOLD_CERT_FILE", requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long = "key", global = true, env = "LEASEHOLD_KEY_FILE", requires = "cert_file")]
+    key_file: Option<PathBuf>,
 }
 
 /// The bearer secret's variable. Not `LEASEHOLD_TOKEN`: `leasehold run` sets
@@ -29,13 +36,18 @@ const AUTH_TOKEN_ENV: &str = "LEASEHOLD_AUTH_TOKEN";
 const OLD_AUTH_TOKEN_FILE_ENV: &str = "LEASEHOLD_TOKEN_FILE";
 
 impl CredentialFiles {
-    /// The token (from the file, or the variables) and the CA, read now.
+    /// The token (from the file, or the variables), the CA and the client
+    /// certificate, read now.
     pub fn load(&self) -> Result<Credentials> {
         let old_file = || std::env::var_os(OLD_AUTH_TOKEN_FILE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
         let file = self.auth_token_file.clone().or_else(old_file);
         Ok(Credentials {
             token: Secret::load(file.as_deref(), AUTH_TOKEN_ENV, "auth token")?,
             ca: self.ca_file.as_deref().map(load_ca).transpose()?,
+            identity: match (&self.cert_file, &self.key_file) {
+                (Some(cert), Some(key)) => Some(load_identity(cert, key)?),
+                _ => None,
+            },
         })
     }
 }

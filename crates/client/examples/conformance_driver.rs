@@ -261,8 +261,8 @@ fn client_from_env() -> Result<Client, String> {
         Ok(token) if !token.is_empty() => Some(Secret::new(&token, "LEASEHOLD_TOKEN").map_err(|e| e.to_string())?),
         _ => None,
     };
-    let mut client =
-        Client::with_credentials(&endpoints, &Credentials { token, ca: None }).map_err(|e| e.to_string())?;
+    let mut client = Client::with_credentials(&endpoints, &Credentials { token, ..Credentials::default() })
+        .map_err(|e| e.to_string())?;
     if let Some(budget) = std::env::var("LEASEHOLD_RETRY_BUDGET_MS").ok().and_then(|ms| ms.parse().ok()) {
         client = client.with_retry_budget(Duration::from_millis(budget));
     }

@@ -71,6 +71,7 @@ impl Client {
             http: Http::new(
                 endpoints,
                 credentials.ca.as_ref().map(Ca::certificates),
+                credentials.identity.as_ref(),
                 credentials.token.as_ref().map(Secret::expose),
             ),
             no_http2: AtomicBool::new(false),

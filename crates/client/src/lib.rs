@@ -96,7 +96,7 @@ mod watch;
 mod watchdog;
 
 pub use client::{new_request_id, Client};
-pub use credentials::{load_ca, Ca, Credentials};
+pub use credentials::{load_ca, load_identity, Ca, Credentials, Identity};
 pub use election::{Election, Leadership};
 pub use error::{ClientError, Denial};
 pub use guard::{default_owner, Lock, LockOptions};

@@ -188,6 +188,12 @@ impl Access {
         self.by_hash.get(hash).map(|(user, _)| user.as_str())
     }
 
+    /// Whether `name` is a user: how a name from elsewhere than a token (a
+    /// client certificate's subject) is checked, at the same entry as tokens.
+    pub fn is_user(&self, name: &str) -> bool {
+        self.users.contains_key(name)
+    }
+
     /// `Ok` when `principal` may use `permission` on every name of `names`;
     /// else the first name it may not (the request is refused whole).
     pub fn may<'n>(

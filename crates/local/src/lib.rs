@@ -33,6 +33,8 @@ pub struct NodeSecurity {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_key_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
+    /// `--client-trusted-ca`: the CA clients' certificates chain to.
+    pub client_trusted_ca: Option<PathBuf>,
     pub peer_cert: Option<PathBuf>,
     pub peer_key: Option<PathBuf>,
     pub peer_trusted_ca: Option<PathBuf>,
@@ -48,6 +50,7 @@ impl NodeSecurity {
             ("--tls-cert-file", &self.tls_cert_file),
             ("--tls-key-file", &self.tls_key_file),
             ("--ca-file", &self.ca_file),
+            ("--client-trusted-ca", &self.client_trusted_ca),
             ("--peer-cert", &self.peer_cert),
             ("--peer-key", &self.peer_key),
             ("--peer-trusted-ca", &self.peer_trusted_ca),
@@ -78,7 +81,7 @@ impl NodeSecurity {
                 break;
             }
         }
-        Ok(Credentials { token, ca: self.ca_file.as_deref().map(load_ca).transpose()? })
+        Ok(Credentials { token, ca: self.ca_file.as_deref().map(load_ca).transpose()?, identity: None })
     }
 }
 
@@ -422,7 +425,7 @@ impl LocalCluster {
     /// A client for every node of the cluster that sends `token` (none:
     /// no `authorization` header) and trusts the cluster's CA.
     pub fn client_as(&self, token: Option<Secret>) -> Client {
-        let credentials = Credentials { token, ca: self.credentials.ca.clone() };
+        let credentials = Credentials { token, ..self.credentials.clone() };
         Client::with_credentials(&self.endpoints(), &credentials).expect("loopback endpoints are valid")
     }
 

@@ -148,7 +148,7 @@ pub struct Removed {
     pub removed: bool,
 }
 
-/// `GET /v1/auth/whoami`: the principal the token presented is, and what it
+/// `GET /v1/auth/whoami`: the principal the caller is, how it was identified, and what it
 /// may (the built-in tokens' grants are shown as the rule applies them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -159,5 +159,10 @@ pub struct WhoAmI {
     /// The user's name; absent for the built-in principals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// How the caller was identified: `token` (a bearer token),
+    /// `certificate` (a client certificate's Common Name, with no token) or
+    /// `none` (a node without secrets). Absent from earlier versions' nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
     pub grants: Vec<GrantView>,
 }

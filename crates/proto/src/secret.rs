@@ -32,6 +32,10 @@ pub enum SecretError {
     /// operator names fails with this one type.
     #[error("{0}")]
     Ca(String),
+    /// A client certificate or its private key the client could not use
+    /// (the same reason for being here as [`SecretError::Ca`]).
+    #[error("{0}")]
+    Certificate(String),
 }
 
 /// A shared secret. Its `Debug` form hides the value.

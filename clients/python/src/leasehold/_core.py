@@ -183,11 +183,18 @@ def decode_ok(response: httpx.Response, body: bytes) -> Any:
         raise DecodeError(f"answer of {response.request.url} is not JSON: {e}") from e
 
 
-def ssl_context(ca_file: Optional[str]) -> Union[ssl.SSLContext, bool]:
-    """Trust only ``ca_file`` when given; the system store otherwise."""
-    if ca_file is None:
+def ssl_context(
+    ca_file: Optional[str], cert: Optional[tuple[str, str]] = None
+) -> Union[ssl.SSLContext, bool]:
+    """Trust only ``ca_file`` when given; the system store otherwise. With
+    ``cert`` (certificate file, key file), present that client certificate:
+    loaded here, so a wrong key fails when the client is made."""
+    if ca_file is None and cert is None:
         return True
-    return ssl.create_default_context(cafile=os.fspath(ca_file))
+    context = ssl.create_default_context(cafile=None if ca_file is None else os.fspath(ca_file))
+    if cert is not None:
+        context.load_cert_chain(os.fspath(cert[0]), os.fspath(cert[1]))
+    return context
 
 
 class Core:

@@ -26,7 +26,7 @@ use self::tls::Tls;
 pub use endpoint::{target, Endpoint};
 pub(crate) use h1::StreamedBody;
 pub use reply::{Reply, SendError};
-pub(crate) use tls::parse_pem;
+pub(crate) use tls::{certified_key, parse_pem};
 
 /// The longest answer body read for an API call; a longer one is refused
 /// ([`SendError::TooLarge`]) before it is read. The longest legitimate
@@ -53,8 +53,13 @@ struct NodeConnections {
 
 impl Http {
     /// `ca`: the certificates https nodes must chain to, else the web roots.
-    pub(crate) fn new(endpoints: Vec<Endpoint>, ca: Option<&[CertificateDer<'static>]>, token: Option<&str>) -> Http {
-        let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca));
+    pub(crate) fn new(
+        endpoints: Vec<Endpoint>,
+        ca: Option<&[CertificateDer<'static>]>,
+        identity: Option<&crate::Identity>,
+        token: Option<&str>,
+    ) -> Http {
+        let tls = endpoints.iter().any(|e| e.https).then(|| Tls::new(ca, identity));
         let nodes = endpoints
             .into_iter()
             .map(|endpoint| NodeConnections { endpoint, http1: h1::Pool::default(), http2: h2::Multiplexed::default() })
@@ -147,7 +152,7 @@ impl JsonClient {
     /// A client of `endpoint` (`host:port` or `http://host:port`); `None` when it is neither.
     pub fn new(endpoint: &str) -> Option<JsonClient> {
         let endpoint = Endpoint::parse(endpoint, false).filter(|e| !e.https)?;
-        Some(JsonClient { http: Http::new(vec![endpoint], None, None) })
+        Some(JsonClient { http: Http::new(vec![endpoint], None, None, None) })
     }
 
     /// `POST target` with a JSON `body`; an answer body longer than

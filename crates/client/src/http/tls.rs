@@ -16,8 +16,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use rustls::sign::CertifiedKey;
+
 use super::endpoint::Endpoint;
 use super::reply::SendError;
+use crate::Identity;
 
 /// Longest time to open a TCP connection (and finish a TLS handshake).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -31,8 +34,9 @@ pub(super) struct Tls {
 }
 
 impl Tls {
-    /// `ca`: the certificates of the [`Ca`](crate::Ca) to trust alone.
-    pub(super) fn new(ca: Option<&[CertificateDer<'static>]>) -> Tls {
+    /// `ca`: the certificates of the [`Ca`](crate::Ca) to trust alone;
+    /// `identity`: the client certificate to present, if any.
+    pub(super) fn new(ca: Option<&[CertificateDer<'static>]>, identity: Option<&Identity>) -> Tls {
         let mut roots = rustls::RootCertStore::empty();
         match ca {
             Some(ca) => {
@@ -45,12 +49,15 @@ impl Tls {
             None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
         }
         let config = |alpn: &[u8]| {
-            let mut config =
+            let builder =
                 rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
                     .with_safe_default_protocol_versions()
                     .expect("ring supports the default protocol versions")
-                    .with_root_certificates(roots.clone())
-                    .with_no_client_auth();
+                    .with_root_certificates(roots.clone());
+            let mut config = match identity {
+                Some(identity) => builder.with_client_cert_resolver(Arc::new(Presents(identity.key.clone()))),
+                None => builder.with_no_client_auth(),
+            };
             config.alpn_protocols = vec![alpn.to_vec()];
             TlsConnector::from(Arc::new(config))
         };
@@ -118,6 +125,32 @@ impl AsyncWrite for Stream {
             Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
+}
+
+/// Presents one certificate to every server that asks for one.
+#[derive(Debug)]
+struct Presents(Arc<CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for Presents {
+    fn resolve(&self, _: &[&[u8]], _: &[rustls::SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// A certificate chain and its private key (PEM), for [`Identity`]: the
+/// key must be one ring signs with, and the leaf's.
+pub(crate) fn certified_key(chain: &[u8], key: &[u8]) -> Result<CertifiedKey, String> {
+    use rustls::pki_types::pem::PemObject;
+    let chain = parse_pem(chain)?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("private key: {e}"))?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| format!("private key: {e}"))?;
+    let certified = CertifiedKey::new(chain, signer);
+    certified.keys_match().map_err(|e| e.to_string())?;
+    Ok(certified)
 }
 
 /// The certificates of a CA file, for [`Ca`](crate::Ca).

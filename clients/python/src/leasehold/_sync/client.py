@@ -70,7 +70,10 @@ class Client:
     ``http(s)://host:port`` (a list or a comma-separated string); without a
     scheme they are ``https`` when ``ca_file`` is given, else ``http``.
     ``token`` is sent as ``authorization: Bearer <token>`` on every request.
-    ``ca_file`` is the only CA trusted for https. ``timeout`` bounds one
+    ``ca_file`` is the only CA trusted for https. ``cert`` is a client
+    certificate to present over https, as ``(certfile, keyfile)`` (PEM): to
+    nodes started with ``--client-trusted-ca`` its subject's Common Name
+    names the user when no ``token`` is given. ``timeout`` bounds one
     attempt (seconds); ``retry_budget`` how long one call keeps retrying
     unreachable nodes and 503 answers.
 
@@ -93,19 +96,21 @@ class Client:
         ca_file: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         *,
+        cert: Optional[tuple[str, str]] = None,
         retry_budget: float = DEFAULT_RETRY_BUDGET,
         transport: Optional[httpx.BaseTransport] = None,
     ) -> None:
         self._core = Core(
             endpoints, token=token, ca_file=ca_file, timeout=timeout, retry_budget=retry_budget
         )
+        verify = ssl_context(ca_file, cert)
         self._http = httpx.Client(
-            verify=ssl_context(ca_file), trust_env=False, transport=transport, timeout=timeout
+            verify=verify, trust_env=False, transport=transport, timeout=timeout
         )
         # Waiting acquires: HTTP/2 (prior knowledge on http, ALPN on https),
         # so many waits share one connection; the rest stays on HTTP/1.1.
         self._waiting = httpx.Client(
-            verify=ssl_context(ca_file),
+            verify=verify,
             trust_env=False,
             transport=transport,
             timeout=timeout,
