@@ -169,8 +169,11 @@ struct BenchArgs {
     /// Systems to compare: leasehold-N (a local N-node cluster, each client
     /// following the leader), leasehold-N-spread (the same cluster, each
     /// client pinned to one node in turn as behind a load balancer, so
-    /// followers forward most requests), redis, redis-aof, redlock, etcd,
-    /// etcd-session. Default: all of them but the -spread ones, or
+    /// followers forward most requests), leasehold-N-tokens (a cluster with
+    /// client and admin tokens), leasehold-N-users (that cluster with 20
+    /// users and 50 roles, clients sending a user's token), redis,
+    /// redis-aof, redlock, etcd, etcd-session. Default: all of them but the
+    /// -spread, -tokens and -users ones, or
     /// leasehold-<--nodes> alone when only --nodes is given.
     #[arg(long, value_delimiter = ',')]
     systems: Vec<SystemKind>,
@@ -505,7 +508,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
     }
     let systems = match (args.systems.is_empty(), args.nodes) {
         (false, _) => args.systems.clone(),
-        (true, Some(nodes)) => vec![SystemKind::Leasehold { nodes: nodes as usize, spread: false }],
+        (true, Some(nodes)) => vec![SystemKind::leasehold(nodes as usize)],
         (true, None) => SystemKind::ALL.to_vec(),
     };
     if args.safety {
@@ -538,7 +541,7 @@ async fn bench(args: BenchArgs) -> Result<i32> {
             .map(|s| match *s {
                 // The same servers here, whatever way clients reach them: measured once.
                 SystemKind::EtcdSession => SystemKind::Etcd,
-                SystemKind::Leasehold { nodes, .. } => SystemKind::Leasehold { nodes, spread: false },
+                SystemKind::Leasehold { nodes, .. } => SystemKind::leasehold(nodes),
                 other => other,
             })
             .filter(|s| matches!(s, SystemKind::Leasehold { .. } | SystemKind::Etcd))

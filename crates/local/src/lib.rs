@@ -123,6 +123,8 @@ pub enum LocalClusterError {
     NotAnswering(Duration),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    #[error("secrets: {0}")]
+    Secret(#[from] SecretError),
 }
 
 /// `serve --worker-threads` as a variable: a value the caller set wins,

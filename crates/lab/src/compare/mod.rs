@@ -64,11 +64,11 @@ pub use redlock::RedlockSystem;
 pub use workload::Workload;
 
 use crate::bench::BenchRow;
-use leasehold_client::{ClientError, Credentials};
+use leasehold_client::{ClientError, Credentials, Secret};
 use leasehold_local::{LocalCluster, LocalClusterError};
 use report::{Placement, Report};
 use resp::RespError;
-use servers::{Durability, EtcdCluster, ServerError, ServerProcess};
+use servers::{BenchTokens, Durability, EtcdCluster, ServerError, ServerProcess};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -312,7 +312,8 @@ pub enum SystemKind {
     /// knows every node and follows the leader (`leasehold-N`), or, with
     /// `spread`, is pinned to one node in turn as behind a load balancer, so
     /// most requests reach a follower that forwards them (`leasehold-N-spread`).
-    Leasehold { nodes: usize, spread: bool },
+    /// `access` says how its clients are let in.
+    Leasehold { nodes: usize, spread: bool, access: ClientAccess },
     /// One Redis, no persistence (`--save "" --appendonly no`).
     Redis,
     /// One Redis, `--appendonly yes --appendfsync always`.
@@ -325,11 +326,43 @@ pub enum SystemKind {
     EtcdSession,
 }
 
+/// How a leasehold system's clients are let in: what the benchmark varies
+/// to measure the cost of authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAccess {
+    /// No secrets: every request is let in unchecked (`leasehold-N`).
+    Open,
+    /// Client and admin tokens; clients send the client token
+    /// (`leasehold-N-tokens`).
+    Tokens,
+    /// The same, with [`servers::BENCH_USERS`] users and
+    /// [`servers::BENCH_ROLES`] roles; clients send one user's token, whose
+    /// roles grant `lock` and `read` on the benchmark's names
+    /// (`leasehold-N-users`).
+    Users,
+}
+
+impl ClientAccess {
+    /// The suffix of the system's name.
+    fn suffix(self) -> &'static str {
+        match self {
+            ClientAccess::Open => "",
+            ClientAccess::Tokens => "-tokens",
+            ClientAccess::Users => "-users",
+        }
+    }
+}
+
 impl SystemKind {
+    /// A leasehold cluster of `nodes` whose clients follow the leader, open.
+    pub const fn leasehold(nodes: usize) -> SystemKind {
+        SystemKind::Leasehold { nodes, spread: false, access: ClientAccess::Open }
+    }
+
     /// Every system, in the order the report lists them.
     pub const ALL: [SystemKind; 7] = [
-        SystemKind::Leasehold { nodes: 3, spread: false },
-        SystemKind::Leasehold { nodes: 5, spread: false },
+        SystemKind::leasehold(3),
+        SystemKind::leasehold(5),
         SystemKind::Redis,
         SystemKind::RedisAof,
         SystemKind::Redlock,
@@ -341,8 +374,10 @@ impl SystemKind {
 impl fmt::Display for SystemKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SystemKind::Leasehold { nodes, spread: false } => write!(f, "leasehold-{nodes}"),
-            SystemKind::Leasehold { nodes, spread: true } => write!(f, "leasehold-{nodes}-spread"),
+            SystemKind::Leasehold { nodes, spread, access } => {
+                let spread = if *spread { "-spread" } else { "" };
+                write!(f, "leasehold-{nodes}{spread}{}", access.suffix())
+            }
             SystemKind::Redis => f.write_str("redis"),
             SystemKind::RedisAof => f.write_str("redis-aof"),
             SystemKind::Redlock => f.write_str("redlock"),
@@ -357,18 +392,23 @@ impl FromStr for SystemKind {
 
     fn from_str(s: &str) -> Result<Self, String> {
         if let Some(rest) = s.strip_prefix("leasehold-") {
+            let (rest, access) = [ClientAccess::Tokens, ClientAccess::Users]
+                .into_iter()
+                .find_map(|access| Some((rest.strip_suffix(access.suffix())?, access)))
+                .unwrap_or((rest, ClientAccess::Open));
             let (nodes, spread) = match rest.strip_suffix("-spread") {
                 Some(nodes) => (nodes, true),
                 None => (rest, false),
             };
             return match nodes.parse::<usize>() {
-                Ok(nodes @ 1..=7) => Ok(SystemKind::Leasehold { nodes, spread }),
-                _ => Err(format!("{s:?}: leasehold-N and leasehold-N-spread take 1 to 7 nodes")),
+                Ok(nodes @ 1..=7) => Ok(SystemKind::Leasehold { nodes, spread, access }),
+                _ => Err(format!("{s:?}: leasehold-N[-spread][-tokens|-users] take 1 to 7 nodes")),
             };
         }
         SystemKind::ALL.into_iter().find(|k| k.to_string() == s).ok_or_else(|| {
             format!(
-                "unknown system {s:?}; one of leasehold-N, leasehold-N-spread, redis, redis-aof, redlock, etcd, etcd-session"
+                "unknown system {s:?}; one of leasehold-N[-spread][-tokens|-users], redis, redis-aof, redlock, etcd, \
+                 etcd-session"
             )
         })
     }
@@ -435,8 +475,18 @@ struct Contender {
 #[derive(Default)]
 struct Fleet {
     processes: Vec<ServerProcess>,
-    clusters: Vec<LocalCluster>,
+    clusters: Vec<BenchCluster>,
     etcd: Option<EtcdCluster>,
+}
+
+/// A leasehold cluster the systems of its size and kind of access share
+/// (`leasehold-3`, `-spread`; `-tokens` and `-users` share a cluster with
+/// tokens).
+struct BenchCluster {
+    cluster: LocalCluster,
+    tokens: Option<BenchTokens>,
+    /// The token of the user the `-users` systems run as, once added.
+    user: Option<Secret>,
 }
 
 /// How long opening all clients of one measurement may take.
@@ -470,8 +520,8 @@ pub async fn run(options: &CompareOptions) -> Result<Report, CompareError> {
         }
     }
     let measured = measure(options, &contenders, &mut report.rows).await;
-    for mut cluster in fleet.clusters.drain(..) {
-        cluster.stop_all(Duration::from_secs(5));
+    for mut started in fleet.clusters.drain(..) {
+        started.cluster.stop_all(Duration::from_secs(5));
     }
     drop(fleet);
     if server_dir.exists() {
@@ -616,7 +666,9 @@ async fn start_contenders(
         let dir = server_dir.join(&name);
         eprintln!("bench: starting {name}");
         let started = match kind {
-            SystemKind::Leasehold { nodes, spread } => start_leasehold(options, server_dir, nodes, spread, fleet).await,
+            SystemKind::Leasehold { nodes, spread, access } => {
+                start_leasehold(options, server_dir, (nodes, spread, access), fleet).await
+            }
             SystemKind::Redis | SystemKind::RedisAof => {
                 let durability = if kind == SystemKind::Redis { Durability::Volatile } else { Durability::FsyncAlways };
                 start_redis_set(&dir, 1, durability, fleet)
@@ -652,26 +704,45 @@ fn pids_of(fleet: &Fleet, n: usize) -> Vec<u32> {
     fleet.processes[fleet.processes.len() - n..].iter().map(|p| p.pid()).collect()
 }
 
-/// Starts a local cluster of `nodes` once (`leasehold-N` and
-/// `leasehold-N-spread` are the same servers reached two ways, as etcd and
-/// etcd-session are); returns the system its clients see and the nodes' PIDs.
+/// Starts a local cluster of `nodes` once per kind of access (`leasehold-N`
+/// and `leasehold-N-spread` are the same servers reached two ways, as etcd
+/// and etcd-session are; so are `-tokens` and `-users`); adds the users the
+/// first time a `-users` system asks; returns the system its clients see
+/// and the nodes' PIDs.
 async fn start_leasehold(
     options: &CompareOptions,
     server_dir: &std::path::Path,
-    nodes: usize,
-    spread: bool,
+    (nodes, spread, access): (usize, bool, ClientAccess),
     fleet: &mut Fleet,
 ) -> Result<(Box<dyn LockSystem>, Vec<u32>), CompareError> {
-    let cluster = match fleet.clusters.iter().position(|c| c.ids().len() == nodes) {
-        Some(started) => &fleet.clusters[started],
-        None => {
-            let dir = server_dir.join(format!("leasehold-{nodes}"));
-            fleet.clusters.push(servers::start_leasehold(&options.binary, &dir, nodes).await?);
-            fleet.clusters.last().expect("pushed just above")
-        }
+    let secured = access != ClientAccess::Open;
+    let started =
+        match fleet.clusters.iter().position(|c| c.cluster.ids().len() == nodes && c.tokens.is_some() == secured) {
+            Some(started) => &mut fleet.clusters[started],
+            None => {
+                let dir = server_dir.join(format!("leasehold-{nodes}{}", if secured { "-tokens" } else { "" }));
+                let tokens = secured.then(BenchTokens::generate).transpose().map_err(LocalClusterError::from)?;
+                let cluster = servers::start_leasehold(&options.binary, &dir, nodes, tokens.as_ref()).await?;
+                fleet.clusters.push(BenchCluster { cluster, tokens, user: None });
+                fleet.clusters.last_mut().expect("pushed just above")
+            }
+        };
+    let token = match (&started.tokens, access) {
+        (None, _) | (_, ClientAccess::Open) => None,
+        (Some(tokens), ClientAccess::Tokens) => Some(tokens.client.clone()),
+        (Some(tokens), ClientAccess::Users) => match &started.user {
+            Some(user) => Some(user.clone()),
+            None => {
+                let admin = started.cluster.client_as(Some(tokens.admin.clone()));
+                let user = servers::add_bench_users(&admin).await?;
+                Some(started.user.insert(user).clone())
+            }
+        },
     };
-    let system = LeaseholdSystem::new(&cluster.endpoints())?;
+    let credentials = Credentials { token, ..Credentials::default() };
+    let system = LeaseholdSystem::with_credentials(&started.cluster.endpoints(), credentials)?;
     let system = if spread { system.spread_over_nodes() } else { system };
+    let cluster = &started.cluster;
     let pids = cluster.ids().iter().filter_map(|id| cluster.pid(*id)).collect();
     Ok((Box::new(system), pids))
 }
@@ -710,11 +781,16 @@ mod tests {
     // a node count out of range is refused with a message, not a panic.
     #[test]
     fn system_names_round_trip() {
-        let spread = SystemKind::Leasehold { nodes: 3, spread: true };
-        for kind in SystemKind::ALL.into_iter().chain([spread]) {
+        let spread = SystemKind::Leasehold { nodes: 3, spread: true, access: ClientAccess::Open };
+        let users = SystemKind::Leasehold { nodes: 3, spread: true, access: ClientAccess::Users };
+        let tokens = SystemKind::Leasehold { nodes: 5, spread: false, access: ClientAccess::Tokens };
+        for kind in SystemKind::ALL.into_iter().chain([spread, users, tokens]) {
             assert_eq!(kind.to_string().parse::<SystemKind>(), Ok(kind));
         }
         assert_eq!(spread.to_string(), "leasehold-3-spread");
+        assert_eq!(users.to_string(), "leasehold-3-spread-users");
+        assert_eq!(tokens.to_string(), "leasehold-5-tokens");
+        assert!("leasehold-3-users-spread".parse::<SystemKind>().is_err());
         assert!("leasehold-0-spread".parse::<SystemKind>().is_err());
         assert!("leasehold-x".parse::<SystemKind>().is_err());
     }

@@ -26,7 +26,7 @@ pub const BUILD: &str = if cfg!(debug_assertions) {
 
 /// The systems compared in rounds (the others have no leader to crash, or
 /// no election API).
-pub const SYSTEMS: [SystemKind; 2] = [SystemKind::Leasehold { nodes: 3, spread: false }, SystemKind::Etcd];
+pub const SYSTEMS: [SystemKind; 2] = [SystemKind::leasehold(3), SystemKind::Etcd];
 
 /// The servers of one system, killed by PID on drop.
 pub enum RoundCluster {
@@ -46,7 +46,7 @@ impl RoundCluster {
     {
         Ok(match kind {
             SystemKind::Leasehold { nodes, .. } => {
-                RoundCluster::Leasehold(Box::new(servers::start_leasehold(binary, dir, nodes).await?))
+                RoundCluster::Leasehold(Box::new(servers::start_leasehold(binary, dir, nodes, None).await?))
             }
             _ => RoundCluster::Etcd(EtcdCluster::start(dir, 3).await?),
         })

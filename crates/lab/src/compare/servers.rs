@@ -13,7 +13,9 @@ use nix::unistd::Pid;
 use serde_json::{json, Value};
 
 use super::resp::{Reply, RespConnection};
-use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs};
+use leasehold_client::proto::auth::Permission;
+use leasehold_client::{Client, ClientError, Secret, SecretError};
+use leasehold_local::{LocalCluster, LocalClusterError, NodeLogs, NodeSecurity};
 
 /// How long a server or cluster may take to start serving.
 pub const START_BOUND: Duration = Duration::from_secs(30);
@@ -159,13 +161,90 @@ fn free_addr() -> std::io::Result<SocketAddr> {
 }
 
 /// Starts a local leasehold cluster of `nodes` durable nodes (tick 100 ms,
-/// logs in files under `dir`) and waits until it has a leader that serves.
-pub async fn start_leasehold(binary: &Path, dir: &Path, nodes: usize) -> Result<LocalCluster, LocalClusterError> {
+/// logs in files under `dir`), with `tokens` when given, and waits until it
+/// has a leader that serves.
+pub async fn start_leasehold(
+    binary: &Path,
+    dir: &Path,
+    nodes: usize,
+    tokens: Option<&BenchTokens>,
+) -> Result<LocalCluster, LocalClusterError> {
     let addrs = LocalCluster::free_addrs(nodes)?;
     let mut cluster = LocalCluster::new(binary, dir, &addrs, 100, NodeLogs::Files);
+    if let Some(tokens) = tokens {
+        cluster = cluster.with_security(tokens.node_security(dir)?)?;
+    }
     cluster.start_all()?;
     cluster.wait_for_leader(START_BOUND).await?;
     Ok(cluster)
+}
+
+/// The client and admin tokens of a benchmark cluster that checks them.
+pub struct BenchTokens {
+    pub client: Secret,
+    pub admin: Secret,
+}
+
+impl BenchTokens {
+    /// Fresh random tokens (the cluster listens on loopback only and lives
+    /// for one benchmark).
+    pub fn generate() -> Result<BenchTokens, SecretError> {
+        let random = || format!("{:032x}", fastrand::u128(..));
+        Ok(BenchTokens {
+            client: Secret::new(&random(), "client token")?,
+            admin: Secret::new(&random(), "admin token")?,
+        })
+    }
+
+    /// Writes both tokens into `dir` as the nodes' token files.
+    fn node_security(&self, dir: &Path) -> std::io::Result<NodeSecurity> {
+        std::fs::create_dir_all(dir)?;
+        let write = |name: &str, secret: &Secret| {
+            let path = dir.join(name);
+            std::fs::write(&path, secret.expose())?;
+            Ok::<_, std::io::Error>(path)
+        };
+        Ok(NodeSecurity {
+            client_token_file: Some(write("client-token", &self.client)?),
+            admin_token_file: Some(write("admin-token", &self.admin)?),
+            ..NodeSecurity::default()
+        })
+    }
+}
+
+/// Users and roles the `-users` systems are measured with: as many as a
+/// shared cluster of a few teams might hold, so that resolving a token and
+/// matching prefixes is not measured on an empty table.
+pub const BENCH_USERS: usize = 20;
+pub const BENCH_ROLES: usize = 50;
+
+/// Adds [`BENCH_USERS`] users and [`BENCH_ROLES`] roles, each role granting
+/// `lock` and `read` on a prefix of its own, three roles per user; the first
+/// user's roles also cover the benchmark's names (`bench/`). Returns that
+/// user's token.
+pub async fn add_bench_users(admin: &Client) -> Result<Secret, ClientError> {
+    for role in 0..BENCH_ROLES {
+        let name = format!("team-{role:02}");
+        admin.create_role(&name).await?;
+        // The last role covers the benchmark's names.
+        let prefix = if role + 1 == BENCH_ROLES { "bench/".to_string() } else { format!("{name}/") };
+        for permission in [Permission::Lock, Permission::Read] {
+            admin.grant(&name, permission, &prefix).await?;
+        }
+    }
+    let mut first_token = None;
+    for user in 0..BENCH_USERS {
+        let name = format!("user-{user:02}");
+        let created = admin.create_user(&name).await?;
+        // Three distinct roles each: user u has roles u, u + 20 and 49 - u,
+        // so user 0 has role 49, the one on `bench/`.
+        for role in [user, user + BENCH_USERS, BENCH_ROLES - 1 - user] {
+            admin.assign_role(&name, &format!("team-{role:02}")).await?;
+        }
+        first_token.get_or_insert(created.token);
+    }
+    let token = first_token.expect("BENCH_USERS > 0");
+    Secret::new(&token, "user token").map_err(|e| ClientError::Decode(e.to_string()))
 }
 
 /// A local etcd cluster (Debian's etcd-server), each member with its own

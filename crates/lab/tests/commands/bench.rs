@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold_lab::compare::election::{self, ElectionOptions};
 use leasehold_lab::compare::servers::find_binary;
-use leasehold_lab::compare::SystemKind;
+use leasehold_lab::compare::{self, ClientAccess, CompareOptions, SystemKind, Workload};
 
 use serde_json::Value;
 
@@ -59,6 +59,51 @@ async fn bench_measures_a_token_secured_cluster() {
     .await;
 }
 
+/// Upper bound on the authorization smoke run: one cluster with tokens, 20
+/// users and 50 roles added, two one-second measurements.
+const ACCESS_SMOKE_BOUND: Duration = Duration::from_secs(120);
+
+// Ensures the systems that measure the cost of authorization cannot rot:
+// `leasehold-3-tokens` (the client token) and `leasehold-3-users` (a user's
+// token among 20 users and 50 roles) both complete cycles without an error
+// (a user without `lock` on the bench's names would be refused every
+// acquire with 403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_measures_tokens_and_users_on_one_cluster() {
+    let _alone = crate::exclusive().await;
+    let out = tempfile::tempdir().expect("temp dir");
+    let systems: Vec<SystemKind> = [ClientAccess::Tokens, ClientAccess::Users]
+        .map(|access| SystemKind::Leasehold { nodes: 3, spread: false, access })
+        .into();
+    let options = CompareOptions {
+        systems: systems.clone(),
+        endpoints: Vec::new(),
+        credentials: Default::default(),
+        binary: crate::common::leasehold_binary(),
+        workloads: vec![Workload::Distinct],
+        clients: vec![2],
+        hot_clients: vec![],
+        herd_clients: vec![],
+        flood_clients: vec![],
+        flood_connections: 0,
+        runs: 1,
+        warmup: Duration::from_millis(200),
+        duration: Duration::from_secs(1),
+        ttl: Duration::from_secs(5),
+        out: out.path().to_path_buf(),
+        command: "crates/lab/tests/commands/bench.rs access smoke".into(),
+    };
+    step("tokens and users, one second each");
+    let report = tokio::time::timeout(ACCESS_SMOKE_BOUND, compare::run(&options))
+        .await
+        .expect("access smoke run exceeded its time bound")
+        .expect("access smoke run");
+    for system in systems.iter().map(SystemKind::to_string) {
+        let row = report.rows.iter().find(|r| r.system == system).unwrap_or_else(|| panic!("no row for {system}"));
+        assert!(row.cycles > 0 && row.errors == 0, "{system}: {row:?}");
+    }
+}
+
 /// Upper bound on the election smoke run: two clusters started and one
 /// round each (a 3 s lease to run out), on a loaded machine.
 const ELECTION_SMOKE_BOUND: Duration = Duration::from_secs(120);
@@ -72,7 +117,7 @@ const ELECTION_SMOKE_BOUND: Duration = Duration::from_secs(120);
 async fn election_workload_measures_a_failover_per_system() {
     let _alone = crate::exclusive().await;
     let out = tempfile::tempdir().expect("temp dir");
-    let mut systems = vec![SystemKind::Leasehold { nodes: 3, spread: false }];
+    let mut systems = vec![SystemKind::leasehold(3)];
     // etcd is measured where Debian's etcd-server is installed, as in the bench itself.
     if find_binary("etcd", "etcd-server").is_ok() {
         systems.push(SystemKind::Etcd);

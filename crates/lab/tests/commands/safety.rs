@@ -24,12 +24,7 @@ const SMOKE_BOUND: Duration = Duration::from_secs(360);
 async fn every_installed_system_runs_its_faults_and_leasehold_stays_safe() {
     let _alone = crate::exclusive().await;
     let out = tempfile::tempdir().expect("temp dir");
-    let systems = vec![
-        SystemKind::Leasehold { nodes: 3, spread: false },
-        SystemKind::Redis,
-        SystemKind::Redlock,
-        SystemKind::Etcd,
-    ];
+    let systems = vec![SystemKind::leasehold(3), SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
     let options = SafetyOptions {
         systems: systems.clone(),
         binary: crate::common::leasehold_binary(),

@@ -134,7 +134,7 @@ pub struct SafetyOptions {
 /// What `bench --safety` runs without `--systems`: one of each kind of
 /// server.
 pub const DEFAULT_SYSTEMS: [SystemKind; 4] =
-    [SystemKind::Leasehold { nodes: 3, spread: false }, SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
+    [SystemKind::leasehold(3), SystemKind::Redis, SystemKind::Redlock, SystemKind::Etcd];
 
 /// Bound on one (system, fault): server start and the holders' waits,
 /// pauses and holds, all a few ttls at most.
