@@ -31,7 +31,7 @@ pub use access::{
 pub use batch::Batch;
 pub use command::{AcquireParts, Command, InvalidCommand, Limits};
 pub use encoding::DecodeError;
-pub use event::{EventKind, LockEvent};
+pub use event::{Actor, EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use quotas::Quotas;
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};
