@@ -28,11 +28,13 @@ pub struct LockEvent {
 /// Who caused an event ([`LockEvent::by`]), as its text: `user:NAME`,
 /// `client`, `admin`, `cluster`, or `unknown` for a command of an entry
 /// written before entries recorded who proposed each command.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub enum Actor {
     /// The cluster itself: the leader's Ticks, and all they cause.
     Cluster,
-    /// Not recorded: a command of an entry from before entries carried it.
+    /// Not recorded: a command of an entry from before entries carried it
+    /// (or an event from a server that does not send it).
+    #[default]
     Unknown,
     /// The principal whose request proposed the command.
     Principal(Principal),
