@@ -3,7 +3,9 @@
 //! request de-duplication, the quotas on leases and waiters, elections (a lock
 //! whose holder carries a value), lock events; shared (read) locks, counting
 //! semaphores, and the wait-for graph that refuses a wait which would
-//! deadlock.
+//! deadlock. Each command carries the principal that proposed it in its
+//! entry, and every event says who caused it ([`Actor`]): that principal,
+//! or the cluster for what a Tick does.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
