@@ -22,7 +22,8 @@
 //!   - `leasehold-proto` (`crates/proto`) — the wire contract: request and
 //!     response bodies, `ErrorCode` with each code's status, headers, `NodeId`.
 //!   - `leasehold-core` (`crates/core`) — PURE: commands, batches (and the
-//!     quotas on leases and waiters each carries), the lock table, leases,
+//!     quotas on leases and waiters each carries, and who proposed each
+//!     command), the lock table, leases,
 //!     queues, tokens, records, gates, request de-duplication, elections, events,
 //!     users and roles and the one authorization rule (`access.rs`); serde
 //!     and thiserror only; time enters as Tick commands.
@@ -36,7 +37,8 @@
 //! - [`admission`] — how much one client may hold: connection, waiting and
 //!   event-stream budgets, in total and per address, sized from the fd limit.
 //! - [`api`] — axum routes: client API (`/v1/locks`, `/v1/multi`, `/v1/sessions`, `/v1/elections`,
-//!   waiting, SSE events that resume after an id), users and roles (`/v1/auth`),
+//!   waiting, SSE events that resume after an id and say who caused them),
+//!   users and roles (`/v1/auth`),
 //!   fence API (`/v1/fence`, `/v1/records`), admin API (`/v1/cluster`,
 //!   `/healthz`, `/readyz`), inbound Raft RPC (`/raft`), leader forwarding, bearer-token
 //!   checks that resolve a caller to a principal and authorize it on the names

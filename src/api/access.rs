@@ -61,7 +61,7 @@ async fn change(node: &Node, authz: &Authz, command: Command) -> Result<(), ApiE
 /// (the audit trail of administration; a command's text never holds a token).
 async fn propose_change(node: &Node, authz: &Authz, command: Command) -> Result<Outcome, ApiError> {
     let text = command.to_string();
-    let outcome = propose(node, command).await?;
+    let outcome = propose(node, authz, command).await?;
     tracing::info!(principal = %authz.0, change = %text, "users and roles changed");
     Ok(outcome)
 }

@@ -19,13 +19,13 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use leasehold_core::{Command, EventKind, Limits, LockEvent, Outcome};
+use leasehold_core::{Actor, Command, EventKind, Limits, LockEvent, Outcome};
 use leasehold_proto::elections::{CampaignRequest, Leader, LeaderList, ProclaimRequest, ResignRequest, ResignResponse};
 use leasehold_proto::events::ResumeQuery;
 use leasehold_proto::locks::ListQuery;
 use leasehold_proto::ErrorCode;
 
-use super::events::{readable_by, resume_point, sse_frame_at, stream, Subscribers};
+use super::events::{caused_by, readable_by, resume_point, sse_frame_at, stream, Subscribers};
 use super::limits::RequestSlot;
 use super::locks::park_for_wait;
 use super::{list_limit, propose, unexpected, ApiError, ApiJson, ApiPath, ApiQuery};
@@ -74,7 +74,7 @@ async fn campaign(
         lock_delay_ms: req.lock_delay_ms,
         seq: req.seq,
     };
-    match node.acquire(command).await?? {
+    match node.acquire(command, authz.0.clone()).await?? {
         Outcome::Granted { grant, reacquired } => {
             // The tick it was elected at, while it still leads under this token.
             let since_tick =
@@ -114,7 +114,7 @@ async fn proclaim(
         value: req.value.to_string(),
         request_id: req.request_id,
     };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::Proclaimed { leader } => Ok(Json(Leader::from_core(leader))),
         other => Err(unexpected(other)),
     }
@@ -130,7 +130,7 @@ async fn resign(
 ) -> Result<Json<ResignResponse>, ApiError> {
     authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::Resign { name, candidate: req.candidate, token: req.token, request_id: req.request_id };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::Released { name, token } => Ok(Json(ResignResponse { name, token, resigned: true })),
         other => Err(unexpected(other)),
     }
@@ -185,16 +185,21 @@ async fn observe(
 ) -> Result<Response, ApiError> {
     authz.may(&node, Permission::Read, [name.as_str()])?;
     Limits::DEFAULT.check_name("name", &name)?;
+    let wanted = caused_by(query.by);
     let (start, first) = match resume_point(query.after.as_deref(), &headers)? {
         Some(cursor) => (cursor, Vec::new()),
         None => {
             let (index, leader) = node.locks().read_at(|t| t.leader(&name));
+            // The state as read, not a change: the table keeps no record
+            // of whose request made the current leader.
             let current = leader.map(|l| LockEvent {
                 index,
                 name: name.clone(),
                 kind: EventKind::Proclaimed { owner: l.candidate, token: l.token, value: l.value },
+                by: Actor::Unknown,
             });
             let cursor = Cursor::after_entry(index);
+            let current = current.filter(|e| wanted(e));
             (cursor, current.and_then(|e| sse_frame_at(&e, cursor)).into_iter().collect())
         }
     };
@@ -202,5 +207,7 @@ async fn observe(
         matches!(e.kind, EventKind::Proclaimed { .. } | EventKind::Released { .. } | EventKind::Expired { .. })
     };
     let readable = readable_by(&node, authz);
-    stream(&node, &subscribers, caller, Some(start), first, move |e| e.name == name && leadership(e) && readable(e))
+    stream(&node, &subscribers, caller, Some(start), first, move |e| {
+        e.name == name && leadership(e) && wanted(e) && readable(e)
+    })
 }

@@ -1,6 +1,8 @@
 //! `GET /v1/locks/{name}/events`: the lock's changes as Server-Sent Events;
 //! `GET /v1/events`: every lock's changes (or those whose names start with
 //! `?prefix=`), in the same form (the status page shows it as its live feed).
+//! Every event says who caused it (`by`); `?by=user:alice` (or `client`,
+//! `admin`, `cluster`, `unknown`) keeps only that actor's events.
 //!
 //! Served by the node asked, from its own history of applied events
 //! ([`EventHistory`](crate::store::EventHistory), no forwarding): every node
@@ -44,7 +46,7 @@ use super::{ApiError, ApiPath, ApiQuery};
 use crate::admission::{Budget, Caller};
 use crate::node::Node;
 use crate::store::{Compacted, Cursor, PublishedEvent};
-use leasehold_core::{Limits, LockEvent};
+use leasehold_core::{Actor, Limits, LockEvent};
 use leasehold_proto::cluster::{ClusterStatus, QuotaUse};
 use leasehold_proto::events::{CompactedFrame, EventsQuery, ResumeQuery};
 use leasehold_proto::ErrorCode;
@@ -100,7 +102,10 @@ async fn lock_events(
     Limits::DEFAULT.check_name("name", &name)?;
     let start = resume_point(query.after.as_deref(), &headers)?;
     let readable = readable_by(&node, authz);
-    stream(&node, &subscribers, caller, start, Vec::new(), move |event| event.name == name && readable(event))
+    let wanted = caused_by(query.by);
+    stream(&node, &subscribers, caller, start, Vec::new(), move |event| {
+        event.name == name && wanted(event) && readable(event)
+    })
 }
 
 async fn all_events(
@@ -118,9 +123,16 @@ async fn all_events(
     }
     let start = resume_point(query.after.as_deref(), &headers)?;
     let readable = readable_by(&node, authz);
+    let wanted = caused_by(query.by);
     stream(&node, &subscribers, caller, start, Vec::new(), move |event| {
-        event.name.starts_with(&prefix) && readable(event)
+        event.name.starts_with(&prefix) && wanted(event) && readable(event)
     })
+}
+
+/// Whether an event passes a stream's `?by=` filter: caused by that actor
+/// (every event passes without one).
+pub(super) fn caused_by(by: Option<Actor>) -> impl Fn(&LockEvent) -> bool + Send + 'static {
+    move |event| by.as_ref().is_none_or(|by| event.by == *by)
 }
 
 /// Whether the caller may read an event, asked as each event is sent: a

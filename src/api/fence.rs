@@ -55,7 +55,7 @@ async fn put_record(
     // The core keeps the value as JSON text; serde_json writes it canonically.
     let value = req.value.to_string();
     let command = Command::PutRecord { key, lock: req.lock, token: req.token, value, request_id: req.request_id };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::RecordWritten { key, lock, token, index } => Ok(Json(PutRecordResponse { key, lock, token, index })),
         other => Err(unexpected(other)),
     }
@@ -92,7 +92,7 @@ async fn gate(
 ) -> Result<Json<GateResponse>, ApiError> {
     authz.may(&node, Permission::Fence, [resource.as_str(), req.lock.as_str()])?;
     let command = Command::Gate { resource, lock: req.lock, token: req.token, request_id: req.request_id };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::GateAdmitted { resource, lock, token } => {
             Ok(Json(GateResponse { resource, lock, admitted: true, highest: token }))
         }

@@ -51,7 +51,7 @@ async fn acquire(
     ApiJson(req): ApiJson<AcquireRequest>,
 ) -> Result<Json<LeaseResponse>, ApiError> {
     authz.may(&node, Permission::Lock, [name.as_str()])?;
-    let answer = grant_or_queue(&node, slot, name, req).await;
+    let answer = grant_or_queue(&node, &authz, slot, name, req).await;
     let result = match &answer {
         Ok(Json(LeaseResponse { reacquired: Some(true), .. })) => "reacquired",
         _ => result_label(&answer, "granted"),
@@ -64,6 +64,7 @@ async fn acquire(
 /// taken out of the request deadline.
 async fn grant_or_queue(
     node: &Arc<Node>,
+    authz: &Authz,
     slot: Option<Extension<RequestSlot>>,
     name: String,
     req: AcquireRequest,
@@ -99,7 +100,7 @@ async fn grant_or_queue(
             }
         }
     };
-    match node.acquire(command).await?? {
+    match node.acquire(command, authz.0.clone()).await?? {
         Outcome::Granted { grant, reacquired } => {
             Ok(Json(LeaseResponse { grant: grant.into(), reacquired: Some(reacquired) }))
         }
@@ -135,7 +136,7 @@ async fn acquire_many(
     ApiJson(req): ApiJson<MultiAcquireRequest>,
 ) -> Result<Json<MultiLeaseResponse>, ApiError> {
     authz.may(&node, Permission::Lock, req.names.iter().map(String::as_str))?;
-    let answer = grant_many(&node, slot, req).await;
+    let answer = grant_many(&node, &authz, slot, req).await;
     let result = match &answer {
         Ok(Json(MultiLeaseResponse { reacquired: true, .. })) => "reacquired",
         _ => result_label(&answer, "granted"),
@@ -146,6 +147,7 @@ async fn acquire_many(
 
 async fn grant_many(
     node: &Arc<Node>,
+    authz: &Authz,
     slot: Option<Extension<RequestSlot>>,
     req: MultiAcquireRequest,
 ) -> Result<Json<MultiLeaseResponse>, ApiError> {
@@ -159,7 +161,7 @@ async fn grant_many(
         lock_delay_ms: req.lock_delay_ms,
         seq: req.seq,
     };
-    match node.acquire(command).await?? {
+    match node.acquire(command, authz.0.clone()).await?? {
         Outcome::GrantedMany { grants, reacquired } => {
             let token = grants.first().map_or(FencingToken::default(), |g| g.token);
             let grants = grants.into_iter().map(Into::into).collect();
@@ -185,7 +187,7 @@ async fn release_many(
         session: req.session,
         seq: req.seq,
     };
-    let answer = match propose(&node, command).await {
+    let answer = match propose(&node, &authz, command).await {
         Ok(Outcome::ReleasedMany { names, token }) => Ok(Json(MultiReleaseResponse { names, token, released: true })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),
@@ -215,7 +217,7 @@ async fn renew(
             Command::RenewShared { name, owner, token: req.token, ttl_ms: req.ttl_ms, request_id: req.request_id }
         }
     };
-    let answer = match propose(&node, command).await {
+    let answer = match propose(&node, &authz, command).await {
         Ok(Outcome::Renewed { grant }) => Ok(Json(LeaseResponse { grant: grant.into(), reacquired: None })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),
@@ -244,7 +246,7 @@ async fn release(
             return Err(ApiError::bad_request("session is not taken by a shared release").with("field", "session"))
         }
     };
-    let answer = match propose(&node, command).await {
+    let answer = match propose(&node, &authz, command).await {
         Ok(Outcome::Released { name, token }) => Ok(Json(ReleaseResponse { name, token, released: true })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),

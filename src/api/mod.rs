@@ -43,6 +43,7 @@ pub use error::ApiError;
 
 use crate::node::Node;
 use crate::security::Secrets;
+use auth::Authz;
 use leasehold_core::{Command, Limits, Outcome};
 
 /// Largest client or admin request body.
@@ -155,10 +156,11 @@ fn list_limit(query: &ListQuery) -> Result<usize, ApiError> {
     Ok(limit)
 }
 
-/// Validates `command`, proposes it, and turns a refusal into its ApiError.
-async fn propose(node: &Node, command: Command) -> Result<Outcome, ApiError> {
+/// Validates `command`, proposes it as the caller's (its events say they
+/// are by the caller's principal), and turns a refusal into its ApiError.
+async fn propose(node: &Node, authz: &Authz, command: Command) -> Result<Outcome, ApiError> {
     command.validate(&Limits::DEFAULT)?;
-    Ok(node.propose(command).await??)
+    Ok(node.propose(command, authz.0.clone()).await??)
 }
 
 /// An outcome the handler's command cannot produce: a bug, answered 500.

@@ -64,7 +64,7 @@ async fn acquire(
         request_id: req.request_id,
         seq: req.seq,
     };
-    let answer = match node.acquire(command).await? {
+    let answer = match node.acquire(command, authz.0.clone()).await? {
         Ok(Outcome::PermitsGranted { grant, reacquired }) => {
             Ok(Json(PermitResponse { grant: grant.into(), reacquired: Some(reacquired) }))
         }
@@ -93,7 +93,7 @@ async fn renew(
         ttl_ms: req.ttl_ms,
         request_id: req.request_id,
     };
-    let answer = match propose(&node, command).await {
+    let answer = match propose(&node, &authz, command).await {
         Ok(Outcome::PermitsRenewed { grant }) => Ok(Json(PermitResponse { grant: grant.into(), reacquired: None })),
         Ok(other) => Err(unexpected(other)),
         Err(e) => Err(e),
@@ -112,7 +112,7 @@ async fn release(
 ) -> Result<Json<SemaphoreReleaseResponse>, ApiError> {
     authz.may(&node, Permission::Lock, [name.as_str()])?;
     let command = Command::ReleasePermits { name, owner: req.owner, token: req.token, request_id: req.request_id };
-    let answer = match propose(&node, command).await {
+    let answer = match propose(&node, &authz, command).await {
         Ok(Outcome::PermitsReleased { name, owner, token }) => {
             Ok(Json(SemaphoreReleaseResponse { name, owner, token, released: true }))
         }
@@ -133,7 +133,7 @@ async fn set_limit(
     ApiJson(req): ApiJson<SemaphoreLimitRequest>,
 ) -> Result<Json<SemaphoreLimitResponse>, ApiError> {
     authz.may(&node, Permission::Admin, [name.as_str()])?;
-    match propose(&node, Command::SetSemaphoreLimit { name, limit: req.limit }).await? {
+    match propose(&node, &authz, Command::SetSemaphoreLimit { name, limit: req.limit }).await? {
         Outcome::LimitSet { name, limit, in_use } => Ok(Json(SemaphoreLimitResponse { name, limit, in_use })),
         other => Err(unexpected(other)),
     }

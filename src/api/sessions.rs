@@ -41,7 +41,7 @@ async fn create(
         Principal::Client | Principal::Admin => None,
     };
     let command = Command::CreateSession { owner: req.owner, ttl_ms: req.ttl_ms, request_id: req.request_id, by };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::SessionCreated { session } => Ok(Json(session.into())),
         other => Err(unexpected(other)),
     }
@@ -57,7 +57,7 @@ async fn keep_alive(
 ) -> Result<Json<SessionView>, ApiError> {
     may_use_session(&authz, &node, Permission::Lock, id)?;
     let command = Command::KeepAlive { session: id, ttl_ms: req.ttl_ms, request_id: req.request_id, seq: req.seq };
-    match propose(&node, command).await? {
+    match propose(&node, &authz, command).await? {
         Outcome::KeptAlive { session } => Ok(Json(session.into())),
         other => Err(unexpected(other)),
     }
@@ -74,7 +74,7 @@ async fn delete(
     ApiQuery(query): ApiQuery<DeleteSessionQuery>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
     may_use_session(&authz, &node, Permission::Lock, id)?;
-    match propose(&node, Command::DeleteSession { session: id, request_id: query.request_id }).await? {
+    match propose(&node, &authz, Command::DeleteSession { session: id, request_id: query.request_id }).await? {
         Outcome::SessionDeleted { session, released } => {
             Ok(Json(DeleteSessionResponse { session, deleted: true, released }))
         }

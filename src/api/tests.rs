@@ -14,7 +14,7 @@ use tower::ServiceExt;
 
 use super::{router, ApiConfig, RequestLimits};
 use crate::node::{InitialClusterState, Node, NodeConfig, PeerTransport, DEFAULT_QUOTAS};
-use leasehold_core::Quotas;
+use leasehold_core::{Principal, Quotas};
 
 mod access;
 mod shared;
@@ -552,13 +552,13 @@ async fn a_retried_wait_is_not_ended_by_the_cancel_of_its_first_attempt() {
         seq: None,
     };
     // The first attempt: applied, queued in both queues.
-    let first = node.propose(acquire.clone()).await.expect("committed");
+    let first = node.propose(acquire.clone(), Principal::Admin).await.expect("committed");
     assert!(matches!(first, Ok(Outcome::QueuedMany { .. })), "{first:?}");
 
     // The abandoned attempt's Cancel reaches the proposer first, the retry
     // (registered for its turn before it proposes) right after it.
-    let cancel = node.propose(Command::Cancel { name: "a".into(), owner: "m".into() });
-    let retry = node.acquire(acquire);
+    let cancel = node.propose(Command::Cancel { name: "a".into(), owner: "m".into() }, Principal::Admin);
+    let retry = node.acquire(acquire, Principal::Admin);
     tokio::pin!(retry);
     let cancelled = tokio::select! {
         biased;
@@ -573,8 +573,12 @@ async fn a_retried_wait_is_not_ended_by_the_cancel_of_its_first_attempt() {
     assert!(early.is_err(), "answered {early:?} while m still waits for a and b: {waiting}");
 
     // Released, b goes to the retry, with a, and the retry says so.
-    let released =
-        node.propose(Command::Release { name: "b".into(), token: b, request_id: None, session: None, seq: None }).await;
+    let released = node
+        .propose(
+            Command::Release { name: "b".into(), token: b, request_id: None, session: None, seq: None },
+            Principal::Admin,
+        )
+        .await;
     assert!(matches!(released, Ok(Ok(Outcome::Released { .. }))), "{released:?}");
     let answer = tokio::time::timeout(Duration::from_secs(10), retry).await.expect("answered");
     match answer {
@@ -900,7 +904,7 @@ async fn event_streams_are_bounded_per_client() {
     let index = grant["token"].as_u64().expect("a token");
     let (mut all, mut one) = (first.into_body().into_data_stream(), second.into_body().into_data_stream());
     let expected = format!(
-        "event: acquired\nid: {index}\ndata: {{\"index\":{index},\"name\":\"s\",\"type\":\"acquired\",\"owner\":\"o\",\"token\":{index}}}"
+        "event: acquired\nid: {index}\ndata: {{\"index\":{index},\"name\":\"s\",\"type\":\"acquired\",\"owner\":\"o\",\"token\":{index},\"by\":\"admin\"}}"
     );
     assert_eq!(frames(&mut all, 1).await, std::slice::from_ref(&expected));
     assert_eq!(frames(&mut one, 1).await, [expected]);

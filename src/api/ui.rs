@@ -2,6 +2,9 @@
 //! script, compiled into the binary (no build step). It polls
 //! `/v1/cluster/nodes`, `/v1/locks` and `/v1/sessions`, and follows
 //! `/v1/events`, sending the token one enters in it when a node asks for one.
+//! `?by=` in the page's address (its "caused by" field sets it) filters that
+//! feed by who caused each event: the page asks the node for
+//! `/v1/events?by=`, so the node filters, and the page holds no data itself.
 //!
 //! The page itself is open (it holds no data). Its Content-Security-Policy
 //! lets it load nothing and connect nowhere but its own origin, so the token

@@ -17,7 +17,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_core::{Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, PermitGrant, SessionId};
+use leasehold_core::{
+    Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, PermitGrant, Principal, SessionId,
+};
 
 use super::waiters::Waiter;
 use super::{Node, NodeError};
@@ -48,8 +50,16 @@ impl Node {
     /// The outer error is the cluster's (no quorum, not leader, the wait not
     /// ended in time); the inner one the lock's answer (`HeldByOther`,
     /// `WaitTimeout`, `Invalid`, ...), as for [`Node::propose`].
-    pub async fn acquire(self: &Arc<Self>, command: Command) -> Result<Result<Outcome, LockError>, NodeError> {
-        let Some(parts) = command.acquire_parts() else { return self.propose(command).await };
+    ///
+    /// `by` is the principal whose request it is, recorded with the command
+    /// (and with the `Cancel` that gives up its place, should its caller go
+    /// away).
+    pub async fn acquire(
+        self: &Arc<Self>,
+        command: Command,
+        by: Principal,
+    ) -> Result<Result<Outcome, LockError>, NodeError> {
+        let Some(parts) = command.acquire_parts() else { return self.propose(command, by).await };
         let (names, owner, session) = (parts.names.to_vec(), parts.owner.to_owned(), parts.session);
         let wait = Duration::from_millis(parts.wait_ms.unwrap_or_default());
         let many = matches!(command, Command::AcquireMany { .. });
@@ -57,7 +67,7 @@ impl Node {
         // An empty list is refused by validation before `first` is needed.
         let first = names.first().cloned().unwrap_or_default();
         let turn = Turn { queue, name: &first, owner: &owner };
-        Ok(match self.acquire_in_turn(command, turn, session, wait).await? {
+        Ok(match self.acquire_in_turn(command, by, turn, session, wait).await? {
             Ok(Turned::Answered(outcome)) => Ok(outcome),
             Ok(Turned::Handed(token)) if many => Ok(Outcome::GrantedMany {
                 grants: names.iter().map(|name| self.handed(name, &owner, token)).collect(),
@@ -83,6 +93,7 @@ impl Node {
     async fn acquire_in_turn(
         self: &Arc<Self>,
         command: Command,
+        by: Principal,
         turn: Turn<'_>,
         session: Option<SessionId>,
         wait: Duration,
@@ -98,9 +109,10 @@ impl Node {
             queue: turn.queue,
             name: turn.name.to_owned(),
             owner: turn.owner.to_owned(),
+            by: by.clone(),
             armed: !wait.is_zero(),
         };
-        let answer = match self.propose(command).await? {
+        let answer = match self.propose(command, by).await? {
             Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }) => {
                 let waited = self.wait_for_turn(registered, turn, wait + WAIT_SLACK).await;
                 waited.map(|r| r.map(Turned::Handed).map_err(|timeout| self.session_ended(session).unwrap_or(timeout)))
@@ -251,6 +263,8 @@ struct QueuePlace {
     queue: Queue,
     name: String,
     owner: String,
+    /// Whose wait it is: the cancel is theirs.
+    by: Principal,
     armed: bool,
 }
 
@@ -259,12 +273,13 @@ impl Drop for QueuePlace {
         if self.armed {
             let node = self.node.clone();
             let (name, owner) = (std::mem::take(&mut self.name), std::mem::take(&mut self.owner));
+            let by = self.by.clone();
             let command = match self.queue {
                 Queue::Lock => Command::Cancel { name, owner },
                 Queue::Semaphore => Command::CancelPermits { name, owner },
             };
             tokio::spawn(async move {
-                let cancelled: Result<LockResult, NodeError> = node.propose(command).await;
+                let cancelled: Result<LockResult, NodeError> = node.propose(command, by).await;
                 if let Err(e) = cancelled {
                     tracing::warn!(error = %e, "could not cancel an abandoned wait; it ends with its wait_ms");
                 }

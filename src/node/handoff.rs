@@ -29,7 +29,7 @@ use crate::peer::handoff::{
 };
 use crate::peer::read_frame;
 use crate::raft::{LockResult, NodeId, ELECTION_BOUND};
-use leasehold_core::{Batch, Command, Limits, Outcome};
+use leasehold_core::{Batch, Command, Limits, Outcome, Principal};
 
 /// How long a follower waits for the leader's answer to a hand-off: the
 /// leader's own quorum wait, and the way there and back.
@@ -38,10 +38,10 @@ const HAND_OFF_ANSWER: Duration = Duration::from_millis(QUORUM_WAIT.as_millis() 
 const APPLIED_RECHECK: Duration = Duration::from_millis(100);
 
 impl Node {
-    /// Proposes `command` here, as leader (no hand-off): its result and
-    /// the index of its entry.
-    pub(super) async fn propose_here(&self, command: Command) -> Result<(LockResult, u64), NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command)).await {
+    /// Proposes `command`, asked for by `by`, here, as leader (no
+    /// hand-off): its result and the index of its entry.
+    pub(super) async fn propose_here(&self, command: Command, by: Principal) -> Result<(LockResult, u64), NodeError> {
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command, by)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
                 QUORUM_WAIT.as_millis()
@@ -50,10 +50,10 @@ impl Node {
         }
     }
 
-    /// Proposes `command` on the leader, wherever it is (see the module
-    /// comment).
-    pub(super) async fn propose_anywhere(&self, command: Command) -> Result<LockResult, NodeError> {
-        let Some(handoff) = &self.handoff else { return Ok(self.propose_here(command).await?.0) };
+    /// Proposes `command`, asked for by `by`, on the leader, wherever it is
+    /// (see the module comment); a follower hands `by` over with it.
+    pub(super) async fn propose_anywhere(&self, command: Command, by: Principal) -> Result<LockResult, NodeError> {
+        let Some(handoff) = &self.handoff else { return Ok(self.propose_here(command, by).await?.0) };
         let give_up = tokio::time::Instant::now() + ELECTION_BOUND;
         let mut seen = self.leadership();
         // The command, until it is handed over in a batch of its own
@@ -67,10 +67,10 @@ impl Node {
                         Some(command) => command,
                         None => batch.as_ref().and_then(|b| b.commands().first().cloned()).ok_or_else(no_command)?,
                     };
-                    return Ok(self.propose_here(command).await?.0);
+                    return Ok(self.propose_here(command, by).await?.0);
                 }
                 if batch.is_none() {
-                    batch = command.take().map(Batch::single);
+                    batch = command.take().map(|command| Batch::handed(command, by.clone()));
                 }
                 let batch = batch.as_ref().ok_or_else(no_command)?;
                 let waiting = self.waiters.any() || matches!(batch.commands(), [Command::Campaign { .. }]);
@@ -183,7 +183,7 @@ impl Node {
         from: NodeId,
         mut io: I,
     ) {
-        let welcomed = match encode_named_frame(&Welcome { from: self.id }) {
+        let welcomed = match encode_named_frame(&Welcome::from(self.id)) {
             Ok(frame) => io.write_all(&frame).await.and(io.flush().await).is_ok(),
             Err(_) => false,
         };
@@ -232,14 +232,14 @@ impl Node {
         };
         match asked {
             Asked::Propose(batch) => {
-                let command = match handed_command(&batch) {
-                    Ok(command) => command.clone(),
+                let (command, by) = match handed_command(&batch) {
+                    Ok((command, by)) => (command.clone(), by.clone()),
                     Err(why) => return Answered::Refused(why),
                 };
                 if let Err(invalid) = command.validate(&Limits::DEFAULT) {
                     return Answered::Refused(invalid.to_string());
                 }
-                match self.propose_here(command).await {
+                match self.propose_here(command, by).await {
                     Ok((result, index)) => Answered::Applied { index, result },
                     Err(e) => answer_error(e),
                 }

@@ -29,7 +29,7 @@ use crate::raft::{
     LEADER_SILENCE_MS,
 };
 use crate::store::{self, LockState, StateStore};
-use leasehold_core::{Command, LockError, LockTable, Quotas, MAX_GATES, MAX_RECORDS, MAX_SESSIONS};
+use leasehold_core::{Command, LockError, LockTable, Principal, Quotas, MAX_GATES, MAX_RECORDS, MAX_SESSIONS};
 use leasehold_proto::Secret;
 
 /// Default entries between snapshots. A snapshot serializes the whole table
@@ -367,9 +367,11 @@ impl Node {
     /// held for the next one during an election; the follower waits to have
     /// applied the entry itself only when the caller reads its table next
     /// (a queued acquire, a campaign: `node/handoff.rs`). A refusal for want
-    /// of room is counted by the quota it names.
-    pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
-        let result = self.propose_anywhere(command).await?;
+    /// of room is counted by the quota it names. `by` is the principal whose
+    /// request it is: the entry records it with the command, and the events
+    /// the command causes say they are by it.
+    pub async fn propose(&self, command: Command, by: Principal) -> Result<LockResult, NodeError> {
+        let result = self.propose_anywhere(command, by).await?;
         if let Err(LockError::Full { what, .. }) = &result {
             self.metrics.quota_refused(what);
         }

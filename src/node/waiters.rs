@@ -145,7 +145,8 @@ mod tests {
     use leasehold_core::EventKind;
 
     fn event(name: &str, owner: &str) -> LockEvent {
-        LockEvent { index: 1, name: name.into(), kind: EventKind::WaitTimeout { owner: owner.into() } }
+        let kind = EventKind::WaitTimeout { owner: owner.into() };
+        LockEvent { index: 1, name: name.into(), kind, by: leasehold_core::Actor::Cluster }
     }
 
     // Ensures a waiter gets only its own pair's events, and that dropping it

@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use super::{read_frame, Channel, Dialer, FrameError, MAX_FRAME};
 use crate::raft::LockResult;
-use leasehold_core::{Batch, Command};
+use leasehold_core::{Batch, Command, Principal};
 use leasehold_proto::NodeId;
 
 /// How long a leader may take to welcome a new hand-off channel.
@@ -63,8 +63,9 @@ pub struct Ask {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Asked {
-    /// Propose this command: a batch of exactly one client command,
-    /// without quotas (the leader stamps its own on the entry).
+    /// Propose this command: a batch of exactly one client command with
+    /// the principal that asked for it ([`Batch::handed`]), without quotas
+    /// (the leader stamps its own on the entry).
     Propose(Batch),
     /// Confirm leadership and answer a read index.
     ReadIndex,
@@ -96,6 +97,20 @@ pub enum Answered {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Welcome {
     pub from: NodeId,
+    /// The leader takes handed commands with the principal that asked for
+    /// them (batch version 3), and refuses them without. The welcome of an
+    /// earlier version has no such field: a follower then relays whole
+    /// requests to it (which it authorizes itself) rather than hand it
+    /// batches it cannot read.
+    #[serde(default)]
+    pub actors: bool,
+}
+
+impl From<NodeId> for Welcome {
+    /// This version's welcome, from the leader `from`.
+    fn from(from: NodeId) -> Welcome {
+        Welcome { from, actors: true }
+    }
 }
 
 /// `value` as one frame whose structs are maps of named fields.
@@ -154,12 +169,21 @@ pub fn handed_by_clients(command: &Command) -> bool {
     }
 }
 
-/// The one command a proposal carries, if it is one a client may hand over.
-pub fn handed_command(batch: &Batch) -> Result<&Command, String> {
-    match batch.commands() {
-        [command] if batch.quotas() == leasehold_core::Quotas::UNLIMITED && handed_by_clients(command) => Ok(command),
-        [command] if handed_by_clients(command) => Err("a handed command carries no quotas".into()),
-        [command] => Err(format!("{command} is not a client's command")),
+/// The one command a proposal carries, if it is one a client may hand over,
+/// with the principal that asked for it.
+pub fn handed_command(batch: &Batch) -> Result<(&Command, &Principal), String> {
+    let mut proposed = batch.proposed();
+    match (proposed.next(), proposed.next()) {
+        (Some((command, _)), None) if !handed_by_clients(command) => {
+            Err(format!("{command} is not a client's command"))
+        }
+        (Some(_), None) if batch.quotas() != leasehold_core::Quotas::UNLIMITED => {
+            Err("a handed command carries no quotas".into())
+        }
+        (Some((command, Some(by))), None) => Ok((command, by)),
+        (Some(_), None) => Err("a handed command carries the principal that asked for it; \
+                                this follower runs an earlier version: upgrade it"
+            .into()),
         _ => Err("a hand-off carries exactly one command".into()),
     }
 }
@@ -340,7 +364,7 @@ impl HandOff {
         let route = match self.dial(addr).await {
             Ok(line) => Route::Open(line),
             Err(HandOffError::Unsupported) => {
-                tracing::info!(leader = addr, "the leader closed the hand-off channel unanswered; relaying to it");
+                tracing::info!(leader = addr, "the leader takes no hand-offs from this version; relaying to it");
                 Route::Relay(Instant::now() + RELAY_TO_OLD_LEADER_FOR)
             }
             Err(e) => return Err(e),
@@ -368,7 +392,10 @@ impl HandOff {
             .map_err(|_| not_sent(&"no connection within a second"))?
             .map_err(|e| not_sent(&e))?;
         match tokio::time::timeout(WELCOME_WITHIN, read_frame::<_, Welcome>(&mut stream)).await {
-            Ok(Ok(Some(_))) => {}
+            Ok(Ok(Some(Welcome { actors: true, .. }))) => {}
+            // An earlier version, which cannot read handed commands with
+            // their principal: relayed to instead.
+            Ok(Ok(Some(_))) => return Err(HandOffError::Unsupported),
             // Closed unanswered: the hello was refused (an earlier version
             // does not know the channel).
             Ok(Ok(None)) => return Err(HandOffError::Unsupported),
@@ -555,11 +582,12 @@ mod tests {
     // binary form, a result of each kind (the core's tagged enums), ids.
     #[tokio::test]
     async fn asks_and_answers_round_trip() {
-        let ask = round_trip(&Ask { id: 7, asked: Asked::Propose(Batch::single(acquire())), waiting: true }).await;
+        let handed = Batch::handed(acquire(), Principal::User("alice".into()));
+        let ask = round_trip(&Ask { id: 7, asked: Asked::Propose(handed.clone()), waiting: true }).await;
         assert!(ask.waiting);
         assert_eq!(ask.id, 7);
         let Asked::Propose(batch) = ask.asked else { panic!("{ask:?}") };
-        assert_eq!(batch.commands(), [acquire()]);
+        assert_eq!(batch, handed, "the command comes with its principal");
 
         let grant = Grant {
             name: "a".into(),
@@ -591,18 +619,42 @@ mod tests {
         assert!(matches!(answer.answered, Answered::Unavailable(why) if why == "x"));
     }
 
-    // Ensures the leader takes exactly one client command per hand-off:
-    // never a Tick, an admin command, a batch of several, or quotas.
+    // Ensures the leader takes exactly one client command per hand-off,
+    // with the principal that asked for it: never a Tick, an admin command,
+    // a batch of several, quotas, or a command without its principal (from
+    // a follower of an earlier version), which is refused saying so.
     #[test]
     fn only_a_clients_single_command_is_taken() {
-        assert!(handed_command(&Batch::single(acquire())).is_ok());
-        assert!(handed_command(&Batch::single(Command::Tick { period_ms: 100 })).is_err());
-        assert!(handed_command(&Batch::single(Command::SetSemaphoreLimit { name: "s".into(), limit: 3 })).is_err());
-        let mut two = Batch::single(acquire());
-        two.try_push(Command::Cancel { name: "b".into(), owner: "o".into() }).unwrap();
+        let client = || Some(Principal::Client);
+        let handed = Batch::handed(acquire(), Principal::Client);
+        assert_eq!(handed_command(&handed), Ok((&acquire(), &Principal::Client)));
+        let unsigned = handed_command(&Batch::single(acquire())).unwrap_err();
+        assert!(unsigned.contains("earlier version"), "{unsigned}");
+        assert!(handed_command(&Batch::handed(Command::Tick { period_ms: 100 }, Principal::Admin)).is_err());
+        let limit = Command::SetSemaphoreLimit { name: "s".into(), limit: 3 };
+        assert!(handed_command(&Batch::handed(limit, Principal::Admin)).is_err());
+        let mut two = Batch::handed(acquire(), Principal::Client);
+        two.try_push(Command::Cancel { name: "b".into(), owner: "o".into() }, client()).unwrap();
         assert!(handed_command(&two).is_err());
         let quotas = Quotas { max_leases: 1, max_waiters: 1 };
-        assert!(handed_command(&Batch::within(quotas, acquire())).is_err());
+        assert!(handed_command(&Batch::within(quotas, acquire(), client())).is_err());
+    }
+
+    // Ensures a leader whose welcome does not say it takes principals (an
+    // earlier version, which could not read such a batch) is relayed to.
+    #[tokio::test]
+    async fn a_leader_that_takes_no_principals_is_relayed_to() {
+        let (addr, leader) = fake_leader(|mut conn| async move {
+            // The welcome of an earlier version: no `actors` field.
+            #[derive(Serialize)]
+            struct EarlierWelcome {
+                from: NodeId,
+            }
+            conn.write_all(&encode_named_frame(&EarlierWelcome { from: 1 }).unwrap()).await.unwrap();
+        })
+        .await;
+        assert!(matches!(hand_off().ready(&addr).await, Ok(Ready::Relay)));
+        leader.await.unwrap();
     }
 
     /// A fake leader on loopback: takes one connection, reads its preface
@@ -646,7 +698,7 @@ mod tests {
     #[tokio::test]
     async fn answers_find_their_asks_in_any_order() {
         let (addr, leader) = fake_leader(|mut conn| async move {
-            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            let welcome = encode_named_frame(&Welcome::from(1)).unwrap();
             conn.write_all(&welcome).await.unwrap();
             let first: Ask = read_frame(&mut conn).await.unwrap().unwrap();
             let second: Ask = read_frame(&mut conn).await.unwrap().unwrap();
@@ -677,7 +729,7 @@ mod tests {
     #[tokio::test]
     async fn an_ask_after_the_leader_closed_the_channel_was_not_sent() {
         let (addr, leader) = fake_leader(|mut conn| async move {
-            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            let welcome = encode_named_frame(&Welcome::from(1)).unwrap();
             conn.write_all(&welcome).await.unwrap();
         })
         .await;
@@ -687,7 +739,7 @@ mod tests {
         // The reader sees the close; then the channel is dialed again and
         // nobody listens: never sent either way.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let asked = handoff.propose(&addr, &Batch::single(acquire()), false).await;
+        let asked = handoff.propose(&addr, &Batch::handed(acquire(), Principal::Client), false).await;
         assert!(matches!(asked, Err(HandOffError::NotSent(_))), "{asked:?}");
     }
 

@@ -26,7 +26,7 @@ use super::types::{LockResult, Member, NodeId};
 use super::Raft;
 use crate::metrics::Metrics;
 use crate::store::{LockState, LogStore, StateMachineStore};
-use leasehold_core::{Command, Quotas};
+use leasehold_core::{Command, Principal, Quotas};
 
 /// Raft heartbeat period: a follower hears from a live leader this often
 /// even when no client writes.
@@ -213,12 +213,13 @@ impl Consensus {
         Ok(Consensus { raft, proposer, ticker: std::sync::Mutex::new(Some(ticker)) })
     }
 
-    /// Proposes `command` (in an entry shared with other commands proposed
-    /// at the same time) and waits until it is committed and applied here;
-    /// its result and the index of its entry.
-    pub async fn propose(&self, command: Command) -> Result<(LockResult, u64), ConsensusError> {
+    /// Proposes `command`, asked for by `by` (in an entry shared with other
+    /// commands proposed at the same time, which records `by` with it) and
+    /// waits until it is committed and applied here; its result and the
+    /// index of its entry.
+    pub async fn propose(&self, command: Command, by: Principal) -> Result<(LockResult, u64), ConsensusError> {
         self.until_first_quorum().await;
-        self.proposer.propose(command).await.map_err(|e| self.write_error(e))
+        self.proposer.propose(command, by).await.map_err(|e| self.write_error(e))
     }
 
     /// A leader just elected takes no write until a quorum has answered it:

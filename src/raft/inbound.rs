@@ -302,9 +302,12 @@ mod tests {
                 request_id: None,
             },
         ];
-        let mut batch = Batch::within(Quotas { max_leases: 200, max_waiters: 7 }, commands[0].clone());
+        let user = Some(leasehold_core::Principal::User("alice".into()));
+        let mut batch = Batch::within(Quotas { max_leases: 200, max_waiters: 7 }, commands[0].clone(), user);
         for c in &commands[1..] {
-            batch.try_push(c.clone()).expect("distinct enough to share an entry");
+            batch
+                .try_push(c.clone(), Some(leasehold_core::Principal::Client))
+                .expect("distinct enough to share an entry");
         }
         let log_id = |index| LogId::new(CommittedLeaderId { term: 3, node_id: 1 }, index);
         let membership = openraft::Membership::new_with_defaults(vec![std::collections::BTreeSet::from([1, 2, 3])], []);

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 use super::types::{LockResult, TypeConfig};
 use super::Raft;
 use crate::metrics::Metrics;
-use leasehold_core::{Batch, Command, Quotas};
+use leasehold_core::{Batch, Command, Principal, Quotas};
 
 /// Why a proposal was not answered with its result.
 pub type ProposeError = RaftError<TypeConfig, ClientWriteError<TypeConfig>>;
@@ -44,6 +44,9 @@ type Reply = oneshot::Sender<Result<(LockResult, u64), ProposeError>>;
 
 struct Proposal {
     command: Command,
+    /// Whose request it is: recorded with the command in its entry (always
+    /// one: only Ticks, which the ticker proposes itself, have none).
+    by: Option<Principal>,
     reply: Reply,
 }
 
@@ -62,13 +65,13 @@ impl Proposer {
         Proposer { queue }
     }
 
-    /// Proposes `command` in the next entry with room for it, and waits until
-    /// that entry is committed and applied here; its result, and the entry's
-    /// index (a follower that handed the command over waits until it has
-    /// applied that entry itself before it answers).
-    pub async fn propose(&self, command: Command) -> Result<(LockResult, u64), ProposeError> {
+    /// Proposes `command`, asked for by `by`, in the next entry with room
+    /// for it, and waits until that entry is committed and applied here;
+    /// its result, and the entry's index (a follower that handed the command
+    /// over waits until it has applied that entry itself before it answers).
+    pub async fn propose(&self, command: Command, by: Principal) -> Result<(LockResult, u64), ProposeError> {
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Proposal { command, reply }).await.map_err(|_| stopped())?;
+        self.queue.send(Proposal { command, by: Some(by), reply }).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -127,13 +130,13 @@ async fn batch_and_propose(raft: Raft, quotas: Quotas, mut arrivals: mpsc::Recei
 /// The next entry, under `quotas`: `first`, then as many commands from the
 /// front of `waiting` as [`Batch`] lets share an entry with it.
 fn next_entry(quotas: Quotas, first: Proposal, waiting: &mut VecDeque<Proposal>) -> (Batch, Vec<Reply>) {
-    let mut batch = Batch::within(quotas, first.command);
+    let mut batch = Batch::within(quotas, first.command, first.by);
     let mut replies = vec![first.reply];
     while let Some(next) = waiting.pop_front() {
-        match batch.try_push(next.command) {
+        match batch.try_push(next.command, next.by) {
             Ok(()) => replies.push(next.reply),
-            Err(command) => {
-                waiting.push_front(Proposal { command, reply: next.reply });
+            Err((command, by)) => {
+                waiting.push_front(Proposal { command, by, reply: next.reply });
                 break;
             }
         }

@@ -271,7 +271,12 @@ mod tests {
 
     fn events(index: u64, count: usize) -> Vec<LockEvent> {
         (0..count)
-            .map(|i| LockEvent { index, name: format!("l{i}"), kind: EventKind::Cancelled { owner: "o".into() } })
+            .map(|i| LockEvent {
+                index,
+                name: format!("l{i}"),
+                kind: EventKind::Cancelled { owner: "o".into() },
+                by: leasehold_core::Actor::Unknown,
+            })
             .collect()
     }
 

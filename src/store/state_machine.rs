@@ -253,8 +253,10 @@ impl StateMachineStore {
                     // The limits the entry carries, never this node's own:
                     // every replica answers the entry alike.
                     let quotas = batch.quotas();
-                    for command in batch.commands() {
-                        let applied = state.table.apply_within(command, entry.log_id.index, &quotas);
+                    // Each command's events are stamped with the principal
+                    // the entry records for it (the cluster for a Tick).
+                    for (command, by) in batch.proposed() {
+                        let applied = state.table.apply_by(command, by, entry.log_id.index, &quotas);
                         self.metrics.applied(&applied.events, state.table.now_tick(), state.table.tick_ms());
                         events.extend(applied.events);
                         answers.push(applied.result);

@@ -192,3 +192,59 @@ async fn a_restore_from_backup_keeps_users_and_roles() {
     })
     .await;
 }
+
+// Ensures every node tells who caused each event: a user's acquire sent to
+// a follower (which hands the command to the leader with its principal)
+// shows `by: user:alice` on another follower's stream, and the expiry of
+// that lease `by: cluster`; that stream's `?by=user:alice` keeps alice's
+// events only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_say_which_user_caused_them_on_every_node() {
+    bounded(async {
+        let material = Material::new();
+        let cluster = start_secured_cluster(3, material.secrets(), &[]).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let other = *cluster.ids().iter().find(|id| ![leader, follower].contains(id)).expect("a third node");
+        let admin = cluster.client_as(secret(ADMIN_TOKEN));
+        admin.create_role("team-a").await.unwrap();
+        for permission in [Permission::Read, Permission::Lock] {
+            admin.grant("team-a", permission, "a-").await.unwrap();
+        }
+        let alice = admin.create_user("alice").await.unwrap();
+        admin.assign_role("alice", "team-a").await.unwrap();
+
+        step("the client token acquires a-other; then alice a-audit, through a follower");
+        let other_lease = cluster.client_as(secret(CLIENT_TOKEN)).acquire("a-other", "o", 60_000).await.unwrap();
+        let raw = Raw::new(format!("http://{}", cluster.endpoint(follower)), None);
+        let acquire = json!({"owner": "alice-job", "ttl_ms": 3000});
+        let reply = raw.send(Method::POST, "/v1/locks/a-audit/acquire", Some(&alice.token), Some(acquire)).await;
+        assert_eq!(reply.status(), StatusCode::OK);
+        let token = reply.json::<serde_json::Value>().await.unwrap()["token"].as_u64().expect("a token");
+
+        step("another node's stream says the acquire was alice's and the expiry the cluster's");
+        let credentials = Credentials { token: secret(ADMIN_TOKEN), ca: None };
+        let watcher = std::sync::Arc::new(Client::with_credentials(&[cluster.endpoint(other)], &credentials).unwrap());
+        let mut watch = watcher.watch_lock("a-audit", Some(token - 1));
+        let mut story = Vec::new();
+        while story.len() < 2 {
+            let event = tokio::time::timeout(Duration::from_secs(30), watch.next()).await.expect("an event").unwrap();
+            story.push((event.event.kind.name(), event.event.by.to_string()));
+        }
+        assert_eq!(story, [("acquired", "user:alice".to_string()), ("expired", "cluster".to_string())]);
+
+        step("?by=user:alice on that node keeps alice's events only");
+        let raw = Raw::new(format!("http://{}", cluster.endpoint(other)), None);
+        let path = format!("/v1/events?prefix=a-&by=user:alice&after={}", other_lease.token().get() - 1);
+        let mut stream = raw.send(Method::GET, &path, Some(ADMIN_TOKEN), None).await;
+        assert_eq!(stream.status(), StatusCode::OK);
+        let mut seen = String::new();
+        while !seen.contains("\"type\":\"acquired\"") {
+            let chunk = tokio::time::timeout(Duration::from_secs(30), stream.chunk()).await.expect("a frame");
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap().expect("the stream goes on")));
+        }
+        assert!(seen.contains("\"name\":\"a-audit\"") && seen.contains("\"by\":\"user:alice\""), "{seen}");
+        assert!(!seen.contains("a-other"), "the client token's acquire, before alice's, is not hers: {seen}");
+    })
+    .await;
+}

@@ -307,7 +307,7 @@ async fn status_page_shows_leader_and_lock() {
         step("an acquire shows in the live event feed");
         page.wait_for_network(0, "opened its event stream", |n| events_opened(n, None)).await;
         let second = client.acquire("ui/ledger", "ui-worker-2", 60_000).await.unwrap();
-        page.wait_for(&[format!("#{t} acquired ui/ledger ui-worker-2 token {t}", t = second.token())]).await;
+        page.wait_for(&[format!("#{t} acquired ui/ledger ui-worker-2 token {t} by admin", t = second.token())]).await;
 
         step("a session holding a multi-lock shows with its locks, in the counts and in the feed");
         let session = std::sync::Arc::new(cluster.client())
@@ -338,6 +338,26 @@ async fn status_page_shows_leader_and_lock() {
             format!("#{t} proclaimed ui/primary ui-sched token {t} value {value}"),
         ])
         .await;
+
+        step("the feed filtered by principal: ?by=cluster shows an expiry, not the acquire before it");
+        let since = page.network.len();
+        // The submit reloads the page: its answer may be lost with the old document.
+        let submit = "document.getElementById('by').value = 'cluster'; \
+                      document.getElementById('by-filter').requestSubmit()";
+        let _ = page.try_eval(submit).await;
+        page.wait_until("location.search === '?by=cluster' && document.getElementById('by').value === 'cluster'").await;
+        let filtered = |n: &[Value]| {
+            requests(n).iter().any(|r| {
+                r["url"].as_str().is_some_and(|u| u.ends_with("/v1/events?by=cluster"))
+                    && answered_ok(n, &r["requestId"])
+            })
+        };
+        page.wait_for_network(since, "opened its filtered event stream", filtered).await;
+        let brief = client.acquire("ui/brief", "ui-worker-3", 3_000).await.unwrap();
+        let t = brief.token();
+        let html = page.wait_for(&[format!("expired ui/brief ui-worker-3 token {t} by cluster")]).await;
+        assert!(!html.contains("acquired ui/brief"), "the acquire was the admin's, not the cluster's:\n{html}");
+        assert!(html.contains("showing only events caused by cluster"), "{html}");
 
         step("the root path serves the same page");
         let http = reqwest::Client::builder().no_proxy().build().unwrap();

@@ -826,3 +826,12 @@ def test_an_async_watchdog_stops_when_its_cancel_lands_as_a_renewal_completes():
                 await asyncio.wait_for(lock._stop_watchdog(), 5)
 
     asyncio.run(main())
+
+
+def test_watch_events_say_who_caused_them() -> None:
+    """An event's ``by`` names who caused it; an event from a server of an
+    earlier version (no ``by``) reads as ``unknown``."""
+    data = {"index": 7, "name": "n", "type": "expired", "owner": "o", "token": 5, "by": "cluster"}
+    assert leasehold.WatchEvent.from_json("7", data).by == "cluster"
+    del data["by"]
+    assert leasehold.WatchEvent.from_json("7", data).by == "unknown"

@@ -20,13 +20,18 @@
 //! An entry of client commands also carries the limits they are applied
 //! under ([`Quotas`]), stamped by the leader that proposed it, so that every
 //! replica applies them against the same numbers.
+//!
+//! Each client command also carries the principal whose request proposed it
+//! (its actor), so that every replica stamps the events it causes with the
+//! same `by` ([`LockTable::apply_by`](super::LockTable::apply_by)). A Tick
+//! carries none: what it does, the cluster does.
 
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::encoding::{self, DecodeError};
-use super::{Command, Quotas};
+use super::{Command, Principal, Quotas};
 
 /// Commands applied in order under one log index. Built only through
 /// [`Batch::single`] and [`Batch::try_push`], which keep the rules above.
@@ -43,6 +48,9 @@ pub struct Batch {
 #[derive(Clone)]
 struct Inner {
     commands: Vec<Command>,
+    /// Who proposed each command, one per command: `None` for a Tick, and
+    /// for commands of entries from before entries carried it.
+    actors: Vec<Option<Principal>>,
     /// `None`: applied without limits (Ticks, entries written before
     /// entries carried limits).
     quotas: Option<Quotas>,
@@ -51,7 +59,9 @@ struct Inner {
 
 impl PartialEq for Batch {
     fn eq(&self, other: &Self) -> bool {
-        self.inner.commands == other.inner.commands && self.inner.quotas == other.inner.quotas
+        self.inner.commands == other.inner.commands
+            && self.inner.actors == other.inner.actors
+            && self.inner.quotas == other.inner.quotas
     }
 }
 
@@ -59,7 +69,11 @@ impl Eq for Batch {}
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch").field("commands", &self.inner.commands).field("quotas", &self.inner.quotas).finish()
+        f.debug_struct("Batch")
+            .field("commands", &self.inner.commands)
+            .field("actors", &self.inner.actors)
+            .field("quotas", &self.inner.quotas)
+            .finish()
     }
 }
 
@@ -69,43 +83,63 @@ impl Batch {
     /// command behind the others when it is applied.
     pub const MAX_COMMANDS: usize = 256;
 
-    /// An entry of `command` applied without limits: what a Tick travels in.
+    /// An entry of `command` applied without limits, proposed by nobody:
+    /// what a Tick travels in.
     pub fn single(command: Command) -> Batch {
-        Batch::from_commands(vec![command], None, OnceLock::new())
+        Batch::from_commands(vec![command], vec![None], None, OnceLock::new())
     }
 
-    /// An entry of `command` (more may join it) whose commands are applied
-    /// under `quotas`: what the leader proposes client commands in.
-    pub fn within(quotas: Quotas, command: Command) -> Batch {
-        Batch::from_commands(vec![command], Some(quotas), OnceLock::new())
+    /// An entry of `command` proposed by `by`, without limits: what a
+    /// follower hands the leader a client's command in.
+    pub fn handed(command: Command, by: Principal) -> Batch {
+        Batch::from_commands(vec![command], vec![Some(by)], None, OnceLock::new())
     }
 
-    fn from_commands(commands: Vec<Command>, quotas: Option<Quotas>, encoded: OnceLock<Vec<u8>>) -> Batch {
-        Batch { inner: Arc::new(Inner { commands, quotas, encoded }) }
+    /// An entry of `command` proposed by `by` (more may join it) whose
+    /// commands are applied under `quotas`: what the leader proposes client
+    /// commands in.
+    pub fn within(quotas: Quotas, command: Command, by: Option<Principal>) -> Batch {
+        Batch::from_commands(vec![command], vec![by], Some(quotas), OnceLock::new())
     }
 
-    /// Adds `command` to this entry, or hands it back when it may not share
-    /// it: the entry is full, either side is a Tick or a session delete, or
-    /// both create a session.
+    fn from_commands(
+        commands: Vec<Command>,
+        actors: Vec<Option<Principal>>,
+        quotas: Option<Quotas>,
+        encoded: OnceLock<Vec<u8>>,
+    ) -> Batch {
+        debug_assert_eq!(commands.len(), actors.len());
+        Batch { inner: Arc::new(Inner { commands, actors, quotas, encoded }) }
+    }
+
+    /// Adds `command`, proposed by `by`, to this entry, or hands both back
+    /// when it may not share it: the entry is full, either side is a Tick
+    /// or a session delete, or both create a session.
     // The command comes back by value, as it went in: the caller proposes it
     // in the next entry without a copy, so its size is no cost here.
     #[allow(clippy::result_large_err)]
-    pub fn try_push(&mut self, command: Command) -> Result<(), Command> {
+    pub fn try_push(&mut self, command: Command, by: Option<Principal>) -> Result<(), (Command, Option<Principal>)> {
         let alone = |c: &Command| matches!(c, Command::Tick { .. } | Command::DeleteSession { .. });
         let creates = |c: &Command| matches!(c, Command::CreateSession { .. });
         let commands = &self.inner.commands;
         let second_session = creates(&command) && commands.iter().any(creates);
         if alone(&command) || commands.iter().any(alone) || second_session || commands.len() >= Self::MAX_COMMANDS {
-            return Err(command);
+            return Err((command, by));
         }
         let inner = Arc::make_mut(&mut self.inner);
         inner.commands.push(command);
+        inner.actors.push(by);
         inner.encoded = OnceLock::new();
         Ok(())
     }
 
     pub fn commands(&self) -> &[Command] {
         &self.inner.commands
+    }
+
+    /// Each command with the principal that proposed it, if recorded.
+    pub fn proposed(&self) -> impl Iterator<Item = (&Command, Option<&Principal>)> {
+        self.inner.commands.iter().zip(self.inner.actors.iter().map(Option::as_ref))
     }
 
     /// The limits this entry's commands are applied under.
@@ -130,7 +164,7 @@ impl Batch {
     pub fn encoded(&self) -> &[u8] {
         self.inner.encoded.get_or_init(|| {
             let mut bytes = Vec::with_capacity(64 * self.len());
-            encoding::encode(&self.inner.commands, self.inner.quotas, &mut bytes);
+            encoding::encode(&self.inner.commands, &self.inner.actors, self.inner.quotas, &mut bytes);
             bytes
         })
     }
@@ -138,15 +172,16 @@ impl Batch {
     /// The batch `bytes` encode ([`Batch::encoded`]), keeping them as its
     /// encoded form.
     pub fn decode(bytes: Vec<u8>) -> Result<Batch, DecodeError> {
-        let (commands, quotas) = encoding::decode(&bytes)?;
-        Ok(Batch::from_commands(commands, quotas, OnceLock::from(bytes)))
+        let decoded = encoding::decode(&bytes)?;
+        Ok(Batch::from_commands(decoded.commands, decoded.actors, decoded.quotas, OnceLock::from(bytes)))
     }
 }
 
 /// JSON (and any human-readable format) gets the list of commands; binary
 /// formats get the compact form, as bytes. JSON is only read, from the log
-/// frames of data format 2, written before entries carried limits: it has
-/// no place for them (a batch read from it is applied without limits).
+/// frames of data format 2, written before entries carried limits and
+/// actors: it has no place for them (a batch read from it is applied
+/// without limits, its commands by [`Actor::Unknown`](super::Actor::Unknown)).
 impl Serialize for Batch {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if serializer.is_human_readable() {
@@ -161,7 +196,8 @@ impl<'de> Deserialize<'de> for Batch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         if deserializer.is_human_readable() {
             let commands = Vec::<Command>::deserialize(deserializer)?;
-            return Ok(Batch::from_commands(commands, None, OnceLock::new()));
+            let actors = vec![None; commands.len()];
+            return Ok(Batch::from_commands(commands, actors, None, OnceLock::new()));
         }
         deserializer.deserialize_byte_buf(EncodedBatch)
     }
@@ -227,18 +263,18 @@ mod tests {
     #[test]
     fn ticks_travel_alone_and_batches_are_bounded() {
         let mut batch = Batch::single(acquire("a", "x", false));
-        assert!(batch.try_push(release("a", 1)).is_ok(), "commands on one lock may share an entry");
+        assert!(batch.try_push(release("a", 1), None).is_ok(), "commands on one lock may share an entry");
         let tick = Command::Tick { period_ms: 100 };
-        assert_eq!(batch.try_push(tick.clone()), Err(tick.clone()));
+        assert_eq!(batch.try_push(tick.clone(), None), Err((tick.clone(), None)));
         let mut alone = Batch::single(tick);
         assert!(alone.is_tick());
-        assert!(alone.try_push(acquire("c", "x", false)).is_err());
+        assert!(alone.try_push(acquire("c", "x", false), None).is_err());
 
         let mut full = Batch::single(acquire("0", "x", false));
         for i in 1..Batch::MAX_COMMANDS {
-            assert!(full.try_push(acquire(&i.to_string(), "x", false)).is_ok());
+            assert!(full.try_push(acquire(&i.to_string(), "x", false), None).is_ok());
         }
-        assert!(full.try_push(acquire("last", "x", false)).is_err());
+        assert!(full.try_push(acquire("last", "x", false), None).is_err());
         assert_eq!(full.len(), Batch::MAX_COMMANDS);
     }
 
@@ -249,12 +285,14 @@ mod tests {
         let create =
             |owner: &str| Command::CreateSession { owner: owner.into(), ttl_ms: 10_000, request_id: None, by: None };
         let mut batch = Batch::single(create("a"));
-        assert_eq!(batch.try_push(create("b")), Err(create("b")));
-        assert!(batch.try_push(acquire("n", "x", false)).is_ok());
-        assert!(batch.try_push(Command::KeepAlive { session: 1, ttl_ms: None, request_id: None, seq: None }).is_ok());
+        assert_eq!(batch.try_push(create("b"), None), Err((create("b"), None)));
+        assert!(batch.try_push(acquire("n", "x", false), None).is_ok());
+        assert!(batch
+            .try_push(Command::KeepAlive { session: 1, ttl_ms: None, request_id: None, seq: None }, None)
+            .is_ok());
         let delete = Command::DeleteSession { session: 1, request_id: None };
-        assert!(batch.try_push(delete.clone()).is_err(), "a delete travels alone");
-        assert!(Batch::single(delete).try_push(acquire("n", "y", false)).is_err());
+        assert!(batch.try_push(delete.clone(), None).is_err(), "a delete travels alone");
+        assert!(Batch::single(delete).try_push(acquire("n", "y", false), None).is_err());
     }
 
     // Ensures an entry keeps its quotas as commands join it and through its
@@ -263,11 +301,11 @@ mod tests {
     #[test]
     fn an_entry_carries_its_quotas() {
         let quotas = Quotas { max_leases: 1, max_waiters: 0 };
-        let mut batch = Batch::within(quotas, acquire("a", "x", false));
-        batch.try_push(acquire("b", "x", false)).unwrap();
+        let mut batch = Batch::within(quotas, acquire("a", "x", false), None);
+        batch.try_push(acquire("b", "x", false), None).unwrap();
         let decoded = Batch::decode(batch.encoded().to_vec()).unwrap();
         assert_eq!((decoded.quotas(), &decoded), (quotas, &batch));
-        assert_ne!(Batch::single(acquire("a", "x", false)), Batch::within(quotas, acquire("a", "x", false)));
+        assert_ne!(Batch::single(acquire("a", "x", false)), Batch::within(quotas, acquire("a", "x", false), None));
         assert_eq!(Batch::single(Command::Tick { period_ms: 100 }).quotas(), Quotas::UNLIMITED);
         let mut table = LockTable::new();
         let results: Vec<_> =

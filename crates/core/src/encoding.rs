@@ -10,19 +10,43 @@
 //! then per command a tag byte and its fields in declaration order
 //! (integers as LEB128 varints, strings as a varint length and UTF-8 bytes,
 //! options as a 0/1 byte before the value, lists as a varint count).
-//! Version 1, still read, had no quotas. JSON keeps serde's form.
+//! Version 3 puts before each command who proposed it (its actor): one
+//! byte, 0 for nobody recorded, 1 the client token, 2 the admin token, 3 a
+//! user, followed by the user's name. A batch whose commands have no actor
+//! (a Tick's) is still written as version 2, byte for byte what earlier
+//! versions write and read. Version 1, still read, had no quotas. JSON
+//! keeps serde's form.
 //!
 //! Decoding never panics and never allocates more than the input could
 //! hold: a malformed or truncated batch is a [`DecodeError`].
 
-use super::{Batch, Command, FencingToken, Permission, Quotas, TokenHash};
+use super::{Batch, Command, FencingToken, Permission, Principal, Quotas, TokenHash};
 
 /// The first byte of every encoded batch. A new layout takes a new version;
 /// a decoder refuses versions it does not know.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The layout before commands carried their actors: what batches without
+/// any are still written in, and what the logs of earlier versions hold
+/// (read as commands by nobody recorded).
+const VERSION_WITHOUT_ACTORS: u8 = 2;
 /// The layout before entries carried quotas: what the logs written by
 /// earlier versions hold, read as entries without limits.
 const VERSION_WITHOUT_QUOTAS: u8 = 1;
+
+// An actor's byte: never reuse one.
+const NO_ACTOR: u8 = 0;
+const CLIENT_ACTOR: u8 = 1;
+const ADMIN_ACTOR: u8 = 2;
+const USER_ACTOR: u8 = 3;
+
+/// What an encoded batch holds: its commands, who proposed each (`None`
+/// when not recorded), and the quotas they are applied under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub commands: Vec<Command>,
+    pub actors: Vec<Option<Principal>>,
+    pub quotas: Option<Quotas>,
+}
 
 /// Why bytes are not an encoded batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,9 +59,11 @@ pub enum DecodeError {
     Malformed(&'static str),
 }
 
-/// Appends the encoded form of `commands`, applied under `quotas`, to `out`.
-pub(crate) fn encode(commands: &[Command], quotas: Option<Quotas>, out: &mut Vec<u8>) {
-    out.push(VERSION);
+/// Appends the encoded form of `commands`, proposed by `actors` (one each),
+/// applied under `quotas`, to `out`.
+pub(crate) fn encode(commands: &[Command], actors: &[Option<Principal>], quotas: Option<Quotas>, out: &mut Vec<u8>) {
+    let with_actors = actors.iter().any(Option::is_some);
+    out.push(if with_actors { VERSION } else { VERSION_WITHOUT_ACTORS });
     match quotas {
         Some(Quotas { max_leases, max_waiters }) => {
             out.push(1);
@@ -47,28 +73,46 @@ pub(crate) fn encode(commands: &[Command], quotas: Option<Quotas>, out: &mut Vec
         None => out.push(0),
     }
     put_u64(out, commands.len() as u64);
-    for command in commands {
+    for (i, command) in commands.iter().enumerate() {
+        if with_actors {
+            put_actor(out, actors.get(i).and_then(Option::as_ref));
+        }
         encode_command(command, out);
     }
 }
 
-/// The commands of an encoded batch and the quotas they are applied under.
-pub(crate) fn decode(bytes: &[u8]) -> Result<(Vec<Command>, Option<Quotas>), DecodeError> {
+/// What an encoded batch holds.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     let mut r = Reader { bytes };
-    let quotas = match r.u8()? {
-        VERSION => r.opt_quotas()?,
+    let version = r.u8()?;
+    let quotas = match version {
+        VERSION | VERSION_WITHOUT_ACTORS => r.opt_quotas()?,
         VERSION_WITHOUT_QUOTAS => None,
         other => return Err(DecodeError::Version(other)),
     };
     let count = r.len(Batch::MAX_COMMANDS)?;
     let mut commands = Vec::with_capacity(count);
+    let mut actors = Vec::with_capacity(count);
     for _ in 0..count {
+        actors.push(if version == VERSION { r.actor()? } else { None });
         commands.push(decode_command(&mut r)?);
     }
     if !r.bytes.is_empty() {
         return Err(DecodeError::Malformed("bytes after the last command"));
     }
-    Ok((commands, quotas))
+    Ok(Decoded { commands, actors, quotas })
+}
+
+fn put_actor(out: &mut Vec<u8>, actor: Option<&Principal>) {
+    match actor {
+        None => out.push(NO_ACTOR),
+        Some(Principal::Client) => out.push(CLIENT_ACTOR),
+        Some(Principal::Admin) => out.push(ADMIN_ACTOR),
+        Some(Principal::User(name)) => {
+            out.push(USER_ACTOR);
+            put_str(out, name);
+        }
+    }
 }
 
 // Tags: never reuse one; a new command takes a new number.
@@ -655,6 +699,16 @@ impl<'a> Reader<'a> {
         Ok(if self.flag()? { Some(self.string()?) } else { None })
     }
 
+    fn actor(&mut self) -> Result<Option<Principal>, DecodeError> {
+        Ok(match self.u8()? {
+            NO_ACTOR => None,
+            CLIENT_ACTOR => Some(Principal::Client),
+            ADMIN_ACTOR => Some(Principal::Admin),
+            USER_ACTOR => Some(Principal::User(self.string()?)),
+            _ => return Err(DecodeError::Malformed("unknown actor")),
+        })
+    }
+
     fn permission(&mut self) -> Result<Permission, DecodeError> {
         Ok(match self.u8()? {
             1 => Permission::Read,
@@ -839,28 +893,70 @@ mod tests {
         ]
     }
 
-    // Ensures every command comes back as it went in, with the entry's
-    // quotas or without.
+    /// Who proposed each command of `every_command`: every kind of actor
+    /// in turn, and nobody.
+    fn every_actor(commands: &[Command]) -> Vec<Option<Principal>> {
+        let kinds = [None, Some(Principal::Client), Some(Principal::Admin), Some(Principal::User("ålice".into()))];
+        (0..commands.len()).map(|i| kinds[i % kinds.len()].clone()).collect()
+    }
+
+    fn decoded(commands: Vec<Command>, actors: Vec<Option<Principal>>, quotas: Option<Quotas>) -> Decoded {
+        Decoded { commands, actors, quotas }
+    }
+
+    fn nobody(commands: &[Command]) -> Vec<Option<Principal>> {
+        vec![None; commands.len()]
+    }
+
+    // Ensures every command comes back as it went in, with its actor, with
+    // the entry's quotas or without.
     #[test]
     fn every_command_round_trips() {
         let commands = every_command();
-        for quotas in [None, Some(Quotas { max_leases: 200, max_waiters: u64::MAX })] {
-            let mut bytes = Vec::new();
-            encode(&commands, quotas, &mut bytes);
-            assert_eq!(decode(&bytes), Ok((commands.clone(), quotas)));
+        for actors in [every_actor(&commands), nobody(&commands)] {
+            for quotas in [None, Some(Quotas { max_leases: 200, max_waiters: u64::MAX })] {
+                let mut bytes = Vec::new();
+                encode(&commands, &actors, quotas, &mut bytes);
+                assert_eq!(decode(&bytes), Ok(decoded(commands.clone(), actors.clone(), quotas)));
+            }
         }
     }
 
-    // Ensures an entry of version 1, as earlier versions wrote it (no
-    // quotas), still reads, as an entry without limits.
+    // Ensures a batch without actors (a Tick's) is written in version 2,
+    // byte for byte what earlier versions write, and one with actors costs
+    // one byte per command (and a user's name).
     #[test]
-    fn entries_without_quotas_still_read() {
+    fn batches_without_actors_keep_the_earlier_layout() {
+        let tick = [Command::Tick { period_ms: 100 }];
         let mut bytes = Vec::new();
-        encode(&every_command(), None, &mut bytes);
+        encode(&tick, &nobody(&tick), None, &mut bytes);
+        assert_eq!(bytes, [VERSION_WITHOUT_ACTORS, 0, 1, TICK, 100]);
+        let cancel = [Command::Cancel { name: "a".into(), owner: "o".into() }];
+        let (mut plain, mut by_admin, mut by_user) = (Vec::new(), Vec::new(), Vec::new());
+        encode(&cancel, &nobody(&cancel), None, &mut plain);
+        encode(&cancel, &[Some(Principal::Admin)], None, &mut by_admin);
+        encode(&cancel, &[Some(Principal::User("bob".into()))], None, &mut by_user);
+        assert_eq!((by_admin.len(), by_user.len()), (plain.len() + 1, plain.len() + 5));
+        assert_eq!(by_admin[0], VERSION);
+    }
+
+    // Ensures an entry of version 2, as the previous version wrote it (no
+    // actors), and of version 1 (no quotas either) still read, as commands
+    // by nobody recorded, the latter without limits.
+    #[test]
+    fn entries_without_actors_or_quotas_still_read() {
+        let commands = every_command();
+        let quotas = Some(Quotas { max_leases: 5, max_waiters: 6 });
+        let mut bytes = Vec::new();
+        encode(&commands, &nobody(&commands), quotas, &mut bytes);
+        assert_eq!(bytes[0], VERSION_WITHOUT_ACTORS);
+        assert_eq!(decode(&bytes), Ok(decoded(commands.clone(), nobody(&commands), quotas)));
+        let mut bytes = Vec::new();
+        encode(&commands, &nobody(&commands), None, &mut bytes);
         // Version 2 without quotas is version 1 with a 0 flag after the version.
         assert_eq!(bytes.remove(1), 0);
         bytes[0] = VERSION_WITHOUT_QUOTAS;
-        assert_eq!(decode(&bytes), Ok((every_command(), None)));
+        assert_eq!(decode(&bytes), Ok(decoded(commands.clone(), nobody(&commands), None)));
     }
 
     // Ensures a shared acquire and a permits acquire as logs of earlier
@@ -869,7 +965,7 @@ mod tests {
     #[test]
     fn acquires_with_a_plain_ttl_still_read() {
         let (owner, ttl) = ([1, b'o'], [0x88, 0x27]);
-        let mut bytes = vec![VERSION, 0, 2, ACQUIRE_SHARED_WITH_TTL];
+        let mut bytes = vec![VERSION_WITHOUT_ACTORS, 0, 2, ACQUIRE_SHARED_WITH_TTL];
         bytes.extend([&[1, b'r'][..], &owner, &ttl, &[1, 10], &[0]].concat());
         bytes.push(ACQUIRE_PERMITS_WITH_TTL);
         bytes.extend([&[1, b's'][..], &owner, &[3, 1, 2], &ttl, &[0], &[1, 1, b'p']].concat());
@@ -877,7 +973,7 @@ mod tests {
             matches!(c, Command::AcquireShared { session: None, .. } | Command::AcquirePermits { session: None, .. })
         };
         let expected: Vec<Command> = every_command().into_iter().filter(with_ttl).collect();
-        assert_eq!(decode(&bytes), Ok((expected, None)));
+        assert_eq!(decode(&bytes), Ok(decoded(expected, vec![None, None], None)));
     }
 
     // Ensures every cut, every flipped byte and a few hostile headers are
@@ -885,7 +981,8 @@ mod tests {
     #[test]
     fn malformed_batches_are_refused() {
         let mut bytes = Vec::new();
-        encode(&every_command(), Some(Quotas { max_leases: 1 << 40, max_waiters: 3 }), &mut bytes);
+        let commands = every_command();
+        encode(&commands, &every_actor(&commands), Some(Quotas { max_leases: 1 << 40, max_waiters: 3 }), &mut bytes);
         for cut in 0..bytes.len() {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut} decoded");
         }
@@ -894,7 +991,8 @@ mod tests {
             flipped[i] ^= 0xff;
             let _ = decode(&flipped);
         }
-        assert_eq!(decode(&[3, 0, 0]), Err(DecodeError::Version(3)));
+        assert_eq!(decode(&[4, 0, 0]), Err(DecodeError::Version(4)));
+        assert!(decode(&[VERSION, 0, 1, 4, CANCEL, 0, 0]).is_err(), "an unknown actor");
         assert!(decode(&[VERSION, 2, 0]).is_err(), "a quotas flag that is neither 0 nor 1");
         assert!(decode(&[VERSION, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a count of billions");
         assert!(decode(&[VERSION, 0, 1, RENEW, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err(), "a string of gigabytes");

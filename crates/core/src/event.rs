@@ -1,18 +1,99 @@
-//! What happened to a lock, as applied from the log. The state machine
-//! publishes these to waiting requests and to `GET /v1/locks/{name}/events`.
+//! What happened to a lock, as applied from the log, and who caused it. The
+//! state machine publishes these to waiting requests and to
+//! `GET /v1/locks/{name}/events`.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
 
-use super::{FencingToken, SessionId};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{FencingToken, Principal, SessionId};
 
 /// One change to one lock, stamped with the index of the log entry that made
-/// it; or, with an empty `name` (no lock has it), a session's start or end.
+/// it and who caused it; or, with an empty `name` (no lock has it), a
+/// session's start or end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockEvent {
     pub index: u64,
     pub name: String,
     #[serde(flatten)]
     pub kind: EventKind,
+    /// Who caused it: the principal whose command made it, also for what
+    /// that command caused in turn (a release's hand-over to a waiter is
+    /// `by` the releaser; the event's `owner` names who got the lock); the
+    /// cluster for everything a Tick does (expiries, ends of lock delays
+    /// and waits, what they hand over, sessions that expire).
+    pub by: Actor,
+}
+
+/// Who caused an event ([`LockEvent::by`]), as its text: `user:NAME`,
+/// `client`, `admin`, `cluster`, or `unknown` for a command of an entry
+/// written before entries recorded who proposed each command.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// The cluster itself: the leader's Ticks, and all they cause.
+    Cluster,
+    /// Not recorded: a command of an entry from before entries carried it
+    /// (or an event from a server that does not send it).
+    #[default]
+    Unknown,
+    /// The principal whose request proposed the command.
+    Principal(Principal),
+}
+
+impl Actor {
+    /// Who caused the events of `command`, proposed by `by` (recorded with
+    /// it in its entry, `None` when not): a Tick is always the cluster's.
+    pub fn of(command: &super::Command, by: Option<&Principal>) -> Actor {
+        match (command, by) {
+            (super::Command::Tick { .. }, _) => Actor::Cluster,
+            (_, Some(principal)) => Actor::Principal(principal.clone()),
+            (_, None) => Actor::Unknown,
+        }
+    }
+}
+
+/// The prefix of a user's name in an actor's text.
+const USER_PREFIX: &str = "user:";
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Cluster => f.write_str("cluster"),
+            Actor::Unknown => f.write_str("unknown"),
+            Actor::Principal(Principal::Client) => f.write_str("client"),
+            Actor::Principal(Principal::Admin) => f.write_str("admin"),
+            Actor::Principal(Principal::User(name)) => write!(f, "{USER_PREFIX}{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Actor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Actor, String> {
+        Ok(match s {
+            "cluster" => Actor::Cluster,
+            "unknown" => Actor::Unknown,
+            "client" => Actor::Principal(Principal::Client),
+            "admin" => Actor::Principal(Principal::Admin),
+            _ => match s.strip_prefix(USER_PREFIX) {
+                Some(name) if !name.is_empty() => Actor::Principal(Principal::User(name.to_owned())),
+                _ => return Err(format!("{s:?} is not user:NAME, client, admin, cluster or unknown")),
+            },
+        })
+    }
+}
+
+impl Serialize for Actor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Actor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Actor, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,9 @@
 //! request de-duplication, the quotas on leases and waiters, elections (a lock
 //! whose holder carries a value), lock events; shared (read) locks, counting
 //! semaphores, and the wait-for graph that refuses a wait which would
-//! deadlock.
+//! deadlock. Each command carries the principal that proposed it in its
+//! entry, and every event says who caused it ([`Actor`]): that principal,
+//! or the cluster for what a Tick does.
 //!
 //! Nothing in here knows about Raft, sled, tokio or HTTP, and nothing reads a
 //! clock. [`LockTable::apply`] is a deterministic function of the committed log:
@@ -31,7 +33,7 @@ pub use access::{
 pub use batch::Batch;
 pub use command::{AcquireParts, Command, InvalidCommand, Limits};
 pub use encoding::DecodeError;
-pub use event::{EventKind, LockEvent};
+pub use event::{Actor, EventKind, LockEvent};
 pub use fence::{Record, MAX_GATES, MAX_RECORDS};
 pub use quotas::Quotas;
 pub use requests::{Requests, MAX_REQUESTS, MAX_REQUEST_AGE_MS};

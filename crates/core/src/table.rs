@@ -23,11 +23,11 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::access::Access;
-use super::event::{EventKind, LockEvent};
+use super::event::{Actor, EventKind, LockEvent};
 use super::fence::{Fences, Record};
 use super::requests::{RequestKind, Requests, MAX_REQUEST_AGE_MS};
 use super::tracked::Tracked;
-use super::{Command, InvalidCommand, Limits, Quotas};
+use super::{Command, InvalidCommand, Limits, Principal, Quotas};
 
 use self::deadlock::{Resource, WaitFor};
 use self::election::Election;
@@ -250,9 +250,23 @@ impl LockTable {
     /// [`LockError::Full`], naming the quota; nothing else is ever refused
     /// for room (see [`Quotas`]).
     pub fn apply_within(&mut self, command: &Command, index: u64, quotas: &Quotas) -> Applied {
+        self.apply_by(command, None, index, quotas)
+    }
+
+    /// Applies `command` as [`apply_within`](Self::apply_within) does, and
+    /// stamps every event it makes with who caused it ([`Actor::of`]):
+    /// `by`, the principal its entry records for it, for all the command
+    /// does, hand-overs to waiters included; the cluster for a Tick's;
+    /// [`Actor::Unknown`] for a client command recorded without one (an
+    /// entry from before entries carried them).
+    pub fn apply_by(&mut self, command: &Command, by: Option<&Principal>, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
         let result = self.apply_inner(command, index, quotas, &mut events);
         self.follow_elections(&mut events);
+        let actor = Actor::of(command, by);
+        for event in &mut events {
+            event.by = actor.clone();
+        }
         Applied { result, events }
     }
 
@@ -976,8 +990,10 @@ fn lock_key(name: &str) -> Cow<'_, str> {
     Cow::Borrowed(name)
 }
 
+/// An event of the command being applied; [`LockTable::apply_by`] stamps
+/// who caused it once the command is done.
 fn event(index: u64, name: &str, kind: EventKind) -> LockEvent {
-    LockEvent { index, name: name.to_owned(), kind }
+    LockEvent { index, name: name.to_owned(), kind, by: Actor::Cluster }
 }
 
 /// A token names the entry that granted it, so one at or above `index` was

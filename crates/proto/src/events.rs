@@ -3,12 +3,15 @@
 //! [`LockEvent`] as JSON, its `event` the `type` field, its `id` where it
 //! stands in the log: the entry index for the last event of an entry,
 //! `INDEX.ORDINAL` for an earlier one. A stream resumes right after any id
-//! (`Last-Event-ID`, or `?after=`) on any node. Twins of the core's values
-//! (see the crate documentation).
+//! (`Last-Event-ID`, or `?after=`) on any node. Every event says who caused
+//! it in `by` ([`Actor`]: `user:NAME`, `client`, `admin`, `cluster`,
+//! `unknown`), and the streams take `?by=` to keep only one actor's. Twins
+//! of the core's values (see the crate documentation).
 
 use serde::{Deserialize, Serialize};
 
 use crate::FencingToken;
+pub use leasehold_core::Actor;
 
 /// The query of `GET /v1/events`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +30,11 @@ pub struct EventsQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(pattern = r"^[0-9]+(\.[0-9]+)?$"))]
     pub after: Option<String>,
+    /// Only events caused by this actor: `user:NAME`, `client`, `admin`,
+    /// `cluster` or `unknown` (each event's `by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::schema::actor_filter))]
+    pub by: Option<Actor>,
 }
 
 /// The query of a stream of one name (`/v1/locks/{name}/events`,
@@ -43,6 +51,11 @@ pub struct ResumeQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", param(pattern = r"^[0-9]+(\.[0-9]+)?$"))]
     pub after: Option<String>,
+    /// Only events caused by this actor: `user:NAME`, `client`, `admin`,
+    /// `cluster` or `unknown` (each event's `by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::schema::actor_filter))]
+    pub by: Option<Actor>,
 }
 
 /// The last frame of a stream that fell behind the node's event history
@@ -54,7 +67,8 @@ pub struct CompactedFrame {
     pub compacted_before: u64,
 }
 
-/// One change to one lock, stamped with the index of the log entry that made it.
+/// One change to one lock, stamped with the index of the log entry that made
+/// it and who caused it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LockEvent {
@@ -62,6 +76,11 @@ pub struct LockEvent {
     pub name: String,
     #[serde(flatten)]
     pub kind: EventKind,
+    /// Who caused it; `unknown` from a server of an earlier version, which
+    /// does not send it.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::schema::actor))]
+    pub by: Actor,
 }
 
 /// What happened; `type` names it.
@@ -199,7 +218,7 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::PermitsQueued { owner, permits, position } => EventKind::PermitsQueued { owner, permits, position },
             Core::PermitWaitEnded { owner, timed_out } => EventKind::PermitWaitEnded { owner, timed_out },
         };
-        LockEvent { index: e.index, name: e.name, kind }
+        LockEvent { index: e.index, name: e.name, kind, by: e.by }
     }
 }
 
@@ -246,11 +265,13 @@ mod tests {
                 from_owner: "a".into(),
                 from_token: FencingToken::granted_at(3),
             },
+            by: Actor::Principal(leasehold_core::Principal::User("alice".into())),
         };
         let session = leasehold_core::LockEvent {
             index: 4,
             name: String::new(),
             kind: leasehold_core::EventKind::SessionExpired { owner: "s".into(), session: 2 },
+            by: Actor::Cluster,
         };
         let permits = leasehold_core::LockEvent {
             index: 5,
@@ -260,6 +281,7 @@ mod tests {
                 token: FencingToken::granted_at(3),
                 permits: 2,
             },
+            by: Actor::Unknown,
         };
         for core in [core, session, permits] {
             let twin = LockEvent::from(core.clone());
@@ -267,5 +289,17 @@ mod tests {
             assert_eq!(json, serde_json::to_value(&core).unwrap());
             assert_eq!(json["type"], twin.kind.name());
         }
+    }
+
+    // Ensures an event says who caused it as `by`, and one from a server of
+    // an earlier version (no `by`) reads as `unknown`.
+    #[test]
+    fn by_is_text_and_optional() {
+        let json = r#"{"index":3,"name":"a","type":"acquired","owner":"o","token":3,"by":"user:alice"}"#;
+        let event: LockEvent = serde_json::from_str(json).unwrap();
+        assert_eq!(event.by.to_string(), "user:alice");
+        assert_eq!(serde_json::to_string(&event).unwrap(), json);
+        let old: LockEvent = serde_json::from_str(r#"{"index":3,"name":"a","type":"cancelled","owner":"o"}"#).unwrap();
+        assert_eq!(old.by, Actor::Unknown);
     }
 }

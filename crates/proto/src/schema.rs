@@ -70,6 +70,33 @@ pub fn principal_name() -> Object {
         .build()
 }
 
+/// The text of an actor: who caused an event (`by`), and the `by` filter
+/// of the event streams.
+pub const ACTOR_PATTERN: &str = "^(user:[A-Za-z0-9._@-]+|client|admin|cluster|unknown)$";
+
+/// An event's `by`: who caused it.
+pub fn actor() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(ACTOR_PATTERN))
+        .description(Some(
+            "Who caused the event: `user:NAME` (a user's request), `client` (the client token), `admin` (the admin \
+             token, or a node without secrets), `cluster` (a Tick: expiries, ends of lock delays and waits, what \
+             they hand over, sessions that expire), or `unknown` (an entry written before entries recorded it). A \
+             hand-over to a waiter is by whoever freed the lock; its `owner` names the waiter.",
+        ))
+        .build()
+}
+
+/// The `by` filter of the event streams: an actor's text.
+pub fn actor_filter() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(ACTOR_PATTERN))
+        .description(Some("Only events caused by this actor (each event's `by`): `user:NAME`, `client`, `admin`, `cluster` or `unknown`."))
+        .build()
+}
+
 /// A grant's prefix: empty (every name) or the start of a lock name.
 pub fn prefix() -> Object {
     let max = Limits::DEFAULT.max_name_bytes;

@@ -280,17 +280,23 @@ class Leader:
 class WatchEvent:
     """One event of a watch: its ``id`` (resume after it), the entry
     ``index``, the lock or election ``name``, its ``type`` (``acquired``,
-    ``released``, ``proclaimed``, ...) and the whole event as ``data``."""
+    ``released``, ``proclaimed``, ...), the whole event as ``data``, and
+    ``by``, who caused it: ``user:NAME``, ``client``, ``admin``, ``cluster``
+    (expiries and what else a tick does), or ``unknown`` (also from a server
+    of an earlier version, which does not send it)."""
 
     id: str
     index: int
     name: str
     type: str
     data: dict[str, Any]
+    by: str = "unknown"
 
     @classmethod
     def from_json(cls, event_id: str, data: dict[str, Any]) -> WatchEvent:
-        return cls(event_id, _int(data, "index"), _str(data, "name"), _str(data, "type"), data)
+        by = data.get("by")
+        by = by if isinstance(by, str) else "unknown"
+        return cls(event_id, _int(data, "index"), _str(data, "name"), _str(data, "type"), data, by)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 use super::*;
 use crate::{EventKind, LockEvent, MAX_REQUEST_AGE_MS};
 
+mod actors;
 mod deadlock;
 mod elections;
 mod quotas;
@@ -338,7 +339,8 @@ fn waiters_are_granted_in_fifo_order_with_hand_over_index_as_token() {
                     token: t(log.index),
                     from_owner: format!("w{}", i - 1),
                     from_token: token
-                }
+                },
+                by: Actor::Unknown,
             }
         );
         assert_eq!(log.holder("a"), Some((format!("w{i}"), t(log.index))));
@@ -714,7 +716,8 @@ fn lock_delay_follows_expiry() {
         [LockEvent {
             index: log.index,
             name: "a".into(),
-            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until), held_ticks: 31 }
+            kind: EventKind::Expired { owner: "alice".into(), token, delayed_until_tick: Some(until), held_ticks: 31 },
+            by: Actor::Cluster,
         }]
     );
     assert_eq!(log.table.delayed_until("a"), Some(until));
@@ -734,7 +737,8 @@ fn lock_delay_follows_expiry() {
         [LockEvent {
             index: log.index,
             name: "a".into(),
-            kind: EventKind::DelayEnded { owner: "alice".into(), token }
+            kind: EventKind::DelayEnded { owner: "alice".into(), token },
+            by: Actor::Cluster,
         }]
     );
     assert_eq!(log.table.delayed_until("a"), None);
