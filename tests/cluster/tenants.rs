@@ -223,7 +223,7 @@ async fn events_say_which_user_caused_them_on_every_node() {
         let token = reply.json::<serde_json::Value>().await.unwrap()["token"].as_u64().expect("a token");
 
         step("another node's stream says the acquire was alice's and the expiry the cluster's");
-        let credentials = Credentials { token: secret(ADMIN_TOKEN), ca: None };
+        let credentials = Credentials { token: secret(ADMIN_TOKEN), ..Credentials::default() };
         let watcher = std::sync::Arc::new(Client::with_credentials(&[cluster.endpoint(other)], &credentials).unwrap());
         let mut watch = watcher.watch_lock("a-audit", Some(token - 1));
         let mut story = Vec::new();
