@@ -80,6 +80,7 @@ from .types import (
     SessionView,
     SqlFence,
     Waiter,
+    WatchEvent,
     fence_sql,
 )
 from .watch import AsyncWatch, Watch
