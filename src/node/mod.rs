@@ -369,7 +369,14 @@ impl Node {
     /// (a queued acquire, a campaign: `node/handoff.rs`). A refusal for want
     /// of room is counted by the quota it names.
     pub async fn propose(&self, command: Command) -> Result<LockResult, NodeError> {
-        let result = self.propose_anywhere(command).await?;
+        self.propose_waiting(command, None).await
+    }
+
+    /// [`Node::propose`] of an acquire that may wait up to `wait` for its
+    /// turn (see [`handoff::waits_at_leader`]): on a follower whose leader
+    /// takes waiting acquires whole, answered only once the wait ended.
+    async fn propose_waiting(&self, command: Command, wait: Option<Duration>) -> Result<LockResult, NodeError> {
+        let result = self.propose_anywhere(command, wait).await?;
         if let Err(LockError::Full { what, .. }) = &result {
             self.metrics.quota_refused(what);
         }

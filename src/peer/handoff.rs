@@ -18,10 +18,19 @@
 //! quorum and answers its applied index, which the follower then waits to
 //! have applied itself.
 //!
+//! A waiting acquire is handed whole ([`Asked::Acquire`]): the leader
+//! waits its turn in its own registry of waiters and answers once the wait
+//! ended, with the grant of the entry that handed it the lock (applied on
+//! the leader, so committed). The follower answers its client at once,
+//! without its own append, fsync and apply of that entry on the way.
+//!
 //! The leader answers the hello with a [`Welcome`] frame before anything
 //! else: a leader of an earlier version, which does not know the channel,
 //! closes the connection unanswered instead, and the follower then relays
-//! whole requests to it as before ([`HandOff::ready`] says so).
+//! whole requests to it as before ([`HandOff::ready`] says so). The welcome
+//! names the channel's [`VERSION`]: a follower asks only what the leader's
+//! version takes (a leader of version 1 gets no [`Asked::Acquire`], which
+//! it could not decode: it would close the channel).
 //!
 //! Frames are the peer transport's (a length, then MessagePack), with
 //! structs as maps of named fields: a command's result carries the core's
@@ -41,6 +50,12 @@ use super::{read_frame, Channel, Dialer, FrameError, MAX_FRAME};
 use crate::raft::LockResult;
 use leasehold_core::{Batch, Command};
 use leasehold_proto::NodeId;
+
+/// The version of the channel this node speaks, named in its [`Welcome`]:
+/// 1 proposals and read indexes; 2 also waiting acquires handed whole.
+pub const VERSION: u32 = 2;
+/// The first version that takes [`Asked::Acquire`].
+const ACQUIRE_SINCE: u32 = 2;
 
 /// How long a leader may take to welcome a new hand-off channel.
 const WELCOME_WITHIN: Duration = Duration::from_secs(1);
@@ -68,6 +83,10 @@ pub enum Asked {
     Propose(Batch),
     /// Confirm leadership and answer a read index.
     ReadIndex,
+    /// Acquire, waiting in the queue: a batch of exactly one acquire with
+    /// a `wait_ms` (not a campaign), answered [`Answered::Acquired`] only
+    /// once its wait ended. Since version 2.
+    Acquire(Batch),
 }
 
 /// The leader's answer to the ask of the same `id`.
@@ -83,6 +102,9 @@ pub enum Answered {
     Applied { index: u64, result: LockResult },
     /// Every write committed before the ask is applied up to `index`.
     ReadIndex { index: u64 },
+    /// How the wait of an [`Asked::Acquire`] ended: granted (by an entry
+    /// the leader applied, so committed), or refused.
+    Acquired(LockResult),
     /// The answering node does not lead (the command was not proposed).
     NotLeader,
     /// Proposed or asked, but not confirmed in time: it may still take effect.
@@ -96,6 +118,13 @@ pub enum Answered {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Welcome {
     pub from: NodeId,
+    /// The leader's [`VERSION`] of the channel; 1 when absent (the first).
+    #[serde(default = "first_version")]
+    pub version: u32,
+}
+
+fn first_version() -> u32 {
+    1
 }
 
 /// `value` as one frame whose structs are maps of named fields.
@@ -212,6 +241,8 @@ enum Route {
 /// One open channel: frames to write, and the asks waiting for answers
 /// (`None` once the channel ended).
 struct Line {
+    /// The leader's version of the channel, from its welcome.
+    version: u32,
     out: mpsc::UnboundedSender<(u64, Vec<u8>)>,
     waiting: Mutex<Option<HashMap<u64, Waiting>>>,
     next_id: AtomicU64,
@@ -288,6 +319,22 @@ impl HandOff {
             Answered::Applied { index, result } => Ok((result, index)),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Acquires through the leader at `addr` with the waiting acquire of
+    /// `batch`: the leader waits its turn, and answers how it ended. Only
+    /// when [`HandOff::takes_waiting_acquires`] said so.
+    pub async fn acquire(&self, addr: &str, batch: &Batch, waiting: bool) -> Result<LockResult, HandOffError> {
+        match self.ask(addr, Asked::Acquire(batch.clone()), waiting).await? {
+            Answered::Acquired(result) => Ok(result),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Whether the leader at `addr` takes waiting acquires handed whole
+    /// (its channel, opened now if need be, is of a version that does).
+    pub async fn takes_waiting_acquires(&self, addr: &str) -> bool {
+        self.line(addr).await.is_ok_and(|line| line.version >= ACQUIRE_SINCE)
     }
 
     /// A read index from the leader at `addr` (the read then waits for this
@@ -367,8 +414,8 @@ impl HandOff {
             .await
             .map_err(|_| not_sent(&"no connection within a second"))?
             .map_err(|e| not_sent(&e))?;
-        match tokio::time::timeout(WELCOME_WITHIN, read_frame::<_, Welcome>(&mut stream)).await {
-            Ok(Ok(Some(_))) => {}
+        let version = match tokio::time::timeout(WELCOME_WITHIN, read_frame::<_, Welcome>(&mut stream)).await {
+            Ok(Ok(Some(welcome))) => welcome.version,
             // Closed unanswered: the hello was refused (an earlier version
             // does not know the channel).
             Ok(Ok(None)) => return Err(HandOffError::Unsupported),
@@ -377,10 +424,11 @@ impl HandOff {
             }
             Ok(Err(e)) => return Err(not_sent(&e)),
             Err(_) => return Err(not_sent(&"no welcome within a second")),
-        }
+        };
         let (reader, writer) = tokio::io::split(stream);
         let (out, frames) = mpsc::unbounded_channel();
-        let line = Arc::new(Line { out, waiting: Mutex::new(Some(HashMap::new())), next_id: AtomicU64::new(0) });
+        let line =
+            Arc::new(Line { version, out, waiting: Mutex::new(Some(HashMap::new())), next_id: AtomicU64::new(0) });
         let read = tokio::spawn(read_answers(reader, line.clone()));
         tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
         Ok(line)
@@ -646,14 +694,14 @@ mod tests {
     #[tokio::test]
     async fn answers_find_their_asks_in_any_order() {
         let (addr, leader) = fake_leader(|mut conn| async move {
-            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            let welcome = encode_named_frame(&Welcome { from: 1, version: VERSION }).unwrap();
             conn.write_all(&welcome).await.unwrap();
             let first: Ask = read_frame(&mut conn).await.unwrap().unwrap();
             let second: Ask = read_frame(&mut conn).await.unwrap().unwrap();
             for (ask, index) in [(second, 20), (first, 10)] {
                 let answered = match ask.asked {
                     Asked::ReadIndex => Answered::ReadIndex { index },
-                    Asked::Propose(_) => Answered::Refused("not here".into()),
+                    Asked::Propose(_) | Asked::Acquire(_) => Answered::Refused("not here".into()),
                 };
                 conn.write_all(&encode_named_frame(&Answer { id: ask.id, answered }).unwrap()).await.unwrap();
             }
@@ -662,6 +710,7 @@ mod tests {
         .await;
         let handoff = hand_off();
         assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)));
+        assert!(handoff.takes_waiting_acquires(&addr).await, "welcomed at this version");
         let (a, b) = tokio::join!(handoff.read_index(&addr), async {
             tokio::task::yield_now().await;
             handoff.read_index(&addr).await
@@ -672,12 +721,33 @@ mod tests {
         leader.await.unwrap();
     }
 
+    // Ensures a leader of version 1, whose welcome names no version, is
+    // handed no waiting acquire whole (it could not decode the ask).
+    #[tokio::test]
+    async fn a_leader_of_the_first_version_takes_no_waiting_acquires() {
+        #[derive(Serialize)]
+        struct FirstWelcome {
+            from: NodeId,
+        }
+        let (addr, leader) = fake_leader(|mut conn| async move {
+            conn.write_all(&encode_named_frame(&FirstWelcome { from: 1 }).unwrap()).await.unwrap();
+            // Holds the channel open until the follower is done.
+            let _ = read_frame::<_, Ask>(&mut conn).await;
+        })
+        .await;
+        let handoff = hand_off();
+        assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)), "proposals are still handed over");
+        assert!(!handoff.takes_waiting_acquires(&addr).await);
+        drop(handoff);
+        leader.abort();
+    }
+
     // Ensures an ask on a channel the leader closed before it was written
     // is reported as never sent (it may go to the next leader), not lost.
     #[tokio::test]
     async fn an_ask_after_the_leader_closed_the_channel_was_not_sent() {
         let (addr, leader) = fake_leader(|mut conn| async move {
-            let welcome = encode_named_frame(&Welcome { from: 1 }).unwrap();
+            let welcome = encode_named_frame(&Welcome { from: 1, version: VERSION }).unwrap();
             conn.write_all(&welcome).await.unwrap();
         })
         .await;
