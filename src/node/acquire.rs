@@ -123,7 +123,7 @@ impl Node {
         // Not registered when the leader will wait its turn: were it queued
         // here after all (the leader changed meanwhile), `wait_for_turn`
         // registers then, and reads the table after registering.
-        let handed_whole = waits_at_leader && self.leader_waits_turns().await;
+        let handed_whole = waits_at_leader && self.leader_waits_turns();
         let registered = (!wait.is_zero() && !handed_whole).then(|| self.waiters.watch(turn.name, turn.owner));
         // Armed before proposing: if the caller of a waiting acquire goes away
         // at any point before it is answered, its place in the queue is given

@@ -91,23 +91,25 @@ impl Node {
                 }
                 let batch = batch.as_ref().ok_or_else(no_command)?;
                 let addr = member.peer_dial_addr();
+                // A leader that cannot be reached is found out here already.
                 let waits_there = match wait {
-                    Some(wait) if handoff.takes_waiting_acquires(addr).await => Some(wait),
-                    _ => None,
+                    Some(wait) => handoff.takes_waiting_acquires(addr).await.map(|takes| takes.then_some(wait)),
+                    None => Ok(None),
                 };
                 // Requests here read this node's table after their answer:
                 // waiting acquires registered here, a campaign, or this one
                 // if it is queued and waits here.
                 let waiting = self.waiters.any()
                     || matches!(batch.commands(), [Command::Campaign { .. }])
-                    || (wait.is_some() && waits_there.is_none());
+                    || (wait.is_some() && !matches!(waits_there, Ok(Some(_))));
                 let handed = match waits_there {
-                    Some(wait) => {
+                    Err(e) => Ok(Err(e)),
+                    Ok(Some(wait)) => {
                         let bound = HAND_OFF_ANSWER + wait + WAIT_SLACK;
                         let acquired = tokio::time::timeout(bound, handoff.acquire(addr, batch, waiting)).await;
                         acquired.map(|answer| answer.map(|result| (result, None)))
                     }
-                    None => {
+                    Ok(None) => {
                         let proposed =
                             tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
                         proposed.map(|answer| answer.map(|(result, index)| (result, Some(index))))
@@ -147,16 +149,15 @@ impl Node {
     }
 
     /// Whether a waiting acquire proposed now would be handed whole to the
-    /// leader (known, elsewhere, its channel of a version that takes them),
-    /// which waits its turn: nothing need wait here.
-    pub(super) async fn leader_waits_turns(&self) -> bool {
+    /// leader (known, elsewhere, its channel open and of a version that
+    /// takes them), which waits its turn: nothing need wait here. Does not
+    /// dial: before the first hand-off it says no, and the acquire
+    /// registers here for nothing.
+    pub(super) fn leader_waits_turns(&self) -> bool {
         let Some(handoff) = &self.handoff else { return false };
-        match self.leader() {
-            Some((leader, member)) if leader != self.id => {
-                handoff.takes_waiting_acquires(member.peer_dial_addr()).await
-            }
-            _ => false,
-        }
+        self.leader().is_some_and(|(leader, member)| {
+            leader != self.id && handoff.known_to_take_waiting_acquires(member.peer_dial_addr())
+        })
     }
 
     /// Returns once this node's table reflects every write committed

@@ -331,10 +331,22 @@ impl HandOff {
         }
     }
 
-    /// Whether the leader at `addr` takes waiting acquires handed whole
-    /// (its channel, opened now if need be, is of a version that does).
-    pub async fn takes_waiting_acquires(&self, addr: &str) -> bool {
-        self.line(addr).await.is_ok_and(|line| line.version >= ACQUIRE_SINCE)
+    /// Whether the leader at `addr` takes waiting acquires handed whole:
+    /// its channel, opened now if need be, is of a version that does
+    /// (false for a leader requests are relayed to); `NotSent` when it
+    /// cannot be reached.
+    pub async fn takes_waiting_acquires(&self, addr: &str) -> Result<bool, HandOffError> {
+        match self.line(addr).await {
+            Ok(line) => Ok(line.version >= ACQUIRE_SINCE),
+            Err(HandOffError::Unsupported) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`HandOff::takes_waiting_acquires`] as known now, without dialing:
+    /// false while no channel to `addr` is open.
+    pub fn known_to_take_waiting_acquires(&self, addr: &str) -> bool {
+        matches!(self.route(addr), Some(Ok(line)) if line.version >= ACQUIRE_SINCE)
     }
 
     /// A read index from the leader at `addr` (the read then waits for this
@@ -710,7 +722,8 @@ mod tests {
         .await;
         let handoff = hand_off();
         assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)));
-        assert!(handoff.takes_waiting_acquires(&addr).await, "welcomed at this version");
+        assert!(matches!(handoff.takes_waiting_acquires(&addr).await, Ok(true)), "welcomed at this version");
+        assert!(handoff.known_to_take_waiting_acquires(&addr));
         let (a, b) = tokio::join!(handoff.read_index(&addr), async {
             tokio::task::yield_now().await;
             handoff.read_index(&addr).await
@@ -737,7 +750,8 @@ mod tests {
         .await;
         let handoff = hand_off();
         assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)), "proposals are still handed over");
-        assert!(!handoff.takes_waiting_acquires(&addr).await);
+        assert!(matches!(handoff.takes_waiting_acquires(&addr).await, Ok(false)));
+        assert!(!handoff.known_to_take_waiting_acquires(&addr));
         drop(handoff);
         leader.abort();
     }
