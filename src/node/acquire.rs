@@ -11,6 +11,11 @@
 //! caller goes away before it is answered (its future is dropped), its place
 //! in the queue is given up with a `Cancel` proposal.
 //!
+//! On a follower whose leader takes them, a waiting acquire is handed to
+//! the leader whole and waits there ([`Node::acquire_as_leader`]; see
+//! `node/handoff.rs`): nothing registers here, and the caller's going away
+//! still gives up its place with a `Cancel` proposed from here.
+//!
 //! This lives in the node, below HTTP, so it is one call for every front end
 //! and testable without sockets.
 
@@ -21,6 +26,7 @@ use leasehold_core::{
     Command, EventKind, FencingToken, Grant, Limits, LockError, Outcome, PermitGrant, Principal, SessionId,
 };
 
+use super::handoff::waits_at_leader;
 use super::waiters::Waiter;
 use super::{Node, NodeError};
 use crate::raft::LockResult;
@@ -59,6 +65,28 @@ impl Node {
         command: Command,
         by: Principal,
     ) -> Result<Result<Outcome, LockError>, NodeError> {
+        self.acquire_via(command, by, Via::Anywhere).await
+    }
+
+    /// [`Node::acquire`] of a waiting acquire a follower handed whole
+    /// (`node/handoff.rs`): proposed on this node only, `NotLeader` if it
+    /// does not lead (the follower then hands it to the next leader), and
+    /// waited for in this node's registry. Nothing here gives up its place:
+    /// the follower proposes the `Cancel` if its caller goes away.
+    pub(super) async fn acquire_as_leader(
+        self: &Arc<Self>,
+        command: Command,
+        by: Principal,
+    ) -> Result<Result<Outcome, LockError>, NodeError> {
+        self.acquire_via(command, by, Via::Here).await
+    }
+
+    async fn acquire_via(
+        self: &Arc<Self>,
+        command: Command,
+        by: Principal,
+        via: Via,
+    ) -> Result<Result<Outcome, LockError>, NodeError> {
         let Some(parts) = command.acquire_parts() else { return self.propose(command, by).await };
         let (names, owner, session) = (parts.names.to_vec(), parts.owner.to_owned(), parts.session);
         let wait = Duration::from_millis(parts.wait_ms.unwrap_or_default());
@@ -67,7 +95,7 @@ impl Node {
         // An empty list is refused by validation before `first` is needed.
         let first = names.first().cloned().unwrap_or_default();
         let turn = Turn { queue, name: &first, owner: &owner };
-        Ok(match self.acquire_in_turn(command, by, turn, session, wait).await? {
+        Ok(match self.acquire_in_turn(command, by, turn, session, wait, via).await? {
             Ok(Turned::Answered(outcome)) => Ok(outcome),
             Ok(Turned::Handed(token)) if many => Ok(Outcome::GrantedMany {
                 grants: names.iter().map(|name| self.handed(name, &owner, token)).collect(),
@@ -90,6 +118,8 @@ impl Node {
     /// if queued, waits for it. If the caller goes away before it is
     /// answered, its place is given up with a `Cancel`. A wait under
     /// `session` that ends because the session did is `SessionNotFound`.
+    /// `via`: where it is proposed; a waiting acquire handed whole to the
+    /// leader waits there, and is answered here with how the wait ended.
     async fn acquire_in_turn(
         self: &Arc<Self>,
         command: Command,
@@ -97,22 +127,35 @@ impl Node {
         turn: Turn<'_>,
         session: Option<SessionId>,
         wait: Duration,
+        via: Via,
     ) -> Result<Result<Turned, LockError>, NodeError> {
         if let Err(invalid) = command.validate(&Limits::DEFAULT) {
             return Ok(Err(LockError::Invalid(invalid)));
         }
-        let registered = (!wait.is_zero()).then(|| self.waiters.watch(turn.name, turn.owner));
+        let waits_at_leader = !wait.is_zero() && via == Via::Anywhere && waits_at_leader(&command);
+        // Not registered when the leader will wait its turn: were it queued
+        // here after all (the leader changed meanwhile), `wait_for_turn`
+        // registers then, and reads the table after registering.
+        let handed_whole = waits_at_leader && self.leader_waits_turns();
+        let registered = (!wait.is_zero() && !handed_whole).then(|| self.waiters.watch(turn.name, turn.owner));
         // Armed before proposing: if the caller of a waiting acquire goes away
-        // at any point before it is answered, its place in the queue is given up.
+        // at any point before it is answered, its place in the queue is given
+        // up. Not for a follower's acquire handed whole: its task here is
+        // never dropped, and a `Cancel` from here could overtake the same
+        // acquire handed again to the next leader.
         let mut place = QueuePlace {
             node: self.clone(),
             queue: turn.queue,
             name: turn.name.to_owned(),
             owner: turn.owner.to_owned(),
             by: by.clone(),
-            armed: !wait.is_zero(),
+            armed: !wait.is_zero() && via == Via::Anywhere,
         };
-        let answer = match self.propose(command, by).await? {
+        let proposed = match via {
+            Via::Anywhere => self.propose_waiting(command, by, waits_at_leader.then_some(wait)).await?,
+            Via::Here => self.propose_here(command, by).await?.0,
+        };
+        let answer = match proposed {
             Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }) => {
                 let waited = self.wait_for_turn(registered, turn, wait + WAIT_SLACK).await;
                 waited.map(|r| r.map(Turned::Handed).map_err(|timeout| self.session_ended(session).unwrap_or(timeout)))
@@ -236,6 +279,14 @@ impl Node {
         });
         (read_at, (!waiting).then_some(held))
     }
+}
+
+/// Where an acquire is proposed: on the leader wherever it is (a client's
+/// acquire), or on this node only (a follower's, handed whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Anywhere,
+    Here,
 }
 
 /// Which kind of queue a waiting acquire stands in: a lock's (exclusive or

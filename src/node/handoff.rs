@@ -6,6 +6,17 @@
 //! to read this node's own table (a queued acquire, which waits in this
 //! node's registry of waiters; a campaign): see `read_here_after`.
 //!
+//! A waiting acquire (not a campaign) goes to a leader that takes them
+//! whole ([`Asked::Acquire`]): the leader waits its turn and answers the
+//! grant of the entry that handed it the lock once it applied that entry
+//! (so committed on a quorum), and the follower answers its client at
+//! once: a hand-over through a follower costs the leader's commit and the
+//! way back, not also this node's own append, fsync and apply of the
+//! entry. A client that then reads through this node still sees its grant
+//! (reads wait for the leader's read index). If the channel breaks during
+//! the wait (the leader died) the acquire is answered `unavailable`, as any
+//! hand-off whose answer was lost.
+//!
 //! Failover: while no leader is known, or the known one cannot be reached
 //! (the hand-off never left this node), a proposal is held for the next
 //! leader up to [`ELECTION_BOUND`] and then sent there (or proposed here,
@@ -23,11 +34,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::{Node, NodeError, QUORUM_WAIT};
+use super::{Node, NodeError, QUORUM_WAIT, WAIT_SLACK};
 use crate::peer::handoff::{
-    encode_named_frame, handed_command, write_all_frames, Answer, Answered, Ask, Asked, HandOffError, Welcome,
+    encode_named_frame, handed_command, write_all_frames, Answer, Answered, Ask, Asked, HandOffError, Ready, Welcome,
+    VERSION,
 };
-use crate::peer::read_frame;
+use crate::peer::{read_frame, FrameError};
 use crate::raft::{LockResult, NodeId, ELECTION_BOUND};
 use leasehold_core::{Batch, Command, Limits, Outcome, Principal};
 
@@ -52,7 +64,15 @@ impl Node {
 
     /// Proposes `command`, asked for by `by`, on the leader, wherever it is
     /// (see the module comment); a follower hands `by` over with it.
-    pub(super) async fn propose_anywhere(&self, command: Command, by: Principal) -> Result<LockResult, NodeError> {
+    /// `wait`: the command is a waiting acquire (not a campaign) that may
+    /// wait for its turn up to that long, and a leader elsewhere that takes
+    /// waiting acquires whole answers only once the wait ended.
+    pub(super) async fn propose_anywhere(
+        &self,
+        command: Command,
+        by: Principal,
+        wait: Option<Duration>,
+    ) -> Result<LockResult, NodeError> {
         let Some(handoff) = &self.handoff else { return Ok(self.propose_here(command, by).await?.0) };
         let give_up = tokio::time::Instant::now() + ELECTION_BOUND;
         let mut seen = self.leadership();
@@ -73,12 +93,36 @@ impl Node {
                     batch = command.take().map(|command| Batch::handed(command, by.clone()));
                 }
                 let batch = batch.as_ref().ok_or_else(no_command)?;
-                let waiting = self.waiters.any() || matches!(batch.commands(), [Command::Campaign { .. }]);
-                let handed =
-                    tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(member.peer_dial_addr(), batch, waiting));
-                match handed.await {
+                let addr = member.peer_dial_addr();
+                // A leader that cannot be reached is found out here already.
+                let waits_there = match wait {
+                    Some(wait) => {
+                        handoff.ready(addr).await.map(|ready| matches!(ready, Ready::HandOff).then_some(wait))
+                    }
+                    None => Ok(None),
+                };
+                // Requests here read this node's table after their answer:
+                // waiting acquires registered here, a campaign, or this one
+                // if it is queued and waits here.
+                let waiting = self.waiters.any()
+                    || matches!(batch.commands(), [Command::Campaign { .. }])
+                    || (wait.is_some() && !matches!(waits_there, Ok(Some(_))));
+                let handed = match waits_there {
+                    Err(e) => Ok(Err(e)),
+                    Ok(Some(wait)) => {
+                        let bound = HAND_OFF_ANSWER + wait + WAIT_SLACK;
+                        let acquired = tokio::time::timeout(bound, handoff.acquire(addr, batch, waiting)).await;
+                        acquired.map(|answer| answer.map(|result| (result, None)))
+                    }
+                    Ok(None) => {
+                        let proposed =
+                            tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
+                        proposed.map(|answer| answer.map(|(result, index)| (result, Some(index))))
+                    }
+                };
+                match handed {
                     Ok(Ok((result, index))) => {
-                        if read_here_after(batch.commands(), &result) {
+                        if let Some(index) = index.filter(|_| read_here_after(batch.commands(), &result)) {
                             self.until_applied(index).await?;
                         }
                         return Ok(result);
@@ -107,6 +151,16 @@ impl Node {
                 NodeError::Unavailable(format!("no leader elected within {} ms; retry", ELECTION_BOUND.as_millis()))
             })?;
         }
+    }
+
+    /// Whether a waiting acquire proposed now would be handed whole to the
+    /// leader (known, elsewhere, its channel open and of a version that
+    /// takes them), which waits its turn: nothing need wait here. Does not
+    /// dial: before the first hand-off it says no, and the acquire
+    /// registers here for nothing.
+    pub(super) fn leader_waits_turns(&self) -> bool {
+        let Some(handoff) = &self.handoff else { return false };
+        self.leader().is_some_and(|(leader, member)| leader != self.id && handoff.hands_off_to(member.peer_dial_addr()))
     }
 
     /// Returns once this node's table reflects every write committed
@@ -215,6 +269,12 @@ impl Node {
                     });
                 }
                 Ok(None) => break,
+                Err(e @ FrameError::Decode(_)) => {
+                    // Asks this version does not know: the follower runs a
+                    // later one and disregarded the version welcomed.
+                    tracing::warn!(error = %e, from, version = VERSION, "hand-off ask not understood; channel closed");
+                    break;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, from, "hand-off channel closed");
                     break;
@@ -225,22 +285,30 @@ impl Node {
     }
 
     /// The leader's answer to one ask.
-    async fn answer_hand_off(&self, asked: Asked) -> Answered {
+    async fn answer_hand_off(self: &Arc<Self>, asked: Asked) -> Answered {
         let answer_error = |e: NodeError| match e {
             NodeError::NotLeader { .. } => Answered::NotLeader,
             e => Answered::Unavailable(e.to_string()),
         };
         match asked {
             Asked::Propose(batch) => {
-                let (command, by) = match handed_command(&batch) {
-                    Ok((command, by)) => (command.clone(), by.clone()),
+                let (command, by) = match taken_command(&batch) {
+                    Ok(taken) => taken,
                     Err(why) => return Answered::Refused(why),
                 };
-                if let Err(invalid) = command.validate(&Limits::DEFAULT) {
-                    return Answered::Refused(invalid.to_string());
-                }
                 match self.propose_here(command, by).await {
                     Ok((result, index)) => Answered::Applied { index, result },
+                    Err(e) => answer_error(e),
+                }
+            }
+            Asked::Acquire(batch) => {
+                let (command, by) = match taken_command(&batch) {
+                    Ok((command, by)) if waits_at_leader(&command) => (command, by),
+                    Ok((command, _)) => return Answered::Refused(format!("{command} is not a waiting acquire")),
+                    Err(why) => return Answered::Refused(why),
+                };
+                match self.acquire_as_leader(command, by).await {
+                    Ok(result) => Answered::Acquired(result),
                     Err(e) => answer_error(e),
                 }
             }
@@ -266,6 +334,23 @@ impl Node {
 fn read_here_after(commands: &[Command], result: &LockResult) -> bool {
     matches!(result, Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }))
         || matches!(commands, [Command::Campaign { .. }])
+}
+
+/// The command of a follower's `batch`, if the leader takes it: one
+/// command a client may send, valid; else why it is refused.
+fn taken_command(batch: &Batch) -> Result<(Command, Principal), String> {
+    let (command, by) = handed_command(batch)?;
+    command.validate(&Limits::DEFAULT).map_err(|invalid| invalid.to_string())?;
+    Ok((command.clone(), by.clone()))
+}
+
+/// Whether `command` is handed whole to a leader that takes waiting
+/// acquires, which then waits its turn itself ([`Asked::Acquire`]): an
+/// acquire with a wait, but not a campaign, whose caller reads the
+/// election from this node's table next.
+pub(super) fn waits_at_leader(command: &Command) -> bool {
+    !matches!(command, Command::Campaign { .. })
+        && command.acquire_parts().is_some_and(|parts| parts.wait_ms.is_some_and(|wait| wait > 0))
 }
 
 fn no_command() -> NodeError {
@@ -315,11 +400,28 @@ mod tests {
             value: "1".into(),
             ttl_ms: Some(5000),
             session: None,
-            wait_ms: None,
+            wait_ms: Some(1000),
             request_id: None,
             lock_delay_ms: None,
             seq: None,
         };
-        assert!(read_here_after(&[campaign], &granted));
+        assert!(read_here_after(std::slice::from_ref(&campaign), &granted));
+        assert!(!waits_at_leader(&campaign), "a campaign's caller reads the election here");
+    }
+
+    // Ensures exactly the acquires with a wait (not campaigns) are handed
+    // whole to a leader that waits their turn.
+    #[test]
+    fn only_waiting_acquires_wait_at_the_leader() {
+        assert!(waits_at_leader(&acquire()));
+        let at_once = |wait_ms| match acquire() {
+            Command::Acquire { name, owner, ttl_ms, session, request_id, lock_delay_ms, seq, .. } => {
+                Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, seq }
+            }
+            other => other,
+        };
+        assert!(!waits_at_leader(&at_once(None)));
+        assert!(!waits_at_leader(&at_once(Some(0))));
+        assert!(!waits_at_leader(&Command::Cancel { name: "a".into(), owner: "o".into() }));
     }
 }

@@ -371,7 +371,19 @@ impl Node {
     /// request it is: the entry records it with the command, and the events
     /// the command causes say they are by it.
     pub async fn propose(&self, command: Command, by: Principal) -> Result<LockResult, NodeError> {
-        let result = self.propose_anywhere(command, by).await?;
+        self.propose_waiting(command, by, None).await
+    }
+
+    /// [`Node::propose`] of an acquire that may wait up to `wait` for its
+    /// turn (see [`handoff::waits_at_leader`]): on a follower whose leader
+    /// takes waiting acquires whole, answered only once the wait ended.
+    async fn propose_waiting(
+        &self,
+        command: Command,
+        by: Principal,
+        wait: Option<Duration>,
+    ) -> Result<LockResult, NodeError> {
+        let result = self.propose_anywhere(command, by, wait).await?;
         if let Err(LockError::Full { what, .. }) = &result {
             self.metrics.quota_refused(what);
         }

@@ -18,10 +18,19 @@
 //! quorum and answers its applied index, which the follower then waits to
 //! have applied itself.
 //!
+//! A waiting acquire is handed whole ([`Asked::Acquire`]): the leader
+//! waits its turn in its own registry of waiters and answers once the wait
+//! ended, with the grant of the entry that handed it the lock (applied on
+//! the leader, so committed). The follower answers its client at once,
+//! without its own append, fsync and apply of that entry on the way.
+//!
 //! The leader answers the hello with a [`Welcome`] frame before anything
 //! else: a leader of an earlier version, which does not know the channel,
 //! closes the connection unanswered instead, and the follower then relays
-//! whole requests to it as before ([`HandOff::ready`] says so).
+//! whole requests to it as before ([`HandOff::ready`] says so). The welcome
+//! names the channel's [`VERSION`]: a follower asks only what the leader's
+//! version takes (a leader of version 1 gets no [`Asked::Acquire`], which
+//! it could not decode: it would close the channel).
 //!
 //! Frames are the peer transport's (a length, then MessagePack), with
 //! structs as maps of named fields: a command's result carries the core's
@@ -41,6 +50,14 @@ use super::{read_frame, Channel, Dialer, FrameError, MAX_FRAME};
 use crate::raft::LockResult;
 use leasehold_core::{Batch, Command, Principal};
 use leasehold_proto::NodeId;
+
+/// The version of the channel this node speaks, named in its [`Welcome`]:
+/// 1 (a welcome naming none) proposals and read indexes; 2 every handed
+/// command with the principal that asked for it (batch version 3), and
+/// waiting acquires handed whole ([`Asked::Acquire`]). A follower hands
+/// nothing to a leader below 2, which could read neither: it relays whole
+/// requests to it, which that leader authorizes itself.
+pub const VERSION: u32 = 2;
 
 /// How long a leader may take to welcome a new hand-off channel.
 const WELCOME_WITHIN: Duration = Duration::from_secs(1);
@@ -69,6 +86,10 @@ pub enum Asked {
     Propose(Batch),
     /// Confirm leadership and answer a read index.
     ReadIndex,
+    /// Acquire, waiting in the queue: a batch of exactly one acquire with
+    /// a `wait_ms` (not a campaign), answered [`Answered::Acquired`] only
+    /// once its wait ended. Since version 2.
+    Acquire(Batch),
 }
 
 /// The leader's answer to the ask of the same `id`.
@@ -84,6 +105,9 @@ pub enum Answered {
     Applied { index: u64, result: LockResult },
     /// Every write committed before the ask is applied up to `index`.
     ReadIndex { index: u64 },
+    /// How the wait of an [`Asked::Acquire`] ended: granted (by an entry
+    /// the leader applied, so committed), or refused.
+    Acquired(LockResult),
     /// The answering node does not lead (the command was not proposed).
     NotLeader,
     /// Proposed or asked, but not confirmed in time: it may still take effect.
@@ -97,20 +121,20 @@ pub enum Answered {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Welcome {
     pub from: NodeId,
-    /// The leader takes handed commands with the principal that asked for
-    /// them (batch version 3), and refuses them without. The welcome of an
-    /// earlier version has no such field: a follower then relays whole
-    /// requests to it (which it authorizes itself) rather than hand it
-    /// batches it cannot read.
-    #[serde(default)]
-    pub actors: bool,
+    /// The leader's [`VERSION`] of the channel; 1 when absent (the first).
+    #[serde(default = "first_version")]
+    pub version: u32,
 }
 
 impl From<NodeId> for Welcome {
     /// This version's welcome, from the leader `from`.
     fn from(from: NodeId) -> Welcome {
-        Welcome { from, actors: true }
+        Welcome { from, version: VERSION }
     }
+}
+
+fn first_version() -> u32 {
+    1
 }
 
 /// `value` as one frame whose structs are maps of named fields.
@@ -314,6 +338,23 @@ impl HandOff {
         }
     }
 
+    /// Acquires through the leader at `addr` with the waiting acquire of
+    /// `batch`: the leader waits its turn, and answers how it ended. Only
+    /// when [`HandOff::ready`] said the leader's requests are handed over.
+    pub async fn acquire(&self, addr: &str, batch: &Batch, waiting: bool) -> Result<LockResult, HandOffError> {
+        match self.ask(addr, Asked::Acquire(batch.clone()), waiting).await? {
+            Answered::Acquired(result) => Ok(result),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Whether a channel to the leader at `addr` is open now, so that its
+    /// requests are handed over (without dialing: false before the first
+    /// request opens it, and for a leader requests are relayed to).
+    pub fn hands_off_to(&self, addr: &str) -> bool {
+        matches!(self.route(addr), Some(Ok(_)))
+    }
+
     /// A read index from the leader at `addr` (the read then waits for this
     /// node's apply of it).
     pub async fn read_index(&self, addr: &str) -> Result<u64, HandOffError> {
@@ -392,7 +433,7 @@ impl HandOff {
             .map_err(|_| not_sent(&"no connection within a second"))?
             .map_err(|e| not_sent(&e))?;
         match tokio::time::timeout(WELCOME_WITHIN, read_frame::<_, Welcome>(&mut stream)).await {
-            Ok(Ok(Some(Welcome { actors: true, .. }))) => {}
+            Ok(Ok(Some(Welcome { version, .. }))) if version >= VERSION => {}
             // An earlier version, which cannot read handed commands with
             // their principal: relayed to instead.
             Ok(Ok(Some(_))) => return Err(HandOffError::Unsupported),
@@ -404,7 +445,7 @@ impl HandOff {
             }
             Ok(Err(e)) => return Err(not_sent(&e)),
             Err(_) => return Err(not_sent(&"no welcome within a second")),
-        }
+        };
         let (reader, writer) = tokio::io::split(stream);
         let (out, frames) = mpsc::unbounded_channel();
         let line = Arc::new(Line { out, waiting: Mutex::new(Some(HashMap::new())), next_id: AtomicU64::new(0) });
@@ -640,12 +681,12 @@ mod tests {
         assert!(handed_command(&Batch::within(quotas, acquire(), client())).is_err());
     }
 
-    // Ensures a leader whose welcome does not say it takes principals (an
-    // earlier version, which could not read such a batch) is relayed to.
+    // Ensures a leader whose welcome names no version (version 1, which
+    // could read neither principals nor waiting acquires) is relayed to.
     #[tokio::test]
     async fn a_leader_that_takes_no_principals_is_relayed_to() {
         let (addr, leader) = fake_leader(|mut conn| async move {
-            // The welcome of an earlier version: no `actors` field.
+            // The welcome of version 1: no `version` field.
             #[derive(Serialize)]
             struct EarlierWelcome {
                 from: NodeId,
@@ -705,7 +746,7 @@ mod tests {
             for (ask, index) in [(second, 20), (first, 10)] {
                 let answered = match ask.asked {
                     Asked::ReadIndex => Answered::ReadIndex { index },
-                    Asked::Propose(_) => Answered::Refused("not here".into()),
+                    Asked::Propose(_) | Asked::Acquire(_) => Answered::Refused("not here".into()),
                 };
                 conn.write_all(&encode_named_frame(&Answer { id: ask.id, answered }).unwrap()).await.unwrap();
             }
@@ -714,6 +755,7 @@ mod tests {
         .await;
         let handoff = hand_off();
         assert!(matches!(handoff.ready(&addr).await, Ok(Ready::HandOff)));
+        assert!(handoff.hands_off_to(&addr), "welcomed at this version");
         let (a, b) = tokio::join!(handoff.read_index(&addr), async {
             tokio::task::yield_now().await;
             handoff.read_index(&addr).await

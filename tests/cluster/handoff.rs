@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::metrics::Scrape;
-use leasehold_client::{AcquireOptions, Client};
+use leasehold_client::{AcquireOptions, Client, ErrorCode};
 
 const LONG_TTL_MS: u64 = 120_000;
 
@@ -63,50 +63,72 @@ async fn a_followers_requests_are_handed_off_not_relayed() {
     .await;
 }
 
-// Ensures a waiting acquire sent to a follower waits there (in the
-// follower's own registry of waiters, woken by its own applied entries)
-// and is granted, under the hand-over's token, when the holder releases
-// through another node.
+// Ensures a waiting acquire sent to a follower is handed to the leader
+// whole and answered when the leader hands it the lock: a waiter queued
+// through a follower is granted, when the holder releases through the
+// leader, under the hand-over's token (above the holder's) with the
+// leader's whole grant (its ttl), and a read through that follower then
+// sees it hold; and a second waiter through the follower whose wait runs
+// out meanwhile is answered `wait_timeout`, and leaves the queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_through_a_follower_is_granted_on_release_elsewhere() {
     bounded(async {
         let cluster = start_cluster(3).await;
         let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
         let follower = cluster.follower_of(leader);
-        let other = cluster.ids().into_iter().find(|id| *id != leader && *id != follower).unwrap();
-        let via_other = Client::new(&[cluster.endpoint(other)]).unwrap();
-        let holder = via_other.acquire("queued", "holder", LONG_TTL_MS).await.unwrap();
+        let via_leader = Client::new(&[cluster.endpoint(leader)]).unwrap();
+        let holder = via_leader.acquire("queued", "holder", LONG_TTL_MS).await.unwrap();
 
-        step(&format!("a waiter queues through follower {follower}"));
+        step(&format!("two waiters queue through follower {follower}, the second for 1 s only"));
         let via_follower = Arc::new(Client::new(&[cluster.endpoint(follower)]).unwrap());
-        let waiter = {
+        let queue = |owner: &'static str, wait: Duration| {
             let client = via_follower.clone();
             tokio::spawn(async move {
-                let options = AcquireOptions { wait: Some(Duration::from_secs(30)), ..AcquireOptions::default() };
-                client.acquire_with("queued", "waiter", LONG_TTL_MS, &options).await
+                let options = AcquireOptions { wait: Some(wait), ..AcquireOptions::default() };
+                client.acquire_with("queued", owner, LONG_TTL_MS, &options).await
             })
         };
-        let give_up = Instant::now() + Duration::from_secs(20);
-        loop {
-            let view = via_other.get("queued").await.unwrap().expect("held");
-            if view.waiters.iter().any(|w| w.owner == "waiter") {
-                break;
+        let waiter = queue("waiter", Duration::from_secs(30));
+        let until_queued = |owner: &'static str, queued: bool| {
+            let via_leader = &via_leader;
+            async move {
+                let give_up = Instant::now() + Duration::from_secs(20);
+                loop {
+                    let view = via_leader.get("queued").await.unwrap().expect("held");
+                    if view.waiters.iter().any(|w| w.owner == owner) == queued {
+                        break;
+                    }
+                    assert!(Instant::now() < give_up, "{owner} never {}", if queued { "queued" } else { "left" });
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             }
-            assert!(Instant::now() < give_up, "the waiter never queued");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        };
+        until_queued("waiter", true).await;
+        let impatient = queue("impatient", Duration::from_secs(1));
+        until_queued("impatient", true).await;
 
-        step(&format!("the holder releases through node {other}; the waiter is granted"));
-        via_other.release("queued", holder.token()).await.unwrap();
+        step("the second waiter's wait runs out: wait_timeout, and it left the queue");
+        let timed_out = tokio::time::timeout(Duration::from_secs(20), impatient)
+            .await
+            .expect("the impatient waiter is answered")
+            .unwrap()
+            .expect_err("nothing was released for it");
+        assert_eq!(timed_out.code(), Some(ErrorCode::WaitTimeout), "{timed_out:?}");
+        until_queued("impatient", false).await;
+
+        step(&format!("the holder releases through the leader {leader}; the first waiter is granted"));
+        via_leader.release("queued", holder.token()).await.unwrap();
         let granted = tokio::time::timeout(Duration::from_secs(20), waiter)
             .await
             .expect("the waiter is answered")
             .unwrap()
             .unwrap_or_else(|e| panic!("the waiter was refused: {e}\n{}", cluster.logs()));
-        assert!(granted.token() > holder.token());
+        assert!(granted.token() > holder.token(), "{:?} after {:?}", granted.token(), holder.token());
+        assert_eq!(granted.grant.ttl_ms, LONG_TTL_MS, "the leader's grant, whole");
+        assert!(granted.grant.expires_in_ms > 0);
         let view = via_follower.get("queued").await.unwrap().expect("held by the waiter");
         assert_eq!((view.owner.as_str(), view.token), ("waiter", granted.token()));
-        assert!(forwarded(&cluster.endpoint(follower), "handed").await >= 2.0);
+        assert!(forwarded(&cluster.endpoint(follower), "handed").await >= 3.0);
     })
     .await;
 }
