@@ -480,7 +480,8 @@ impl Metrics {
                 | EventKind::PermitsReleased { .. }
                 | EventKind::PermitsExpired { .. }
                 | EventKind::PermitsQueued { .. }
-                | EventKind::PermitWaitEnded { .. } => {}
+                | EventKind::PermitWaitEnded { .. }
+                | EventKind::AccessChanged { .. } => {}
             }
         }
     }

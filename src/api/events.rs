@@ -46,7 +46,7 @@ use super::{ApiError, ApiPath, ApiQuery};
 use crate::admission::{Budget, Caller};
 use crate::node::Node;
 use crate::store::{Compacted, Cursor, PublishedEvent};
-use leasehold_core::{Actor, Limits, LockEvent};
+use leasehold_core::{Actor, EventKind, Limits, LockEvent};
 use leasehold_proto::cluster::{ClusterStatus, QuotaUse};
 use leasehold_proto::events::{CompactedFrame, EventsQuery, ResumeQuery};
 use leasehold_proto::ErrorCode;
@@ -138,10 +138,16 @@ pub(super) fn caused_by(by: Option<Actor>) -> impl Fn(&LockEvent) -> bool + Send
 /// Whether the caller may read an event, asked as each event is sent: a
 /// stream opened before a revoke stops delivering at the revoke's entry
 /// on this node. A session's start or end (no lock name) needs `read` on
-/// every name.
+/// every name; a change of users and roles `admin`, as their endpoints do.
 pub(super) fn readable_by(node: &Arc<Node>, authz: Authz) -> impl Fn(&LockEvent) -> bool + Send + 'static {
     let node = node.clone();
-    move |event| node.may(&authz.0, Permission::Read, &[event.name.as_str()]).is_ok()
+    move |event| {
+        let permission = match event.kind {
+            EventKind::AccessChanged { .. } => Permission::Admin,
+            _ => Permission::Read,
+        };
+        node.may(&authz.0, permission, &[event.name.as_str()]).is_ok()
+    }
 }
 
 /// Where a stream resumes: after `?after=`, else after `Last-Event-ID`,

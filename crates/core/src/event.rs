@@ -10,7 +10,7 @@ use super::{FencingToken, Principal, SessionId};
 
 /// One change to one lock, stamped with the index of the log entry that made
 /// it and who caused it; or, with an empty `name` (no lock has it), a
-/// session's start or end.
+/// session's start or end, or a change of users and roles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockEvent {
     pub index: u64,
@@ -217,6 +217,17 @@ pub enum EventKind {
         owner: String,
         timed_out: bool,
     },
+    /// Users and roles changed (no lock name; only admins read it): what
+    /// changed (`user_added`, `user_removed`, `token_added`,
+    /// `token_revoked`, `role_added`, `role_removed`, `granted`, `revoked`,
+    /// `role_assigned`, `role_unassigned`), the user or role changed, and
+    /// the rest (a token's id, never the token; a grant; a role).
+    AccessChanged {
+        change: String,
+        subject: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -242,6 +253,30 @@ impl EventKind {
             | EventKind::PermitsExpired { owner, .. }
             | EventKind::PermitsQueued { owner, .. }
             | EventKind::PermitWaitEnded { owner, .. } => owner,
+            // No owner: the user or role it changed.
+            EventKind::AccessChanged { subject, .. } => subject,
         }
+    }
+
+    /// The event of an applied change of users and roles, `None` for any
+    /// other command. A token added by the entry at `index` has that id.
+    pub fn access_changed(command: &super::Command, index: u64) -> Option<EventKind> {
+        use super::Command as C;
+        let token = |id: u64| Some(format!("token {id}"));
+        let grant = |permission: &super::Permission, prefix: &str| Some(format!("{permission} on {prefix:?}"));
+        let (change, subject, detail) = match command {
+            C::AddUser { user, token: first } => ("user_added", user, first.as_ref().and_then(|_| token(index))),
+            C::RemoveUser { user } => ("user_removed", user, None),
+            C::AddToken { user, .. } => ("token_added", user, token(index)),
+            C::RevokeToken { user, token_id } => ("token_revoked", user, token(*token_id)),
+            C::AddRole { role } => ("role_added", role, None),
+            C::RemoveRole { role } => ("role_removed", role, None),
+            C::GrantPermission { role, permission, prefix } => ("granted", role, grant(permission, prefix)),
+            C::RevokePermission { role, permission, prefix } => ("revoked", role, grant(permission, prefix)),
+            C::AssignRole { user, role } => ("role_assigned", user, Some(role.clone())),
+            C::UnassignRole { user, role } => ("role_unassigned", user, Some(role.clone())),
+            _ => return None,
+        };
+        Some(EventKind::AccessChanged { change: change.to_owned(), subject: subject.clone(), detail })
     }
 }

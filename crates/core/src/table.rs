@@ -262,6 +262,10 @@ impl LockTable {
     pub fn apply_by(&mut self, command: &Command, by: Option<&Principal>, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
         let result = self.apply_inner(command, index, quotas, &mut events);
+        if result.is_ok() {
+            let changed = EventKind::access_changed(command, index);
+            events.extend(changed.map(|kind| LockEvent { index, name: String::new(), kind, by: Actor::default() }));
+        }
         self.follow_elections(&mut events);
         let actor = Actor::of(command, by);
         for event in &mut events {

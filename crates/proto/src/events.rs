@@ -186,6 +186,17 @@ pub enum EventKind {
     PermitsQueued { owner: String, permits: u32, position: usize },
     /// `owner` left the semaphore's queue ungranted (`timed_out`, or its client went away).
     PermitWaitEnded { owner: String, timed_out: bool },
+    /// Users and roles changed (no lock name; only the admin API's callers
+    /// read it): `change` is `user_added`, `user_removed`, `token_added`,
+    /// `token_revoked`, `role_added`, `role_removed`, `granted`, `revoked`,
+    /// `role_assigned` or `role_unassigned`; `subject` the user or role;
+    /// `detail` a token's id (never the token), a grant, or a role.
+    AccessChanged {
+        change: String,
+        subject: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
 }
 
 impl From<leasehold_core::LockEvent> for LockEvent {
@@ -217,6 +228,7 @@ impl From<leasehold_core::LockEvent> for LockEvent {
             Core::PermitsExpired { owner, token, permits } => EventKind::PermitsExpired { owner, token, permits },
             Core::PermitsQueued { owner, permits, position } => EventKind::PermitsQueued { owner, permits, position },
             Core::PermitWaitEnded { owner, timed_out } => EventKind::PermitWaitEnded { owner, timed_out },
+            Core::AccessChanged { change, subject, detail } => EventKind::AccessChanged { change, subject, detail },
         };
         LockEvent { index: e.index, name: e.name, kind, by: e.by }
     }
@@ -245,6 +257,7 @@ impl EventKind {
             EventKind::PermitsExpired { .. } => "permits_expired",
             EventKind::PermitsQueued { .. } => "permits_queued",
             EventKind::PermitWaitEnded { .. } => "permit_wait_ended",
+            EventKind::AccessChanged { .. } => "access_changed",
         }
     }
 }

@@ -382,6 +382,41 @@ async fn events_say_who_caused_them() {
     }
 }
 
+// Ensures changes of users and roles are events of their own, by the admin
+// who made them, on the admin's stream only: the client token (which reads
+// every lock) sees its own acquire after them but none of them.
+#[tokio::test]
+async fn changes_of_users_and_roles_are_events_only_admins_read() {
+    let (api, _, _) = tenants().await;
+    let mut admins = Box::pin(follow(&api, ADMIN, "/v1/events").await);
+    let mut clients = Box::pin(follow(&api, CLIENT, "/v1/events").await);
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/roles", Some(json!({"name": "team-c"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let grant = json!({"permission": "lock", "prefix": "c-"});
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/roles/team-c/grants", Some(grant)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/users", Some(json!({"name": "carol"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.as_(ADMIN, "POST", "/v1/auth/users/carol/roles", Some(json!({"role": "team-c"}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let acquire = json!({"owner": "o", "ttl_ms": 5000});
+    let (status, _) = api.as_(CLIENT, "POST", "/v1/locks/c-1/acquire", Some(acquire)).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let seen = until_event(&mut admins, "acquired", "c-1").await;
+    for change in [
+        r#""type":"access_changed","change":"role_added","subject":"team-c","by":"admin""#,
+        r#""type":"access_changed","change":"granted","subject":"team-c","detail":"lock on \"c-\"","by":"admin""#,
+        r#""type":"access_changed","change":"user_added","subject":"carol","detail":"token "#,
+        r#""type":"access_changed","change":"role_assigned","subject":"carol","detail":"team-c","by":"admin""#,
+    ] {
+        assert!(seen.contains(change), "{change} in {seen}");
+    }
+    assert!(!seen.contains("lh_"), "no token is in an event: {seen}");
+    let seen = until_event(&mut clients, "acquired", "c-1").await;
+    assert!(!seen.contains("access_changed"), "{seen}");
+}
+
 /// `oneshot` without the tower import clash in this module.
 trait Oneshot {
     async fn oneshot_request(self, request: Request<Body>) -> axum::response::Response;

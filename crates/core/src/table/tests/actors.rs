@@ -164,3 +164,27 @@ fn actor_text_round_trips() {
         assert!(bad.parse::<Actor>().is_err(), "{bad:?}");
     }
 }
+
+// Ensures a change of users and roles is an event of no lock, by whoever
+// made it, saying what changed (a token by its id, never the token), and a
+// refused change makes none.
+#[test]
+fn changes_of_users_and_roles_are_events_by_who_made_them() {
+    let mut log = Log::new();
+    let (added, events) = log.apply_as(Command::AddRole { role: "team-a".into() }, Some(Principal::Admin));
+    assert!(added.is_ok(), "{added:?}");
+    assert_eq!(story(&events), pairs(&[("access_changed", "admin")]));
+    let json = serde_json::to_value(&events[0]).unwrap();
+    assert_eq!((json["name"].as_str(), json["change"].as_str()), (Some(""), Some("role_added")), "{json}");
+    assert_eq!(json["subject"], "team-a");
+
+    let token = Some(crate::TokenHash("ab".repeat(32)));
+    let (added, events) = log.apply_as(Command::AddUser { user: "bob".into(), token }, Some(Principal::Admin));
+    assert!(added.is_ok(), "{added:?}");
+    let json = serde_json::to_value(&events[0]).unwrap();
+    assert_eq!(json["detail"], format!("token {}", log.index), "the token's id: {json}");
+
+    let unknown = Command::AssignRole { user: "bob".into(), role: "nope".into() };
+    let (refused, events) = log.apply_as(unknown, Some(Principal::Admin));
+    assert!(refused.is_err() && events.is_empty(), "{refused:?} {events:?}");
+}
