@@ -40,7 +40,7 @@ use crate::peer::handoff::{
     VERSION,
 };
 use crate::peer::{read_frame, FrameError};
-use crate::raft::{LockResult, NodeId, ELECTION_BOUND};
+use crate::raft::{LockResult, NodeId, Urgency, ELECTION_BOUND};
 use leasehold_core::{Batch, Command, Limits, Outcome, Principal};
 
 /// How long a follower waits for the leader's answer to a hand-off: the
@@ -51,9 +51,14 @@ const APPLIED_RECHECK: Duration = Duration::from_millis(100);
 
 impl Node {
     /// Proposes `command`, asked for by `by`, here, as leader (no
-    /// hand-off): its result and the index of its entry.
+    /// hand-off): its result and the index of its entry. A command that
+    /// would only queue behind another holder waits to share the next entry.
     pub(super) async fn propose_here(&self, command: Command, by: Principal) -> Result<(LockResult, u64), NodeError> {
-        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command, by)).await {
+        let urgency = match self.locks().read(|t| t.would_queue(&command)) {
+            true => Urgency::WithNext,
+            false => Urgency::Now,
+        };
+        match tokio::time::timeout(QUORUM_WAIT, self.raft.propose(command, by, urgency)).await {
             Err(_) => Err(NodeError::Unavailable(format!(
                 "no quorum within {} ms; the request may still take effect",
                 QUORUM_WAIT.as_millis()

@@ -14,20 +14,22 @@ use tokio_stream::{Stream, StreamExt};
 pub const MAX_FRAME: usize = 32 << 20;
 
 /// How long a request that only carries the commit index waits for the
-/// next request of its stream, to travel with it.
+/// next request of its stream, which then carries the commit index instead.
 ///
 /// openraft sends the follower an entry-less AppendEntries whenever the
 /// commit index moves and no new entry is there to carry it: with one
-/// client, one per entry. Sent at once, each costs the follower a wake-up,
-/// a read, a Raft round and an answer, and the leader a send and a read:
-/// about a fifth of a lone entry's CPU on three nodes. Nothing waits for
-/// it (the leader has committed; a follower applies a little later, and
-/// reads go through the leader), so it waits this long for the next entry
-/// and both go in one write; its answer on the follower waits the same way
-/// for the next answer. Heartbeats carry the commit index too. Not to a
-/// follower that hands the leader commands, though: it answers its own
-/// clients only once it has applied their entries, so the commit index
-/// goes to it at once (`raft/network.rs`, `peer/handoff.rs`).
+/// client, or on a hot lock, one per entry. Sent at once, each costs the
+/// follower a wake-up, a read, a Raft round and an answer, and the leader
+/// a send and a read: about a fifth of a lone entry's CPU on three nodes.
+/// Nothing waits for it (the leader has committed; a follower applies a
+/// little later, and reads go through the leader), so the leader holds it
+/// this long, and if the next request comes meanwhile, sends only that one
+/// (`send_appends` in `raft/network.rs`). A follower's answer to one that
+/// was sent waits the same way for the next answer, to share a write.
+/// Heartbeats carry the commit index too. Not to a follower that hands the
+/// leader commands, though: it answers its own clients only once it has
+/// applied their entries, so the commit index goes to it at once
+/// (`raft/network.rs`, `peer/handoff.rs`).
 pub const COMMIT_ONLY_LINGER: Duration = Duration::from_millis(2);
 
 /// Why a frame could not be read or written.

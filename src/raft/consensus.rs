@@ -20,7 +20,7 @@ use super::checkpoint_policy::checkpoint_when_due;
 use super::inbound::Inbound;
 use super::network::{Network, SNAPSHOT_TIMEOUT};
 use super::observer::{count_leader_changes, observe};
-use super::proposer::{ProposeError, Proposer};
+use super::proposer::{ProposeError, Proposer, Urgency};
 use super::ticker::Ticker;
 use super::types::{LockResult, Member, NodeId};
 use super::Raft;
@@ -214,12 +214,17 @@ impl Consensus {
     }
 
     /// Proposes `command`, asked for by `by` (in an entry shared with other
-    /// commands proposed at the same time, which records `by` with it) and
-    /// waits until it is committed and applied here; its result and the
-    /// index of its entry.
-    pub async fn propose(&self, command: Command, by: Principal) -> Result<(LockResult, u64), ConsensusError> {
+    /// commands proposed at the same time, which records `by` with it; with
+    /// `urgency`) and waits until it is committed and applied here; its
+    /// result and the index of its entry.
+    pub async fn propose(
+        &self,
+        command: Command,
+        by: Principal,
+        urgency: Urgency,
+    ) -> Result<(LockResult, u64), ConsensusError> {
         self.until_first_quorum().await;
-        self.proposer.propose(command, by).await.map_err(|e| self.write_error(e))
+        self.proposer.propose(command, by, urgency).await.map_err(|e| self.write_error(e))
     }
 
     /// A leader just elected takes no write until a quorum has answered it:

@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::{Stream, StreamExt};
 
 use super::inbound::{PeerRequest, PeerResponse, SnapshotAnswer, StreamAnswer};
-use super::types::{Member, NodeId, SnapshotMeta, TypeConfig, Vote};
+use super::types::{LogId, Member, NodeId, SnapshotMeta, TypeConfig, Vote};
 use crate::peer::handoff::HandingFollowers;
 use crate::peer::{self, Dialer, PeerStream};
 use crate::store::{Snapshot, SnapshotData};
@@ -557,38 +557,92 @@ fn timed_out() -> std::io::Error {
 }
 
 /// Writes each request of a replication stream as openraft produces it,
-/// telling the reader one more answer is due first; a request that only
-/// carries the commit index waits for the next one ([`peer::StreamWriter`]),
-/// unless `hands_off` says requests on the follower wait for its apply of
-/// entries (waiting acquires it serves itself, their commands handed here).
-async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<()>, hands_off: impl Fn() -> bool)
+/// telling the reader which answer is due first.
+///
+/// A request that only carries the commit index ([`peer::COMMIT_ONLY_LINGER`]
+/// says why it is worth waiting for) is held back up to that long for the
+/// next request. If the next one carries it (same vote, same previous entry,
+/// a commit index as high), the held one is not sent at all: the next one
+/// tells the follower everything it did, and its answer answers both (the
+/// held one's success says the follower matches the leader up to its
+/// previous entry, which the leader already knew). On a hot lock this saves
+/// each follower a whole Raft round per entry. Otherwise the held one goes
+/// first. Not held when `hands_off` says requests on the follower wait for
+/// its apply of entries (waiting acquires it serves itself, their commands
+/// handed here): the commit index goes to it at once.
+async fn send_appends<S, W>(mut input: S, writer: W, sent: mpsc::UnboundedSender<Due>, hands_off: impl Fn() -> bool)
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     let mut out = peer::StreamWriter::new(writer);
+    // A request taken from `input` while holding another, not carried by it.
+    let mut next: Option<AppendEntriesRequest<TypeConfig>> = None;
+    let mut input_ended = false;
     loop {
-        let rpc = match out.next(&mut input).await {
+        let taken = match next.take() {
+            Some(rpc) => Ok(Some(rpc)),
+            None if input_ended => Ok(None),
+            None => out.next(&mut input).await,
+        };
+        let mut rpc = match taken {
             Ok(Some(rpc)) => rpc,
-            // The session ended, and what was buffered went out.
-            Ok(None) => return,
+            Ok(None) => {
+                // The session ended: what is buffered goes out.
+                if let Err(e) = out.flush().await {
+                    tracing::debug!(error = %e, "replication stream write failed");
+                }
+                return;
+            }
             Err(e) => {
                 // The reader finds the connection broken, or the answer late.
                 tracing::debug!(error = %e, "replication stream write failed");
                 return;
             }
         };
-        if sent.send(()).is_err() {
+        let mut due = Due { carried: Vec::new() };
+        while rpc.entries.is_empty() && !input_ended && !hands_off() {
+            if let Err(e) = out.flush().await {
+                tracing::debug!(error = %e, "replication stream write failed");
+                return;
+            }
+            match tokio::time::timeout(peer::COMMIT_ONLY_LINGER, input.next()).await {
+                Ok(Some(later)) if carries(&later, &rpc) => {
+                    due.carried.push(rpc.prev_log_id);
+                    rpc = later;
+                }
+                Ok(Some(later)) => {
+                    next = Some(later);
+                    break;
+                }
+                Ok(None) => input_ended = true,
+                Err(_) => break,
+            }
+        }
+        if sent.send(due).is_err() {
             return;
         }
-        // A follower whose waiting acquires wait for the commit index to be
-        // answered: it goes at once.
-        let commit_only = rpc.entries.is_empty() && !hands_off();
-        if let Err(e) = out.write(&rpc, commit_only).await {
+        if let Err(e) = out.write(&rpc, false).await {
             tracing::debug!(error = %e, "replication stream write failed");
             return;
         }
     }
+}
+
+/// Whether `later` tells a follower all that `held`, a request with no
+/// entries, does: the same leader, the same entry before them (so its
+/// success says the follower matches up to `held`'s), and a commit index
+/// at least as high.
+fn carries(later: &AppendEntriesRequest<TypeConfig>, held: &AppendEntriesRequest<TypeConfig>) -> bool {
+    later.vote == held.vote && later.prev_log_id == held.prev_log_id && later.leader_commit >= held.leader_commit
+}
+
+/// The answer due for one request sent, and for the requests with no
+/// entries it carried (their previous entry each), which are answered
+/// first, as if sent just before it.
+#[derive(Debug)]
+struct Due {
+    carried: Vec<Option<LogId>>,
 }
 
 /// Reads one answer per request sent, each within `ttl`, until the writer
@@ -596,7 +650,7 @@ where
 /// connection fails (reported as the stream's last item).
 async fn read_answers<R>(
     mut reader: R,
-    mut to_answer: mpsc::UnboundedReceiver<()>,
+    mut to_answer: mpsc::UnboundedReceiver<Due>,
     answers: mpsc::Sender<Result<StreamAppendResult<TypeConfig>, RpcError>>,
     ttl: Duration,
     target: NodeId,
@@ -605,7 +659,7 @@ async fn read_answers<R>(
     R: tokio::io::AsyncRead + Unpin,
 {
     let mut first = true;
-    while to_answer.recv().await.is_some() {
+    while let Some(due) = to_answer.recv().await {
         let answer = match tokio::time::timeout(ttl, peer::read_frame::<_, StreamAnswer>(&mut reader)).await {
             Ok(Ok(Some(StreamAnswer(Ok(result))))) => Ok(result),
             Ok(Ok(Some(StreamAnswer(Err(fatal))))) => {
@@ -627,7 +681,15 @@ async fn read_answers<R>(
         };
         first = false;
         let go_on = matches!(answer, Ok(Ok(_)));
-        if answers.send(answer).await.is_err() || !go_on {
+        // The requests it carried succeeded with it; had it failed, the
+        // first of them gets its failure, which ends the session.
+        let carried = due.carried.into_iter().map(|prev| Ok(Ok(prev))).take_while(|_| go_on);
+        for answer in carried.chain(std::iter::once(answer)) {
+            if answers.send(answer).await.is_err() {
+                return;
+            }
+        }
+        if !go_on {
             return;
         }
     }
@@ -660,6 +722,71 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(super::super::types::CommittedLeaderId { term: 3, node_id: 1 }, index)
+    }
+
+    fn append(prev: u64, entries: u64, commit: u64) -> AppendEntriesRequest<TypeConfig> {
+        let entries = (prev + 1..=prev + entries)
+            .map(|i| openraft::Entry { log_id: log_id(i), payload: openraft::EntryPayload::Blank })
+            .collect();
+        AppendEntriesRequest {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: Some(log_id(prev)),
+            leader_commit: Some(log_id(commit)),
+            entries,
+        }
+    }
+
+    // Ensures a request that only carries the commit index is not sent when
+    // the next request carries it, that its answer is the next one's
+    // success, and that one the next request does not carry (or none
+    // follows) is sent as it is.
+    #[tokio::test]
+    async fn a_commit_only_request_is_carried_by_the_next() {
+        let (requests, input) = mpsc::unbounded_channel();
+        let (leader, follower) = tokio::io::duplex(1 << 16);
+        let (leader_reads, leader_writes) = tokio::io::split(leader);
+        let (sent, to_answer) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(send_appends(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(input),
+            leader_writes,
+            sent,
+            || false,
+        ));
+        let (answers, mut answered) = mpsc::channel(STREAM_ANSWERS);
+        let reader = tokio::io::BufReader::new(leader_reads);
+        let no_stream = Arc::default();
+        let reads = tokio::spawn(read_answers(reader, to_answer, answers, Duration::from_secs(5), 2, no_stream));
+        // Commit 5 with nothing new, then entry 6: only entry 6 goes out.
+        requests.send(append(5, 0, 5)).unwrap();
+        requests.send(append(5, 1, 5)).unwrap();
+        let mut follower = tokio::io::BufReader::new(follower);
+        let first: AppendEntriesRequest<TypeConfig> = peer::read_frame(&mut follower).await.unwrap().unwrap();
+        assert_eq!((first.prev_log_id, first.entries.len()), (Some(log_id(5)), 1), "carried by entry 6's request");
+        peer::write_frame(&mut follower, &StreamAnswer(Ok(Ok(Some(log_id(6)))))).await.unwrap();
+        assert_eq!(answered.recv().await.unwrap().unwrap(), Ok(Some(log_id(5))), "the carried one's answer");
+        assert_eq!(answered.recv().await.unwrap().unwrap(), Ok(Some(log_id(6))));
+        // Commit 6 with nothing after it: it goes out on its own, once held.
+        requests.send(append(6, 0, 6)).unwrap();
+        let alone: AppendEntriesRequest<TypeConfig> = peer::read_frame(&mut follower).await.unwrap().unwrap();
+        assert_eq!((alone.entries.len(), alone.leader_commit), (0, Some(log_id(6))));
+        peer::write_frame(&mut follower, &StreamAnswer(Ok(Ok(Some(log_id(6)))))).await.unwrap();
+        assert_eq!(answered.recv().await.unwrap().unwrap(), Ok(Some(log_id(6))));
+        // Commit 7 then a request from another previous entry: both go out.
+        requests.send(append(7, 0, 7)).unwrap();
+        requests.send(append(8, 1, 7)).unwrap();
+        for prev in [7, 8] {
+            let request: AppendEntriesRequest<TypeConfig> = peer::read_frame(&mut follower).await.unwrap().unwrap();
+            assert_eq!(request.prev_log_id, Some(log_id(prev)));
+            peer::write_frame(&mut follower, &StreamAnswer(Ok(Ok(Some(log_id(prev)))))).await.unwrap();
+            assert_eq!(answered.recv().await.unwrap().unwrap(), Ok(Some(log_id(prev))));
+        }
+        drop(requests);
+        writer.await.unwrap();
+        reads.await.unwrap();
+    }
 
     // Ensures each failed dial doubles the wait before the next, from
     // REDIAL_FIRST up to REDIAL_MAX, and a successful one ends the wait.

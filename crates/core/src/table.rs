@@ -446,6 +446,22 @@ impl LockTable {
         self.leases.get(name).map(|l| self.grant_of(name, l))
     }
 
+    /// Whether `command`, applied now, would queue behind another holder: a
+    /// waiting exclusive acquire of a lock someone else holds. Nothing it
+    /// does can hand anyone a lock, and its own turn comes only with a
+    /// later command (a release, a cancel) or a Tick (an expiry), so the
+    /// proposer may let it wait for the next entry rather than make one of
+    /// its own (`src/raft/proposer.rs`). A guess from this replica's table:
+    /// a wrong one delays the command a little and changes nothing else.
+    pub fn would_queue(&self, command: &Command) -> bool {
+        match command {
+            Command::Acquire { name, owner, wait_ms: Some(wait), .. } if *wait > 0 => {
+                self.leases.get(name.as_str()).is_some_and(|l| &*l.owner != owner.as_str())
+            }
+            _ => false,
+        }
+    }
+
     /// Held locks whose names start with `prefix`, in name order, at most `limit`.
     pub fn list(&self, prefix: &str, limit: usize) -> Vec<LeaseView> {
         self.leases

@@ -308,6 +308,33 @@ impl Log {
     }
 }
 
+// Ensures an acquire is guessed to queue exactly when it waits for a lock
+// another owner holds, and that such an acquire, applied, only queues: it
+// hands nobody a lock, so the proposer may hold it for the next entry.
+#[test]
+fn an_acquire_would_queue_when_it_waits_for_a_lock_another_holds() {
+    let mut log = Log::new();
+    let acquire = |owner: &str, wait_ms: Option<u64>| Command::Acquire {
+        name: "a".into(),
+        owner: owner.into(),
+        ttl_ms: Some(3000),
+        session: None,
+        wait_ms,
+        request_id: None,
+        lock_delay_ms: None,
+        seq: None,
+    };
+    assert!(!log.table.would_queue(&acquire("bob", Some(1000))), "the lock is free");
+    log.token("a", "alice", 3000);
+    assert!(log.table.would_queue(&acquire("bob", Some(1000))));
+    assert!(!log.table.would_queue(&acquire("bob", None)), "a try-acquire is answered at once");
+    assert!(!log.table.would_queue(&acquire("bob", Some(0))), "so is one that waits 0 ms");
+    assert!(!log.table.would_queue(&acquire("alice", Some(1000))), "the holder re-acquires at once");
+    let applied = log.apply_with_events(acquire("bob", Some(1000)));
+    assert!(matches!(applied.result, Ok(Outcome::Queued { .. })), "{:?}", applied.result);
+    assert!(applied.events.iter().all(|e| matches!(e.kind, EventKind::Queued { .. })), "{:?}", applied.events);
+}
+
 // Ensures waiters are granted in arrival order, each in the entry that frees
 // the lock, with that entry's index as token.
 #[test]
