@@ -25,8 +25,8 @@ pub use consensus::{
     LEADER_SILENCE_MS,
 };
 pub use inbound::{AppendRpc, Inbound, JsonAnswer, PeerRequest, PeerResponse, VoteRpc};
-pub use proposer::Urgency;
 pub use network::{Network, SnapshotHead, APPEND_PATH, MAX_SNAPSHOT_BYTES, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
+pub use proposer::Urgency;
 pub use types::{LockResult, Member, NodeId};
 
 use crate::store::StateMachineStore;
