@@ -132,3 +132,62 @@ async fn a_waiting_acquire_through_a_follower_is_granted_on_release_elsewhere() 
     })
     .await;
 }
+
+// Ensures a waiting acquire handed whole to a leader that is killed (-9)
+// mid-wait is not lost or granted twice: its caller is answered (503
+// `unavailable`, or, if the client retried by itself, the grant), a retry
+// with its request id after the holder released through the new leader is
+// granted under a token above the holder's, the table names it holder under
+// that token, and a second retry is answered the same grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_through_a_follower_survives_the_leader_dying_mid_wait() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let via_leader = Client::new(&[cluster.endpoint(leader)]).unwrap();
+        let holder = via_leader.acquire("mid-wait", "holder", LONG_TTL_MS).await.unwrap();
+
+        step(&format!("a waiter queues through follower {follower}, handed whole to leader {leader}"));
+        let via_follower = Arc::new(Client::new(&[cluster.endpoint(follower)]).unwrap());
+        let options = AcquireOptions {
+            wait: Some(Duration::from_secs(30)),
+            request_id: Some("mid-wait-1".into()),
+            ..AcquireOptions::default()
+        };
+        let waiter = {
+            let (client, options) = (via_follower.clone(), options.clone());
+            tokio::spawn(async move { client.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await })
+        };
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !via_follower.get("mid-wait").await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "waiter") {
+            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        step(&format!("kill -9 the leader (node {leader}) mid-wait; the holder releases through the new one"));
+        cluster.kill(leader);
+        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        assert_ne!(new, leader);
+        cluster.client().release("mid-wait", holder.token()).await.unwrap();
+
+        step("the waiter is answered; a retry with its request id is granted once");
+        let first = tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("the waiter is answered after its leader died")
+            .unwrap();
+        let granted = match first {
+            Ok(granted) => granted,
+            Err(e) => {
+                assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e:?}\n{}", cluster.logs());
+                via_follower.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await.unwrap()
+            }
+        };
+        assert!(granted.token() > holder.token(), "{:?} after {:?}", granted.token(), holder.token());
+        let view = cluster.client().get("mid-wait").await.unwrap().expect("held by the waiter");
+        assert_eq!((view.owner.as_str(), view.token), ("waiter", granted.token()));
+        let again = via_follower.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await.unwrap();
+        assert_eq!(again.token(), granted.token(), "the retry is answered the same grant");
+    })
+    .await;
+}
