@@ -152,15 +152,9 @@ impl Node {
             armed: !wait.is_zero() && via == Via::Anywhere,
         };
         let proposed = match via {
-            Via::Anywhere => self.propose_waiting(command, by, waits_at_leader.then_some(wait)).await,
-            Via::Here => self.propose_here(command, by).await.map(|(result, _)| result),
+            Via::Anywhere => self.propose_waiting(command, by, waits_at_leader.then_some(wait)).await?,
+            Via::Here => self.propose_here(command, by).await?.0,
         };
-        // An error of the cluster's tells the caller to retry with the same
-        // request id, which finds the place the acquire may have taken in
-        // the queue (a waiter handed whole to a leader that died meanwhile
-        // is queued still). Given up here, the retry was answered
-        // `wait_timeout` at once, for a wait nobody ended.
-        let proposed = proposed.inspect_err(|_| place.armed = false)?;
         let answer = match proposed {
             Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }) => {
                 let waited = self.wait_for_turn(registered, turn, wait + WAIT_SLACK).await;
