@@ -132,3 +132,68 @@ async fn a_waiting_acquire_through_a_follower_is_granted_on_release_elsewhere() 
     })
     .await;
 }
+
+// Ensures a waiting acquire handed whole to a leader that is killed (-9)
+// mid-wait never leaves its owner holding a lock it was told it did not
+// get: its caller (or the caller's retry with the same request id, after the
+// holder released through the new leader) is either granted, under a token
+// above the holder's and named holder by the table, or refused, and then
+// the table does not name it holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_through_a_follower_is_told_the_truth_when_the_leader_dies_mid_wait() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let via_leader = Client::new(&[cluster.endpoint(leader)]).unwrap();
+        let holder = via_leader.acquire("mid-wait", "holder", LONG_TTL_MS).await.unwrap();
+
+        step(&format!("a waiter queues through follower {follower}, handed whole to leader {leader}"));
+        let via_follower = Arc::new(Client::new(&[cluster.endpoint(follower)]).unwrap());
+        let options = AcquireOptions {
+            wait: Some(Duration::from_secs(30)),
+            request_id: Some("mid-wait-1".into()),
+            ..AcquireOptions::default()
+        };
+        let waiter = {
+            let (client, options) = (via_follower.clone(), options.clone());
+            tokio::spawn(async move { client.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await })
+        };
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !via_follower.get("mid-wait").await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "waiter") {
+            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        step(&format!("kill -9 the leader (node {leader}) mid-wait; the holder releases through the new one"));
+        cluster.kill(leader);
+        let new = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+        assert_ne!(new, leader);
+        cluster.client().release("mid-wait", holder.token()).await.unwrap();
+
+        step("the waiter (or its retry with the same request id) is told what the table says");
+        let first = tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("the waiter is answered after its leader died")
+            .unwrap();
+        let answer = match first {
+            Err(e) if e.code() == Some(ErrorCode::Unavailable) => {
+                via_follower.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await
+            }
+            answer => answer,
+        };
+        let view = cluster.client().get("mid-wait").await.unwrap();
+        let held_by = view.as_ref().map(|v| (v.owner.clone(), v.token));
+        match answer {
+            Ok(granted) => {
+                assert!(granted.token() > holder.token(), "{:?} after {:?}", granted.token(), holder.token());
+                assert_eq!(held_by, Some(("waiter".to_owned(), granted.token())));
+            }
+            Err(e) => {
+                assert_eq!(e.code(), Some(ErrorCode::WaitTimeout), "{e:?}\n{}", cluster.logs());
+                assert!(held_by.as_ref().is_none_or(|(owner, _)| owner != "waiter"), "refused, yet {held_by:?}");
+            }
+        }
+    })
+    .await;
+}
