@@ -85,6 +85,12 @@ impl Spare {
     }
 
     fn make(&mut self) {
+        // A spare left by an earlier process would read as ready (below).
+        if let Err(e) = fs::remove_file(&self.path) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!(error = %e, "cannot remove an old spare log segment");
+            }
+        }
         let (path, bytes) = (self.path.clone(), self.bytes);
         let made =
             std::thread::Builder::new().name("leasehold-log-spare".into()).spawn(move || zero_fill(&path, bytes));
@@ -100,7 +106,10 @@ impl Spare {
     /// segment is then made by appends, as before there were spares); the
     /// next spare is started either way.
     fn take_as(&mut self, path: &std::path::Path) -> io::Result<Option<File>> {
-        let ready = match self.making.take_if(|m| m.is_finished()).map(|m| m.join()) {
+        // The spare appears under its name only once it is filled and synced
+        // (`zero_fill`); its thread then ends at once, so it is waited for.
+        let made = self.path.exists();
+        let ready = match self.making.take_if(|m| made || m.is_finished()).map(|m| m.join()) {
             Some(Ok(Ok(()))) => true,
             Some(Ok(Err(e))) => {
                 tracing::warn!(error = %e, "making a spare log segment failed");
@@ -124,10 +133,13 @@ impl Spare {
 /// The spare segment's name: not a `.seg`, so recovery never reads it.
 pub(super) const SPARE: &str = "spare.zeroes";
 
-/// Writes `bytes` zeros to a new file at `path` and syncs it (and its size).
+/// Writes `bytes` zeros to a new file and syncs it (and its size), then
+/// names it `path`: a file at `path` is a whole spare.
 fn zero_fill(path: &std::path::Path, bytes: u64) -> io::Result<()> {
-    let file = OpenOptions::new().create(true).truncate(true).write(true).open(path)?;
-    zero_fill_from(&file, 0, bytes)
+    let making = path.with_extension("making");
+    let file = OpenOptions::new().create(true).truncate(true).write(true).open(&making)?;
+    zero_fill_from(&file, 0, bytes)?;
+    fs::rename(&making, path)
 }
 
 /// Writes zeros over `file` from `from` up to `to` and syncs it (and its
