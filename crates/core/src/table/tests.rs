@@ -19,6 +19,21 @@ fn t(index: u64) -> FencingToken {
     FencingToken::granted_at(index)
 }
 
+/// An exclusive acquire of `name` by `owner` for `ttl_ms`, waiting up to
+/// `wait_ms` if given, with no session, request id or lock delay.
+fn acquire_command(name: &str, owner: &str, ttl_ms: u64, wait_ms: Option<u64>) -> Command {
+    Command::Acquire {
+        name: name.into(),
+        owner: owner.into(),
+        ttl_ms: Some(ttl_ms),
+        session: None,
+        wait_ms,
+        request_id: None,
+        lock_delay_ms: None,
+        seq: None,
+    }
+}
+
 /// A table fed by a fake log: every command gets the next index, in an
 /// entry that carries `quotas`.
 struct Log {
@@ -43,16 +58,7 @@ impl Log {
         self.table.apply_within(&c, self.index, &self.quotas)
     }
     fn acquire(&mut self, name: &str, owner: &str, ttl_ms: u64) -> Result<Outcome, LockError> {
-        self.apply(Command::Acquire {
-            name: name.into(),
-            owner: owner.into(),
-            ttl_ms: Some(ttl_ms),
-            session: None,
-            wait_ms: None,
-            request_id: None,
-            lock_delay_ms: None,
-            seq: None,
-        })
+        self.apply(acquire_command(name, owner, ttl_ms, None))
     }
     fn token(&mut self, name: &str, owner: &str, ttl_ms: u64) -> FencingToken {
         match self.acquire(name, owner, ttl_ms) {
@@ -314,16 +320,7 @@ impl Log {
 #[test]
 fn an_acquire_would_queue_when_it_waits_for_a_lock_another_holds() {
     let mut log = Log::new();
-    let acquire = |owner: &str, wait_ms: Option<u64>| Command::Acquire {
-        name: "a".into(),
-        owner: owner.into(),
-        ttl_ms: Some(3000),
-        session: None,
-        wait_ms,
-        request_id: None,
-        lock_delay_ms: None,
-        seq: None,
-    };
+    let acquire = |owner: &str, wait_ms: Option<u64>| acquire_command("a", owner, 3000, wait_ms);
     assert!(!log.table.would_queue(&acquire("bob", Some(1000))), "the lock is free");
     log.token("a", "alice", 3000);
     assert!(log.table.would_queue(&acquire("bob", Some(1000))));
