@@ -151,13 +151,22 @@ impl Node {
             by: by.clone(),
             armed: !wait.is_zero() && via == Via::Anywhere,
         };
+        // Kept to read its request record, should its wait be found ended.
+        let asked = command.clone();
         let proposed = match via {
-            Via::Anywhere => self.propose_waiting(command, by, waits_at_leader.then_some(wait)).await?,
-            Via::Here => self.propose_here(command, by).await?.0,
+            Via::Anywhere => self.propose_waiting(command, by, waits_at_leader.then_some(wait)).await,
+            Via::Here => self.propose_here(command, by).await.map(|(result, _)| result),
         };
+        // An error of the cluster's tells the caller to retry with the same
+        // request id, which finds the place the acquire may have taken in
+        // the queue (a waiter handed whole to a leader that died meanwhile
+        // is queued still), or the grant it got meanwhile, from the request
+        // record. Given up here, the retry was answered `wait_timeout` at
+        // once, for a wait nobody ended.
+        let proposed = proposed.inspect_err(|_| place.armed = false)?;
         let answer = match proposed {
             Ok(Outcome::Queued { .. } | Outcome::QueuedMany { .. } | Outcome::PermitsQueued { .. }) => {
-                let waited = self.wait_for_turn(registered, turn, wait + WAIT_SLACK).await;
+                let waited = self.wait_for_turn(registered, turn, &asked, wait + WAIT_SLACK).await;
                 waited.map(|r| r.map(Turned::Handed).map_err(|timeout| self.session_ended(session).unwrap_or(timeout)))
             }
             Ok(outcome) => Ok(Ok(Turned::Answered(outcome))),
@@ -172,7 +181,7 @@ impl Node {
     /// is a registration taken before the proposal; without one (a queued
     /// answer replayed for a retry sent without `wait_ms`) it registers now.
     /// Either way the table is read once after registering, so a hand-over
-    /// applied before it is not missed.
+    /// applied before it is not missed. `asked` is the acquire command.
     ///
     /// That read, taken after the queuing entry was applied, is where the
     /// owner stands as of the last applied entry; only events of later
@@ -183,17 +192,24 @@ impl Node {
     /// retried request, whose `Cancel` forgot the request id, so the retry
     /// queued anew). Taken for the end of this wait, it answered
     /// `wait_timeout` to an owner still queued, who was then granted.
+    ///
+    /// The read may come long after the queuing entry (this task stalled,
+    /// or a retry replayed the `Queued` answer): the owner may have been
+    /// granted and lost the lease again since. The request record, resolved
+    /// when the wait ended, tells that from a wait that ended without a
+    /// grant; without a request id the read's answer stands.
     async fn wait_for_turn(
         &self,
         registered: Option<Waiter>,
         turn: Turn<'_>,
+        asked: &Command,
         bound: Duration,
     ) -> Result<Result<FencingToken, LockError>, NodeError> {
         let Turn { queue, name, owner } = turn;
         let mut registered = registered.unwrap_or_else(|| self.waiters.watch(name, owner));
         let wait_timeout = || LockError::WaitTimeout { name: name.to_owned() };
         let ended = async {
-            let (read_at, standing) = self.standing(queue, name, owner);
+            let (read_at, standing) = self.standing(queue, name, owner, asked);
             if let Some(settled) = standing {
                 return Ok(settled.ok_or_else(wait_timeout));
             }
@@ -264,20 +280,23 @@ impl Node {
     }
 
     /// Where `owner` stands on `name` in `queue` according to the applied
-    /// table: still waiting (`None`), holder (`Some(Some(token))`), or
-    /// neither: its wait ended (`Some(None)`); with the index of the last
-    /// entry applied to the table read. Waiting is asked first: an owner may
-    /// wait for `name` in a multi-acquire while it holds `name` under
-    /// another grant.
-    fn standing(&self, queue: Queue, name: &str, owner: &str) -> (u64, Option<Option<FencingToken>>) {
-        let (read_at, (waiting, held)) = self.locks().read_at(|t| match queue {
-            Queue::Lock => (
-                t.is_waiting(name, owner),
-                t.holder(name).filter(|g| g.owner == owner).or(t.shared_holder(name, owner)).map(|g| g.token),
-            ),
-            Queue::Semaphore => (t.is_waiting_for_permits(name, owner), t.permits_of(name, owner).map(|g| g.token)),
-        });
-        (read_at, (!waiting).then_some(held))
+    /// table: still waiting (`None`), granted (`Some(Some(token))`: holder,
+    /// or granted by `asked` as its request record says, and already gone
+    /// again), or neither: its wait ended (`Some(None)`); with the index of
+    /// the last entry applied to the table read. Waiting is asked first: an
+    /// owner may wait for `name` in a multi-acquire while it holds `name`
+    /// under another grant.
+    fn standing(&self, queue: Queue, name: &str, owner: &str, asked: &Command) -> (u64, Option<Option<FencingToken>>) {
+        self.locks().read_at(|t| {
+            let (waiting, held) = match queue {
+                Queue::Lock => (
+                    t.is_waiting(name, owner),
+                    t.holder(name).filter(|g| g.owner == owner).or(t.shared_holder(name, owner)).map(|g| g.token),
+                ),
+                Queue::Semaphore => (t.is_waiting_for_permits(name, owner), t.permits_of(name, owner).map(|g| g.token)),
+            };
+            (!waiting).then(|| held.or_else(|| t.granted_by_record(asked)))
+        })
     }
 }
 

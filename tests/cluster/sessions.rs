@@ -8,8 +8,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, leasehold_run, start_cluster, step};
-use leasehold_client::{AcquireOptions, ErrorCode, LostReason};
+use crate::common::{bounded, leasehold_run, start_cluster, step, wait_until_free, ELECTION_BOUND};
+use leasehold_client::{AcquireOptions, Client, ErrorCode, Lifetime, LostReason};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -172,6 +172,58 @@ async fn run_with_several_locks_shares_one_token_and_releases_them() {
         assert!(token > session, "granted under the session after it was created: {line}");
         assert!(client.get("ra").await.unwrap().is_none() && client.get("rb").await.unwrap().is_none());
         assert!(client.get_session(session).await.unwrap().is_none(), "the session was deleted");
+    })
+    .await;
+}
+
+// Ensures a session's waiter granted while nobody listened (the node it
+// asked through was killed -9 mid-wait), whose session then expired, is
+// answered its grant by a retry with the same request id and seq, not
+// `session_not_found`, which would say it never took effect: the history
+// the fault suite's linearizability check found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waiter_granted_before_its_session_expired_is_told_its_grant_on_retry() {
+    bounded(async {
+        let mut cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let via_leader = Client::new(&[cluster.endpoint(leader)]).unwrap();
+        let holder = via_leader.acquire("granted-late", "holder", 120_000).await.unwrap();
+        let (session, _) = via_leader.create_session("s", TTL_MS).await.unwrap();
+        let names = ["granted-late", "granted-late-2"];
+        let lifetime = Lifetime::Session { id: session.session, seq: 1 };
+        let options = AcquireOptions {
+            wait: Some(Duration::from_secs(60)),
+            request_id: Some("granted-late-1".into()),
+            ..AcquireOptions::default()
+        };
+
+        step(&format!("a session waiter queues through follower {follower}"));
+        let via_follower = Arc::new(Client::new(&[cluster.endpoint(follower)]).unwrap());
+        let waiter = {
+            let (client, options) = (via_follower.clone(), options.clone());
+            tokio::spawn(async move { client.acquire_many_for(&names, "s", lifetime, &options).await })
+        };
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !via_leader.get(names[0]).await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "s") {
+            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        step(&format!("kill -9 follower {follower}: nobody hears the grant, nobody cancels the wait"));
+        cluster.kill(follower);
+        waiter.abort();
+        via_leader.release(names[0], holder.token()).await.unwrap();
+        let granted = via_leader.get(names[1]).await.unwrap().expect("granted to the waiter");
+        assert_eq!(granted.owner, "s");
+        assert!(granted.token > holder.token());
+
+        step("the session expires without a keepalive; a retry is answered the grant");
+        wait_until_free(&via_leader, names[1], Duration::from_secs(20)).await;
+        let retried = via_leader.acquire_many_for(&names, "s", lifetime, &options).await;
+        let retried = retried.unwrap_or_else(|e| panic!("the retry was refused: {e:?}\n{}", cluster.logs()));
+        assert_eq!(retried.token, granted.token, "the grant it got, not a new one");
+        assert!(via_leader.get(names[1]).await.unwrap().is_none(), "not applied again");
     })
     .await;
 }

@@ -294,7 +294,7 @@ impl LockTable {
                 })
             }
             Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
-                .once(command, index, Cow::Owned(names.join("\n")), request_id, RequestKind::AcquireMany, |t| {
+                .once(command, index, names_key(names), request_id, RequestKind::AcquireMany, |t| {
                     let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
                     t.acquire_many(names, lease, *wait_ms, quotas, index, events)
                 }),
@@ -310,7 +310,7 @@ impl LockTable {
                 })
             }
             Command::ReleaseMany { names, token, request_id, session, .. } => {
-                self.once(command, index, Cow::Owned(names.join("\n")), request_id, RequestKind::ReleaseMany, |t| {
+                self.once(command, index, names_key(names), request_id, RequestKind::ReleaseMany, |t| {
                     names.iter().try_for_each(|name| t.held_under(name, *session))?;
                     t.release_many(names, *token, index, events)
                 })
@@ -490,6 +490,30 @@ impl LockTable {
     /// Whether `owner` waits in the queue of `name`.
     pub fn is_waiting(&self, name: &str, owner: &str) -> bool {
         self.queued.contains(&(name.to_owned(), owner.to_owned()))
+    }
+
+    /// The token under which the waiting acquire `command` was granted, as
+    /// its request record says (the record is resolved when the wait ends):
+    /// how a waiter that finds itself neither waiting nor holder tells
+    /// "granted, and the lease already gone again" from "the wait ended
+    /// without a grant". `None` without a request id, its record, or a grant.
+    pub fn granted_by_record(&self, command: &Command) -> Option<FencingToken> {
+        let (request_id, key, kind) = match command {
+            Command::Acquire { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Acquire),
+            Command::AcquireMany { names, request_id, .. } => (request_id, names_key(names), RequestKind::AcquireMany),
+            Command::AcquireShared { name, request_id, .. } => (request_id, lock_key(name), RequestKind::AcquireShared),
+            Command::AcquirePermits { name, request_id, .. } => {
+                (request_id, lock_key(name), RequestKind::AcquirePermits)
+            }
+            Command::Campaign { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Campaign),
+            _ => return None,
+        };
+        match self.requests.replay(request_id.as_deref()?, &key, kind)? {
+            Ok(Outcome::Granted { grant, .. }) => Some(grant.token),
+            Ok(Outcome::GrantedMany { grants, .. }) => grants.first().map(|g| g.token),
+            Ok(Outcome::PermitsGranted { grant, .. }) => Some(grant.token),
+            _ => None,
+        }
     }
 
     /// The lease an acquire of `owner` asks for (token = `index`): with its
@@ -973,8 +997,9 @@ impl LockTable {
     /// first answer instead of being applied again. Answers from the
     /// session's or the request records if the command was applied before
     /// (`SeqReused` or `RequestIdReused` if its seq or request id answered
-    /// another command); else runs `rule` and records its answer under `key`
-    /// (and the session's `seq`).
+    /// another command; the request record also once its session ended);
+    /// else runs `rule` and records its answer under `key` (and the
+    /// session's `seq`).
     fn once(
         &mut self,
         command: &Command,
@@ -985,15 +1010,23 @@ impl LockTable {
         rule: impl FnOnce(&mut LockTable) -> Result<Outcome, LockError>,
     ) -> Result<Outcome, LockError> {
         let session_seq = command.session_seq();
-        if let Some((session, seq)) = session_seq {
-            if let Some(replayed) = self.replay_seq(session, seq, kind, &key) {
-                return replayed;
-            }
-        }
+        // An ended session forgot its answers, but the request record
+        // outlives it: a retry of a request that took effect before its
+        // session ended (a waiter granted, then the session expired while
+        // the answer was lost) gets what it got, not `session_not_found`,
+        // which would say it never took effect.
+        let session_ended = match session_seq.and_then(|(session, seq)| self.replay_seq(session, seq, kind, &key)) {
+            Some(Err(ended @ LockError::SessionNotFound { .. })) => Some(ended),
+            Some(replayed) => return replayed,
+            None => None,
+        };
         if let Some(id) = request_id {
             if let Some(replayed) = self.requests.replay(id, &key, kind) {
                 return replayed;
             }
+        }
+        if let Some(ended) = session_ended {
+            return Err(ended);
         }
         let result = rule(self);
         if let Some(id) = request_id {
@@ -1008,6 +1041,11 @@ impl LockTable {
 
 fn lock_key(name: &str) -> Cow<'_, str> {
     Cow::Borrowed(name)
+}
+
+/// What a multi-request's id is recorded under: its whole list.
+fn names_key(names: &[String]) -> Cow<'_, str> {
+    Cow::Owned(names.join("\n"))
 }
 
 /// An event of the command being applied; [`LockTable::apply_by`] stamps

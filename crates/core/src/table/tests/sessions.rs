@@ -244,6 +244,7 @@ fn waiters_of_an_ended_session_leave_their_queues() {
     let applied = log.delete_session(deleted);
     assert!(story(&applied).contains(&("a".into(), EventKind::Cancelled { owner: "s".into() })));
     assert!(!log.table.is_waiting("a", "s"));
+    assert_eq!(log.table.granted_by_record(&wait), None, "its wait ended without a grant");
     assert_eq!(log.apply(wait), Err(LockError::SessionNotFound { session: deleted }), "the retry's answer");
 
     log.ticks(31);
@@ -251,6 +252,53 @@ fn waiters_of_an_ended_session_leave_their_queues() {
     assert_eq!(log.table.holder("b"), None, "never granted to the ended session");
     log.release("a", held).unwrap();
     assert_eq!(log.holder("a").map(|(o, _)| o), Some("next".into()));
+}
+
+// Ensures a session waiter granted before its session ended is told its
+// grant by a retry after the end (the request record outlives the session's
+// answers), and that its record names the grant, not only its queuing: a
+// retry answered `session_not_found` would say it never took effect. A
+// retry with only its seq, whose answer the session took with it, is
+// answered `session_not_found`.
+#[test]
+fn a_waiter_granted_before_its_session_ended_is_told_its_grant_on_retry() {
+    let mut log = Log::new();
+    let held = log.token("a", "h", 60_000);
+    let session = log.create_session("s", 3000);
+    let wait = Command::AcquireMany {
+        names: names(&["a", "b"]),
+        owner: "s".into(),
+        ttl_ms: None,
+        session: Some(session),
+        wait_ms: Some(60_000),
+        request_id: Some("r".into()),
+        lock_delay_ms: None,
+        seq: Some(1),
+    };
+    assert!(matches!(log.apply(wait.clone()), Ok(Outcome::QueuedMany { .. })));
+    assert_eq!(log.table.granted_by_record(&wait), None, "queued, not granted yet");
+    log.release("a", held).unwrap();
+    let granted = t(log.index);
+    assert_eq!(log.holder("b"), Some(("s".into(), granted)));
+    assert_eq!(log.table.granted_by_record(&wait), Some(granted));
+
+    log.ticks(40);
+    assert!(log.table.session(session).is_none(), "expired");
+    assert_eq!(log.holder("a"), None);
+    match log.apply(wait.clone()) {
+        Ok(Outcome::GrantedMany { grants, .. }) => assert!(grants.iter().all(|g| g.token == granted)),
+        other => panic!("expected the first grant, got {other:?}"),
+    }
+    assert_eq!((log.holder("a"), log.holder("b")), (None, None), "not applied again");
+    assert_eq!(log.table.granted_by_record(&wait), Some(granted));
+
+    let seq_only = match wait {
+        Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, lock_delay_ms, seq, .. } => {
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id: None, lock_delay_ms, seq }
+        }
+        other => other,
+    };
+    assert_eq!(log.apply(seq_only), Err(LockError::SessionNotFound { session }));
 }
 
 // Ensures a lock taken under a session can be released by its token, after
