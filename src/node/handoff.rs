@@ -21,8 +21,10 @@
 //! (the hand-off never left this node), a proposal is held for the next
 //! leader up to [`ELECTION_BOUND`] and then sent there (or proposed here,
 //! if this node was elected). One that may have reached a leader that then
-//! died is answered `unavailable`: its caller retries with the same
-//! request id, which the state machine de-duplicates.
+//! died, or that was replaced while it had it (cut off without its
+//! connections closing, it would not answer until the ask's bound), is
+//! answered `unavailable`: its caller retries with the same request id,
+//! which the state machine de-duplicates.
 //!
 //! The leader's side: [`Node::serve_hand_offs`] takes a follower's
 //! channel, joins each handed command to the proposer's batching like one
@@ -40,7 +42,7 @@ use crate::peer::handoff::{
     VERSION,
 };
 use crate::peer::{read_frame, FrameError};
-use crate::raft::{LockResult, NodeId, Urgency, ELECTION_BOUND};
+use crate::raft::{Leadership, LockResult, NodeId, Urgency, ELECTION_BOUND};
 use leasehold_core::{Batch, Command, Limits, Outcome, Principal};
 
 /// How long a follower waits for the leader's answer to a hand-off: the
@@ -116,12 +118,12 @@ impl Node {
                     Err(e) => Ok(Err(e)),
                     Ok(Some(wait)) => {
                         let bound = HAND_OFF_ANSWER + wait + WAIT_SLACK;
-                        let acquired = tokio::time::timeout(bound, handoff.acquire(addr, batch, waiting)).await;
+                        let acquired = self.unless_deposed(&seen, bound, handoff.acquire(addr, batch, waiting)).await;
                         acquired.map(|answer| answer.map(|result| (result, None)))
                     }
                     Ok(None) => {
                         let proposed =
-                            tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
+                            self.unless_deposed(&seen, HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
                         proposed.map(|answer| answer.map(|(result, index)| (result, Some(index))))
                     }
                 };
@@ -145,16 +147,42 @@ impl Node {
                             "{e}: the request may have taken effect; retry with the same request_id"
                         )))
                     }
-                    Err(_) => {
+                    Err(Unanswered::Elapsed) => {
                         return Err(NodeError::Unavailable(
                             "the leader did not answer in time; the request may still take effect".into(),
                         ))
+                    }
+                    Err(Unanswered::Deposed(next)) => {
+                        let next = next.leader.map_or_else(|| "another".to_owned(), |(id, _)| format!("node {id}"));
+                        return Err(NodeError::Unavailable(format!(
+                            "leader {leader} was replaced by {next} while it had the request, which may still take \
+                             effect; retry with the same request_id"
+                        )));
                     }
                 }
             }
             seen = self.next_leadership(&seen, give_up).await.ok_or_else(|| {
                 NodeError::Unavailable(format!("no leader elected within {} ms; retry", ELECTION_BOUND.as_millis()))
             })?;
+        }
+    }
+
+    /// Waits up to `bound` for the answer to `ask`, made of the leader
+    /// `seen` names, unless this node hears of a newer leader first: a
+    /// leader cut off without its connections closing (a partition, a
+    /// paused process: no RST) would hold the ask until `bound`, although
+    /// the rest of the cluster has moved on and the caller could retry
+    /// there at once.
+    async fn unless_deposed<T>(
+        &self,
+        seen: &Leadership,
+        bound: Duration,
+        ask: impl std::future::Future<Output = T>,
+    ) -> Result<T, Unanswered> {
+        let until = tokio::time::Instant::now() + bound;
+        tokio::select! {
+            answered = tokio::time::timeout_at(until, ask) => answered.map_err(|_| Unanswered::Elapsed),
+            Some(next) = self.next_leadership(seen, until) => Err(Unanswered::Deposed(next)),
         }
     }
 
@@ -180,7 +208,7 @@ impl Node {
                 if *leader == self.id {
                     return self.read_barrier_here().await;
                 }
-                let asked = tokio::time::timeout(HAND_OFF_ANSWER, handoff.read_index(member.peer_dial_addr()));
+                let asked = self.unless_deposed(&seen, HAND_OFF_ANSWER, handoff.read_index(member.peer_dial_addr()));
                 match asked.await {
                     Ok(Ok(index)) => return self.until_applied(index).await,
                     // A read changes nothing: whatever became of the ask, it
@@ -193,7 +221,13 @@ impl Node {
                     }
                     Ok(Err(HandOffError::Refused(e))) => return Err(NodeError::Internal(e)),
                     Ok(Err(HandOffError::Unavailable(e))) => return Err(NodeError::Unavailable(e)),
-                    Err(_) => return Err(NodeError::Unavailable("leadership not confirmed in time".into())),
+                    Err(Unanswered::Elapsed) => {
+                        return Err(NodeError::Unavailable("leadership not confirmed in time".into()))
+                    }
+                    Err(Unanswered::Deposed(next)) => {
+                        seen = next;
+                        continue;
+                    }
                 }
             }
             seen = self.next_leadership(&seen, give_up).await.ok_or_else(|| {
@@ -356,6 +390,14 @@ fn taken_command(batch: &Batch) -> Result<(Command, Principal), String> {
 pub(super) fn waits_at_leader(command: &Command) -> bool {
     !matches!(command, Command::Campaign { .. })
         && command.acquire_parts().is_some_and(|parts| parts.wait_ms.is_some_and(|wait| wait > 0))
+}
+
+/// Why an ask of the leader went unanswered.
+enum Unanswered {
+    /// Its bound passed.
+    Elapsed,
+    /// This node heard of a newer leader first.
+    Deposed(Leadership),
 }
 
 fn no_command() -> NodeError {

@@ -191,3 +191,72 @@ async fn a_waiter_through_a_follower_survives_the_leader_dying_mid_wait() {
     })
     .await;
 }
+
+// Ensures a waiting acquire handed whole to a leader that is then paused
+// (SIGSTOP: its connections stay open, as in a partition without RST) is
+// not held until the hand-off's bound (its `wait_ms` + 15 s, here 75 s):
+// once the follower hears of the next leader it answers 503, and the retry
+// the 503 asks for (by the client itself, or here), with the same request
+// id, waits at the new leader in the place the first attempt took and is
+// granted there on release, all while the old leader is still paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_at_a_paused_leader_moves_on_with_the_next_leader() {
+    bounded(async {
+        let cluster = start_cluster(3).await;
+        let leader = cluster.wait_for_leader(ELECTION_BOUND).await.unwrap();
+        let follower = cluster.follower_of(leader);
+        let other = cluster.ids().into_iter().find(|id| *id != leader && *id != follower).unwrap();
+        let via_other = Client::new(&[cluster.endpoint(other)]).unwrap();
+        let holder = via_other.acquire("paused-leader", "holder", LONG_TTL_MS).await.unwrap();
+
+        step(&format!("a waiter queues through follower {follower}, handed whole to leader {leader}"));
+        let via_follower = Arc::new(Client::new(&[cluster.endpoint(follower)]).unwrap());
+        let options = AcquireOptions {
+            wait: Some(Duration::from_secs(60)),
+            request_id: Some("paused-leader-1".into()),
+            ..AcquireOptions::default()
+        };
+        let waiter = {
+            let (client, options) = (via_follower.clone(), options.clone());
+            tokio::spawn(async move { client.acquire_with("paused-leader", "waiter", LONG_TTL_MS, &options).await })
+        };
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while !via_other.get("paused-leader").await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "waiter")
+        {
+            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        step(&format!("SIGSTOP the leader (node {leader}); the holder releases through the next one"));
+        cluster.signal(leader, nix::sys::signal::Signal::SIGSTOP);
+        let answered = async {
+            let give_up = Instant::now() + ELECTION_BOUND;
+            // Answers lost with the old leader may have taken effect: a
+            // later attempt is then refused, and the table says so.
+            while let Err(e) = via_other.release("paused-leader", holder.token()).await {
+                let held = via_other.get("paused-leader").await.ok().flatten().map(|v| v.owner);
+                if e.code().is_some_and(|c| c != ErrorCode::Unavailable) && held.is_some_and(|o| o != "holder") {
+                    break;
+                }
+                assert!(Instant::now() < give_up, "no release through a new leader: {e:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let first = waiter.await.unwrap();
+            match first {
+                Ok(granted) => granted,
+                Err(e) => {
+                    assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e:?}");
+                    via_follower.acquire_with("paused-leader", "waiter", LONG_TTL_MS, &options).await.unwrap()
+                }
+            }
+        };
+        // Well inside the 75 s the follower would hold the first attempt.
+        let granted = tokio::time::timeout(Duration::from_secs(45), answered).await;
+        let granted = granted.unwrap_or_else(|_| panic!("still unanswered with its leader paused\n{}", cluster.logs()));
+        assert!(granted.token() > holder.token(), "{:?} after {:?}", granted.token(), holder.token());
+        let view = via_other.get("paused-leader").await.unwrap().expect("held by the waiter");
+        assert_eq!((view.owner.as_str(), view.token), ("waiter", granted.token()));
+        cluster.signal(leader, nix::sys::signal::Signal::SIGCONT);
+    })
+    .await;
+}
