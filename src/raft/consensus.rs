@@ -19,7 +19,7 @@ use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
 use super::checkpoint_policy::checkpoint_when_due;
 use super::inbound::Inbound;
 use super::network::{Network, SNAPSHOT_TIMEOUT};
-use super::observer::{count_leader_changes, observe};
+use super::observer::{follow_leadership, observe};
 use super::proposer::{ProposeError, Proposer, Urgency};
 use super::ticker::Ticker;
 use super::types::{LockResult, Member, NodeId};
@@ -157,6 +157,9 @@ pub struct Consensus {
     proposer: Proposer,
     /// The leader clock's task, stopped before Raft at shutdown.
     ticker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The term and leader this node knows of, changed only when either
+    /// does (`observer::follow_leadership`).
+    leaders: tokio::sync::watch::Receiver<(u64, Option<NodeId>)>,
 }
 
 impl Consensus {
@@ -208,9 +211,14 @@ impl Consensus {
         let quorum_window = Duration::from_millis(LEADER_SILENCE_MS);
         let ticker = Ticker::new(raft.clone(), locks, settings.tick, quorum_window, metrics.clone());
         let ticker = tokio::spawn(ticker.run());
-        tokio::spawn(count_leader_changes(raft.clone(), metrics.clone()));
+        let known = {
+            let m = raft.metrics().borrow_watched().clone();
+            (m.current_term, m.current_leader)
+        };
+        let (known, leaders) = tokio::sync::watch::channel(known);
+        tokio::spawn(follow_leadership(raft.clone(), metrics.clone(), known));
         let proposer = Proposer::start(raft.clone(), settings.quotas, metrics);
-        Ok(Consensus { raft, proposer, ticker: std::sync::Mutex::new(Some(ticker)) })
+        Ok(Consensus { raft, proposer, ticker: std::sync::Mutex::new(Some(ticker)), leaders })
     }
 
     /// Proposes `command`, asked for by `by` (in an entry shared with other
@@ -295,15 +303,17 @@ impl Consensus {
     /// named (a later term's: the same node may be elected again), or
     /// until `until`; `None` then.
     pub async fn next_leadership(&self, seen: &Leadership, until: tokio::time::Instant) -> Option<Leadership> {
-        let mut metrics = self.raft.metrics();
+        let mut known = self.leaders.clone();
         let seen_leader = seen.leader.as_ref().map(|(id, _)| *id);
         loop {
+            // Marked seen before reading: a change after the read wakes the wait.
+            known.borrow_and_update();
             let now = self.leadership();
             let leader = now.leader.as_ref().map(|(id, _)| *id);
             if leader.is_some() && (now.term, leader) != (seen.term, seen_leader) {
                 return Some(now);
             }
-            tokio::time::timeout_at(until, metrics.changed()).await.ok()?.ok()?;
+            tokio::time::timeout_at(until, known.changed()).await.ok()?.ok()?;
         }
     }
 

@@ -6,20 +6,32 @@ use std::sync::Arc;
 
 use openraft::async_runtime::WatchReceiver;
 use openraft::ServerState;
+use tokio::sync::watch;
 
-use super::Raft;
+use super::{NodeId, Raft};
 use crate::metrics::{FollowerLabel, Metrics};
 
-/// Counts every change of the leader this node knows of (an election won
-/// anywhere, or a leader lost), until Raft shuts down.
-pub async fn count_leader_changes(raft: Raft, metrics: Arc<Metrics>) {
+/// Follows the term and leader this node knows of, until Raft shuts down:
+/// counts every change of the leader (an election won anywhere, or a
+/// leader lost) and publishes each change of either on `known`. Waiting on
+/// `known` rather than on openraft's metrics wakes only then: the metrics
+/// change with every entry, and a hand-off waiting for its leader to be
+/// replaced was woken by each.
+pub async fn follow_leadership(raft: Raft, metrics: Arc<Metrics>, known: watch::Sender<(u64, Option<NodeId>)>) {
     let mut watch = raft.metrics();
-    let mut leader = watch.borrow_and_update().current_leader;
-    while watch.changed().await.is_ok() {
-        let now = watch.borrow_and_update().current_leader;
-        if now != leader {
-            metrics.leader_changed();
-            leader = now;
+    loop {
+        let now = {
+            let m = watch.borrow_and_update();
+            (m.current_term, m.current_leader)
+        };
+        known.send_if_modified(|seen| {
+            if seen.1 != now.1 {
+                metrics.leader_changed();
+            }
+            std::mem::replace(seen, now) != now
+        });
+        if watch.changed().await.is_err() {
+            return;
         }
     }
 }
