@@ -181,6 +181,8 @@ impl Node {
     ) -> Result<T, Unanswered> {
         let until = tokio::time::Instant::now() + bound;
         tokio::select! {
+            // An answer that is there is taken, whatever else happened.
+            biased;
             answered = tokio::time::timeout_at(until, ask) => answered.map_err(|_| Unanswered::Elapsed),
             Some(next) = self.next_leadership(seen, until) => Err(Unanswered::Deposed(next)),
         }
