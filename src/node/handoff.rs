@@ -21,10 +21,11 @@
 //! (the hand-off never left this node), a proposal is held for the next
 //! leader up to [`ELECTION_BOUND`] and then sent there (or proposed here,
 //! if this node was elected). One that may have reached a leader that then
-//! died, or that was replaced while it had it (cut off without its
-//! connections closing, it would not answer until the ask's bound), is
-//! answered `unavailable`: its caller retries with the same request id,
-//! which the state machine de-duplicates.
+//! died, or that was replaced while it had it (the channel is ended then:
+//! cut off without its connections closing, it would not answer until the
+//! ask's bound; see [`Node::end_hand_offs_to_former_leaders`]), is answered
+//! `unavailable`: its caller retries with the same request id, which the
+//! state machine de-duplicates.
 //!
 //! The leader's side: [`Node::serve_hand_offs`] takes a follower's
 //! channel, joins each handed command to the proposer's batching like one
@@ -42,7 +43,7 @@ use crate::peer::handoff::{
     VERSION,
 };
 use crate::peer::{read_frame, FrameError};
-use crate::raft::{Leadership, LockResult, NodeId, Urgency, ELECTION_BOUND};
+use crate::raft::{LockResult, NodeId, Urgency, ELECTION_BOUND};
 use leasehold_core::{Batch, Command, Limits, Outcome, Principal};
 
 /// How long a follower waits for the leader's answer to a hand-off: the
@@ -118,12 +119,12 @@ impl Node {
                     Err(e) => Ok(Err(e)),
                     Ok(Some(wait)) => {
                         let bound = HAND_OFF_ANSWER + wait + WAIT_SLACK;
-                        let acquired = self.unless_deposed(&seen, bound, handoff.acquire(addr, batch, waiting)).await;
+                        let acquired = tokio::time::timeout(bound, handoff.acquire(addr, batch, waiting)).await;
                         acquired.map(|answer| answer.map(|result| (result, None)))
                     }
                     Ok(None) => {
                         let proposed =
-                            self.unless_deposed(&seen, HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
+                            tokio::time::timeout(HAND_OFF_ANSWER, handoff.propose(addr, batch, waiting)).await;
                         proposed.map(|answer| answer.map(|(result, index)| (result, Some(index))))
                     }
                 };
@@ -147,17 +148,10 @@ impl Node {
                             "{e}: the request may have taken effect; retry with the same request_id"
                         )))
                     }
-                    Err(Unanswered::Elapsed) => {
+                    Err(_) => {
                         return Err(NodeError::Unavailable(
                             "the leader did not answer in time; the request may still take effect".into(),
                         ))
-                    }
-                    Err(Unanswered::Deposed(next)) => {
-                        let next = next.leader.map_or_else(|| "another".to_owned(), |(id, _)| format!("node {id}"));
-                        return Err(NodeError::Unavailable(format!(
-                            "leader {leader} was replaced by {next} while it had the request, which may still take \
-                             effect; retry with the same request_id"
-                        )));
                     }
                 }
             }
@@ -167,25 +161,27 @@ impl Node {
         }
     }
 
-    /// Waits up to `bound` for the answer to `ask`, made of the leader
-    /// `seen` names, unless this node hears of a newer leader first: a
-    /// leader cut off without its connections closing (a partition, a
-    /// paused process: no RST) would hold the ask until `bound`, although
-    /// the rest of the cluster has moved on and the caller could retry
-    /// there at once.
-    async fn unless_deposed<T>(
-        &self,
-        seen: &Leadership,
-        bound: Duration,
-        ask: impl std::future::Future<Output = T>,
-    ) -> Result<T, Unanswered> {
-        let until = tokio::time::Instant::now() + bound;
-        tokio::select! {
-            // An answer that is there is taken, whatever else happened.
-            biased;
-            answered = tokio::time::timeout_at(until, ask) => answered.map_err(|_| Unanswered::Elapsed),
-            Some(next) = self.next_leadership(seen, until) => Err(Unanswered::Deposed(next)),
-        }
+    /// Ends the hand-off channels to every node but the leader, each time
+    /// this node hears of a new one, until Raft shuts down: an ask on a
+    /// channel to a leader cut off without its connections closing (a
+    /// partition, a paused process: no RST) would otherwise wait out its
+    /// bound (5 s, a waiting acquire its `wait_ms` + 15 s) although the
+    /// cluster has moved on. Its caller learns the answer is lost, as when
+    /// a leader dies: a proposal is answered `unavailable` (retry with the
+    /// same request id), a read asks the next leader. One watch for the
+    /// node, nothing per ask.
+    pub(super) fn end_hand_offs_to_former_leaders(self: &Arc<Self>) {
+        let mut leaders = self.raft.leader_changes();
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while leaders.changed().await.is_ok() {
+                let Some(leader) = leaders.borrow_and_update().1 else { continue };
+                let Some(node) = node.upgrade() else { return };
+                let Some(handoff) = &node.handoff else { return };
+                let kept = (leader != node.id).then(|| node.raft.member(leader)).flatten();
+                handoff.end_all_but(kept.as_ref().map(|member| member.peer_dial_addr()));
+            }
+        });
     }
 
     /// Whether a waiting acquire proposed now would be handed whole to the
@@ -210,7 +206,7 @@ impl Node {
                 if *leader == self.id {
                     return self.read_barrier_here().await;
                 }
-                let asked = self.unless_deposed(&seen, HAND_OFF_ANSWER, handoff.read_index(member.peer_dial_addr()));
+                let asked = tokio::time::timeout(HAND_OFF_ANSWER, handoff.read_index(member.peer_dial_addr()));
                 match asked.await {
                     Ok(Ok(index)) => return self.until_applied(index).await,
                     // A read changes nothing: whatever became of the ask, it
@@ -223,13 +219,7 @@ impl Node {
                     }
                     Ok(Err(HandOffError::Refused(e))) => return Err(NodeError::Internal(e)),
                     Ok(Err(HandOffError::Unavailable(e))) => return Err(NodeError::Unavailable(e)),
-                    Err(Unanswered::Elapsed) => {
-                        return Err(NodeError::Unavailable("leadership not confirmed in time".into()))
-                    }
-                    Err(Unanswered::Deposed(next)) => {
-                        seen = next;
-                        continue;
-                    }
+                    Err(_) => return Err(NodeError::Unavailable("leadership not confirmed in time".into())),
                 }
             }
             seen = self.next_leadership(&seen, give_up).await.ok_or_else(|| {
@@ -392,14 +382,6 @@ fn taken_command(batch: &Batch) -> Result<(Command, Principal), String> {
 pub(super) fn waits_at_leader(command: &Command) -> bool {
     !matches!(command, Command::Campaign { .. })
         && command.acquire_parts().is_some_and(|parts| parts.wait_ms.is_some_and(|wait| wait > 0))
-}
-
-/// Why an ask of the leader went unanswered.
-enum Unanswered {
-    /// Its bound passed.
-    Elapsed,
-    /// This node heard of a newer leader first.
-    Deposed(Leadership),
 }
 
 fn no_command() -> NodeError {

@@ -256,6 +256,7 @@ impl Node {
             state_store,
             metrics,
         });
+        node.end_hand_offs_to_former_leaders();
         node.bootstrap(&config.initial_members, config.initial_cluster_state).await?;
         Ok(node)
     }

@@ -263,6 +263,8 @@ struct Line {
     out: mpsc::UnboundedSender<(u64, Vec<u8>)>,
     waiting: Mutex<Option<HashMap<u64, Waiting>>>,
     next_id: AtomicU64,
+    /// Its reader and writer, stopped when the line is ended here.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// An ask waiting for its answer, and whether it may have left: it is
@@ -297,8 +299,17 @@ impl Line {
         true
     }
 
-    /// Ends the line: an ask that may have left learns its answer is lost,
-    /// one that never did that it was not sent.
+    /// Ends the line from this side: closes it and stops its reader and
+    /// writer (the connection with them).
+    fn end(&self) {
+        self.close();
+        for task in self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Closes the line: an ask that may have left learns its answer is
+    /// lost, one that never did that it was not sent.
     fn close(&self) {
         let Some(waiting) = self.lock().take() else { return };
         for (_, w) in waiting {
@@ -345,6 +356,22 @@ impl HandOff {
         match self.ask(addr, Asked::Acquire(batch.clone()), waiting).await? {
             Answered::Acquired(result) => Ok(result),
             other => Err(unexpected(other)),
+        }
+    }
+
+    /// Ends every channel but the one to `kept` (the leader's peer
+    /// address, if another node leads): each ask waiting on them learns
+    /// its answer is lost (or, if it never left, that it was not sent).
+    pub fn end_all_but(&self, kept: Option<&str>) {
+        let ended: Vec<Route> = {
+            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let former: Vec<String> = lines.keys().filter(|addr| Some(addr.as_str()) != kept).cloned().collect();
+            former.iter().filter_map(|addr| lines.remove(addr)).collect()
+        };
+        for route in ended {
+            if let Route::Open(line) = route {
+                line.end();
+            }
         }
     }
 
@@ -448,9 +475,16 @@ impl HandOff {
         };
         let (reader, writer) = tokio::io::split(stream);
         let (out, frames) = mpsc::unbounded_channel();
-        let line = Arc::new(Line { out, waiting: Mutex::new(Some(HashMap::new())), next_id: AtomicU64::new(0) });
+        let line = Arc::new(Line {
+            out,
+            waiting: Mutex::new(Some(HashMap::new())),
+            next_id: AtomicU64::new(0),
+            tasks: Mutex::default(),
+        });
         let read = tokio::spawn(read_answers(reader, line.clone()));
-        tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
+        let write = tokio::spawn(write_frames(writer, frames, line.clone(), read.abort_handle()));
+        *line.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            vec![read.abort_handle(), write.abort_handle()];
         Ok(line)
     }
 }
@@ -763,6 +797,49 @@ mod tests {
         let mut indexes = [a.unwrap(), b.unwrap()];
         indexes.sort();
         assert_eq!(indexes, [10, 20]);
+        leader.await.unwrap();
+    }
+
+    // Ensures ending the channels to a former leader that keeps its
+    // connection open but never answers (paused, or cut off without RST)
+    // tells the ask waiting there that its answer is lost, at once, and
+    // that the channel to the leader named is kept.
+    #[tokio::test]
+    async fn ending_a_former_leaders_channel_loses_its_asks_at_once() {
+        let (read, asked) = tokio::sync::oneshot::channel();
+        let (addr, leader) = fake_leader(|mut conn| async move {
+            let welcome = encode_named_frame(&Welcome::from(1)).unwrap();
+            conn.write_all(&welcome).await.unwrap();
+            let ask: Ask = read_frame(&mut conn).await.unwrap().unwrap();
+            let _ = read.send(ask.id);
+            // Never answers; holds the connection open until the other end goes.
+            let _ = read_frame::<_, Ask>(&mut conn).await;
+        })
+        .await;
+        let handoff = hand_off();
+        let batch = Batch::handed(acquire(), Principal::Client);
+        let waiting = handoff.propose(&addr, &batch, false);
+        tokio::pin!(waiting);
+        tokio::select! {
+            answered = &mut waiting => panic!("answered by a leader that never answers: {answered:?}"),
+            id = asked => { id.unwrap(); }
+        }
+        handoff.end_all_but(Some("127.0.0.1:1"));
+        assert!(!handoff.hands_off_to(&addr), "ended");
+        let answered = waiting.await;
+        assert!(matches!(answered, Err(HandOffError::Lost(_))), "{answered:?}");
+        leader.await.unwrap();
+
+        let (kept, leader) = fake_leader(|mut conn| async move {
+            let welcome = encode_named_frame(&Welcome::from(1)).unwrap();
+            conn.write_all(&welcome).await.unwrap();
+            let _ = read_frame::<_, Ask>(&mut conn).await;
+        })
+        .await;
+        assert!(matches!(handoff.ready(&kept).await, Ok(Ready::HandOff)));
+        handoff.end_all_but(Some(&kept));
+        assert!(handoff.hands_off_to(&kept), "the leader's channel is kept");
+        handoff.end_all_but(None);
         leader.await.unwrap();
     }
 

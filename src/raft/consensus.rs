@@ -299,6 +299,12 @@ impl Consensus {
         Leadership { term: m.current_term, leader }
     }
 
+    /// The term and leader this node knows of, as a watch that changes
+    /// only when either does.
+    pub fn leader_changes(&self) -> tokio::sync::watch::Receiver<(u64, Option<NodeId>)> {
+        self.leaders.clone()
+    }
+
     /// Waits until this node knows a leader other than the one `seen`
     /// named (a later term's: the same node may be elected again), or
     /// until `until`; `None` then.
