@@ -89,20 +89,7 @@ async fn a_waiting_acquire_through_a_follower_is_granted_on_release_elsewhere() 
             })
         };
         let waiter = queue("waiter", Duration::from_secs(30));
-        let until_queued = |owner: &'static str, queued: bool| {
-            let via_leader = &via_leader;
-            async move {
-                let give_up = Instant::now() + Duration::from_secs(20);
-                loop {
-                    let view = via_leader.get("queued").await.unwrap().expect("held");
-                    if view.waiters.iter().any(|w| w.owner == owner) == queued {
-                        break;
-                    }
-                    assert!(Instant::now() < give_up, "{owner} never {}", if queued { "queued" } else { "left" });
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
+        let until_queued = |owner: &'static str, queued: bool| wait_until_queued(&via_leader, "queued", owner, queued);
         until_queued("waiter", true).await;
         let impatient = queue("impatient", Duration::from_secs(1));
         until_queued("impatient", true).await;
@@ -159,11 +146,7 @@ async fn a_waiter_through_a_follower_survives_the_leader_dying_mid_wait() {
             let (client, options) = (via_follower.clone(), options.clone());
             tokio::spawn(async move { client.acquire_with("mid-wait", "waiter", LONG_TTL_MS, &options).await })
         };
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while !via_follower.get("mid-wait").await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "waiter") {
-            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_queued(&via_follower, "mid-wait", "waiter", true).await;
 
         step(&format!("kill -9 the leader (node {leader}) mid-wait; the holder releases through the new one"));
         cluster.kill(leader);
@@ -220,12 +203,7 @@ async fn a_waiter_at_a_paused_leader_moves_on_with_the_next_leader() {
             let (client, options) = (via_follower.clone(), options.clone());
             tokio::spawn(async move { client.acquire_with("paused-leader", "waiter", LONG_TTL_MS, &options).await })
         };
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while !via_other.get("paused-leader").await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "waiter")
-        {
-            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_queued(&via_other, "paused-leader", "waiter", true).await;
 
         step(&format!("SIGSTOP the leader (node {leader}); the holder releases through the next one"));
         cluster.signal(leader, nix::sys::signal::Signal::SIGSTOP);

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{bounded, leasehold_run, start_cluster, step, wait_until_free, ELECTION_BOUND};
+use crate::common::{bounded, leasehold_run, start_cluster, step, wait_until_free, wait_until_queued, ELECTION_BOUND};
 use leasehold_client::{AcquireOptions, Client, ErrorCode, Lifetime, LostReason};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -204,11 +204,7 @@ async fn a_session_waiter_granted_before_its_session_expired_is_told_its_grant_o
             let (client, options) = (via_follower.clone(), options.clone());
             tokio::spawn(async move { client.acquire_many_for(&names, "s", lifetime, &options).await })
         };
-        let give_up = Instant::now() + Duration::from_secs(20);
-        while !via_leader.get(names[0]).await.unwrap().expect("held").waiters.iter().any(|w| w.owner == "s") {
-            assert!(Instant::now() < give_up, "the waiter never queued\n{}", cluster.logs());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_queued(&via_leader, names[0], "s", true).await;
 
         step(&format!("kill -9 follower {follower}: nobody hears the grant, nobody cancels the wait"));
         cluster.kill(follower);

@@ -299,6 +299,21 @@ pub async fn wait_until_free(client: &leasehold_client::Client, name: &str, boun
     }
 }
 
+/// Waits (bounded) until `owner` waits in the queue of `name`, or, with
+/// `queued` false, no longer does.
+pub async fn wait_until_queued(client: &leasehold_client::Client, name: &str, owner: &str, queued: bool) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let view = client.get(name).await.expect("get");
+        if view.is_some_and(|v| v.waiters.iter().any(|w| w.owner == owner)) == queued {
+            return;
+        }
+        let what = if queued { "queued" } else { "left the queue" };
+        assert!(std::time::Instant::now() < give_up, "{owner} never {what} on {name}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Prints a step banner, so a failing test's output shows where it was.
 pub fn step(s: &str) {
     eprintln!("=== {s}");
