@@ -363,11 +363,14 @@ impl HandOff {
     /// address, if another node leads): each ask waiting on them learns
     /// its answer is lost (or, if it never left, that it was not sent).
     pub fn end_all_but(&self, kept: Option<&str>) {
-        let ended: Vec<Route> = {
-            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let former: Vec<String> = lines.keys().filter(|addr| Some(addr.as_str()) != kept).cloned().collect();
-            former.iter().filter_map(|addr| lines.remove(addr)).collect()
-        };
+        let mut ended = Vec::new();
+        self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).retain(|addr, route| {
+            let keep = Some(addr.as_str()) == kept;
+            if !keep {
+                ended.push(route.clone());
+            }
+            keep
+        });
         for route in ended {
             if let Route::Open(line) = route {
                 line.end();

@@ -211,12 +211,7 @@ impl Consensus {
         let quorum_window = Duration::from_millis(LEADER_SILENCE_MS);
         let ticker = Ticker::new(raft.clone(), locks, settings.tick, quorum_window, metrics.clone());
         let ticker = tokio::spawn(ticker.run());
-        let known = {
-            let m = raft.metrics().borrow_watched().clone();
-            (m.current_term, m.current_leader)
-        };
-        let (known, leaders) = tokio::sync::watch::channel(known);
-        tokio::spawn(follow_leadership(raft.clone(), metrics.clone(), known));
+        let leaders = follow_leadership(&raft, metrics.clone());
         let proposer = Proposer::start(raft.clone(), settings.quotas, metrics);
         Ok(Consensus { raft, proposer, ticker: std::sync::Mutex::new(Some(ticker)), leaders })
     }

@@ -11,29 +11,33 @@ use tokio::sync::watch;
 use super::{NodeId, Raft};
 use crate::metrics::{FollowerLabel, Metrics};
 
-/// Follows the term and leader this node knows of, until Raft shuts down:
-/// counts every change of the leader (an election won anywhere, or a
-/// leader lost) and publishes each change of either on `known`. Waiting on
-/// `known` rather than on openraft's metrics wakes only then: the metrics
-/// change with every entry, and a hand-off waiting for its leader to be
-/// replaced was woken by each.
-pub async fn follow_leadership(raft: Raft, metrics: Arc<Metrics>, known: watch::Sender<(u64, Option<NodeId>)>) {
+/// The term and leader this node knows of, as a watch that changes only
+/// when either does (openraft's metrics change with every entry, and would
+/// wake whoever waits for a new leader at each). A task follows Raft's
+/// metrics until Raft shuts down, publishing each change and counting every
+/// change of the leader (an election won anywhere, or a leader lost).
+pub fn follow_leadership(raft: &Raft, metrics: Arc<Metrics>) -> watch::Receiver<(u64, Option<NodeId>)> {
     let mut watch = raft.metrics();
-    loop {
-        let now = {
-            let m = watch.borrow_and_update();
-            (m.current_term, m.current_leader)
-        };
-        known.send_if_modified(|seen| {
-            if seen.1 != now.1 {
-                metrics.leader_changed();
-            }
-            std::mem::replace(seen, now) != now
-        });
-        if watch.changed().await.is_err() {
-            return;
+    let first = {
+        let m = watch.borrow_and_update();
+        (m.current_term, m.current_leader)
+    };
+    let (known, leaders) = watch::channel(first);
+    tokio::spawn(async move {
+        while watch.changed().await.is_ok() {
+            let now = {
+                let m = watch.borrow_and_update();
+                (m.current_term, m.current_leader)
+            };
+            known.send_if_modified(|seen| {
+                if seen.1 != now.1 {
+                    metrics.leader_changed();
+                }
+                std::mem::replace(seen, now) != now
+            });
         }
-    }
+    });
+    leaders
 }
 
 /// Sets the Raft series from this node's current view.

@@ -497,6 +497,7 @@ impl LockTable {
     /// how a waiter that finds itself neither waiting nor holder tells
     /// "granted, and the lease already gone again" from "the wait ended
     /// without a grant". `None` without a request id, its record, or a grant.
+    /// The keys are those `apply_inner` records each acquire under.
     pub fn granted_by_record(&self, command: &Command) -> Option<FencingToken> {
         let (request_id, key, kind) = match command {
             Command::Acquire { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Acquire),
