@@ -5,6 +5,7 @@
 
 use leasehold_client::ErrorCode;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{
@@ -13,7 +14,7 @@ use crate::common::{
 };
 use leasehold::peer;
 use leasehold_client::Secret;
-use leasehold_client::{AcquireOptions, Client, Credentials, FencingToken};
+use leasehold_client::{AcquireOptions, Client, ClientError, Credentials, FencingToken};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -356,6 +357,21 @@ async fn https_with_a_test_ca() {
         .with_retry_budget(Duration::from_secs(1));
         let err = plain.acquire("plain-lock", "plain", 60_000).await.expect_err("plain http refused");
         assert_eq!(err.code(), Some(ErrorCode::TlsRequired), "{err}");
+
+        step("an untrusted certificate is refused at once, not retried");
+        // With an hour's retry budget, a retry would run into the bound.
+        let untrusting = Arc::new(
+            Client::with_credentials(
+                &cluster.endpoints().iter().map(|e| format!("https://{e}")).collect::<Vec<_>>(),
+                &Credentials { token: secret(CLIENT_TOKEN), ca: None, identity: None },
+            )
+            .unwrap()
+            .with_retry_budget(Duration::from_secs(3600)),
+        );
+        let err = untrusting.acquire("cli-untrusted", "impostor", 60_000).await.expect_err("untrusted accepted");
+        assert!(matches!(err, ClientError::Unavailable(_)) && err.to_string().contains("certificate"), "{err}");
+        let err = untrusting.watch(None, None).next().await.expect_err("a watch of an untrusted node");
+        assert!(err.to_string().contains("certificate"), "{err}");
 
         step("nothing changed");
         assert!(client.get("plain-lock").await.unwrap().is_none(), "plain http granted a lock");

@@ -166,11 +166,16 @@ def test_tls_and_token(secured):
         plain.get("secure")
     assert (tls.value.status, tls.value.code) == (400, "tls_required")
 
-    untrusting = cluster.client(ca_file=cluster.other_ca, retry_budget=1)
+    # Raised at the first refused certificate, not retried: with an hour's
+    # retry budget, a retry would run into the test's timeout.
+    untrusting = cluster.client(ca_file=cluster.other_ca, retry_budget=3600)
     with pytest.raises(leasehold.Unavailable) as untrusted:
         untrusting.get("secure")
     assert untrusted.value.status is None
     assert "certificate" in str(untrusted.value).lower()
+    with pytest.raises(leasehold.Unavailable) as untrusted_watch:
+        next(iter(untrusting.watch()))
+    assert "certificate" in str(untrusted_watch.value).lower()
 
     assert client.get("secure").owner == "alice", "nothing changed"
     client.release("secure", lease.token)

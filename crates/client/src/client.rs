@@ -215,6 +215,7 @@ impl Client {
                 }
                 // Every node would answer the same: no retry.
                 Ok(Err(e)) if e.is_too_large() => return Err(too_large(e)),
+                Ok(Err(e)) if e.is_untrusted() => return Err(ClientError::Unavailable(e.to_string())),
                 Ok(Err(e)) if multiplexed && !e.is_connect() => {
                     probing_http1 = true;
                     continue;

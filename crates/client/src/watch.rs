@@ -132,6 +132,7 @@ impl Watch {
                 Ok((_, Some(body))) => return Ok(body),
                 Ok((reply, None)) if reply.status == 503 => format!("{} answered 503", self.client.endpoint(endpoint)),
                 Ok((reply, None)) => return Err(body(reply).err().unwrap_or(ClientError::Decode("no stream".into()))),
+                Err(e) if e.is_untrusted() => return Err(ClientError::Unavailable(e.to_string())),
                 Err(e) => e.to_string(),
             };
             self.client.move_on_from(endpoint);

@@ -327,3 +327,18 @@ def client_side(error: LeaseholdError) -> LeaseholdError:
 def unreachable(endpoint: Endpoint, error: Exception) -> LeaseholdError:
     detail = str(error) or type(error).__name__
     return client_side(Unavailable(f"{endpoint.base}: {detail}"))
+
+
+def untrusted(error: BaseException) -> bool:
+    """Whether ``error`` came from a TLS handshake that refused the node's
+    certificate. Not retried: the nodes share one CA, so every node would be
+    refused alike, and an untrusted certificate may be an impostor's, which
+    no retry should paper over."""
+    seen: Optional[BaseException] = error
+    for _ in range(8):  # httpx and httpcore wrap the ssl error twice
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

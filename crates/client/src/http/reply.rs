@@ -41,6 +41,12 @@ pub enum SendError {
     /// The node could not be reached (refused, unreachable, TLS handshake).
     #[error("connect to {endpoint}: {message}")]
     Connect { endpoint: String, message: String },
+    /// The TLS handshake refused the node's certificate (it does not chain
+    /// to the trusted CA, or names another host). Not worth a retry: the
+    /// nodes share one CA, so every node would be refused alike, and an
+    /// untrusted certificate may be an impostor's.
+    #[error("connect to {endpoint}: {message}")]
+    Untrusted { endpoint: String, message: String },
     /// The connection broke, or the answer was not HTTP the client reads.
     #[error("{0}")]
     Broken(String),
@@ -52,8 +58,13 @@ pub enum SendError {
 }
 
 impl SendError {
+    /// The request never reached the node (an untrusted certificate too).
     pub fn is_connect(&self) -> bool {
-        matches!(self, SendError::Connect { .. })
+        matches!(self, SendError::Connect { .. } | SendError::Untrusted { .. })
+    }
+
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, SendError::Untrusted { .. })
     }
 
     pub fn is_too_large(&self) -> bool {

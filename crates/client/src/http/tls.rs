@@ -85,7 +85,15 @@ impl Stream {
             match (endpoint.https, tls) {
                 (true, Some(tls)) => {
                     let name = ServerName::try_from(endpoint.host.clone()).map_err(|e| failed(e.to_string()))?;
-                    let tls = tls.connect(name, tcp).await.map_err(|e| failed(format!("TLS: {e}")))?;
+                    let tls = tls.connect(name, tcp).await.map_err(|e| {
+                        let message = format!("TLS: {e}");
+                        match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+                            Some(rustls::Error::InvalidCertificate(_)) => {
+                                SendError::Untrusted { endpoint: endpoint.to_string(), message }
+                            }
+                            _ => failed(message),
+                        }
+                    })?;
                     Ok(Stream::Tls(Box::new(tls)))
                 }
                 _ => Ok(Stream::Plain(tcp)),

@@ -28,6 +28,7 @@ from leasehold._core import (
     ssl_context,
     to_ms,
     unreachable,
+    untrusted,
 )
 from leasehold.errors import LeaseholdError
 from leasehold.types import (
@@ -727,10 +728,12 @@ class AsyncClient:
                 if over_http2 and core.broke_over_http2(e):
                     probing_http1 = True
                     continue
+                failure = unreachable(core.endpoints[index], e)
+                if untrusted(e):
+                    raise failure from e
                 # Unreachable, refused, reset or timed out: try the next node.
                 probing_http1 = False
                 core.move_on_from(index)
-                failure = unreachable(core.endpoints[index], e)
                 if isinstance(e, httpx.ConnectError) and at_once > 0:
                     at_once -= 1
                     continue

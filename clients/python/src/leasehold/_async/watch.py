@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import httpx
 
-from leasehold._core import INITIAL_BACKOFF, MAX_BACKOFF, Retry, asleep, unreachable
+from leasehold._core import INITIAL_BACKOFF, MAX_BACKOFF, Retry, asleep, unreachable, untrusted
 from leasehold.errors import Compacted, DecodeError
 from leasehold.types import WatchEvent
 
@@ -84,8 +84,10 @@ class AsyncWatch:
                         retry = _refusal(core.outcome(index, response, await response.aread()))
                         failure = retry.error
             except httpx.TransportError as e:
-                core.move_on_from(index)
                 failure = unreachable(core.endpoints[index], e)
+                if untrusted(e):
+                    raise failure from e
+                core.move_on_from(index)
             # The stream broke, or was refused for now: resume after the
             # last event handed out, on the next node if this one is gone.
             delay = core.next_delay(retry, backoff)
