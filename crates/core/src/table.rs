@@ -261,7 +261,13 @@ impl LockTable {
     /// entry from before entries carried them).
     pub fn apply_by(&mut self, command: &Command, by: Option<&Principal>, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
-        let result = self.apply_inner(command, index, quotas, &mut events);
+        let result = match (command.validate(&Limits::DEFAULT), Request::of(command)) {
+            (Err(invalid), _) => Err(LockError::Invalid(invalid)),
+            (Ok(()), Some(request)) => {
+                self.once(command, index, request, |t| t.rule(command, index, quotas, &mut events))
+            }
+            (Ok(()), None) => self.rule(command, index, quotas, &mut events),
+        };
         if result.is_ok() {
             let changed = EventKind::access_changed(command, index);
             events.extend(changed.map(|kind| LockEvent { index, name: String::new(), kind, by: Actor::default() }));
@@ -274,138 +280,89 @@ impl LockTable {
         Applied { result, events }
     }
 
-    fn apply_inner(
+    /// Each command's rule, applied once (retries are answered by
+    /// [`LockTable::once`] before it runs).
+    fn rule(
         &mut self,
         command: &Command,
         index: u64,
         quotas: &Quotas,
         events: &mut Vec<LockEvent>,
     ) -> Result<Outcome, LockError> {
-        command.validate(&Limits::DEFAULT).map_err(LockError::Invalid)?;
-        // Each command's rule, and for those a client may retry, what its
-        // request id is recorded under: its lock, or a multi-acquire's or
-        // multi-release's whole list (names have no control characters, so
-        // a newline cannot make two lists alike).
         match command {
             Command::Acquire { name, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Acquire, |t| {
-                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                    t.acquire(name, lease, *wait_ms, quotas, index, events)
-                })
+                let lease = self.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                self.acquire(name, lease, *wait_ms, quotas, index, events)
             }
-            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => self
-                .once(command, index, names_key(names), request_id, RequestKind::AcquireMany, |t| {
-                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                    t.acquire_many(names, lease, *wait_ms, quotas, index, events)
-                }),
-            Command::Renew { name, token, ttl_ms, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Renew, |t| {
-                    t.renew(name, *token, *ttl_ms, index, events)
-                })
+            Command::AcquireMany { names, owner, ttl_ms, session, wait_ms, request_id, lock_delay_ms, .. } => {
+                let lease = self.wanted(owner, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                self.acquire_many(names, lease, *wait_ms, quotas, index, events)
             }
-            Command::Release { name, token, request_id, session, .. } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Release, |t| {
-                    t.held_under(name, *session)?;
-                    t.release(name, *token, index, events)
-                })
+            Command::Renew { name, token, ttl_ms, .. } => self.renew(name, *token, *ttl_ms, index, events),
+            Command::Release { name, token, session, .. } => {
+                self.held_under(name, *session)?;
+                self.release(name, *token, index, events)
             }
-            Command::ReleaseMany { names, token, request_id, session, .. } => {
-                self.once(command, index, names_key(names), request_id, RequestKind::ReleaseMany, |t| {
-                    names.iter().try_for_each(|name| t.held_under(name, *session))?;
-                    t.release_many(names, *token, index, events)
-                })
+            Command::ReleaseMany { names, token, session, .. } => {
+                names.iter().try_for_each(|name| self.held_under(name, *session))?;
+                self.release_many(names, *token, index, events)
             }
-            Command::PutRecord { key, lock, token, value, request_id } => {
-                self.once(command, index, lock_key(key), request_id, RequestKind::PutRecord, |t| {
-                    let current = t.current_token(lock);
-                    t.fences.put(key, lock, *token, value, current, index)
-                })
+            Command::PutRecord { key, lock, token, value, .. } => {
+                let current = self.current_token(lock);
+                self.fences.put(key, lock, *token, value, current, index)
             }
-            Command::Gate { resource, lock, token, request_id } => {
-                self.once(command, index, lock_key(resource), request_id, RequestKind::Gate, |t| {
-                    let current = t.current_token(lock);
-                    t.fences.pass(resource, lock, *token, current)
-                })
+            Command::Gate { resource, lock, token, .. } => {
+                let current = self.current_token(lock);
+                self.fences.pass(resource, lock, *token, current)
             }
-            Command::CreateSession { owner, ttl_ms, request_id, by } => {
-                self.once(command, index, lock_key(owner), request_id, RequestKind::CreateSession, |t| {
-                    t.create_session(owner, *ttl_ms, by.as_deref(), index, events)
-                })
+            Command::CreateSession { owner, ttl_ms, by, .. } => {
+                self.create_session(owner, *ttl_ms, by.as_deref(), index, events)
             }
-            Command::KeepAlive { session, ttl_ms, request_id, .. } => {
-                self.once(command, index, Cow::Owned(session.to_string()), request_id, RequestKind::KeepAlive, |t| {
-                    t.keep_alive(*session, *ttl_ms)
-                })
-            }
-            Command::DeleteSession { session, request_id } => self.once(
-                command,
-                index,
-                Cow::Owned(session.to_string()),
-                request_id,
-                RequestKind::DeleteSession,
-                |t| t.delete_session(*session, index, events),
-            ),
+            Command::KeepAlive { session, ttl_ms, .. } => self.keep_alive(*session, *ttl_ms),
+            Command::DeleteSession { session, .. } => self.delete_session(*session, index, events),
             Command::Cancel { name, owner } => Ok(self.cancel(name, owner, index, events)),
             Command::AcquireShared { name, owner, ttl_ms, session, wait_ms, request_id, .. } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::AcquireShared, |t| {
-                    let lease = t.wanted(owner, *ttl_ms, *session, request_id, None, index)?;
-                    t.acquire_shared(name, lease, *wait_ms, quotas, index, events)
-                })
+                let lease = self.wanted(owner, *ttl_ms, *session, request_id, None, index)?;
+                self.acquire_shared(name, lease, *wait_ms, quotas, index, events)
             }
-            Command::RenewShared { name, owner, token, ttl_ms, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::RenewShared, |t| {
-                    t.renew_shared(name, owner, *token, *ttl_ms, index, events)
-                })
+            Command::RenewShared { name, owner, token, ttl_ms, .. } => {
+                self.renew_shared(name, owner, *token, *ttl_ms, index, events)
             }
-            Command::ReleaseShared { name, owner, token, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::ReleaseShared, |t| {
-                    t.release_shared(name, owner, *token, index, events)
-                })
+            Command::ReleaseShared { name, owner, token, .. } => {
+                self.release_shared(name, owner, *token, index, events)
             }
-            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id, .. } => self
-                .once(command, index, lock_key(name), request_id, RequestKind::AcquirePermits, |t| {
-                    let permits = permits.unwrap_or(1);
-                    let asked = PermitAcquire {
-                        name,
-                        owner,
-                        limit: *limit,
-                        permits,
-                        ttl_ms: *ttl_ms,
-                        session: *session,
-                        wait_ms: *wait_ms,
-                        request_id,
-                    };
-                    t.acquire_permits(asked, quotas, index, events)
-                }),
-            Command::RenewPermits { name, owner, token, ttl_ms, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::RenewPermits, |t| {
-                    t.renew_permits(name, owner, *token, *ttl_ms, index, events)
-                })
+            Command::AcquirePermits { name, owner, limit, permits, ttl_ms, session, wait_ms, request_id, .. } => {
+                let asked = PermitAcquire {
+                    name,
+                    owner,
+                    limit: *limit,
+                    permits: permits.unwrap_or(1),
+                    ttl_ms: *ttl_ms,
+                    session: *session,
+                    wait_ms: *wait_ms,
+                    request_id,
+                };
+                self.acquire_permits(asked, quotas, index, events)
             }
-            Command::ReleasePermits { name, owner, token, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::ReleasePermits, |t| {
-                    t.release_permits(name, owner, *token, index, events)
-                })
+            Command::RenewPermits { name, owner, token, ttl_ms, .. } => {
+                self.renew_permits(name, owner, *token, *ttl_ms, index, events)
+            }
+            Command::ReleasePermits { name, owner, token, .. } => {
+                self.release_permits(name, owner, *token, index, events)
             }
             Command::CancelPermits { name, owner } => Ok(self.cancel_permits(name, owner, index, events)),
             Command::SetSemaphoreLimit { name, limit } => self.set_semaphore_limit(name, *limit, index, events),
             Command::Tick { period_ms } => Ok(self.tick(*period_ms, index, events)),
             Command::Campaign {
                 name, candidate, value, ttl_ms, session, wait_ms, request_id, lock_delay_ms, ..
-            } => self.once(command, index, lock_key(name), request_id, RequestKind::Campaign, |t| {
-                let lease = t.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
-                t.campaign(name, value, lease, *wait_ms, quotas, index, events)
-            }),
-            Command::Proclaim { name, candidate, token, value, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Proclaim, |t| {
-                    t.proclaim(name, candidate, *token, value, index, events)
-                })
+            } => {
+                let lease = self.wanted(candidate, *ttl_ms, *session, request_id, *lock_delay_ms, index)?;
+                self.campaign(name, value, lease, *wait_ms, quotas, index, events)
             }
-            Command::Resign { name, candidate, token, request_id } => {
-                self.once(command, index, lock_key(name), request_id, RequestKind::Resign, |t| {
-                    t.resign(name, candidate, *token, index, events)
-                })
+            Command::Proclaim { name, candidate, token, value, .. } => {
+                self.proclaim(name, candidate, *token, value, index, events)
             }
+            Command::Resign { name, candidate, token, .. } => self.resign(name, candidate, *token, index, events),
             Command::AddUser { user, token } => {
                 self.access.add_user(user, token.as_ref(), index)?;
                 Ok(Outcome::AccessChanged { token_id: token.as_ref().map(|_| index) })
@@ -497,19 +454,9 @@ impl LockTable {
     /// how a waiter that finds itself neither waiting nor holder tells
     /// "granted, and the lease already gone again" from "the wait ended
     /// without a grant". `None` without a request id, its record, or a grant.
-    /// The keys are those `apply_inner` records each acquire under.
     pub fn granted_by_record(&self, command: &Command) -> Option<FencingToken> {
-        let (request_id, key, kind) = match command {
-            Command::Acquire { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Acquire),
-            Command::AcquireMany { names, request_id, .. } => (request_id, names_key(names), RequestKind::AcquireMany),
-            Command::AcquireShared { name, request_id, .. } => (request_id, lock_key(name), RequestKind::AcquireShared),
-            Command::AcquirePermits { name, request_id, .. } => {
-                (request_id, lock_key(name), RequestKind::AcquirePermits)
-            }
-            Command::Campaign { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Campaign),
-            _ => return None,
-        };
-        match self.requests.replay(request_id.as_deref()?, &key, kind)? {
+        let request = Request::of(command)?;
+        match self.requests.replay(request.id?, &request.key, request.kind)? {
             Ok(Outcome::Granted { grant, .. }) => Some(grant.token),
             Ok(Outcome::GrantedMany { grants, .. }) => grants.first().map(|g| g.token),
             Ok(Outcome::PermitsGranted { grant, .. }) => Some(grant.token),
@@ -999,17 +946,16 @@ impl LockTable {
     /// session's or the request records if the command was applied before
     /// (`SeqReused` or `RequestIdReused` if its seq or request id answered
     /// another command; the request record also once its session ended);
-    /// else runs `rule` and records its answer under `key` (and the
+    /// else runs `rule` and records its answer under `request` (and the
     /// session's `seq`).
     fn once(
         &mut self,
         command: &Command,
         index: u64,
-        key: Cow<'_, str>,
-        request_id: &Option<String>,
-        kind: RequestKind,
+        request: Request<'_>,
         rule: impl FnOnce(&mut LockTable) -> Result<Outcome, LockError>,
     ) -> Result<Outcome, LockError> {
+        let Request { id, key, kind } = request;
         let session_seq = command.session_seq();
         // An ended session forgot its answers, but the request record
         // outlives it: a retry of a request that took effect before its
@@ -1021,7 +967,7 @@ impl LockTable {
             Some(replayed) => return replayed,
             None => None,
         };
-        if let Some(id) = request_id {
+        if let Some(id) = id {
             if let Some(replayed) = self.requests.replay(id, &key, kind) {
                 return replayed;
             }
@@ -1030,13 +976,77 @@ impl LockTable {
             return Err(ended);
         }
         let result = rule(self);
-        if let Some(id) = request_id {
+        if let Some(id) = id {
             self.requests.record(id, index, self.now_tick, &key, kind, &result);
         }
         if let Some((session, seq)) = session_seq {
             self.remember_seq(session, seq, Asked { kind, key: key.into_owned() }, &result, index);
         }
         result
+    }
+}
+
+/// What the answer to a command a client may retry is recorded under: its
+/// request id (if it has one), the name it acts on (a multi-acquire's or
+/// multi-release's whole list, a session's id), and its kind. A retry is
+/// answered from the record only if all three match.
+struct Request<'a> {
+    id: Option<&'a str>,
+    key: Cow<'a, str>,
+    kind: RequestKind,
+}
+
+impl<'a> Request<'a> {
+    /// `None` for the commands no client retries: cancels, Ticks, limits
+    /// and access changes (each is idempotent, or the cluster's own).
+    fn of(command: &'a Command) -> Option<Request<'a>> {
+        let session_key = |session: &SessionId| Cow::Owned(session.to_string());
+        let (id, key, kind) = match command {
+            Command::Acquire { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Acquire),
+            Command::AcquireMany { names, request_id, .. } => (request_id, names_key(names), RequestKind::AcquireMany),
+            Command::Renew { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Renew),
+            Command::Release { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Release),
+            Command::ReleaseMany { names, request_id, .. } => (request_id, names_key(names), RequestKind::ReleaseMany),
+            Command::PutRecord { key, request_id, .. } => (request_id, lock_key(key), RequestKind::PutRecord),
+            Command::Gate { resource, request_id, .. } => (request_id, lock_key(resource), RequestKind::Gate),
+            Command::CreateSession { owner, request_id, .. } => {
+                (request_id, lock_key(owner), RequestKind::CreateSession)
+            }
+            Command::KeepAlive { session, request_id, .. } => {
+                (request_id, session_key(session), RequestKind::KeepAlive)
+            }
+            Command::DeleteSession { session, request_id } => {
+                (request_id, session_key(session), RequestKind::DeleteSession)
+            }
+            Command::AcquireShared { name, request_id, .. } => (request_id, lock_key(name), RequestKind::AcquireShared),
+            Command::RenewShared { name, request_id, .. } => (request_id, lock_key(name), RequestKind::RenewShared),
+            Command::ReleaseShared { name, request_id, .. } => (request_id, lock_key(name), RequestKind::ReleaseShared),
+            Command::AcquirePermits { name, request_id, .. } => {
+                (request_id, lock_key(name), RequestKind::AcquirePermits)
+            }
+            Command::RenewPermits { name, request_id, .. } => (request_id, lock_key(name), RequestKind::RenewPermits),
+            Command::ReleasePermits { name, request_id, .. } => {
+                (request_id, lock_key(name), RequestKind::ReleasePermits)
+            }
+            Command::Campaign { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Campaign),
+            Command::Proclaim { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Proclaim),
+            Command::Resign { name, request_id, .. } => (request_id, lock_key(name), RequestKind::Resign),
+            Command::Cancel { .. }
+            | Command::CancelPermits { .. }
+            | Command::SetSemaphoreLimit { .. }
+            | Command::Tick { .. }
+            | Command::AddUser { .. }
+            | Command::AddToken { .. }
+            | Command::RemoveUser { .. }
+            | Command::RevokeToken { .. }
+            | Command::AddRole { .. }
+            | Command::RemoveRole { .. }
+            | Command::GrantPermission { .. }
+            | Command::RevokePermission { .. }
+            | Command::AssignRole { .. }
+            | Command::UnassignRole { .. } => return None,
+        };
+        Some(Request { id: id.as_deref(), key, kind })
     }
 }
 
