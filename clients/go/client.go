@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,7 +146,8 @@ type reply struct {
 // unavailability until the retry budget (plus wait) is spent, with the
 // same body, so the same request id, on every try: the next node at once
 // after a refused connection or a 503 naming another leader (once per other
-// node between pauses), else after a pause. wait is how long the
+// node between pauses), else after a pause; a certificate the TLS
+// handshake refuses ends the call at once. wait is how long the
 // server may legitimately hold the request (a queued acquire). It decodes a
 // 2xx answer into out and returns the instant the call started: no later
 // than the send of its first attempt. A retry may be answered from the
@@ -178,6 +180,11 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 		case err != nil:
 			if ctx.Err() != nil {
 				return started, ctx.Err()
+			}
+			// The TLS handshake refused the node's certificate: no retry,
+			// here or at another node (see untrusted).
+			if untrusted(err) {
+				return started, &UnavailableError{Message: "untrusted certificate, not retried: " + err.Error()}
 			}
 			// Unreachable, refused or timed out: try the next node.
 			c.moveOnFrom(node)
@@ -238,6 +245,21 @@ func (c *Client) call(ctx context.Context, method, path string, body interface{}
 func connectFailed(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// untrusted is whether err came from a TLS handshake that refused the
+// node's certificate: it does not chain to the CA the client trusts, names
+// another host, or is otherwise invalid. Such a call is not retried: the
+// nodes share one CA, so every node would be refused alike, and an
+// untrusted certificate may be an impostor's, which no retry should paper
+// over. The x509 errors are in the chain on every Go version (Go 1.20 wraps
+// them in a *tls.CertificateVerificationError, which the module's minimum,
+// Go 1.19, does not have).
+func untrusted(err error) bool {
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 // send is one try of a request to one node.

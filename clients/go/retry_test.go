@@ -1,13 +1,18 @@
 package leasehold
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -133,5 +138,49 @@ func TestNodesNamingEachOtherAreEachTriedOnceBeforeAPause(t *testing.T) {
 	}
 	if got := fmt.Sprint(first.count(), second.count()); got != "1 1" {
 		t.Fatalf("tries (first, second): %s, want 1 1", got)
+	}
+}
+
+// Ensures a node whose certificate the TLS handshake refuses ends the call
+// at once with an *UnavailableError naming the certificate: neither retried
+// nor left for the next node. The certificate is httptest's self-signed
+// one: not trusted at all, or trusted but for other hosts than the name
+// the client checks. With an hour's retry budget, a retry runs into the
+// test's bound.
+func TestUntrustedCertificateIsNotRetried(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	var reached atomic.Int64
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+	}))
+	// The refused handshakes are expected: keep them out of the test's log.
+	server.Config.ErrorLog = log.New(io.Discard, "", 0)
+	server.StartTLS()
+	t.Cleanup(server.Close)
+	trusted := x509.NewCertPool()
+	trusted.AddCert(server.Certificate())
+	for _, c := range []struct {
+		name string
+		tls  *tls.Config
+	}{
+		{"unknown authority", &tls.Config{}},
+		{"another host", &tls.Config{RootCAs: trusted, ServerName: "leasehold.invalid"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, err := New([]string{server.URL, server.URL}, &Options{TLS: c.tls, RetryBudget: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(client.Close)
+			_, err = client.Get(ctx, "n")
+			t.Log(err)
+			var unavailable *UnavailableError
+			if !errors.As(err, &unavailable) || !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("got %v, want an *UnavailableError naming the certificate", err)
+			}
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the handler was reached %d times through an untrusted certificate", n)
 	}
 }

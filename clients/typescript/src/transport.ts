@@ -8,7 +8,9 @@
  * node is overloaded or knows no leader, at once when it names another
  * leader. The tries taken at once are at most one per other endpoint
  * between two pauses. Other answers (409, 404, 400, ...) are thrown at once
- * as the error class of their code.
+ * as the error class of their code. A node whose certificate the TLS
+ * handshake refuses is not failed over from: `UnavailableError` is thrown at
+ * once, naming the certificate error.
  *
  * The body of a call, and so its request id, is built once: every retry
  * sends the same request id, so a retry the cluster already applied returns
@@ -191,6 +193,18 @@ export class Transport {
         probingHttp1 = false;
       } catch (e) {
         if (e instanceof DecodeError) throw e;
+        // A refused certificate is thrown at once, over either protocol: the
+        // nodes share one CA, so every node would refuse alike, and an
+        // untrusted certificate may be an impostor's, which no retry should
+        // paper over.
+        const refused = untrustedCertificate(e);
+        if (refused !== null) {
+          throw clientSide(
+            UnavailableError,
+            "unavailable",
+            `${endpoint.base}: the TLS handshake refused the node's certificate (${refused}): ${describe(e)}`,
+          );
+        }
         if (e instanceof Http2Failure && !e.unreachable) {
           // Maybe no HTTP/2 there: the same request over HTTP/1.1, at once.
           probingHttp1 = true;
@@ -279,6 +293,40 @@ const CONNECT_FAILED = ["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUN
 function connectFailed(error: unknown): boolean {
   const code = error instanceof Http2Failure ? error.code : (error as { cause?: { code?: unknown } } | null)?.cause?.code;
   return typeof code === "string" && CONNECT_FAILED.includes(code);
+}
+
+/**
+ * The codes of Node's TLS errors for a certificate the handshake refused:
+ * it does not chain to a trusted CA, is out of its validity, or names
+ * another host.
+ */
+const UNTRUSTED_CERTIFICATE = [
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_UNTRUSTED",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_NOT_YET_VALID",
+  "CERT_HAS_EXPIRED",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+];
+
+/**
+ * The code of the refused certificate behind `error`, thrown by a try, or
+ * `null`: `fetch` wraps the TLS error as the cause of a `TypeError`; an
+ * HTTP/2 try carries its code in the {@link Http2Failure}.
+ */
+function untrustedCertificate(error: unknown): string | null {
+  let seen: unknown = error;
+  // A few levels of wrapping at most; bounded against a cycle of causes.
+  for (let depth = 0; depth < 8 && typeof seen === "object" && seen !== null; depth += 1) {
+    const code = (seen as { code?: unknown }).code;
+    if (typeof code === "string" && UNTRUSTED_CERTIFICATE.includes(code)) return code;
+    seen = (seen as { cause?: unknown }).cause;
+  }
+  return null;
 }
 
 function describe(error: unknown): string {

@@ -15,6 +15,8 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.channels.UnresolvedAddressException;
 import java.nio.charset.StandardCharsets;
+import java.security.cert.CertPathValidatorException;
+import java.security.cert.CertificateException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,6 +29,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLHandshakeException;
 
 /**
  * A client of one leasehold cluster, safe for concurrent use.
@@ -37,7 +40,9 @@ import javax.net.ssl.SSLContext;
  * a 503 naming another leader, once per other node between pauses); pauses
  * that grow while no node answers and honour {@code Retry-After} (with
  * jitter) when a node is overloaded; until the retry budget is spent
- * ({@link UnavailableException}).
+ * ({@link UnavailableException}). A node whose certificate the TLS handshake
+ * refuses is the exception: {@link UnavailableException} is thrown at once,
+ * neither retried nor tried on another node.
  *
  * <p>HTTP/2: {@code java.net.http} speaks HTTP/2 to https endpoints
  * (negotiated by ALPN), so there every request, waiting acquires included,
@@ -231,6 +236,12 @@ public final class Client {
             } catch (IOException | TimeoutException | ExecutionException broken) {
                 reply = null;
                 String why = broken.getMessage() != null ? broken.getMessage() : broken.getClass().getSimpleName();
+                if (untrusted(broken)) {
+                    // Not retried, nor tried on another node: every node
+                    // shares one CA, so every node would be refused alike,
+                    // and an untrusted certificate may be an impostor's.
+                    throw new UnavailableException(endpoints.get(node) + ": untrusted certificate: " + why, null, null);
+                }
                 failure = new UnavailableException(endpoints.get(node) + ": " + why, null, null);
                 // Unreachable, refused or timed out: try the next node.
                 moveOnFrom(node);
@@ -293,6 +304,22 @@ public final class Client {
         for (Throwable e = broken; e != null; e = e.getCause()) {
             if (e instanceof ConnectException || e instanceof HttpConnectTimeoutException
                     || e instanceof UnresolvedAddressException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Whether a try failed because the TLS handshake refused the node's
+     * certificate (it does not chain to a trusted CA, or names another host).
+     * {@code java.net.http} reports it as an {@link SSLHandshakeException}
+     * (wrapped by the future's {@link ExecutionException}, or in an
+     * {@link IOException}) caused by a {@link CertificateException}.
+     */
+    private static boolean untrusted(Throwable broken) {
+        for (Throwable e = broken; e != null; e = e.getCause()) {
+            if (e instanceof CertificateException || e instanceof CertPathValidatorException) {
                 return true;
             }
         }
