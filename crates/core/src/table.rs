@@ -261,12 +261,14 @@ impl LockTable {
     /// entry from before entries carried them).
     pub fn apply_by(&mut self, command: &Command, by: Option<&Principal>, index: u64, quotas: &Quotas) -> Applied {
         let mut events = Vec::new();
-        let result = match (command.validate(&Limits::DEFAULT), Request::of(command)) {
-            (Err(invalid), _) => Err(LockError::Invalid(invalid)),
-            (Ok(()), Some(request)) => {
-                self.once(command, index, request, |t| t.rule(command, index, quotas, &mut events))
-            }
-            (Ok(()), None) => self.rule(command, index, quotas, &mut events),
+        // Validated before its request key is made: a multi-request's key
+        // joins its whole list, which validation bounds.
+        let result = match command.validate(&Limits::DEFAULT) {
+            Err(invalid) => Err(LockError::Invalid(invalid)),
+            Ok(()) => match Request::of(command) {
+                Some(request) => self.once(command, index, request, |t| t.rule(command, index, quotas, &mut events)),
+                None => self.rule(command, index, quotas, &mut events),
+            },
         };
         if result.is_ok() {
             let changed = EventKind::access_changed(command, index);
@@ -280,8 +282,8 @@ impl LockTable {
         Applied { result, events }
     }
 
-    /// Each command's rule, applied once (retries are answered by
-    /// [`LockTable::once`] before it runs).
+    /// Each command's rule. For the commands [`Request::of`] names, a
+    /// retry is answered by [`LockTable::once`] and never reaches it.
     fn rule(
         &mut self,
         command: &Command,
