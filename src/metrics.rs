@@ -276,7 +276,7 @@ impl Metrics {
                 "Time from a log append until its entries are flushed to disk (group commit)",
                 disk_time(),
             ),
-            flush_seconds: registered(r, "log_flush_seconds", "Time of one group-commit flush of the log", disk_time()),
+            flush_seconds: registered(r, "log_flush_seconds", "Time of one group-commit flush of the log: writing the batch and its fdatasync", disk_time()),
             entry_commands: registered(
                 r,
                 "entry_commands",

@@ -40,6 +40,7 @@
 //! commit, `fdatasync`) in `writer.rs`.
 
 mod frame;
+mod segment;
 mod writer;
 
 use std::collections::VecDeque;
@@ -58,6 +59,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use self::frame::{corrupt, read_entry, recover, segment_path, segments, write_frame};
+use self::segment::ActiveSegment;
 use self::writer::{zero_fill_from, Spare, WriteOp, Writer};
 use super::sync_dir;
 use crate::metrics::Metrics;
@@ -171,13 +173,17 @@ impl LogStore {
         if length < segment_bytes {
             zero_fill_from(&file, index.end.max(length), segment_bytes).map_err(|e| log_error(ErrorVerb::Write, e))?;
         }
+        drop(file);
+        let file = ActiveSegment::open(&segment_path(dir, index.active)).map_err(|e| log_error(ErrorVerb::Write, e))?;
         let (tx, rx) = mpsc::channel();
+        let queued_end = written_end;
         let written_end = Arc::new(AtomicU64::new(written_end));
         let writer = Writer {
             dir: dir.to_owned(),
             active: index.active,
             file,
             written_end: written_end.clone(),
+            queued_end,
             broken: None,
             spare: Spare::new(dir, segment_bytes),
         };
@@ -518,8 +524,11 @@ mod tests {
         assert!(segments(dir.path()).expect("list").len() > 2, "the appends rotated segments");
         let last = *segments(dir.path()).expect("list").last().expect("a segment");
         let path = segment_path(dir.path(), last);
-        let size = std::fs::metadata(&path).expect("segment").len();
-        assert_eq!(size, 300, "the last segment was a spare: its frames, then zeros");
+        // Its frames, then zeros: the spare's, and a direct write's padding
+        // up to a whole block.
+        let bytes = std::fs::read(&path).expect("segment");
+        assert!(bytes.len() >= 300, "the last segment was a spare");
+        assert!(bytes[end as usize..].iter().all(|&b| b == 0), "zeros after the frames");
 
         // A whole, valid frame of entry 41 past the zeros, just where the
         // next append (entry 40) will end: were it left there, entry 40

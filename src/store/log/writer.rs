@@ -1,6 +1,7 @@
 //! The writer thread: it writes queued appends to the active segment, rotates,
 //! truncates and deletes segments, and syncs once (`fdatasync`) per batch
-//! before reporting the appends in it persisted (group commit).
+//! before reporting the appends in it persisted (group commit). How the
+//! bytes reach the segment (one direct write per batch) is `segment.rs`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -15,6 +16,7 @@ use tokio::sync::oneshot;
 
 use super::super::sync_dir;
 use super::frame::{segment_path, segments};
+use super::segment::ActiveSegment;
 use crate::metrics::Metrics;
 use crate::raft::types::TypeConfig;
 
@@ -50,8 +52,10 @@ pub(super) enum WriteOp {
 pub(super) struct Writer {
     pub(super) dir: PathBuf,
     pub(super) active: u64,
-    pub(super) file: File,
+    pub(super) file: ActiveSegment,
     pub(super) written_end: Arc<AtomicU64>,
+    /// What `written_end` becomes once the queued appends are written.
+    pub(super) queued_end: u64,
     /// The first write error. After one, nothing more is reported persisted:
     /// the log could have a hole (openraft stops the node on the error).
     pub(super) broken: Option<String>,
@@ -102,10 +106,10 @@ impl Spare {
         }
     }
 
-    /// The spare, renamed to `path`, if it is ready (else nothing: the
+    /// Renames the spare to `path` if it is ready (else `false`: the
     /// segment is then made by appends, as before there were spares); the
     /// next spare is started either way.
-    fn take_as(&mut self, path: &std::path::Path) -> io::Result<Option<File>> {
+    fn take_as(&mut self, path: &std::path::Path) -> io::Result<bool> {
         // The spare appears under its name only once it is filled and synced
         // (`zero_fill`); its thread then ends at once, so it is waited for.
         let made = self.path.exists();
@@ -117,16 +121,13 @@ impl Spare {
             }
             Some(Err(_)) => false,
             // Still being made: this segment grows by appends.
-            None => return Ok(None),
+            None => return Ok(false),
         };
-        let taken = if ready {
+        if ready {
             fs::rename(&self.path, path)?;
-            Some(OpenOptions::new().write(true).open(path)?)
-        } else {
-            None
-        };
+        }
         self.make();
-        Ok(taken)
+        Ok(ready)
     }
 }
 
@@ -168,9 +169,9 @@ impl Writer {
                 let outcome = match op {
                     WriteOp::Append { segment, offset, frames, end, callback, at } => {
                         unsynced.push((callback, at));
-                        self.append(segment, offset, &frames, end)
+                        self.append(segment, offset, frames, end)
                     }
-                    WriteOp::Rotate { first } => self.rotate(first),
+                    WriteOp::Rotate { first } => self.write_queued().and_then(|()| self.rotate(first)),
                     WriteOp::Truncate { segment, offset, end, done } => {
                         // Appends queued before the cut are settled first, so
                         // none is reported persisted after it.
@@ -190,23 +191,34 @@ impl Writer {
         }
     }
 
-    fn append(&mut self, segment: u64, offset: u64, frames: &[u8], end: u64) -> io::Result<()> {
+    fn append(&mut self, segment: u64, offset: u64, frames: Vec<u8>, end: u64) -> io::Result<()> {
         if segment != self.active {
             return Err(io::Error::other(format!("append to segment {segment} while {} is active", self.active)));
         }
-        self.file.write_all_at(frames, offset)?;
-        self.written_end.store(end, Ordering::Release);
+        if self.broken.is_some() {
+            // Nothing more is reported persisted (`sync_and_report`).
+            return Ok(());
+        }
+        self.file.queue(offset, frames)?;
+        self.queued_end = end;
+        Ok(())
+    }
+
+    /// Writes the queued appends (not synced): readable from the file after.
+    fn write_queued(&mut self) -> io::Result<()> {
+        self.file.write_queued()?;
+        self.written_end.store(self.queued_end, Ordering::Release);
         Ok(())
     }
 
     /// Completes the active segment and starts segment `first`.
     fn rotate(&mut self, first: u64) -> io::Result<()> {
-        self.file.sync_data()?;
+        self.file.sync()?;
         let path = segment_path(&self.dir, first);
-        self.file = match self.spare.take_as(&path)? {
-            Some(spare) => spare,
-            None => OpenOptions::new().create(true).truncate(true).write(true).open(&path)?,
-        };
+        if !self.spare.take_as(&path)? {
+            OpenOptions::new().create(true).truncate(true).write(true).open(&path)?;
+        }
+        self.file = ActiveSegment::open(&path)?;
         self.active = first;
         sync_dir(&self.dir)
     }
@@ -217,11 +229,11 @@ impl Writer {
         let later: Vec<u64> = segments(&self.dir)?.into_iter().filter(|s| *s > segment).collect();
         self.delete(&later)?;
         if segment != self.active {
-            self.file = OpenOptions::new().write(true).open(segment_path(&self.dir, segment))?;
+            self.file = ActiveSegment::open(&segment_path(&self.dir, segment))?;
             self.active = segment;
         }
-        self.file.set_len(offset)?;
-        self.file.sync_all()?;
+        self.file.cut(offset)?;
+        self.queued_end = end;
         self.written_end.store(end, Ordering::Release);
         Ok(())
     }
@@ -239,17 +251,20 @@ impl Writer {
         sync_dir(&self.dir)
     }
 
-    /// One `fdatasync` for every append in `unsynced`, then their callbacks.
+    /// Writes the queued appends, one `fdatasync` for every append in
+    /// `unsynced`, then their callbacks.
     fn sync_and_report(&mut self, unsynced: &mut Unsynced, metrics: &Metrics) {
         if unsynced.is_empty() {
             return;
         }
-        crash_point!("log-before-fsync");
+        // The write is timed with the sync: with direct I/O it is the disk's.
         let started = Instant::now();
-        let synced = match &self.broken {
+        let written = match &self.broken {
             Some(e) => Err(io::Error::other(format!("raft log unusable after an earlier error: {e}"))),
-            None => self.file.sync_data(),
+            None => self.write_queued(),
         };
+        crash_point!("log-before-fsync");
+        let synced = written.and_then(|()| self.file.sync());
         let done = Instant::now();
         metrics.flushed((done - started).as_secs_f64());
         if let Err(e) = &synced {
