@@ -56,10 +56,12 @@
 //!   knows openraft: the type config (`raft/types.rs`), [`Consensus`](raft::Consensus)
 //!   (the running Raft, the proposer that batches client commands into
 //!   entries, the leader's ticker, the checkpoint policy), the network to
-//!   the other nodes (outbound and inbound RPC) and the observer of
+//!   the other nodes (the messages in `raft/messages.rs`, outbound and
+//!   inbound RPC) and the observer of
 //!   openraft's metrics.
 //! - [`store`] — the storage engines, the only code that knows sled and
-//!   files: the Raft log (segment files, group commit, fdatasync), the
+//!   files: the Raft log (segment files, group commit, direct writes and
+//!   fdatasync), the
 //!   state machine and its rows in sled (checkpoints, generations, snapshot
 //!   install, backups), the history of recent events streams resume in, the
 //!   snapshot file format, the data folder's format.

@@ -18,7 +18,8 @@ use openraft::{ChangeMembers, ReadPolicy, ServerState, SnapshotPolicy};
 
 use super::checkpoint_policy::checkpoint_when_due;
 use super::inbound::Inbound;
-use super::network::{Network, SNAPSHOT_TIMEOUT};
+use super::messages::SNAPSHOT_TIMEOUT;
+use super::network::Network;
 use super::observer::{follow_leadership, observe};
 use super::proposer::{ProposeError, Proposer, Urgency};
 use super::ticker::Ticker;

@@ -1,24 +1,23 @@
-//! The inbound side of Raft RPC on the peer transport: the messages of a
-//! Raft channel and of a replication stream, and how this node's Raft
-//! answers them once [`crate::peer::Gate`] has admitted the connection.
+//! The inbound side of Raft RPC on the peer transport: how this node's
+//! Raft answers the messages of `messages.rs` (a Raft channel's, a
+//! replication stream's, a snapshot's) once [`crate::peer::Gate`] has
+//! admitted the connection.
 
 use std::path::PathBuf;
 
-use openraft::errors::{Fatal, RaftError};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse,
-};
-use serde::{Deserialize, Serialize};
+use openraft::raft::AppendEntriesRequest;
+use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::network::{SnapshotHead, MAX_SNAPSHOT_BYTES, SNAPSHOT_TIMEOUT};
+use super::messages::{
+    AppendRpc, PeerRequest, PeerResponse, SnapshotAnswer, SnapshotHead, StreamAnswer, VoteRpc, MAX_SNAPSHOT_BYTES,
+    SNAPSHOT_TIMEOUT,
+};
 use super::types::{TypeConfig, Vote};
 use super::Raft;
 use crate::peer::{read_frame, write_frame, FrameError, StreamWriter};
 use crate::store::{Snapshot, SnapshotData};
-
-type Answer<T> = Result<T, RaftError<TypeConfig>>;
 
 /// How long a Raft channel may go without a request before this side
 /// closes it: a member that went away (or someone holding a connection
@@ -27,42 +26,9 @@ type Answer<T> = Result<T, RaftError<TypeConfig>>;
 /// (`network::Connection::exchange`), so an election is never lost to it.
 pub const PEER_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// An AppendEntries request, as the HTTP transport carries it.
-pub type AppendRpc = AppendEntriesRequest<TypeConfig>;
-/// A Vote request, as the HTTP transport carries it.
-pub type VoteRpc = VoteRequest<TypeConfig>;
-
 /// How many requests of a replication stream a follower reads ahead of the
 /// answers it has written.
 const STREAM_WINDOW: usize = 64;
-
-/// A follower's answer to one request of a [`Channel::RaftStream`].
-#[derive(Debug, Serialize, Deserialize)]
-pub struct StreamAnswer(pub Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>);
-
-/// A follower's answer to a snapshot sent on a [`Channel::Snapshot`]:
-/// its Raft's, or why it did not take the snapshot.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SnapshotAnswer(pub Result<SnapshotResponse<TypeConfig>, String>);
-
-/// What a peer asks.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum PeerRequest {
-    Append(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<TypeConfig>),
-    /// Would the target vote for this candidate? Answered as a `Vote`,
-    /// changing nothing on the target (last, so earlier variants keep their
-    /// encoding; a node of an earlier version closes the connection on it,
-    /// which the candidate counts as no grant).
-    PreVote(VoteRequest<TypeConfig>),
-}
-
-/// What a peer answers: the target's own Raft answer or error.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum PeerResponse {
-    Append(Answer<AppendEntriesResponse<TypeConfig>>),
-    Vote(Answer<VoteResponse<TypeConfig>>),
-}
 
 /// Answers Raft RPC with this node's Raft.
 #[derive(Clone)]

@@ -2,8 +2,8 @@
 //! openraft: the type configuration ([`types`]), the running Raft behind
 //! one handle ([`Consensus`]: openraft, the proposer that batches client
 //! commands into entries, the leader's ticker, the checkpoint policy),
-//! the network to the other nodes (outbound RPC over the peer transport or
-//! HTTP, the inbound side of it) and the observer that carries openraft's
+//! the network to the other nodes (the messages, outbound RPC over the peer
+//! transport or HTTP, the inbound side of it) and the observer that carries openraft's
 //! metrics into Prometheus series. The storage engines that openraft
 //! drives are `crate::store`'s; the peer transport's framing and hello are
 //! `crate::peer`'s.
@@ -14,6 +14,7 @@
 mod checkpoint_policy;
 mod consensus;
 mod inbound;
+mod messages;
 mod network;
 mod observer;
 mod proposer;
@@ -24,8 +25,12 @@ pub use consensus::{
     Consensus, ConsensusError, Heard, Leadership, MembershipChange, RaftSettings, RaftView, Role, ELECTION_BOUND,
     LEADER_SILENCE_MS,
 };
-pub use inbound::{AppendRpc, Inbound, JsonAnswer, PeerRequest, PeerResponse, VoteRpc};
-pub use network::{Network, SnapshotHead, APPEND_PATH, MAX_SNAPSHOT_BYTES, SNAPSHOT_PATH, SNAPSHOT_TIMEOUT, VOTE_PATH};
+pub use inbound::{Inbound, JsonAnswer};
+pub use messages::{
+    AppendRpc, PeerRequest, PeerResponse, SnapshotHead, VoteRpc, APPEND_PATH, MAX_SNAPSHOT_BYTES, SNAPSHOT_PATH,
+    SNAPSHOT_TIMEOUT, VOTE_PATH,
+};
+pub use network::Network;
 pub use proposer::Urgency;
 pub use types::{LockResult, Member, NodeId};
 

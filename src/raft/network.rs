@@ -6,10 +6,10 @@
 //! target's error) go every RPC when the peer transport cannot be dialed
 //! (TLS without a CA file), and a snapshot to a node of the version before
 //! the snapshot channel: the body is a small JSON head (see
-//! [`SnapshotHead`]), then the snapshot file.
+//! [`SnapshotHead`]), then the snapshot file. The messages themselves are
+//! `messages.rs`'s.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,95 +23,20 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult, VoteRequest, VoteResponse,
 };
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::{Stream, StreamExt};
 
-use super::inbound::{PeerRequest, PeerResponse, SnapshotAnswer, StreamAnswer};
-use super::types::{LogId, Member, NodeId, SnapshotMeta, TypeConfig, Vote};
+use super::messages::{
+    PeerRequest, PeerResponse, SnapshotAnswer, SnapshotHead, StreamAnswer, APPEND_PATH, SNAPSHOT_PATH,
+    SNAPSHOT_TIMEOUT, VOTE_PATH,
+};
+use super::types::{LogId, Member, NodeId, TypeConfig, Vote};
 use crate::peer::handoff::HandingFollowers;
 use crate::peer::{self, Dialer, PeerStream};
 use crate::store::{Snapshot, SnapshotData};
 use leasehold_proto::Secret;
-
-pub const APPEND_PATH: &str = "/raft/append";
-pub const VOTE_PATH: &str = "/raft/vote";
-pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
-
-/// How long a whole snapshot may take to reach a follower and be installed
-/// there. openraft 0.10 sends a snapshot in one piece (no chunks), so this
-/// bounds the whole transfer, not one chunk.
-pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Largest snapshot a follower accepts. It is streamed to a file, never
-/// held in memory: the bound is on disk use.
-pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 30;
-
-/// A snapshot as sent to a follower, without its data: the snapshot file
-/// follows it raw.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SnapshotHead {
-    pub vote: Vote,
-    pub meta: SnapshotMeta,
-}
-
-impl SnapshotHead {
-    /// The body's first bytes: the head's length (u32, big-endian), then the
-    /// head as JSON. The snapshot file follows.
-    fn prefix(&self) -> Vec<u8> {
-        let head = serde_json::to_vec(self).expect("snapshot head serializes");
-        let mut prefix = Vec::with_capacity(4 + head.len());
-        prefix.extend_from_slice(&(head.len() as u32).to_be_bytes());
-        prefix.extend_from_slice(&head);
-        prefix
-    }
-
-    /// Reads a body [`Connection::full_snapshot`] sent: the head, then the
-    /// snapshot file, written to `path` as it arrives (at most `limit`
-    /// bytes), never whole in memory.
-    pub async fn receive<S, B, E>(mut chunks: S, path: PathBuf, limit: u64) -> std::io::Result<(Vote, Snapshot)>
-    where
-        S: Stream<Item = Result<B, E>> + Unpin,
-        B: AsRef<[u8]>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let malformed = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
-        let (mut pending, mut head) = (Vec::new(), None);
-        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await?);
-        let mut written = 0u64;
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(std::io::Error::other)?;
-            let mut data = chunk.as_ref();
-            if head.is_none() {
-                pending.extend_from_slice(data);
-                let Some(len) = pending.get(..4).map(|l| u32::from_be_bytes(l.try_into().expect("4 bytes")) as usize)
-                else {
-                    continue;
-                };
-                if len > 1 << 20 {
-                    return Err(malformed("snapshot head too large"));
-                }
-                let Some(json) = pending.get(4..4 + len) else { continue };
-                let parsed: SnapshotHead =
-                    serde_json::from_slice(json).map_err(|_| malformed("malformed snapshot head"))?;
-                head = Some(parsed);
-                pending.drain(..4 + len);
-                data = &pending;
-            }
-            written += data.len() as u64;
-            if written > limit {
-                return Err(malformed("snapshot larger than a follower accepts"));
-            }
-            file.write_all(data).await?;
-            pending.clear();
-        }
-        file.flush().await?;
-        let head = head.ok_or_else(|| malformed("snapshot body without a head"))?;
-        Ok((head.vote, Snapshot { meta: head.meta, snapshot: SnapshotData::File(path) }))
-    }
-}
 
 /// Makes connections to peers; snapshot chunks share one HTTP connection pool.
 #[derive(Clone)]

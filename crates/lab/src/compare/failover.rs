@@ -38,7 +38,8 @@ use tokio::task::JoinSet;
 
 use super::etcd::Gateway;
 use super::report::Machine;
-use super::rounds::{self, per_round_chart, RoundCluster, RoundStats, SystemRound, BUILD};
+use super::report::BUILD;
+use super::rounds::{self, per_round_chart, RoundCluster, RoundStats, SystemRound};
 use super::servers::{ServerError, START_BOUND};
 use super::{AdapterError, SystemKind};
 use leasehold_client::{Client, ClientError};

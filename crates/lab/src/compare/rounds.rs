@@ -1,28 +1,19 @@
 //! What the workloads measured in rounds of a leader crash share
 //! (`election.rs`, `failover.rs`): the systems that have a leader to crash,
-//! their servers, the build the report names, and the report's per-system
-//! summary and per-round plot.
+//! their servers, and the report's per-system summary and per-round plot.
 
 use std::path::Path;
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-use super::report::Machine;
+use super::report::{Machine, BUILD};
 use super::servers::{self, EtcdCluster, ServerError};
 use super::SystemKind;
 use crate::bench::median;
 use crate::plot::{Chart, LineStyle};
 use leasehold_client::proto::cluster::ClusterStatus;
 use leasehold_local::{LocalCluster, LocalClusterError};
-
-/// Which build measured: a debug build's leasehold is slower everywhere, so
-/// only the ratio to etcd (a release binary from Debian) is then the point.
-pub const BUILD: &str = if cfg!(debug_assertions) {
-    "debug (unoptimized) leasehold and harness; etcd is Debian's release binary"
-} else {
-    "release"
-};
 
 /// The systems compared in rounds (the others have no leader to crash, or
 /// no election API).
