@@ -2,9 +2,9 @@
 //! openraft: the type configuration ([`types`]), the running Raft behind
 //! one handle ([`Consensus`]: openraft, the proposer that batches client
 //! commands into entries, the leader's ticker, the checkpoint policy),
-//! the network to the other nodes (the messages, outbound RPC over the peer
-//! transport or HTTP, the inbound side of it) and the observer that carries openraft's
-//! metrics into Prometheus series. The storage engines that openraft
+//! the network to the other nodes (the messages, outbound RPC over the
+//! peer transport or HTTP, the inbound side of it) and the observer that
+//! carries openraft's metrics into Prometheus series. The storage engines that openraft
 //! drives are `crate::store`'s; the peer transport's framing and hello are
 //! `crate::peer`'s.
 

@@ -45,6 +45,8 @@ pub(super) struct ActiveSegment {
     tail: Option<Tail>,
     /// Appends queued and not yet written: contiguous bytes from `offset`.
     queued: Option<Queued>,
+    /// The aligned buffer direct writes are made from, kept between batches.
+    buffer: Aligned,
 }
 
 struct Tail {
@@ -69,7 +71,7 @@ impl ActiveSegment {
             }
             Err(e) => return Err(e),
         };
-        Ok(ActiveSegment { path: path.to_owned(), file, direct, tail: None, queued: None })
+        Ok(ActiveSegment { path: path.to_owned(), file, direct, tail: None, queued: None, buffer: Aligned::default() })
     }
 
     /// Queues `frames` for `offset`; contiguous appends become one write.
@@ -103,10 +105,9 @@ impl ActiveSegment {
         self.file.write_all_at(&bytes, offset)
     }
 
-    /// Writes what is queued (if anything still is) and syncs the file's
-    /// data (`fdatasync`).
-    pub(super) fn sync(&mut self) -> io::Result<()> {
-        self.write_queued()?;
+    /// Syncs what was written ([`write_queued`](Self::write_queued)) with
+    /// the file's data (`fdatasync`).
+    pub(super) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 
@@ -123,17 +124,16 @@ impl ActiveSegment {
         let start = offset - offset % BLOCK as u64;
         let head = (offset - start) as usize;
         let len = (head + frames.len()).div_ceil(BLOCK) * BLOCK;
-        let mut buffer = Aligned::zeroed(len);
-        let block = buffer.bytes();
+        let block = self.buffer.of_len(len);
         match &self.tail {
             Some(tail) if tail.at == start && tail.bytes.len() == head => block[..head].copy_from_slice(&tail.bytes),
-            _ => self.read_block(start, &mut block[..BLOCK])?,
+            _ => read_block(&self.file, start, &mut block[..BLOCK])?,
         }
-        // Past the head only the frames and zeros: a block read back may
-        // hold stray bytes past `offset` (recovery keeps only zeros there,
-        // but a cut leaves whatever the file system returns past its end).
-        block[head..].fill(0);
+        // Past the head only the frames, then zeros (a block read back may
+        // hold stray bytes past `offset`: a cut leaves whatever the file
+        // system returns past its end).
         block[head..head + frames.len()].copy_from_slice(frames);
+        block[head + frames.len()..].fill(0);
         self.file.write_all_at(block, start)?;
         let end = offset + frames.len() as u64;
         let last = end - end % BLOCK as u64;
@@ -141,37 +141,37 @@ impl ActiveSegment {
         self.tail = Some(Tail { at: last, bytes: kept.to_vec() });
         Ok(())
     }
-
-    /// Reads the block at `at` (aligned) into `into`; zeros past the end.
-    fn read_block(&self, at: u64, into: &mut [u8]) -> io::Result<()> {
-        let mut read = 0;
-        while read < into.len() {
-            match self.file.read_at(&mut into[read..], at + read as u64)? {
-                0 => break,
-                n => read += n,
-            }
-        }
-        into[read..].fill(0);
-        Ok(())
-    }
 }
 
-/// A zeroed buffer whose start is aligned to [`BLOCK`], as direct I/O needs.
+/// Reads the block of `file` at `at` (aligned) into `into`; zeros past the
+/// file's end.
+fn read_block(file: &File, at: u64, into: &mut [u8]) -> io::Result<()> {
+    let mut read = 0;
+    while read < into.len() {
+        match file.read_at(&mut into[read..], at + read as u64)? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    into[read..].fill(0);
+    Ok(())
+}
+
+/// A buffer whose start is aligned to [`BLOCK`], as direct I/O needs; it
+/// grows to the largest batch and is reused.
+#[derive(Default)]
 struct Aligned {
     storage: Vec<u8>,
-    start: usize,
-    len: usize,
 }
 
 impl Aligned {
-    fn zeroed(len: usize) -> Aligned {
-        let storage = vec![0u8; len + BLOCK];
-        let start = storage.as_ptr().align_offset(BLOCK);
-        Aligned { storage, start, len }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
+    /// `len` bytes from an aligned start (their contents left over).
+    fn of_len(&mut self, len: usize) -> &mut [u8] {
+        if self.storage.len() < len + BLOCK {
+            self.storage = vec![0u8; len + BLOCK];
+        }
+        let start = self.storage.as_ptr().align_offset(BLOCK);
+        &mut self.storage[start..start + len]
     }
 }
 
@@ -224,19 +224,23 @@ mod tests {
         };
         append(&mut active, &mut expected, 0, vec![1; 100]);
         append(&mut active, &mut expected, 100, vec![2; 4000]);
+        active.write_queued().expect("write");
         active.sync().expect("sync");
         append(&mut active, &mut expected, 4100, vec![3; 5000]);
+        active.write_queued().expect("write");
         active.sync().expect("sync");
         assert_eq!(on_disk(3 * BLOCK), expected);
         // A batch that starts where the last one did not end (the block
         // is read back), then a cut and an append from the cut.
         append(&mut active, &mut expected, 9200, vec![4; 10]);
+        active.write_queued().expect("write");
         active.sync().expect("sync");
         assert_eq!(on_disk(3 * BLOCK), expected);
         active.cut(4200).expect("cut");
         expected.truncate(4200);
         expected.resize(3 * BLOCK, 0);
         append(&mut active, &mut expected, 4200, vec![5; 7]);
+        active.write_queued().expect("write");
         active.sync().expect("sync");
         assert_eq!(on_disk(3 * BLOCK), expected);
     }

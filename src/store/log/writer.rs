@@ -171,7 +171,7 @@ impl Writer {
                         unsynced.push((callback, at));
                         self.append(segment, offset, frames, end)
                     }
-                    WriteOp::Rotate { first } => self.write_queued().and_then(|()| self.rotate(first)),
+                    WriteOp::Rotate { first } => self.rotate(first),
                     WriteOp::Truncate { segment, offset, end, done } => {
                         // Appends queued before the cut are settled first, so
                         // none is reported persisted after it.
@@ -213,6 +213,7 @@ impl Writer {
 
     /// Completes the active segment and starts segment `first`.
     fn rotate(&mut self, first: u64) -> io::Result<()> {
+        self.write_queued()?;
         self.file.sync()?;
         let path = segment_path(&self.dir, first);
         if !self.spare.take_as(&path)? {
