@@ -1,12 +1,12 @@
 //! Backups and restores of a node's state.
 //!
-//! A backup is one node's current snapshot file (format 2, see
+//! A backup is one node's current snapshot file (format 3, see
 //! [`super::snapshot_file`]): the locks, queues, records, gates, sessions
 //! and request ids as of the snapshot's log index. A node asked for a backup
 //! takes a fresh snapshot first (`POST /v1/cluster/snapshot`), so the backup
 //! is as recent as its applied state. Backups made by format-1 binaries (one
 //! JSON document, `{"meta": .., "data": ..}`) are still restored: that is
-//! how a format-1 data folder moves to this binary.
+//! how a format-1 data folder moves to this binary; so are format-2 files.
 //!
 //! [`restore`] seeds an EMPTY data folder of a NEW cluster from a backup, the
 //! way `etcdutl snapshot restore` does: the snapshot is stored with its
@@ -80,9 +80,9 @@ pub async fn restore(
     if occupied {
         return Err(BackupError::NotEmpty(dir.display().to_string()));
     }
-    // Format 2 starts with its magic bytes; format 1 was a JSON document.
+    // Later formats start with their magic bytes; format 1 was a JSON document.
     let format_1: Option<Backup> =
-        if backup.starts_with(snapshot_file::MAGIC) { None } else { Some(serde_json::from_slice(backup)?) };
+        if snapshot_file::is_snapshot(backup) { None } else { Some(serde_json::from_slice(backup)?) };
     let meta = match &format_1 {
         Some(old) => old.meta.clone(),
         None => SnapshotReader::new(backup).map_err(BackupError::Snapshot)?.meta().clone(),

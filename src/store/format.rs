@@ -22,14 +22,18 @@ use super::{sync_dir, LOG_DIR, SNAPSHOT_DIR};
 
 /// The format this binary writes and reads: the Raft log in segment files
 /// under `raft-log/`, its frames in MessagePack (format 2's were JSON), the
-/// lock table's rows in one sled database under `state/`, snapshot files of
-/// format 2 under `snapshots/`. Format 1 kept the table only in snapshots:
-/// a sled database per snapshot holding JSON.
-pub const DATA_FORMAT: u32 = 3;
+/// lock table's rows in one sled database under `state/`, the request
+/// records' in pages of their own slots (format 3 spread them like any
+/// other rows, see `store/pages.rs`), snapshot files of version 3 under
+/// `snapshots/`. Format 1 kept the table only in snapshots: a sled database
+/// per snapshot holding JSON.
+pub const DATA_FORMAT: u32 = 4;
 
 /// Older formats this binary reads whole, and so upgrades by a new stamp:
-/// format 2 differs only in its log frames, which are still read.
-const UPGRADED_IN_PLACE: &[u32] = &[2];
+/// format 2 differs only in its log frames, which are still read; formats
+/// 2 and 3 in where request records are paged, which the state store
+/// moves when it opens the folder.
+const UPGRADED_IN_PLACE: &[u32] = &[2, 3];
 
 const FORMAT_FILE: &str = "format";
 
@@ -117,14 +121,16 @@ mod tests {
         assert_eq!(fs::read_to_string(old.path().join(FORMAT_FILE)).unwrap(), "1\n");
     }
 
-    // Ensures a format-2 folder, whose log this binary still reads, is
-    // stamped with the current format instead of refused.
+    // Ensures format-2 and format-3 folders, which this binary still reads,
+    // are stamped with the current format instead of refused.
     #[test]
-    fn format_2_is_upgraded_in_place() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        fs::write(dir.path().join(FORMAT_FILE), "2\n").unwrap();
-        check(dir.path()).expect("format 2 opens");
-        assert_eq!(fs::read_to_string(dir.path().join(FORMAT_FILE)).unwrap(), format!("{DATA_FORMAT}\n"));
+    fn formats_2_and_3_are_upgraded_in_place() {
+        for old in ["2\n", "3\n"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            fs::write(dir.path().join(FORMAT_FILE), old).unwrap();
+            check(dir.path()).expect("an older format opens");
+            assert_eq!(fs::read_to_string(dir.path().join(FORMAT_FILE)).unwrap(), format!("{DATA_FORMAT}\n"));
+        }
     }
 
     // Ensures other versions and garbage are refused with what to do, and

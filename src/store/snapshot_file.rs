@@ -1,9 +1,9 @@
-//! The snapshot format (version 2): what a follower is sent, what a backup
+//! The snapshot format (version 3): what a follower is sent, what a backup
 //! file holds, and what a node installs from. Streamed both ways: written a
 //! row at a time, read a row at a time, never whole in memory.
 //!
 //! ```text
-//! magic      8 bytes  "LHSNAP02"
+//! magic      8 bytes  "LHSNAP03"
 //! head       u32 length (big-endian), then the snapshot meta as JSON
 //! row*       u32 key length, key, u32 value length, value
 //! end        u32 0xFFFF_FFFF, u64 number of rows, u32 CRC-32 of every row byte
@@ -14,8 +14,12 @@
 //! [`super::state`] keeps them, so a snapshot streams from sled and
 //! installs into it record by record. The end frame makes
 //! a cut-off file fail to read instead of loading part of a table; the CRC
-//! catches a damaged one. Backups of format 1 were JSON documents; `restore`
-//! still reads those ([`super::backup`]).
+//! catches a damaged one. Version 2 (`LHSNAP02`) was the same but for the
+//! request records' pages, which were spread over as many slots as any
+//! other tree's; it is still read, and its request pages are regrouped as
+//! they are installed ([`super::pages`]). A binary that writes version 2
+//! refuses version 3, whose pages it would misplace. Backups of format 1
+//! were JSON documents; `restore` still reads those ([`super::backup`]).
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -24,7 +28,9 @@ use std::path::Path;
 use super::sync_dir;
 use crate::raft::types::SnapshotMeta;
 
-pub const MAGIC: &[u8; 8] = b"LHSNAP02";
+const MAGIC: &[u8; 8] = b"LHSNAP03";
+/// Version 2's magic bytes, still read.
+const MAGIC_2: &[u8; 8] = b"LHSNAP02";
 const END: u32 = u32::MAX;
 /// Larger keys or values than this are not leasehold's (its largest row, a
 /// session's answers or a queue of waiters, stays far below it).
@@ -32,6 +38,11 @@ const MAX_FIELD: u32 = 64 << 20;
 
 fn invalid(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
+}
+
+/// Whether `bytes` start as a snapshot file this binary reads.
+pub fn is_snapshot(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC) || bytes.starts_with(MAGIC_2)
 }
 
 /// Writes a snapshot file row by row.
@@ -113,8 +124,8 @@ impl<R: Read> SnapshotReader<R> {
     pub fn new(mut input: R) -> io::Result<Self> {
         let mut magic = [0; 8];
         input.read_exact(&mut magic).map_err(|_| invalid("not a leasehold snapshot (too short)"))?;
-        if &magic != MAGIC {
-            return Err(invalid("not a leasehold snapshot of format 2 (wrong magic bytes)"));
+        if !is_snapshot(&magic) {
+            return Err(invalid("not a leasehold snapshot of format 2 or 3 (wrong magic bytes)"));
         }
         let len = read_u32(&mut input)?;
         if len > MAX_FIELD {

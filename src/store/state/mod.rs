@@ -132,6 +132,7 @@ impl StateStore {
         if installing.exists() {
             store.install(&installing)?;
         }
+        store.move_misplaced_requests()?;
         let loading = std::time::Instant::now();
         let loaded = store.load()?;
         // Start-up time is sled's open plus this load, then the log replay.
@@ -163,6 +164,33 @@ impl StateStore {
         // Its fields change only after the disk did: a panic in between
         // leaves an older, still true, description.
         self.0.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the request records of pages beyond their tree's slots (data
+    /// format 3 kept them there, see [`pages`]) into the pages they belong
+    /// in, in one batch, made durable before anything else is written. A
+    /// crash before it leaves the old pages whole, to be moved at the next
+    /// start.
+    fn move_misplaced_requests(&self) -> io::Result<()> {
+        let current = self.lock();
+        let misplaced = current.db.range(pages::misplaced_requests()).collect::<Result<Vec<_>, _>>()?;
+        if misplaced.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        for (key, _) in &misplaced {
+            batch.remove(key.clone());
+        }
+        for (key, mut page) in pages::regroup(misplaced.iter().map(|(_, page)| &page[..]))? {
+            if let Some(stored) = current.db.get(&key)? {
+                page.extend(pages::decode(&stored)?);
+            }
+            batch.insert(key, pages::encode(&page));
+        }
+        current.db.apply_batch(batch)?;
+        generation::sync(&current.db, &generation::generation_dir(&self.0.root, current.generation))?;
+        tracing::info!(pages = misplaced.len(), "request records moved into their pages (data format 3 to 4)");
+        Ok(())
     }
 
     /// Loads the table from the rows: the pages of each tree's lower half of
@@ -231,6 +259,7 @@ mod tests {
     use super::generation::wait_out_lock;
     use super::*;
     use leasehold_core::Command;
+    use std::collections::BTreeMap;
 
     pub(super) fn meta(index: u64) -> SnapshotMeta {
         let log_id = openraft::LogId::new(crate::raft::types::CommittedLeaderId { term: 1, node_id: 1 }, index);
@@ -304,5 +333,84 @@ mod tests {
         let (_, loaded) = open(crashed.path());
         assert_eq!(loaded.table, table, "the snapshot is installed at start");
         assert!(!install_path(&crashed.path().join("snapshots")).exists());
+    }
+
+    /// Puts every request record of `store` where data format 3 kept it.
+    fn page_requests_as_format_3(store: &StateStore) {
+        let current = store.lock();
+        let tree = Tree::Requests.id();
+        let stored = current.db.range([tree]..[tree + 1]).collect::<Result<Vec<_>, _>>().expect("read");
+        let mut old: BTreeMap<Vec<u8>, pages::Page> = BTreeMap::new();
+        for (key, page) in &stored {
+            current.db.remove(key).expect("remove");
+            for (row_key, value) in pages::decode(page).expect("decode") {
+                old.entry(pages::format_3_page_of(&row_key)).or_default().insert(row_key, value);
+            }
+        }
+        for (key, page) in old {
+            current.db.insert(key, pages::encode(&page)).expect("insert");
+        }
+        current.db.flush().expect("flush");
+    }
+
+    /// The number of pages `store` keeps beyond the request records' slots.
+    fn misplaced(store: &StateStore) -> usize {
+        store.lock().db.range(pages::misplaced_requests()).count()
+    }
+
+    /// Ticks `table` past the age of every request record, then checkpoints
+    /// it into `store` as of the last tick's index.
+    fn age_out_requests(store: &StateStore, table: &mut LockTable, from: u64) -> u64 {
+        let ticks = leasehold_core::MAX_REQUEST_AGE_MS / 100 + 1;
+        for index in from..from + ticks {
+            table.apply(&Command::Tick { period_ms: 100 }, index);
+        }
+        let last = from + ticks - 1;
+        store.checkpoint(StateStore::take_checkpoint(table, meta(last))).expect("checkpoint");
+        assert!(table.rows().all(|row| row.tree != Tree::Requests), "every record aged out");
+        last
+    }
+
+    // Ensures a folder whose request records are paged as data format 3
+    // kept them has them moved at start, so that later checkpoints delete
+    // them where they are (a record left behind would come back at the next
+    // start), and that a format-2 snapshot file, paged so too, installs
+    // into this format's pages.
+    #[test]
+    fn format_3_request_pages_are_moved() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, _) = open(dir.path());
+        let mut table = LockTable::new();
+        table.apply(&Command::Tick { period_ms: 100 }, 1);
+        for n in 0..3_000u64 {
+            table.apply(&acquire(&format!("lock-{n}")), 2 + n);
+        }
+        store.checkpoint(StateStore::take_checkpoint(&mut table, meta(3_001))).expect("checkpoint");
+        page_requests_as_format_3(&store);
+        assert!(misplaced(&store) > 2_000, "format 3 kept most request pages beyond the slots");
+        let (path, _) = store.snapshot_file(&meta(3_001)).expect("snapshot file");
+        let mut bytes = fs::read(&path).expect("read");
+        bytes[..8].copy_from_slice(b"LHSNAP02");
+        let format_2 = dir.path().join("format-2.snap");
+        fs::write(&format_2, bytes).expect("write");
+        drop(store);
+
+        let (store, loaded) = open(dir.path());
+        assert_eq!(misplaced(&store), 0, "moved");
+        assert!(loaded.table == table, "every record kept");
+        let snapshot_table = table.clone();
+        age_out_requests(&store, &mut table, 3_002);
+        drop(store);
+        assert!(open(dir.path()).1.table == table, "aged-out records are gone from where they were moved to");
+
+        let other = tempfile::tempdir().expect("temp dir");
+        let (follower, _) = open(other.path());
+        let (_, installed) = follower.install(&format_2).expect("a format-2 snapshot installs");
+        assert_eq!(misplaced(&follower), 0, "installed into this format's pages");
+        assert!(installed == snapshot_table, "every record installed");
+        let mut table = snapshot_table;
+        age_out_requests(&follower, &mut table, 3_002);
+        drop(follower);
+        assert!(open(other.path()).1.table == table, "aged-out records are gone from where they were installed");
     }
 }

@@ -59,7 +59,8 @@ impl StateStore {
     /// FNV-1a over every page record in key order, each key and value
     /// preceded by its length (8 bytes, big-endian). Pages are a function of
     /// the rows alone (a row's page is its key's hash; a page's rows are in
-    /// key order), so replicas checkpointed at the same index agree. Streamed
+    /// key order), so replicas checkpointed at the same index agree (once
+    /// each has moved a format-3 folder's request pages, at its start). Streamed
     /// from sled under the checkpoints' lock, not the table's: applying goes
     /// on meanwhile, the next checkpoint waits, and nothing is copied.
     pub fn digest(&self) -> io::Result<Option<(u64, u64)>> {
@@ -120,12 +121,23 @@ impl StateStore {
         let meta = reader.meta().clone();
         let mut loader = TableLoader::default();
         self.switch(&mut current, |next| {
+            // Request records' pages, written once the rows of all of them
+            // are in the pages they belong in: a format-2 file spreads them
+            // over more slots than this binary's.
+            let mut requests = Vec::new();
             while let Some((key, value)) = reader.next_row()? {
                 if key.first().is_none_or(|&id| id == META) {
                     return Err(invalid("a snapshot record that is not a page"));
                 }
                 load_page(&mut loader, &value)?;
-                next.insert(key, value)?;
+                if pages::regrouped(&key) {
+                    requests.push(value);
+                } else {
+                    next.insert(key, value)?;
+                }
+            }
+            for (key, page) in pages::regroup(requests.iter().map(Vec::as_slice))? {
+                next.insert(key, pages::encode(&page))?;
             }
             crash_point!("snapshot-install-midway");
             for (key, value) in meta_rows(&meta)? {
