@@ -11,7 +11,9 @@
 # --release` builds it) for both sides; each side's nodes run its binary
 # ($LEASEHOLD_BIN), so a difference is the nodes' alone. AB_SYSTEMS picks
 # the one system measured (default leasehold-3; leasehold-3-spread puts the
-# clients on every node in turn, so followers forward two requests in three).
+# clients on every node in turn, so followers forward two requests in three);
+# AB_DURATION the measured time of each run (default 8s; 40s holds a share
+# of the checkpoints that a node takes every 50 000 entries).
 set -euo pipefail
 lab="$(dirname "$0")/../target/release/leasehold-lab"
 a=$1 b=$2 runs=${3:-5}
@@ -23,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 for run in $(seq 1 "$runs"); do
     for side in A B; do
         binary=$a; [ "$side" = B ] && binary=$b
-        LEASEHOLD_BIN="$binary" "$lab" bench --systems "${AB_SYSTEMS:-leasehold-3}" --duration-secs 8 --warmup-ms 2000 --runs 1 "${extra[@]}" \
+        LEASEHOLD_BIN="$binary" "$lab" bench --systems "${AB_SYSTEMS:-leasehold-3}" --duration "${AB_DURATION:-8s}" --warmup-ms 2000 --runs 1 "${extra[@]}" \
             --out "$work/$side-$run" >"$work/$side-$run.log" 2>&1 || { echo "run $run $side failed"; tail -5 "$work/$side-$run.log"; exit 1; }
         line=$(grep "cycles/s" "$work/$side-$run.log" | head -1)
         echo "run $run $side: ${line#bench:   }"
