@@ -9,9 +9,10 @@
 //! - [`history`] — the recent applied events that event streams follow
 //!   and resume in.
 //! - [`state`] — the table's rows in sled (`state/<generation>/`):
-//!   loading, checkpoints, rewriting into a fresh generation, snapshot
-//!   install and backup files.
-//! - [`pages`] — how rows are grouped into sled records.
+//!   loading (and moving a format-3 folder's request records), checkpoints,
+//!   rewriting into a fresh generation, snapshot install and backup files.
+//! - [`pages`] — how rows are grouped into sled records (request records
+//!   in slots of their own).
 //! - [`snapshot_file`] — the one streamed snapshot and backup format.
 //! - [`backup`] — `leasehold restore`: a data folder from a backup file.
 //! - [`format`] — the data folder's format version, checked before anything opens.
