@@ -33,7 +33,7 @@ esac
 work=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && echo "profile.sh: perf data kept in $work" >&2 || rm -rf "$work"' EXIT
 seconds=15
-LEASEHOLD_BIN="$binary" "$lab" bench --systems "$system" --workloads "$workload" --clients 64 --duration-secs "$seconds" \
+LEASEHOLD_BIN="$binary" "$lab" bench --systems "$system" --workloads "$workload" --clients 64 --hot-clients 64 --duration-secs "$seconds" \
     --warmup-ms 3000 --runs 1 --out "$work/bench" >"$work/bench.log" 2>&1 &
 bench=$!
 # The nodes are the bench's children; wait until all three run and the warm-up is under way.
