@@ -336,6 +336,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.metrics.snapshot_installed();
         let install_ms = started.elapsed().as_millis() as u64;
         self.state.record_snapshot(|s| s.install_ms = Some(install_ms));
+        // An install replaces the whole table: worth a line in the node's log.
+        let index = meta.last_log_id.map(|id| id.index);
+        tracing::info!(index, install_ms, "snapshot from the leader installed");
         Ok(())
     }
 

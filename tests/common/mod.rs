@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold_local::{LocalCluster, NodeLogs, NodeSecurity};
+use leasehold_proto::NodeId;
 
 pub const TICK_MS: u64 = 100;
 /// Upper bound on any one test.
@@ -218,6 +219,11 @@ async fn start_nodes(
 }
 
 impl TestCluster {
+    /// Node `id`'s whole log, across its restarts.
+    pub fn log(&self, id: NodeId) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("node{id}.log"))).unwrap_or_default()
+    }
+
     /// Every node's log, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();

@@ -360,15 +360,13 @@ mod tests {
 
     /// Ticks `table` past the age of every request record, then checkpoints
     /// it into `store` as of the last tick's index.
-    fn age_out_requests(store: &StateStore, table: &mut LockTable, from: u64) -> u64 {
+    fn age_out_requests(store: &StateStore, table: &mut LockTable, from: u64) {
         let ticks = leasehold_core::MAX_REQUEST_AGE_MS / 100 + 1;
         for index in from..from + ticks {
             table.apply(&Command::Tick { period_ms: 100 }, index);
         }
-        let last = from + ticks - 1;
-        store.checkpoint(StateStore::take_checkpoint(table, meta(last))).expect("checkpoint");
+        store.checkpoint(StateStore::take_checkpoint(table, meta(from + ticks - 1))).expect("checkpoint");
         assert!(table.rows().all(|row| row.tree != Tree::Requests), "every record aged out");
-        last
     }
 
     // Ensures a folder whose request records are paged as data format 3
