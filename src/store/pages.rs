@@ -77,10 +77,14 @@ impl io::Write for Fnv1a {
 /// The sled key of the page holding the row `row_key` (its tree id byte,
 /// then its key).
 pub(super) fn page_of(row_key: &[u8]) -> Vec<u8> {
+    page_among(row_key, slots(row_key[0]))
+}
+
+/// The key of the page of `row_key` among `slots` slots of its tree.
+fn page_among(row_key: &[u8], slots: u64) -> Vec<u8> {
     let mut hash = Fnv1a::default();
     io::Write::write_all(&mut hash, row_key).expect("hashing cannot fail");
-    let slot = (hash.0 & (slots(row_key[0]) - 1)) as u32;
-    page_key(row_key[0], slot)
+    page_key(row_key[0], (hash.0 & (slots - 1)) as u32)
 }
 
 /// The sled key range of pages of the request records' tree beyond its
@@ -90,9 +94,9 @@ pub(super) fn misplaced_requests() -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     (Included(page_key(tree, REQUEST_PAGES as u32)), Excluded(vec![tree + 1]))
 }
 
-/// Whether the page keyed `page_key` may hold rows that belong in other
-/// pages: a request records' page (of a format-3 snapshot, say).
-pub(super) fn regrouped(page_key: &[u8]) -> bool {
+/// Whether the page keyed `page_key` holds request records, whose rows
+/// may belong in other pages (in a format-3 snapshot, say).
+pub(super) fn of_requests(page_key: &[u8]) -> bool {
     page_key.first() == Some(&Tree::Requests.id())
 }
 
@@ -178,9 +182,7 @@ pub(super) fn decode(page: &[u8]) -> io::Result<Page> {
 /// were [`PAGES`], whatever the tree.
 #[cfg(test)]
 pub(super) fn format_3_page_of(row_key: &[u8]) -> Vec<u8> {
-    let mut hash = Fnv1a::default();
-    io::Write::write_all(&mut hash, row_key).expect("hashing cannot fail");
-    page_key(row_key[0], (hash.0 & (PAGES - 1)) as u32)
+    page_among(row_key, PAGES)
 }
 
 #[cfg(test)]
@@ -226,7 +228,7 @@ mod tests {
         let grouped = regroup(encoded.iter().map(Vec::as_slice)).expect("regroups");
         assert_eq!(grouped.values().map(BTreeMap::len).sum::<usize>(), 3_000, "every row kept");
         for (page, rows) in &grouped {
-            assert!(!misplaced.contains(page) && regrouped(page));
+            assert!(!misplaced.contains(page) && of_requests(page));
             assert!(rows.iter().all(|(key, value)| &page_of(key) == page && key[1..] == value[..]));
         }
     }

@@ -228,8 +228,7 @@ impl TestCluster {
     pub fn logs(&self) -> String {
         let mut out = String::new();
         for id in self.ids() {
-            let path = self.dir.path().join(format!("node{id}.log"));
-            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            let log = self.log(id);
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             out.push_str(&format!("--- node {id} (last lines) ---\n"));
             for line in tail.into_iter().rev() {

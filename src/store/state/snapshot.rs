@@ -130,7 +130,7 @@ impl StateStore {
                     return Err(invalid("a snapshot record that is not a page"));
                 }
                 load_page(&mut loader, &value)?;
-                if pages::regrouped(&key) {
+                if pages::of_requests(&key) {
                     requests.push(value);
                 } else {
                     next.insert(key, value)?;
