@@ -116,7 +116,8 @@ edges.sort()
 
 # A step: thread X, woken by W at t0, wakes Y at t1. Its cause is the last
 # wake-up of X by one of these threads (wake-ups from the kernel, such as a
-# disk's completion, are not steps): the step took t1 - t0.
+# disk's completion, are not steps): the step took t1 - t0. A cause more
+# than 10 ms old is none: X woke for something else in between (a timer).
 last_woken = {}
 steps = defaultdict(list)
 for t, waker, wakee in edges:
